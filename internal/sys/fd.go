@@ -1,0 +1,164 @@
+package sys
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrClosedFD is returned when an operation is attempted on a closed FD.
+var ErrClosedFD = errors.New("sys: use of closed file descriptor")
+
+// FD is an owned file descriptor. It is closed exactly once; Close is
+// idempotent and safe to call concurrently with other Close calls.
+//
+// Every FD created by this package is O_CLOEXEC.
+type FD struct {
+	raw    int32
+	closed atomic.Bool
+	name   string
+}
+
+// NewFD takes ownership of raw. name describes the fd in leak reports.
+func NewFD(raw int, name string) (*FD, error) {
+	if raw < 0 {
+		return nil, fmt.Errorf("sys: invalid fd %d for %s", raw, name)
+	}
+	fd := &FD{raw: int32(raw), name: name}
+	traceOpen(fd)
+	return fd, nil
+}
+
+// Open opens path with flags|O_CLOEXEC and returns an owned FD.
+func Open(path string, flags int) (*FD, error) {
+	for {
+		raw, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		return NewFD(raw, path)
+	}
+}
+
+// Int returns the raw descriptor number, or -1 once closed.
+func (fd *FD) Int() int {
+	if fd == nil || fd.closed.Load() {
+		return -1
+	}
+	return int(fd.raw)
+}
+
+// Name returns the description given at creation.
+func (fd *FD) Name() string { return fd.name }
+
+// Close closes the descriptor. Closing twice returns nil.
+func (fd *FD) Close() error {
+	if fd == nil || !fd.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	traceClose(fd)
+	return unix.Close(int(fd.raw))
+}
+
+// Disown marks the FD closed without closing the descriptor and returns the
+// raw number; used when ownership moves elsewhere (e.g. to an os.File).
+func (fd *FD) Disown() int {
+	if !fd.closed.CompareAndSwap(false, true) {
+		return -1
+	}
+	traceClose(fd)
+	return int(fd.raw)
+}
+
+// SetNonblock sets or clears O_NONBLOCK.
+func (fd *FD) SetNonblock(on bool) error {
+	if fd.closed.Load() {
+		return ErrClosedFD
+	}
+	return unix.SetNonblock(int(fd.raw), on)
+}
+
+// IsCloexec reports whether FD_CLOEXEC is set on raw (used by tests).
+func IsCloexec(raw int) (bool, error) {
+	flags, err := unix.FcntlInt(uintptr(raw), unix.F_GETFD, 0)
+	if err != nil {
+		return false, err
+	}
+	return flags&unix.FD_CLOEXEC != 0, nil
+}
+
+// IsNonblock reports whether O_NONBLOCK is set on raw.
+func IsNonblock(raw int) (bool, error) {
+	flags, err := unix.FcntlInt(uintptr(raw), unix.F_GETFL, 0)
+	if err != nil {
+		return false, err
+	}
+	return flags&unix.O_NONBLOCK != 0, nil
+}
+
+// Leak tracing. When enabled (tests), every owned descriptor records the
+// stack that created it, and OpenFDs lists those not yet closed.
+
+var (
+	tracing   atomic.Bool
+	traceMu   sync.Mutex
+	traced = map[*FD]string{}
+)
+
+// EnableLeakTracing turns on creation-stack recording for owned FDs and
+// owned mappings. Call it from TestMain.
+func EnableLeakTracing() { tracing.Store(true) }
+
+func traceOpen(fd *FD) {
+	if !tracing.Load() {
+		return
+	}
+	buf := make([]byte, 4096)
+	buf = buf[:runtime.Stack(buf, false)]
+	traceMu.Lock()
+	traced[fd] = string(buf)
+	traceMu.Unlock()
+}
+
+func traceClose(fd *FD) {
+	if !tracing.Load() {
+		return
+	}
+	traceMu.Lock()
+	delete(traced, fd)
+	traceMu.Unlock()
+}
+
+// OpenFDs describes the traced descriptors that are still open: name and
+// creation stack. It is empty when nothing leaked (or tracing is off).
+func OpenFDs() []string {
+	traceMu.Lock()
+	defer traceMu.Unlock()
+	var out []string
+	for fd, stack := range traced {
+		out = append(out, fmt.Sprintf("fd %d (%s) opened at:\n%s", fd.raw, fd.name, stack))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LeakReport returns "" when no traced FD or mapping is open, otherwise a
+// report naming each leaked resource and where it was created.
+func LeakReport() string {
+	fds := OpenFDs()
+	maps := OpenMappings()
+	if len(fds) == 0 && len(maps) == 0 {
+		return ""
+	}
+	return "leaked resources:\n" + strings.Join(append(fds, maps...), "\n")
+}

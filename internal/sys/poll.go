@@ -1,0 +1,213 @@
+package sys
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrFileClosed is returned by EventFile reads after Close.
+var ErrFileClosed = errors.New("sys: event file closed")
+
+// EventFile is a kernel event fd (the uverbs async event fd, a completion
+// channel, a DEVX event channel) that yields one record per read(2).
+//
+// The descriptor is switched to O_NONBLOCK and registered with the Go
+// runtime poller. Any number of goroutines may call Read concurrently:
+// each record goes to exactly one of them, and a waiting goroutine is
+// parked on a channel (never on an OS thread) until the poller reports the
+// fd readable, its context ends, or the file is closed.
+type EventFile struct {
+	file *os.File
+	rc   interface {
+		Read(func(uintptr) bool) error
+	}
+	raw int
+
+	refs    sync.WaitGroup // in-flight raw reads
+	closing atomic.Bool
+	closed  chan struct{}
+	closeMu sync.Mutex
+
+	mu       sync.Mutex
+	ready    chan struct{} // closed (and replaced) when the fd may be readable
+	waiters  int
+	watching bool
+	watchErr error
+}
+
+// NewEventFile takes ownership of fd (which must be O_CLOEXEC).
+func NewEventFile(fd *FD) (*EventFile, error) {
+	raw := fd.Int()
+	if raw < 0 {
+		return nil, ErrClosedFD
+	}
+	if err := unix.SetNonblock(raw, true); err != nil {
+		return nil, err
+	}
+	fd.Disown()
+	f := os.NewFile(uintptr(raw), fd.Name())
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	ef := &EventFile{file: f, rc: rc, raw: raw, closed: make(chan struct{}), ready: make(chan struct{})}
+	traceOpenEF(ef, fd.Name())
+	return ef, nil
+}
+
+// Fd returns the descriptor for use in the caller's own poll/epoll loop.
+// It is non-blocking. It stays valid until Close.
+func (e *EventFile) Fd() int { return e.raw }
+
+// TryRead reads one record into buf without blocking. It returns
+// unix.EAGAIN when nothing is queued and ErrFileClosed after Close.
+// It allocates nothing.
+func (e *EventFile) TryRead(buf []byte) (int, error) {
+	if !e.acquire() {
+		return 0, ErrFileClosed
+	}
+	n, err := readRaw(e.raw, buf)
+	e.refs.Done()
+	return n, err
+}
+
+func (e *EventFile) acquire() bool {
+	if e.closing.Load() {
+		return false
+	}
+	e.refs.Add(1)
+	if e.closing.Load() {
+		e.refs.Done()
+		return false
+	}
+	return true
+}
+
+// Read blocks until one record is read into buf, ctx ends (ctx.Err()), or
+// the file is closed (ErrFileClosed).
+func (e *EventFile) Read(ctx context.Context, buf []byte) (int, error) {
+	for {
+		// Take the current readiness generation before trying, so that a
+		// record arriving after our EAGAIN wakes us.
+		e.mu.Lock()
+		ready := e.ready
+		e.waiters++
+		e.mu.Unlock()
+
+		n, err := e.TryRead(buf)
+		if err != unix.EAGAIN {
+			e.leave()
+			return n, err
+		}
+		e.watch()
+		select {
+		case <-ready:
+			e.leave()
+		case <-ctx.Done():
+			e.leave()
+			return 0, ctx.Err()
+		case <-e.closed:
+			e.leave()
+			return 0, ErrFileClosed
+		}
+	}
+}
+
+func (e *EventFile) leave() {
+	e.mu.Lock()
+	e.waiters--
+	e.mu.Unlock()
+}
+
+// watch starts the single poller-parked watcher goroutine if none runs.
+func (e *EventFile) watch() {
+	e.mu.Lock()
+	if e.watching || e.closing.Load() {
+		e.mu.Unlock()
+		return
+	}
+	e.watching = true
+	e.mu.Unlock()
+	go e.watchLoop()
+}
+
+// watchLoop waits on the runtime poller for readability and wakes every
+// waiter; it exits when no goroutine waits any more or the file closes.
+func (e *EventFile) watchLoop() {
+	for {
+		first := true
+		err := e.rc.Read(func(uintptr) bool {
+			if first {
+				first = false
+				return false // park on the poller until readable
+			}
+			return true
+		})
+		e.mu.Lock()
+		close(e.ready)
+		e.ready = make(chan struct{})
+		if err != nil || e.waiters == 0 {
+			e.watching = false
+			e.watchErr = err
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
+	}
+}
+
+// Close wakes every waiter with ErrFileClosed and closes the descriptor
+// once no raw read is in flight. It is idempotent.
+func (e *EventFile) Close() error {
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
+	if e.closing.Swap(true) {
+		return nil
+	}
+	close(e.closed)
+	e.refs.Wait()
+	traceCloseEF(e)
+	return e.file.Close()
+}
+
+func readRaw(fd int, b []byte) (int, error) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	for {
+		n, _, e := unix.Syscall(unix.SYS_READ, uintptr(fd), uintptr(p), uintptr(len(b)))
+		switch e {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		default:
+			return 0, e
+		}
+	}
+}
+
+var efTraced sync.Map // *EventFile -> stack
+
+func traceOpenEF(e *EventFile, name string) {
+	if !tracing.Load() {
+		return
+	}
+	fd := &FD{raw: int32(e.raw), name: name + " (event file)"}
+	traceOpen(fd)
+	efTraced.Store(e, fd)
+}
+
+func traceCloseEF(e *EventFile) {
+	if v, ok := efTraced.LoadAndDelete(e); ok {
+		traceClose(v.(*FD))
+	}
+}

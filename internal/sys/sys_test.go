@@ -1,0 +1,382 @@
+package sys
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestMain(m *testing.M) {
+	EnableLeakTracing()
+	code := m.Run()
+	if code == 0 {
+		if r := LeakReport(); r != "" {
+			os.Stderr.WriteString(r + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func TestIoctlLayout(t *testing.T) {
+	var c Ioctl
+	if got := unsafe.Sizeof(c.hdr); got != hdrSize {
+		t.Errorf("header size %d, want %d", got, hdrSize)
+	}
+	if got := unsafe.Sizeof(c.attrs[0]); got != attrSize {
+		t.Errorf("attr size %d, want %d", got, attrSize)
+	}
+	if got := unsafe.Offsetof(c.attrs); got != hdrSize {
+		t.Errorf("attrs at offset %d, want directly after the %d-byte header", got, hdrSize)
+	}
+	if got := unsafe.Offsetof(c.hdr.DriverID); got != 16 {
+		t.Errorf("driver_id at %d, want 16", got)
+	}
+	if got := unsafe.Offsetof(c.attrs[0].Data); got != 8 {
+		t.Errorf("attr data at %d, want 8", got)
+	}
+}
+
+func TestIoctlBuild(t *testing.T) {
+	c := NewIoctl()
+	c.Reset(3, 0, 14)
+	out := make([]byte, 16)
+	var u32 uint32 = 0x11223344
+	big := make([]byte, 20)
+	h := c.IDRNew(0)
+	in := PtrIn(c, 1, &u32, true)
+	p := c.BytesIn(2, big, true)
+	o := c.BytesOut(0x1001, out, false)
+	f := c.FDIn(7, 5, false)
+	e := c.EnumIn(9, 3, nil, true)
+	if c.NumAttrs() != 6 {
+		t.Fatalf("NumAttrs = %d", c.NumAttrs())
+	}
+	a := c.attrs
+	if a[h].Flags != attrFMandatory || a[h].Len != 0 {
+		t.Errorf("IDR new attr: %+v", a[h])
+	}
+	if a[in].Len != 4 || a[in].Data != 0x11223344 {
+		t.Errorf("inline u32 attr: %+v", a[in])
+	}
+	if a[p].Len != 20 || a[p].Data != uint64(uintptr(unsafe.Pointer(&big[0]))) {
+		t.Errorf("pointer attr: %+v", a[p])
+	}
+	if a[o].Flags != 0 || a[o].Len != 16 || a[o].Data != uint64(uintptr(unsafe.Pointer(&out[0]))) {
+		t.Errorf("out attr: %+v", a[o])
+	}
+	if a[f].Data != 5 || a[f].Len != 0 {
+		t.Errorf("fd attr: %+v", a[f])
+	}
+	if a[e].AttrData != 3 {
+		t.Errorf("enum attr: %+v", a[e])
+	}
+	if c.Valid(o) {
+		t.Error("output valid before exec")
+	}
+	// /dev/null has no RDMA_VERBS_IOCTL: the errno comes back unwrapped.
+	fd, err := Open("/dev/null", unix.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	if err := c.Exec(fd); err != unix.ENOTTY {
+		t.Fatalf("Exec on /dev/null = %v, want ENOTTY", err)
+	}
+	if want := uint16(hdrSize + 6*attrSize); c.hdr.Length != want {
+		t.Errorf("length %d, want %d", c.hdr.Length, want)
+	}
+	c.Reset(1, 2, 0)
+	if c.NumAttrs() != 0 || c.hdr.DriverID != 0 || c.refs[2] != nil {
+		t.Error("Reset left state behind")
+	}
+}
+
+func TestIoctlBuildErrors(t *testing.T) {
+	c := NewIoctl()
+	c.Reset(0, 0, 0)
+	for i := 0; i < MaxAttrs+1; i++ {
+		c.ConstIn(uint16(i), 1, true)
+	}
+	fd, err := Open("/dev/null", unix.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	if err := c.Exec(fd); !errors.Is(err, unix.EINVAL) || err != errTooManyAttrs {
+		t.Fatalf("overflow: %v", err)
+	}
+	c.Reset(0, 0, 0)
+	c.InlineIn(1, 0, 9, true)
+	if err := c.Exec(fd); err != errBadInline {
+		t.Fatalf("bad inline: %v", err)
+	}
+	fd.Close()
+	c.Reset(0, 0, 0)
+	if err := c.Exec(fd); err != ErrClosedFD {
+		t.Fatalf("closed fd: %v", err)
+	}
+}
+
+func TestIoctlAllocs(t *testing.T) {
+	fd, err := Open("/dev/null", unix.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	c := NewIoctl()
+	type resp struct{ A, B uint32 }
+	r := new(resp)
+	var port uint64 = 1
+	allocs := testing.AllocsPerRun(1000, func() {
+		c.Reset(0, 2, 14)
+		c.ConstIn(0, port, true)
+		PtrOut(c, 1, r, true)
+		_ = c.Exec(fd)
+	})
+	if allocs != 0 {
+		t.Fatalf("build+exec allocated %.1f times per call", allocs)
+	}
+}
+
+func BenchmarkIoctlBuildExec(b *testing.B) {
+	fd, err := Open("/dev/null", unix.O_RDWR)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fd.Close()
+	c := NewIoctl()
+	out := make([]byte, 48)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Reset(0, 2, 14)
+		c.ConstIn(0, 1, true)
+		c.BytesOut(1, out, true)
+		_ = c.Exec(fd)
+	}
+}
+
+// TestLegacyWrite checks the write() ABI image through a SEQPACKET pair.
+func TestLegacyWrite(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := NewFD(fds[0], "w")
+	r, _ := NewFD(fds[1], "r")
+	defer w.Close()
+	defer r.Close()
+	c := NewIoctl()
+	le := binary.LittleEndian
+
+	// Non-extended: QUERY_PORT {response u64, port u8, reserved[7]}, 40-byte resp.
+	req := make([]byte, 16)
+	req[8] = 1
+	resp := make([]byte, 40)
+	if err := c.LegacyWrite(w, &WriteCmd{Cmd: 2, Req: req, Resp: resp}); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 128)
+	n, err := unix.Read(r.Int(), got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = got[:n]
+	if n != 24 || le.Uint32(got) != 2 || le.Uint16(got[4:]) != 6 || le.Uint16(got[6:]) != 10 {
+		t.Fatalf("header: % x", got)
+	}
+	if le.Uint64(got[8:]) != uint64(uintptr(unsafe.Pointer(&c.rbuf[0]))) || got[16] != 1 {
+		t.Fatalf("body: % x", got)
+	}
+
+	// Extended: EX_QUERY_DEVICE {comp_mask, reserved}, 8-byte udata in.
+	ureq := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	if err := c.LegacyWrite(w, &WriteCmd{Cmd: CmdFlagExtended | 1, Req: make([]byte, 8), Resp: make([]byte, 304), UdataIn: ureq}); err != nil {
+		t.Fatal(err)
+	}
+	got = got[:cap(got)]
+	n, err = unix.Read(r.Int(), got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = got[:n]
+	if n != 40 || le.Uint32(got) != CmdFlagExtended|1 || le.Uint16(got[4:]) != 1 || le.Uint16(got[6:]) != 38 ||
+		le.Uint16(got[16:]) != 1 || le.Uint16(got[18:]) != 0 || got[32] != 1 {
+		t.Fatalf("extended image: % x", got)
+	}
+	// Misaligned extended sizes are rejected before any syscall.
+	if err := c.LegacyWrite(w, &WriteCmd{Cmd: CmdFlagExtended | 1, Req: make([]byte, 6)}); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("misaligned: %v", err)
+	}
+}
+
+func seqpacket(t *testing.T) (*EventFile, *FD) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rfd, _ := NewFD(fds[0], "event reader")
+	wfd, _ := NewFD(fds[1], "event writer")
+	ef, err := NewEventFile(rfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ef.Close(); wfd.Close() })
+	return ef, wfd
+}
+
+func TestEventFileTryRead(t *testing.T) {
+	ef, w := seqpacket(t)
+	if nb, _ := IsNonblock(ef.Fd()); !nb {
+		t.Error("event fd is not O_NONBLOCK")
+	}
+	if ce, _ := IsCloexec(ef.Fd()); !ce {
+		t.Error("event fd is not O_CLOEXEC")
+	}
+	buf := make([]byte, 16)
+	if _, err := ef.TryRead(buf); err != unix.EAGAIN {
+		t.Fatalf("empty TryRead = %v, want EAGAIN", err)
+	}
+	Write(w, []byte("0123456789abcdef"))
+	n, err := ef.TryRead(buf)
+	if err != nil || n != 16 || string(buf) != "0123456789abcdef" {
+		t.Fatalf("TryRead = %d %v %q", n, err, buf)
+	}
+	allocs := testing.AllocsPerRun(100, func() { ef.TryRead(buf) })
+	if allocs != 0 {
+		t.Errorf("TryRead allocates %.1f", allocs)
+	}
+}
+
+func TestEventFileConcurrentReaders(t *testing.T) {
+	ef, w := seqpacket(t)
+	const readers, records = 8, 200
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	seen := map[uint64]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, readers)
+	for i := 0; i < readers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 16)
+			for {
+				n, err := ef.Read(ctx, buf)
+				if errors.Is(err, ErrFileClosed) {
+					return
+				}
+				if err != nil || n != 16 {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				seen[binary.LittleEndian.Uint64(buf)]++
+				done := len(seen) == records
+				mu.Unlock()
+				if done {
+					ef.Close() // wakes the other readers
+				}
+			}
+		}()
+	}
+	rec := make([]byte, 16)
+	for i := 0; i < records; i++ {
+		binary.LittleEndian.PutUint64(rec, uint64(i))
+		if _, err := Write(w, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("reader: %v", err)
+	}
+	if len(seen) != records {
+		t.Fatalf("got %d distinct records, want %d", len(seen), records)
+	}
+	for k, v := range seen {
+		if v != 1 {
+			t.Fatalf("record %d delivered %d times", k, v)
+		}
+	}
+}
+
+func TestEventFileContextAndClose(t *testing.T) {
+	ef, _ := seqpacket(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		_, err := ef.Read(ctx, make([]byte, 16))
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Read = %v", err)
+	}
+	go func() {
+		_, err := ef.Read(context.Background(), make([]byte, 16))
+		done <- err
+	}()
+	ef.Close()
+	if err := <-done; !errors.Is(err, ErrFileClosed) {
+		t.Fatalf("Read after Close = %v", err)
+	}
+	if err := ef.Close(); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	if _, err := ef.TryRead(make([]byte, 16)); err != ErrFileClosed {
+		t.Fatalf("TryRead after Close = %v", err)
+	}
+}
+
+func TestFDCloseOnceAndLeakTracing(t *testing.T) {
+	fd, err := Open("/dev/null", unix.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ce, _ := IsCloexec(fd.Int()); !ce {
+		t.Error("Open did not set O_CLOEXEC")
+	}
+	found := false
+	for _, s := range OpenFDs() {
+		if contains(s, "/dev/null") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("open FD missing from the leak tracer")
+	}
+	if err := fd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fd.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	if fd.Int() != -1 {
+		t.Error("closed FD still reports a number")
+	}
+	for _, s := range OpenFDs() {
+		if contains(s, "/dev/null") {
+			t.Errorf("closed FD still traced: %s", s)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
