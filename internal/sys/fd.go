@@ -110,9 +110,9 @@ func IsNonblock(raw int) (bool, error) {
 // stack that created it, and OpenFDs lists those not yet closed.
 
 var (
-	tracing   atomic.Bool
-	traceMu   sync.Mutex
-	traced = map[*FD]string{}
+	tracing atomic.Bool
+	traceMu sync.Mutex
+	traced  = map[*FD]string{}
 )
 
 // EnableLeakTracing turns on creation-stack recording for owned FDs and
