@@ -1,0 +1,444 @@
+package uverbs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Device discovery from sysfs.
+//
+// This mirrors what libibverbs does when netlink is unavailable
+// (rdma-core libibverbs/init.c find_sysfs_devs, setup_sysfs_dev,
+// check_abi_version), reading only regular sysfs files:
+//
+//	/sys/class/infiniband_verbs/abi_version           core uverbs ABI (must be 6)
+//	/sys/class/infiniband_verbs/uverbsN/ibdev         ibdev name, e.g. "rxe0"
+//	/sys/class/infiniband_verbs/uverbsN/abi_version   driver ABI (rxe 2, mlx5 1)
+//	/sys/class/infiniband_verbs/uverbsN/dev           "major:minor" (optional)
+//	/sys/class/infiniband/<ibdev>/{node_guid,sys_image_guid,node_type,
+//	                                fw_ver,node_desc,ports/N,device/driver,parent}
+//
+// Error policy: a malformed tree is reported, not skipped. If any uverbsN
+// entry is broken, DevicesAt fails with an error wrapping ErrSysfs that
+// names the file and the bad value, so the problem is visible instead of a
+// device silently missing from the list. (libibverbs skips such devices.)
+
+// Default roots used by Devices and DeviceByName.
+const (
+	DefaultSysfsRoot = "/sys"
+	DefaultDevRoot   = "/dev"
+)
+
+// SupportedABIVersion is the core uverbs ABI version this library speaks,
+// as read from /sys/class/infiniband_verbs/abi_version. rdma-core accepts
+// 3..6 (IB_USER_VERBS_MIN/MAX_ABI_VERSION in libibverbs/kern-abi.h); every
+// kernel since 2.6.x reports 6 and this library implements 6 only.
+const SupportedABIVersion = 6
+
+// NodeType is the kernel's RDMA node type (enum rdma_node_type), as shown
+// in /sys/class/infiniband/<dev>/node_type.
+type NodeType int
+
+// Node types. Values match the kernel's enum rdma_node_type and
+// libibverbs' enum ibv_node_type.
+const (
+	NodeUnknown     NodeType = -1 // a value the kernel reported that this package does not know (IBV_NODE_UNKNOWN)
+	NodeCA          NodeType = 1  // InfiniBand channel adapter (also RoCE devices such as rxe and mlx5)
+	NodeSwitch      NodeType = 2
+	NodeRouter      NodeType = 3
+	NodeRNIC        NodeType = 4 // iWARP NIC (siw, irdma in iWARP mode, cxgb4)
+	NodeUSNIC       NodeType = 5
+	NodeUSNICUDP    NodeType = 6
+	NodeUnspecified NodeType = 7
+)
+
+// String returns the same text as libibverbs' ibv_node_type_str.
+func (t NodeType) String() string {
+	switch t {
+	case NodeCA:
+		return "InfiniBand channel adapter"
+	case NodeSwitch:
+		return "InfiniBand switch"
+	case NodeRouter:
+		return "InfiniBand router"
+	case NodeRNIC:
+		return "iWARP NIC"
+	case NodeUSNIC:
+		return "usNIC"
+	case NodeUSNICUDP:
+		return "usNIC UDP"
+	case NodeUnspecified:
+		return "unspecified"
+	}
+	return "unknown"
+}
+
+// Device describes one uverbs device as found in sysfs. It is plain data;
+// opening the device is a separate step.
+type Device struct {
+	Name         string   // ibdev name, e.g. "rxe0"
+	UverbsName   string   // uverbs char device name, e.g. "uverbs0"
+	DevPath      string   // devRoot/infiniband/<UverbsName>, e.g. "/dev/infiniband/uverbs0" (not checked for existence)
+	ABIVersion   int      // driver uverbs ABI version (uverbsN/abi_version): rxe 2, mlx5 1
+	NodeGUID     uint64   // node_guid "0011:2233:4455:6677" read as one big-endian number: 0x0011223344556677
+	SysImageGUID uint64   // sys_image_guid, same encoding
+	NodeType     NodeType // from node_type "1: CA"
+	Driver       string   // see deriveDriver: kernel driver of device/driver ("mlx5_core"), or "rxe"/"siw" for software devices; "" if unknown
+	DriverID     uint32   // enum rdma_driver_id (RDMA_DRIVER_RXE 14, RDMA_DRIVER_MLX5 1, ...) when Driver is known, else 0 (RDMA_DRIVER_UNKNOWN)
+	FWVersion    string   // fw_ver, "" if absent or empty (rxe)
+	NumPorts     int      // len(Ports)
+	Ports        []int    // port numbers found under ports/, ascending (1-based for CAs)
+	NodeDesc     string   // node_desc ("rxe" for rxe until changed), "" if absent
+}
+
+// Devices lists the uverbs devices under /sys, sorted by Name.
+func Devices() ([]Device, error) {
+	return DevicesAt(DefaultSysfsRoot, DefaultDevRoot)
+}
+
+// DeviceByName returns the device whose ibdev name is name.
+func DeviceByName(name string) (Device, error) {
+	return DeviceByNameAt(DefaultSysfsRoot, DefaultDevRoot, name)
+}
+
+// DeviceByNameAt is DeviceByName with explicit sysfs and /dev roots. It
+// returns an error wrapping ErrNoDevice when no device has that name, and
+// any error DevicesAt returns.
+func DeviceByNameAt(sysRoot, devRoot, name string) (Device, error) {
+	devs, err := DevicesAt(sysRoot, devRoot)
+	if err != nil {
+		return Device{}, err
+	}
+	names := make([]string, 0, len(devs))
+	for _, d := range devs {
+		if d.Name == name {
+			return d, nil
+		}
+		names = append(names, d.Name)
+	}
+	return Device{}, fmt.Errorf("%w: no device named %q (found: %s)", ErrNoDevice, name, strings.Join(names, ", "))
+}
+
+// DevicesAt lists the uverbs devices found under sysRoot (normally "/sys"),
+// with DevPath built under devRoot (normally "/dev"), sorted by Name.
+//
+// Errors:
+//   - ErrNoDevice: sysRoot/class/infiniband_verbs or its abi_version is
+//     missing (ib_uverbs not loaded), or no uverbsN entry exists.
+//   - ErrABIVersion: the core ABI version is not SupportedABIVersion.
+//   - ErrSysfs: a file is unreadable or malformed; the error names the path
+//     and the bad value. One broken device fails the whole call.
+func DevicesAt(sysRoot, devRoot string) ([]Device, error) {
+	classDir := filepath.Join(sysRoot, "class", "infiniband_verbs")
+	abiPath := filepath.Join(classDir, "abi_version")
+	abiText, err := os.ReadFile(abiPath)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s does not exist: the ib_uverbs kernel module is not loaded (modprobe ib_uverbs; see docs/rxe.md)", ErrNoDevice, abiPath)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrSysfs, err)
+	}
+	abi, err := parseInt(abiPath, abiText)
+	if err != nil {
+		return nil, err
+	}
+	if abi != SupportedABIVersion {
+		return nil, fmt.Errorf("%w: kernel reports uverbs ABI version %d in %s, this library supports only version %d",
+			ErrABIVersion, abi, abiPath, SupportedABIVersion)
+	}
+
+	entries, err := os.ReadDir(classDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSysfs, err)
+	}
+	var devs []Device
+	var errs []error
+	for _, e := range entries {
+		if !isUverbsName(e.Name()) {
+			continue
+		}
+		d, err := readDevice(sysRoot, devRoot, e.Name())
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		devs = append(devs, d)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if len(devs) == 0 {
+		return nil, fmt.Errorf("%w: no RDMA devices found in %s: load rdma_rxe and add a link, see docs/rxe.md", ErrNoDevice, classDir)
+	}
+	slices.SortFunc(devs, func(a, b Device) int { return strings.Compare(a.Name, b.Name) })
+	return devs, nil
+}
+
+// isUverbsName reports whether s is "uverbs" followed by decimal digits.
+func isUverbsName(s string) bool {
+	n, ok := strings.CutPrefix(s, "uverbs")
+	if !ok || n == "" {
+		return false
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func readDevice(sysRoot, devRoot, uverbs string) (Device, error) {
+	uvDir := filepath.Join(sysRoot, "class", "infiniband_verbs", uverbs)
+	d := Device{
+		UverbsName: uverbs,
+		DevPath:    filepath.Join(devRoot, "infiniband", uverbs),
+	}
+
+	ibdevPath := filepath.Join(uvDir, "ibdev")
+	name, err := readTrimmed(ibdevPath)
+	if err != nil {
+		return Device{}, err
+	}
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return Device{}, fmt.Errorf("%w: %s: invalid device name %q", ErrSysfs, ibdevPath, name)
+	}
+	d.Name = name
+
+	abiPath := filepath.Join(uvDir, "abi_version")
+	abiText, err := readFile(abiPath)
+	if err != nil {
+		return Device{}, err
+	}
+	if d.ABIVersion, err = parseInt(abiPath, abiText); err != nil {
+		return Device{}, err
+	}
+
+	// dev ("major:minor") is optional; when present it must be well formed.
+	devFile := filepath.Join(uvDir, "dev")
+	if text, err := readOptional(devFile); err != nil {
+		return Device{}, err
+	} else if text != "" {
+		if err := checkDevNumber(devFile, text); err != nil {
+			return Device{}, err
+		}
+	}
+
+	ibDir := filepath.Join(sysRoot, "class", "infiniband", name)
+	if _, err := os.Stat(ibDir); err != nil {
+		return Device{}, fmt.Errorf("%w: %s names ibdev %q: %w", ErrSysfs, ibdevPath, name, err)
+	}
+	if d.NodeGUID, err = readGUID(filepath.Join(ibDir, "node_guid")); err != nil {
+		return Device{}, err
+	}
+	if d.SysImageGUID, err = readGUID(filepath.Join(ibDir, "sys_image_guid")); err != nil {
+		return Device{}, err
+	}
+	if d.NodeType, err = readNodeType(filepath.Join(ibDir, "node_type")); err != nil {
+		return Device{}, err
+	}
+	if d.FWVersion, err = readOptional(filepath.Join(ibDir, "fw_ver")); err != nil {
+		return Device{}, err
+	}
+	descPath := filepath.Join(ibDir, "node_desc")
+	switch b, err := os.ReadFile(descPath); {
+	case err == nil:
+		d.NodeDesc = strings.TrimSuffix(string(b), "\n")
+	case !errors.Is(err, fs.ErrNotExist):
+		return Device{}, fmt.Errorf("%w: %w", ErrSysfs, err)
+	}
+	if d.Ports, err = readPorts(filepath.Join(ibDir, "ports")); err != nil {
+		return Device{}, err
+	}
+	d.NumPorts = len(d.Ports)
+	if d.Driver, err = deriveDriver(ibDir, name); err != nil {
+		return Device{}, err
+	}
+	d.DriverID = driverIDs[d.Driver]
+	return d, nil
+}
+
+// deriveDriver names the kernel driver behind an ib device, from sysfs only:
+//
+//  1. ibDir/device/driver symlink: its basename, the driver bound to the
+//     parent bus device (PCI or auxiliary), e.g. "mlx5_core", "efa". For
+//     drivers layered on a NIC (irdma on ice, bnxt_re on bnxt_en) this is
+//     the NIC's driver.
+//  2. No device link and an ibDir/parent file: "rxe". rdma_rxe registers its
+//     ib_device without a parent device (so there is no device/ link) and
+//     adds a driver-specific "parent" attribute naming its netdev
+//     (rxe_verbs.c rxe_attr_group); no other in-tree RDMA driver has it.
+//     This works whatever name the link was given ("rdma link add foo type
+//     rxe ...").
+//  3. No device link: the name prefixes "rxe" and "siw", the last-resort
+//     name match rdma-core's providers use (VERBS_NAME_MATCH).
+//
+// Otherwise the driver is unknown (""). The authoritative source is the
+// uverbs driver id from netlink (RDMA_NLDEV_CMD_GET_CHARDEV,
+// RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID), which needs a socket and so belongs
+// outside this file.
+func deriveDriver(ibDir, name string) (string, error) {
+	link := filepath.Join(ibDir, "device", "driver")
+	target, err := os.Readlink(link)
+	switch {
+	case err == nil:
+		return filepath.Base(target), nil
+	case errors.Is(err, fs.ErrNotExist):
+		// Software device without a parent; fall through.
+	default:
+		// device/driver exists but is not a symlink, or is unreadable.
+		return "", fmt.Errorf("%w: %w", ErrSysfs, err)
+	}
+	if _, err := os.Stat(filepath.Join(ibDir, "device")); err == nil {
+		// A parent device with no driver bound: nothing to go on.
+		return "", nil
+	}
+	if fi, err := os.Stat(filepath.Join(ibDir, "parent")); err == nil && fi.Mode().IsRegular() {
+		return "rxe", nil
+	}
+	for _, p := range []string{"rxe", "siw"} {
+		if strings.HasPrefix(name, p) {
+			return p, nil
+		}
+	}
+	return "", nil
+}
+
+// driverIDs maps Driver values to enum rdma_driver_id
+// (include/uapi/rdma/ib_user_ioctl_verbs.h). Only kernel drivers that
+// unambiguously carry one RDMA driver are listed.
+var driverIDs = map[string]uint32{
+	"mlx5_core":  1,  // RDMA_DRIVER_MLX5
+	"mlx4_core":  2,  // RDMA_DRIVER_MLX4
+	"cxgb4":      4,  // RDMA_DRIVER_CXGB4
+	"ib_mthca":   5,  // RDMA_DRIVER_MTHCA
+	"vmw_pvrdma": 10, // RDMA_DRIVER_VMW_PVRDMA
+	"rxe":        14, // RDMA_DRIVER_RXE
+	"hfi1":       15, // RDMA_DRIVER_HFI1
+	"ib_qib":     16, // RDMA_DRIVER_QIB
+	"efa":        17, // RDMA_DRIVER_EFA
+	"siw":        18, // RDMA_DRIVER_SIW
+	"erdma":      19, // RDMA_DRIVER_ERDMA
+}
+
+func readFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSysfs, err)
+	}
+	return b, nil
+}
+
+func readTrimmed(path string) (string, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// readOptional returns the trimmed contents of path, or "" if it does not
+// exist.
+func readOptional(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrSysfs, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func parseInt(path string, b []byte) (int, error) {
+	s := strings.TrimSpace(string(b))
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: want a decimal integer, got %q", ErrSysfs, path, s)
+	}
+	return n, nil
+}
+
+func checkDevNumber(path, s string) error {
+	maj, min, ok := strings.Cut(s, ":")
+	if ok {
+		_, err1 := strconv.ParseUint(maj, 10, 32)
+		_, err2 := strconv.ParseUint(min, 10, 32)
+		if err1 == nil && err2 == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s: want \"major:minor\", got %q", ErrSysfs, path, s)
+}
+
+// readGUID parses the kernel's "%04x:%04x:%04x:%04x" GUID format. The
+// groups are the GUID's bytes in network order, so the result is the GUID
+// read as one big-endian number.
+func readGUID(path string) (uint64, error) {
+	s, err := readTrimmed(path)
+	if err != nil {
+		return 0, err
+	}
+	parts := strings.Split(s, ":")
+	bad := fmt.Errorf("%w: %s: want a GUID like 0011:2233:4455:6677, got %q", ErrSysfs, path, s)
+	if len(parts) != 4 {
+		return 0, bad
+	}
+	var g uint64
+	for _, p := range parts {
+		if len(p) != 4 {
+			return 0, bad
+		}
+		v, err := strconv.ParseUint(p, 16, 16)
+		if err != nil {
+			return 0, bad
+		}
+		g = g<<16 | v
+	}
+	return g, nil
+}
+
+// readNodeType parses "N: text" (core/sysfs.c node_type_show). Numbers the
+// kernel may add later decode to NodeUnknown, as libibverbs'
+// decode_knode_type does; text that does not start with a number is an
+// error.
+func readNodeType(path string) (NodeType, error) {
+	s, err := readTrimmed(path)
+	if err != nil {
+		return 0, err
+	}
+	num, _, ok := strings.Cut(s, ":")
+	n, err := strconv.Atoi(num)
+	if !ok || err != nil {
+		return 0, fmt.Errorf("%w: %s: want \"N: type\" like \"1: CA\", got %q", ErrSysfs, path, s)
+	}
+	t := NodeType(n)
+	if t < NodeCA || t > NodeUnspecified {
+		return NodeUnknown, nil
+	}
+	return t, nil
+}
+
+// readPorts lists the numeric entries of dir (ib device ports/), sorted.
+func readPorts(dir string) ([]int, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSysfs, err)
+	}
+	ports := make([]int, 0, len(entries))
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w: %s: unexpected entry %q, want port numbers", ErrSysfs, dir, e.Name())
+		}
+		ports = append(ports, n)
+	}
+	slices.Sort(ports)
+	return ports, nil
+}
