@@ -1,0 +1,681 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// kernelSpec names a Debian kernel package and how to find a replacement if
+// that exact package is gone from the archive.
+type kernelSpec struct {
+	short   string
+	pkg     string
+	pattern string // regexp for apt-cache search --names-only
+}
+
+var kernels = []kernelSpec{
+	{"6.1", "linux-image-6.1.0-57-amd64", `^linux-image-6\.1\.0-[0-9]+-amd64$`},
+	{"6.12", "linux-image-6.12.107+deb12-amd64-unsigned", `^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$`},
+}
+
+func selectKernels(s string) ([]kernelSpec, error) {
+	if s == "all" {
+		return kernels, nil
+	}
+	var out []kernelSpec
+	for _, name := range strings.Split(s, ",") {
+		i := slices.IndexFunc(kernels, func(k kernelSpec) bool { return k.short == name })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown -kernel %q (want 6.1, 6.12 or all)", name)
+		}
+		out = append(out, kernels[i])
+	}
+	return out, nil
+}
+
+// guestPackages are the Debian 12 packages unpacked into every guest.
+var guestPackages = []string{
+	"ibverbs-utils", "libibverbs1", "ibverbs-providers", "librdmacm1", "rdmacm-utils",
+	"perftest", "libnl-3-200", "libnl-route-3-200", "libpci3", "libibumad3", "pci.ids",
+	"iproute2", "strace",
+}
+
+// guestModules are loaded in this order (their dependencies first). Modules
+// marked optional may be built in or absent without failing.
+var guestModules = []struct {
+	name     string
+	optional bool
+}{
+	{"crc32_generic", false}, {"ib_core", false}, {"ib_uverbs", false},
+	{"udp_tunnel", false}, {"ip6_udp_tunnel", false}, {"rdma_rxe", false},
+	{"dummy", false}, {"veth", false},
+	{"ib_cm", true}, {"iw_cm", true}, {"rdma_cm", true}, {"rdma_ucm", true}, {"ib_umad", true},
+}
+
+// baseLayout is bumped whenever the base initramfs layout changes, so old
+// cached images are not reused.
+const baseLayout = "4"
+
+var hostTools = []struct{ bin, pkg string }{
+	{"qemu-system-x86_64", "qemu-system-x86"},
+	{"busybox", "busybox-static"},
+	{"cpio", "cpio"},
+	{"depmod", "kmod"},
+	{"xz", "xz-utils"},
+	{"apt-get", "apt"},
+	{"dpkg-deb", "dpkg"},
+	{"ldd", "libc-bin"},
+	{"gzip", "gzip"},
+}
+
+var aptUpdated sync.Once
+
+func aptUpdate(ctx context.Context) error {
+	var err error
+	aptUpdated.Do(func() {
+		fmt.Println("rxevm: apt-get update")
+		err = runCmd(ctx, "", nil, "apt-get", "update", "-q")
+	})
+	return err
+}
+
+func ensureHostTools(ctx context.Context) error {
+	var missing []string
+	for _, t := range hostTools {
+		if _, err := exec.LookPath(t.bin); err != nil {
+			if _, err := os.Stat("/usr/sbin/" + t.bin); err == nil {
+				continue
+			}
+			missing = append(missing, t.pkg)
+		}
+	}
+	// busybox must be the static build: it runs as the guest's userland.
+	if bb, err := exec.LookPath("busybox"); err == nil {
+		if f, err := elf.Open(bb); err == nil {
+			for _, p := range f.Progs {
+				if p.Type == elf.PT_INTERP {
+					missing = append(missing, "busybox-static")
+					break
+				}
+			}
+			f.Close()
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("missing host packages; install them with: sudo apt-get install %s", strings.Join(missing, " "))
+	}
+	fmt.Printf("rxevm: installing host packages: %s\n", strings.Join(missing, " "))
+	if err := aptUpdate(ctx); err != nil {
+		return err
+	}
+	env := []string{"DEBIAN_FRONTEND=noninteractive"}
+	return runCmd(ctx, "", env, "apt-get", append([]string{"install", "-y", "-q"}, missing...)...)
+}
+
+// runCmd runs a command, passing its output through to ours on failure only.
+func runCmd(ctx context.Context, dir string, env []string, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func cmdOutput(ctx context.Context, dir string, env []string, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// lockCache takes an exclusive flock on the cache so concurrent runners do
+// not build the same files at once.
+func lockCache(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+}
+
+// fetchDebs makes sure a .deb of each package is in cache/debs and returns
+// their paths (package name -> file).
+func fetchDebs(ctx context.Context, cache string, pkgs []string) (map[string]string, error) {
+	dir := filepath.Join(cache, "debs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	find := func(p string) string {
+		// apt-get download encodes ':' and '+' in versions but never in names.
+		m, _ := filepath.Glob(filepath.Join(dir, p+"_*.deb"))
+		if len(m) == 0 {
+			return ""
+		}
+		slices.Sort(m)
+		return m[len(m)-1]
+	}
+	var need []string
+	for _, p := range pkgs {
+		if find(p) == "" {
+			need = append(need, p)
+		}
+	}
+	if len(need) > 0 {
+		fmt.Printf("rxevm: downloading %s\n", strings.Join(need, " "))
+		err := runCmd(ctx, dir, nil, "apt-get", append([]string{"download", "-q"}, need...)...)
+		if err != nil && os.Geteuid() == 0 {
+			if uerr := aptUpdate(ctx); uerr != nil {
+				return nil, uerr
+			}
+			err = runCmd(ctx, dir, nil, "apt-get", append([]string{"download", "-q"}, need...)...)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := map[string]string{}
+	for _, p := range pkgs {
+		f := find(p)
+		if f == "" {
+			return nil, fmt.Errorf("apt-get download %s left no .deb in %s", p, dir)
+		}
+		out[p] = f
+	}
+	return out, nil
+}
+
+// resolveKernel returns the kernel package to use: the pinned name if a
+// .deb of it is cached or apt knows it, else the newest match of the pattern.
+func resolveKernel(ctx context.Context, cache string, k kernelSpec) (string, error) {
+	if m, _ := filepath.Glob(filepath.Join(cache, "debs", k.pkg+"_*.deb")); len(m) > 0 {
+		return k.pkg, nil
+	}
+	if err := runCmd(ctx, "", nil, "apt-cache", "show", k.pkg); err == nil {
+		return k.pkg, nil
+	}
+	if os.Geteuid() == 0 {
+		if err := aptUpdate(ctx); err != nil {
+			return "", err
+		}
+		if err := runCmd(ctx, "", nil, "apt-cache", "show", k.pkg); err == nil {
+			return k.pkg, nil
+		}
+	}
+	out, err := cmdOutput(ctx, "", nil, "apt-cache", "search", "--names-only", k.pattern)
+	if err != nil {
+		return "", err
+	}
+	re := regexp.MustCompile(k.pattern)
+	var names []string
+	for _, line := range strings.Split(out, "\n") {
+		name, _, _ := strings.Cut(line, " ")
+		if re.MatchString(name) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "", fmt.Errorf("no kernel package %s and nothing matches %s", k.pkg, k.pattern)
+	}
+	slices.SortFunc(names, compareVersionish)
+	chosen := names[len(names)-1]
+	fmt.Printf("rxevm: kernel package %s not found; using %s instead\n", k.pkg, chosen)
+	return chosen, nil
+}
+
+// compareVersionish orders strings by their runs of digits numerically.
+func compareVersionish(a, b string) int {
+	re := regexp.MustCompile(`[0-9]+|[^0-9]+`)
+	pa, pb := re.FindAllString(a, -1), re.FindAllString(b, -1)
+	for i := 0; i < len(pa) && i < len(pb); i++ {
+		na, ea := strconv.Atoi(pa[i])
+		nb, eb := strconv.Atoi(pb[i])
+		if ea == nil && eb == nil {
+			if na != nb {
+				return na - nb
+			}
+			continue
+		}
+		if c := strings.Compare(pa[i], pb[i]); c != 0 {
+			return c
+		}
+	}
+	return len(pa) - len(pb)
+}
+
+// kernelAssets is what a boot needs from the cache.
+type kernelAssets struct {
+	release string // uname -r
+	vmlinuz string
+	base    string // gzip'd cpio
+}
+
+// prepareKernel returns the cached vmlinuz and base initramfs for k,
+// building them on first use.
+func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets, error) {
+	unlock, err := lockCache(o.cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	pkg, err := resolveKernel(ctx, o.cacheDir, k)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	fmt.Fprintln(h, baseLayout, pkg, guestPackages, guestModules)
+	key := hex.EncodeToString(h.Sum(nil))[:12]
+	stamp := filepath.Join(o.cacheDir, "base-"+pkg+"-"+key+".release")
+	if rel, err := os.ReadFile(stamp); err == nil {
+		a := &kernelAssets{
+			release: strings.TrimSpace(string(rel)),
+			vmlinuz: filepath.Join(o.cacheDir, "vmlinuz-"+pkg),
+			base:    filepath.Join(o.cacheDir, "base-"+pkg+"-"+key+".cpio.gz"),
+		}
+		if fileExists(a.vmlinuz) && fileExists(a.base) {
+			return a, nil
+		}
+	}
+	fmt.Printf("rxevm: preparing kernel %s and guest userland (first run; cached in %s)\n", pkg, o.cacheDir)
+	debs, err := fetchDebs(ctx, o.cacheDir, append([]string{pkg}, guestPackages...))
+	if err != nil {
+		return nil, err
+	}
+	// Kernel: unpack, depmod, pick modules.
+	kdir := filepath.Join(o.cacheDir, "kernel-"+pkg)
+	os.RemoveAll(kdir)
+	if err := runCmd(ctx, "", nil, "dpkg-deb", "-x", debs[pkg], kdir); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(kdir)
+	modRoot := kdir
+	rels, _ := filepath.Glob(filepath.Join(kdir, "lib/modules/*"))
+	if len(rels) == 0 {
+		rels, _ = filepath.Glob(filepath.Join(kdir, "usr/lib/modules/*"))
+		modRoot = filepath.Join(kdir, "usr")
+	}
+	if len(rels) != 1 {
+		return nil, fmt.Errorf("%s: expected one lib/modules/<release>, found %v", pkg, rels)
+	}
+	release := filepath.Base(rels[0])
+	vmlinuzSrc := filepath.Join(kdir, "boot", "vmlinuz-"+release)
+	if err := runCmd(ctx, "", nil, "depmod", "-b", modRoot, release); err != nil {
+		return nil, err
+	}
+	order, err := moduleOrder(rels[0])
+	if err != nil {
+		return nil, err
+	}
+
+	// Guest root.
+	root := filepath.Join(o.cacheDir, "root-"+pkg)
+	os.RemoveAll(root)
+	defer os.RemoveAll(root)
+	for _, p := range guestPackages {
+		if err := runCmd(ctx, "", nil, "dpkg-deb", "-x", debs[p], root); err != nil {
+			return nil, err
+		}
+	}
+	if err := usrMerge(root); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/lintian", "usr/share/bash-completion"} {
+		os.RemoveAll(filepath.Join(root, d))
+	}
+	if err := installBusybox(root); err != nil {
+		return nil, err
+	}
+	if err := copyHostLibs(ctx, root, o.verbose); err != nil {
+		return nil, err
+	}
+	mdir := filepath.Join(root, "lib/modules", release)
+	if err := os.MkdirAll(mdir, 0o755); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, m := range order {
+		dst := filepath.Join(mdir, m.name+".ko")
+		src := filepath.Join(rels[0], m.path)
+		if strings.HasSuffix(src, ".xz") {
+			out, err := exec.CommandContext(ctx, "xz", "-dc", src).Output()
+			if err != nil {
+				return nil, fmt.Errorf("xz -dc %s: %w", src, err)
+			}
+			err = os.WriteFile(dst, out, 0o644)
+			if err != nil {
+				return nil, err
+			}
+		} else if err := copyFile(src, dst, 0o644); err != nil {
+			return nil, err
+		}
+		names = append(names, m.name+".ko")
+	}
+	files := map[string]string{
+		"etc/pureverbs/modules":                  strings.Join(names, "\n") + "\n",
+		"etc/passwd":                             "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+		"etc/group":                              "root:x:0:\nnogroup:x:65534:\n",
+		"etc/hostname":                           "rxevm\n",
+		"etc/ld.so.conf":                         "include /etc/ld.so.conf.d/*.conf\n",
+		"etc/ld.so.conf.d/x86_64-linux-gnu.conf": "/usr/lib/x86_64-linux-gnu\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range []string{"proc", "sys", "dev", "tmp", "run", "root", "var", "mnt"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.Symlink("/run", filepath.Join(root, "var/run")); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() == 0 {
+		// ldconfig -r chroots; without root the guest relies on LD_LIBRARY_PATH.
+		if err := runCmd(ctx, "", nil, "ldconfig", "-r", root); err != nil {
+			fmt.Println("rxevm: warning:", err)
+		}
+	}
+	a := &kernelAssets{
+		release: release,
+		vmlinuz: filepath.Join(o.cacheDir, "vmlinuz-"+pkg),
+		base:    filepath.Join(o.cacheDir, "base-"+pkg+"-"+key+".cpio.gz"),
+	}
+	if err := copyFile(vmlinuzSrc, a.vmlinuz, 0o644); err != nil {
+		return nil, err
+	}
+	if err := makeCpio(ctx, root, a.base); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(stamp, []byte(release+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	fmt.Printf("rxevm: kernel %s ready (%d modules)\n", release, len(names))
+	return a, nil
+}
+
+type module struct{ name, path string }
+
+func modName(path string) string {
+	b := filepath.Base(path)
+	b = strings.TrimSuffix(b, ".xz")
+	b = strings.TrimSuffix(b, ".zst")
+	b = strings.TrimSuffix(b, ".ko")
+	return strings.ReplaceAll(b, "-", "_")
+}
+
+// moduleOrder reads modules.dep and modules.builtin and returns the guest
+// modules with every dependency before its user.
+func moduleOrder(dir string) ([]module, error) {
+	dep, err := os.ReadFile(filepath.Join(dir, "modules.dep"))
+	if err != nil {
+		return nil, err
+	}
+	paths := map[string]string{}
+	deps := map[string][]string{}
+	for _, line := range strings.Split(string(dep), "\n") {
+		mod, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		n := modName(mod)
+		paths[n] = mod
+		for _, d := range strings.Fields(rest) {
+			deps[n] = append(deps[n], modName(d))
+		}
+	}
+	builtin := map[string]bool{}
+	if b, err := os.ReadFile(filepath.Join(dir, "modules.builtin")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if line != "" {
+				builtin[modName(line)] = true
+			}
+		}
+	}
+	var order []module
+	seen := map[string]bool{}
+	var visit func(n string) error
+	visit = func(n string) error {
+		if seen[n] {
+			return nil
+		}
+		seen[n] = true
+		if builtin[n] {
+			return nil
+		}
+		p, ok := paths[n]
+		if !ok {
+			return fmt.Errorf("module %s: not in modules.dep", n)
+		}
+		// modules.dep lists the full closure; visiting each keeps order right.
+		for _, d := range deps[n] {
+			if err := visit(d); err != nil {
+				return err
+			}
+		}
+		order = append(order, module{n, p})
+		return nil
+	}
+	for _, m := range guestModules {
+		if err := visit(m.name); err != nil {
+			if m.optional {
+				continue
+			}
+			return nil, err
+		}
+	}
+	return order, nil
+}
+
+// usrMerge moves /bin, /sbin, /lib, /lib64 into /usr and leaves symlinks, as
+// on a merged-/usr Debian system.
+func usrMerge(root string) error {
+	for _, d := range []string{"bin", "sbin", "lib", "lib64"} {
+		top := filepath.Join(root, d)
+		dst := filepath.Join(root, "usr", d)
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
+		if fi, err := os.Lstat(top); err == nil && fi.IsDir() {
+			err := filepath.WalkDir(top, func(p string, e fs.DirEntry, err error) error {
+				if err != nil || p == top {
+					return err
+				}
+				rel, _ := filepath.Rel(top, p)
+				target := filepath.Join(dst, rel)
+				if e.IsDir() {
+					return os.MkdirAll(target, 0o755)
+				}
+				os.Remove(target)
+				return os.Rename(p, target)
+			})
+			if err != nil {
+				return err
+			}
+			if err := os.RemoveAll(top); err != nil {
+				return err
+			}
+		}
+		if _, err := os.Lstat(top); err != nil {
+			if err := os.Symlink("usr/"+d, top); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func installBusybox(root string) error {
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		return err
+	}
+	if err := copyFile(bb, filepath.Join(root, "usr/bin/busybox"), 0o755); err != nil {
+		return err
+	}
+	out, err := exec.Command(bb, "--list-full").Output()
+	if err != nil {
+		return fmt.Errorf("busybox --list-full: %w", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		name := filepath.Base(p)
+		if fileExists(filepath.Join(root, "usr/bin", name)) || fileExists(filepath.Join(root, "usr/sbin", name)) {
+			continue // keep the real tool (iproute2's ip, for one)
+		}
+		if err := os.Symlink("busybox", filepath.Join(root, "usr/bin", name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyHostLibs copies into root every shared library that ldd names for the
+// ELF files in root (glibc, ld-linux, ...) and root does not have.
+func copyHostLibs(ctx context.Context, root string, verbose bool) error {
+	var elfs []string
+	err := filepath.WalkDir(filepath.Join(root, "usr"), func(p string, e fs.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		if filepath.Base(p) == "busybox" {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		magic := make([]byte, 4)
+		if _, err := io.ReadFull(f, magic); err == nil && string(magic) == "\x7fELF" {
+			elfs = append(elfs, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	libdirs := []string{
+		filepath.Join(root, "usr/lib/x86_64-linux-gnu"),
+		filepath.Join(root, "usr/lib/x86_64-linux-gnu/libibverbs"),
+	}
+	env := []string{"LD_LIBRARY_PATH=" + strings.Join(libdirs, ":")}
+	copied := map[string]bool{}
+	var notFound []string
+	for chunk := range slices.Chunk(elfs, 64) {
+		out, _ := cmdOutput(ctx, "", env, "ldd", chunk...) // exits 1 if any file is static
+		sc := bufio.NewScanner(strings.NewReader(out))
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			var lib string
+			switch {
+			case strings.Contains(line, "=> not found"):
+				notFound = append(notFound, strings.Fields(line)[0])
+				continue
+			case strings.Contains(line, "=> /"):
+				_, rest, _ := strings.Cut(line, "=> ")
+				lib = strings.Fields(rest)[0]
+			case strings.HasPrefix(line, "/") && strings.Contains(line, "(0x"):
+				lib = strings.Fields(line)[0] // the interpreter
+			default:
+				continue
+			}
+			if strings.HasPrefix(lib, root) || copied[lib] {
+				continue
+			}
+			copied[lib] = true
+			dst := filepath.Join(root, "usr", strings.TrimPrefix(strings.TrimPrefix(lib, "/usr"), "/"))
+			if fileExists(dst) {
+				continue
+			}
+			if err := copyFile(lib, dst, 0o755); err != nil {
+				return err
+			}
+			if verbose {
+				fmt.Println("rxevm: host lib", lib)
+			}
+		}
+	}
+	if len(notFound) > 0 {
+		slices.Sort(notFound)
+		fmt.Printf("rxevm: warning: libraries not found on the host (tools needing them will not run in the guest): %s\n",
+			strings.Join(slices.Compact(notFound), " "))
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// copyFile copies the content of src (following symlinks) to dst.
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// makeCpio writes dir as a gzip'd newc cpio archive (owner root) to dst.
+func makeCpio(ctx context.Context, dir, dst string) error {
+	tmp := dst + ".tmp"
+	script := `find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet | gzip -1 > "$1"`
+	if err := runCmd(ctx, dir, nil, "sh", "-c", script, "sh", tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
