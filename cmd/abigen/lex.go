@@ -27,9 +27,9 @@ const (
 
 // Token is one preprocessing token.
 type Token struct {
-	Kind TokKind
-	Text string
-	Pos  Pos
+	Kind  TokKind
+	Text  string
+	Pos   Pos
 	BOL   bool // first token of a logical source line
 	Space bool // preceded by white space or a comment
 }
