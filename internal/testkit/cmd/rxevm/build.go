@@ -179,7 +179,7 @@ for m in $(cat /etc/pureverbs/modules); do
 	insmod "/lib/modules/$PUREVERBS_KERNEL/$m" || fail "insmod $m"
 done
 ip link set lo up || fail "lo up"
-ip link add d0 type dummy || fail "add d0"
+ip link add d0 address 02:00:00:99:00:01 type dummy || fail "add d0"
 ip addr add 10.99.0.1/24 dev d0 || fail "addr d0"
 ip link set d0 up || fail "d0 up"
 rxectl add rxe0 d0 || fail "rxe0"

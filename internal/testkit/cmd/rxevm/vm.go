@@ -130,7 +130,7 @@ func runKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work s
 		res.prepErr = err
 		return res
 	}
-	fmt.Printf("rxevm: booting %s (TCG, usually 15-30 s to set-up)\n", a.release)
+	fmt.Printf("rxevm: booting %s (TCG, usually 5-15 s to set up)\n", a.release)
 	tail := follow(out, o.verbose, res, start)
 	werr := cmd.Wait()
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
