@@ -211,3 +211,23 @@ func traceCloseEF(e *EventFile) {
 		traceClose(v.(*FD))
 	}
 }
+
+// NewRecordPipe returns a connected SOCK_SEQPACKET pair wrapped as an
+// EventFile (the read end) and an FD (the write end). Each write is read
+// back as one record, as the kernel's event fds behave; tests feed real
+// records through it.
+func NewRecordPipe(name string) (*EventFile, *FD, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, _ := NewFD(fds[0], name+" (read end)")
+	w, _ := NewFD(fds[1], name+" (write end)")
+	ef, err := NewEventFile(r)
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, nil, err
+	}
+	return ef, w, nil
+}

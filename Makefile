@@ -1,0 +1,68 @@
+# pureverbs: a pure-Go (no cgo) RDMA verbs library.
+#
+#   make demo    boot the rdma_rxe VM and run the Go tools there (or run them
+#                directly on a host that has /dev/infiniband)
+#   make test    host unit tests + the VM suite on the 6.1 and 6.12 kernels
+#
+# Both install what they need (scripts/deps.sh: apt-get, Go modules).
+
+SHELL    := /bin/bash
+export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
+export CGO_ENABLED ?= 0
+GO       ?= go
+KERNEL   ?= all
+VMPKGS   ?= ./...
+RUN      ?=
+VMFLAGS  ?=
+TESTFLAGS ?=
+BIN      := bin
+TOOLS    := $(filter-out abigen,$(notdir $(wildcard cmd/*)))
+
+.PHONY: all deps build test unit vet fmt check-imports generate check-generate bench demo vmtest clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+# Every cmd/ tool as a static binary.
+build: deps
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	@for t in $(BIN)/*; do file $$t | grep -q 'statically linked' || { echo "$$t is not static"; exit 1; }; done
+
+vet: deps
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@scripts/check-imports.sh
+
+generate: deps
+	$(GO) run ./cmd/abigen -out abi
+
+check-generate: deps
+	@scripts/check-generate.sh
+
+# Host unit tests (the VM-only tests skip with a message naming make vmtest).
+unit: deps
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The VM suite: KERNEL=6.1|6.12|all, RUN=TestName, VMPKGS=./async/...
+vmtest: deps
+	$(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) $(VMFLAGS) $(VMPKGS) -- -count=1 -v $(if $(RUN),-run '$(RUN)') $(TESTFLAGS)
+
+test: vet check-generate unit vmtest
+	@echo "make test: all passed"
+
+demo: build
+	@if [ -d /dev/infiniband ]; then \
+	  scripts/demo-host.sh $(BIN); \
+	else \
+	  $(GO) run ./internal/testkit/cmd/rxevm -kernel $(if $(filter all,$(KERNEL)),6.1,$(KERNEL)) -demo; \
+	fi
+
+clean:
+	rm -rf $(BIN)

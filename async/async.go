@@ -1,0 +1,265 @@
+// Package async reads a device's asynchronous events: the Go counterpart of
+// ibv_get_async_event(3) and ibv_ack_async_event(3).
+//
+// A Reader delivers each event the kernel queues on the context's async
+// event fd to exactly one caller of Get (or TryGet), maps the kernel's
+// element back to the Go object it concerns (CQ, QP, SRQ, WQ), the port
+// number, or the device, and tracks acknowledgements: every event returned
+// must be passed to Ack, and destroying a CQ, QP, SRQ or WQ waits until all
+// of its events that were read have been acknowledged.
+package async
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// EventType is enum ibv_event_type; String gives the IBV_EVENT_* name.
+type EventType = uverbs.EventType
+
+// Event types (ibv_get_async_event(3)).
+const (
+	CQErr             = uverbs.EventCQErr
+	QPFatal           = uverbs.EventQPFatal
+	QPReqErr          = uverbs.EventQPReqErr
+	QPAccessErr       = uverbs.EventQPAccessErr
+	CommEst           = uverbs.EventCommEst
+	SQDrained         = uverbs.EventSQDrained
+	PathMig           = uverbs.EventPathMig
+	PathMigErr        = uverbs.EventPathMigErr
+	DeviceFatal       = uverbs.EventDeviceFatal
+	PortActive        = uverbs.EventPortActive
+	PortErr           = uverbs.EventPortErr
+	LIDChange         = uverbs.EventLIDChange
+	PKeyChange        = uverbs.EventPKeyChange
+	SMChange          = uverbs.EventSMChange
+	SRQErr            = uverbs.EventSRQErr
+	SRQLimitReached   = uverbs.EventSRQLimitReached
+	QPLastWQEReached  = uverbs.EventQPLastWQEReached
+	ClientReregister  = uverbs.EventClientReregister
+	GIDChange         = uverbs.EventGIDChange
+	WQFatal           = uverbs.EventWQFatal
+	DeviceSpeedChange = uverbs.EventDeviceSpeedChange
+)
+
+// RecordSize is the size of struct ib_uverbs_async_event_desc, the record
+// the kernel returns for each read of the async event fd.
+const RecordSize = 16
+
+var (
+	// ErrNoEvent is returned by TryGet when no event is queued. It also
+	// matches unix.EAGAIN.
+	ErrNoEvent error = noEvent{}
+	// ErrAlreadyAcked is returned by Ack for an event acknowledged before.
+	ErrAlreadyAcked = fmt.Errorf("%w: async event already acknowledged", uverbs.ErrInvalid)
+	// ErrForeignEvent is returned by Ack for an event this Reader did not
+	// return (the zero Event, or one from another Reader).
+	ErrForeignEvent = fmt.Errorf("%w: async event does not belong to this reader", uverbs.ErrInvalid)
+	// ErrShortRecord is returned when the kernel hands back fewer bytes
+	// than an event record.
+	ErrShortRecord = errors.New("async: short event record")
+)
+
+type noEvent struct{}
+
+func (noEvent) Error() string        { return "async: no event queued" }
+func (noEvent) Is(target error) bool { return target == sys.EAGAIN }
+func (noEvent) Unwrap() error        { return nil }
+
+// Event is one asynchronous event (struct ibv_async_event).
+type Event struct {
+	// Type is the event type.
+	Type EventType
+	// Element is the CQ, QP, SRQ or WQ an affiliated event concerns, or
+	// nil for port and device events, or when the object is unknown to
+	// this process (never created through this library, or destroyed).
+	Element uverbs.Affiliated
+	// Port is the port number for port events (Type.Element() ==
+	// uverbs.ElementPort), else 0.
+	Port int
+	// Raw is the kernel's element value: the object's user handle for
+	// affiliated events, the port number for port events.
+	Raw uint64
+
+	seq    uint64
+	reader *Reader
+}
+
+// String formats the event as ibv_asyncwatch prints it, e.g.
+// "IBV_EVENT_PORT_ACTIVE (9), port 1".
+func (e Event) String() string {
+	switch e.Type.Element() {
+	case uverbs.ElementPort:
+		return fmt.Sprintf("%s (%d), port %d", e.Type, uint32(e.Type), e.Port)
+	case uverbs.ElementCQ, uverbs.ElementQP, uverbs.ElementSRQ, uverbs.ElementWQ:
+		return fmt.Sprintf("%s (%d), %s handle %d", e.Type, uint32(e.Type), e.Type.Element(), e.Raw)
+	}
+	return fmt.Sprintf("%s (%d)", e.Type, uint32(e.Type))
+}
+
+// Decode parses one ib_uverbs_async_event_desc record. It allocates
+// nothing and never panics; a record shorter than RecordSize is an error.
+func Decode(rec []byte) (typ EventType, element uint64, err error) {
+	if len(rec) < RecordSize {
+		return 0, 0, fmt.Errorf("%w: %d bytes, want %d", ErrShortRecord, len(rec), RecordSize)
+	}
+	element = binary.LittleEndian.Uint64(rec[0:8])
+	typ = EventType(binary.LittleEndian.Uint32(rec[8:12]))
+	return typ, element, nil
+}
+
+// Reader reads the async events of one Context.
+type Reader struct {
+	file   *sys.EventFile
+	lookup func(uint64) (uverbs.Affiliated, bool)
+	closed func() bool
+
+	mu          sync.Mutex
+	seq         uint64
+	outstanding map[uint64]*uverbs.EventCounts // unacknowledged events
+}
+
+// NewReader returns a reader of c's asynchronous events. Create one per
+// Context: each event goes to one Reader, and must be acknowledged there.
+func NewReader(c *uverbs.Context) (*Reader, error) {
+	if c == nil || c.Closed() || c.AsyncFile() == nil {
+		return nil, uverbs.ErrClosed
+	}
+	return newReader(c.AsyncFile(), c.Lookup, c.Closed), nil
+}
+
+func newReader(f *sys.EventFile, lookup func(uint64) (uverbs.Affiliated, bool), closed func() bool) *Reader {
+	return &Reader{file: f, lookup: lookup, closed: closed, outstanding: map[uint64]*uverbs.EventCounts{}}
+}
+
+var recPool = sync.Pool{New: func() any { return new([RecordSize]byte) }}
+
+// Fd returns the async event descriptor for the caller's own poll/epoll
+// loop, as ctx->async_fd in the ibv_get_async_event(3) example. It is
+// already non-blocking; when it polls readable, call TryGet.
+func (r *Reader) Fd() int { return r.file.Fd() }
+
+// Get waits for the next event, parking the goroutine on the runtime
+// poller, and returns it. It returns ctx.Err() when ctx ends, and an error
+// matching uverbs.ErrClosed once the Context is closed. Several goroutines
+// may call Get at once; each event is returned to exactly one of them.
+func (r *Reader) Get(ctx context.Context) (Event, error) {
+	buf := recPool.Get().(*[RecordSize]byte)
+	defer recPool.Put(buf)
+	n, err := r.file.Read(ctx, buf[:])
+	if err != nil {
+		return Event{}, r.readErr(err)
+	}
+	return r.deliver(buf[:n])
+}
+
+// TryGet returns the next queued event without blocking, or ErrNoEvent
+// (which matches unix.EAGAIN) when there is none.
+func (r *Reader) TryGet() (Event, error) {
+	buf := recPool.Get().(*[RecordSize]byte)
+	defer recPool.Put(buf)
+	n, err := r.file.TryRead(buf[:])
+	if err != nil {
+		return Event{}, r.readErr(err)
+	}
+	return r.deliver(buf[:n])
+}
+
+func (r *Reader) readErr(err error) error {
+	switch {
+	case err == sys.EAGAIN:
+		return ErrNoEvent
+	case errors.Is(err, sys.ErrFileClosed):
+		return fmt.Errorf("async: get event: %w", uverbs.ErrClosed)
+	case err == context.Canceled || err == context.DeadlineExceeded:
+		return err
+	}
+	return &uverbs.OpError{Object: "async_event", Method: "read", Err: err}
+}
+
+func (r *Reader) deliver(rec []byte) (Event, error) {
+	typ, elem, err := Decode(rec)
+	if err != nil {
+		return Event{}, err
+	}
+	ev := Event{Type: typ, Raw: elem, reader: r}
+	var counts *uverbs.EventCounts
+	switch typ.Element() {
+	case uverbs.ElementPort:
+		ev.Port = int(elem)
+	case uverbs.ElementCQ, uverbs.ElementQP, uverbs.ElementSRQ, uverbs.ElementWQ:
+		if obj, ok := r.lookup(elem); ok {
+			ev.Element = obj
+			counts = obj.EventCounts()
+			counts.Delivered(uverbs.AsyncEvents, typ)
+		}
+	}
+	r.mu.Lock()
+	r.seq++
+	ev.seq = r.seq
+	r.outstanding[ev.seq] = counts
+	r.mu.Unlock()
+	return ev, nil
+}
+
+// Ack acknowledges ev (ibv_ack_async_event(3)). Every event returned by Get
+// or TryGet must be acknowledged exactly once; destroying the object an
+// event concerns waits for it. Acknowledging an event twice, an event from
+// another Reader, or after the Context was closed, returns an error and
+// changes nothing.
+func (r *Reader) Ack(ev Event) error {
+	if ev.reader != r || ev.seq == 0 {
+		return ErrForeignEvent
+	}
+	if r.closed() {
+		return fmt.Errorf("async: ack: %w", uverbs.ErrClosed)
+	}
+	r.mu.Lock()
+	counts, ok := r.outstanding[ev.seq]
+	if ok {
+		delete(r.outstanding, ev.seq)
+	}
+	r.mu.Unlock()
+	if !ok {
+		return ErrAlreadyAcked
+	}
+	if counts != nil {
+		return counts.Ack(uverbs.AsyncEvents, ev.Type, 1)
+	}
+	return nil
+}
+
+// Unacked returns how many events this reader returned that were not yet
+// acknowledged.
+func (r *Reader) Unacked() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.outstanding)
+}
+
+// All returns an iterator over events as they arrive; it stops when ctx
+// ends or the Context closes, yielding that error last (ctx ending ends the
+// iteration quietly). The caller still acknowledges each event.
+func (r *Reader) All(ctx context.Context) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for {
+			ev, err := r.Get(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					yield(Event{}, err)
+				}
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,351 @@
+package async
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+type fakeObj struct {
+	uh     uint64
+	kind   uverbs.ElementKind
+	counts uverbs.EventCounts
+}
+
+func (f *fakeObj) UserHandle() uint64               { return f.uh }
+func (f *fakeObj) Kind() uverbs.ElementKind         { return f.kind }
+func (f *fakeObj) EventCounts() *uverbs.EventCounts { return &f.counts }
+
+type harness struct {
+	r      *Reader
+	w      *sys.FD
+	objs   map[uint64]uverbs.Affiliated
+	closed atomic.Bool
+}
+
+func newHarness(t *testing.T, objs ...*fakeObj) *harness {
+	t.Helper()
+	ef, w, err := sys.NewRecordPipe("async test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{w: w, objs: map[uint64]uverbs.Affiliated{}}
+	for _, o := range objs {
+		h.objs[o.uh] = o
+	}
+	h.r = newReader(ef, func(uh uint64) (uverbs.Affiliated, bool) { o, ok := h.objs[uh]; return o, ok }, h.closed.Load)
+	t.Cleanup(func() { ef.Close(); w.Close() })
+	return h
+}
+
+func (h *harness) send(t *testing.T, typ EventType, elem uint64) {
+	t.Helper()
+	var rec [RecordSize]byte
+	binary.LittleEndian.PutUint64(rec[0:], elem)
+	binary.LittleEndian.PutUint32(rec[8:], uint32(typ))
+	if _, err := sys.Write(h.w, rec[:]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestDecode(t *testing.T) {
+	rec := make([]byte, 16)
+	binary.LittleEndian.PutUint64(rec, 0x1122334455667788)
+	binary.LittleEndian.PutUint32(rec[8:], 18)
+	typ, elem, err := Decode(rec)
+	if err != nil || typ != GIDChange || elem != 0x1122334455667788 {
+		t.Fatalf("Decode = %v %x %v", typ, elem, err)
+	}
+	if _, _, err := Decode(rec[:15]); !errors.Is(err, ErrShortRecord) {
+		t.Fatalf("short record: %v", err)
+	}
+	if a := testing.AllocsPerRun(100, func() { Decode(rec) }); a != 0 {
+		t.Fatalf("Decode allocates %.1f", a)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(make([]byte, 16))
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0})
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, rec []byte) {
+		typ, elem, err := Decode(rec)
+		if len(rec) < RecordSize {
+			if err == nil {
+				t.Fatal("short record accepted")
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uint32(typ) != binary.LittleEndian.Uint32(rec[8:]) || elem != binary.LittleEndian.Uint64(rec) {
+			t.Fatal("fields misdecoded")
+		}
+		s := typ.String()
+		if !strings.HasPrefix(s, "IBV_EVENT_") {
+			t.Fatalf("String() = %q", s)
+		}
+		_ = Event{Type: typ, Raw: elem}.String()
+	})
+}
+
+func TestEventTypeStrings(t *testing.T) {
+	for typ, want := range map[EventType]string{
+		CQErr: "IBV_EVENT_CQ_ERR", PortActive: "IBV_EVENT_PORT_ACTIVE", PortErr: "IBV_EVENT_PORT_ERR",
+		GIDChange: "IBV_EVENT_GID_CHANGE", WQFatal: "IBV_EVENT_WQ_FATAL", DeviceFatal: "IBV_EVENT_DEVICE_FATAL",
+		SRQLimitReached: "IBV_EVENT_SRQ_LIMIT_REACHED", QPLastWQEReached: "IBV_EVENT_QP_LAST_WQE_REACHED",
+		ClientReregister: "IBV_EVENT_CLIENT_REREGISTER", DeviceSpeedChange: "IBV_EVENT_DEVICE_SPEED_CHANGE",
+		EventType(99): "IBV_EVENT_UNKNOWN(99)",
+	} {
+		if got := typ.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", uint32(typ), got, want)
+		}
+	}
+}
+
+func TestPortEventAndFormat(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.r.TryGet(); !errors.Is(err, ErrNoEvent) || !errors.Is(err, sys.EAGAIN) {
+		t.Fatalf("empty TryGet = %v", err)
+	}
+	h.send(t, PortActive, 1)
+	ev, err := h.r.Get(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != PortActive || ev.Port != 1 || ev.Element != nil {
+		t.Fatalf("event %+v", ev)
+	}
+	if got, want := ev.String(), "IBV_EVENT_PORT_ACTIVE (9), port 1"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if h.r.Unacked() != 1 {
+		t.Errorf("Unacked = %d", h.r.Unacked())
+	}
+	if err := h.r.Ack(ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.r.Ack(ev); !errors.Is(err, ErrAlreadyAcked) || !errors.Is(err, uverbs.ErrInvalid) {
+		t.Fatalf("double ack = %v", err)
+	}
+	if err := h.r.Ack(Event{}); !errors.Is(err, ErrForeignEvent) {
+		t.Fatalf("zero event ack = %v", err)
+	}
+	other := newHarness(t)
+	other.send(t, PortErr, 1)
+	oev, _ := other.r.Get(ctxT(t))
+	if err := h.r.Ack(oev); !errors.Is(err, ErrForeignEvent) {
+		t.Fatalf("foreign ack = %v", err)
+	}
+	other.r.Ack(oev)
+}
+
+func TestUnknownType(t *testing.T) {
+	h := newHarness(t)
+	h.send(t, EventType(4242), 77)
+	ev, err := h.r.Get(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type.Known() || ev.Element != nil || ev.Raw != 77 || !strings.Contains(ev.String(), "4242") {
+		t.Fatalf("unknown event %+v %q", ev, ev.String())
+	}
+	if err := h.r.Ack(ev); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAffiliatedMappingAndDestroyWait(t *testing.T) {
+	cq := &fakeObj{uh: 7, kind: uverbs.ElementCQ}
+	qp := &fakeObj{uh: 8, kind: uverbs.ElementQP}
+	h := newHarness(t, cq, qp)
+	h.send(t, CQErr, 7)
+	h.send(t, SQDrained, 8)
+	h.send(t, CQErr, 7)
+	h.send(t, QPFatal, 999) // object unknown to this process
+	var evs []Event
+	for i := 0; i < 4; i++ {
+		ev, err := h.r.Get(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	if evs[0].Element != cq || evs[1].Element != qp || evs[2].Element != cq || evs[3].Element != nil {
+		t.Fatalf("elements not mapped back: %+v", evs)
+	}
+	if d, a := cq.counts.Counts(uverbs.AsyncEvents); d != 2 || a != 0 {
+		t.Fatalf("cq counts %d/%d", d, a)
+	}
+	// A destroy that the kernel says saw 2 CQ events must wait for both acks.
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := cq.counts.WaitAcked(short, "cq", 2, 0)
+	var ue *uverbs.UnackedError
+	if !errors.As(err, &ue) || ue.Async != 2 || len(ue.Pending) != 2 || ue.Pending[0] != CQErr ||
+		!errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "IBV_EVENT_CQ_ERR") {
+		t.Fatalf("bounded wait = %v", err)
+	}
+	done := make(chan error)
+	go func() { done <- cq.counts.WaitAcked(ctxT(t), "cq", 2, 0) }()
+	if err := h.r.Ack(evs[0]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("destroy returned after one of two acks: %v", err)
+	default:
+	}
+	if err := h.r.Ack(evs[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("wait after acks = %v", err)
+	}
+	for _, ev := range evs[1:2] {
+		h.r.Ack(ev)
+	}
+	h.r.Ack(evs[3])
+	if h.r.Unacked() != 0 {
+		t.Fatalf("Unacked = %d", h.r.Unacked())
+	}
+	// The counters never exceed what was delivered.
+	if err := cq.counts.Ack(uverbs.AsyncEvents, CQErr, 1); !errors.Is(err, uverbs.ErrInvalid) {
+		t.Fatalf("over-ack = %v", err)
+	}
+}
+
+func TestConcurrentGetAck(t *testing.T) {
+	objs := []*fakeObj{{uh: 1, kind: uverbs.ElementCQ}, {uh: 2, kind: uverbs.ElementQP}, {uh: 3, kind: uverbs.ElementSRQ}}
+	h := newHarness(t, objs...)
+	types := []EventType{CQErr, QPFatal, SRQLimitReached}
+	const getters, perObj = 6, 100
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	var got atomic.Int64
+	errs := make(chan error, getters)
+	for i := 0; i < getters; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ev, err := h.r.Get(ctx)
+				if err != nil {
+					if !errors.Is(err, uverbs.ErrClosed) {
+						errs <- err
+					}
+					return
+				}
+				if err := h.r.Ack(ev); err != nil {
+					errs <- err
+					return
+				}
+				if got.Add(1) == 3*perObj {
+					h.r.file.Close()
+				}
+			}
+		}()
+	}
+	// Destroy waiters start before the events exist, as in a real race.
+	waits := make(chan error, len(objs))
+	for _, o := range objs {
+		go func() { waits <- o.counts.WaitAcked(ctx, o.kind.String(), perObj, 0) }()
+	}
+	for i := 0; i < perObj; i++ {
+		for j, o := range objs {
+			h.send(t, types[j], o.uh)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for range objs {
+		if err := <-waits; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range objs {
+		if d, a := o.counts.Counts(uverbs.AsyncEvents); d != perObj || a != perObj {
+			t.Fatalf("%v: delivered %d acked %d, want %d", o.kind, d, a, perObj)
+		}
+	}
+}
+
+func TestClosedContext(t *testing.T) {
+	h := newHarness(t)
+	h.send(t, PortErr, 1)
+	ev, err := h.r.Get(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { _, err := h.r.Get(context.Background()); done <- err }()
+	h.closed.Store(true)
+	h.r.file.Close()
+	if err := <-done; !errors.Is(err, uverbs.ErrClosed) {
+		t.Fatalf("Get on closed = %v", err)
+	}
+	if err := h.r.Ack(ev); !errors.Is(err, uverbs.ErrClosed) {
+		t.Fatalf("Ack after close = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	h2 := newHarness(t)
+	if _, err := h2.r.Get(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Get = %v", err)
+	}
+}
+
+func TestIterator(t *testing.T) {
+	h := newHarness(t)
+	for i := 0; i < 3; i++ {
+		h.send(t, GIDChange, 1)
+	}
+	n := 0
+	for ev, err := range h.r.All(ctxT(t)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.r.Ack(ev)
+		if n++; n == 3 {
+			break
+		}
+	}
+	if n != 3 || h.r.Unacked() != 0 {
+		t.Fatalf("iterated %d, unacked %d", n, h.r.Unacked())
+	}
+}
+
+func TestGetAckAllocs(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(200, func() {
+		h.send(t, PortActive, 1)
+		ev, err := h.r.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.r.Ack(ev)
+	})
+	if allocs > 0 {
+		t.Errorf("Get+Ack of a queued event allocates %.1f times", allocs)
+	}
+}

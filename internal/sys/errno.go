@@ -1,0 +1,34 @@
+package sys
+
+import "golang.org/x/sys/unix"
+
+// Errno is the kernel error number type (the same type as syscall.Errno),
+// re-exported so that packages above sys can compare errors without
+// importing golang.org/x/sys/unix themselves.
+type Errno = unix.Errno
+
+// The errno values the library reasons about.
+const (
+	EAGAIN          = unix.EAGAIN
+	EBUSY           = unix.EBUSY
+	EEXIST          = unix.EEXIST
+	EINVAL          = unix.EINVAL
+	EIO             = unix.EIO
+	ENODATA         = unix.ENODATA
+	ENODEV          = unix.ENODEV
+	ENOENT          = unix.ENOENT
+	ENOSPC          = unix.ENOSPC
+	ENOSYS          = unix.ENOSYS
+	ENOTTY          = unix.ENOTTY
+	EOPNOTSUPP      = unix.EOPNOTSUPP
+	EOVERFLOW       = unix.EOVERFLOW
+	EPERM           = unix.EPERM
+	EPROTONOSUPPORT = unix.EPROTONOSUPPORT
+	ETIMEDOUT       = unix.ETIMEDOUT
+)
+
+// Open flags.
+const (
+	O_RDONLY = unix.O_RDONLY
+	O_RDWR   = unix.O_RDWR
+)

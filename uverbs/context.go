@@ -1,0 +1,265 @@
+package uverbs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
+
+// Context is an opened RDMA device: the uverbs command fd, the kernel user
+// context allocated on it, and the device's asynchronous event file.
+// It corresponds to struct ibv_context (ibv_open_device(3)).
+//
+// A Context is safe for concurrent use. Close releases everything it owns.
+type Context struct {
+	dev      Device
+	cmd      *sys.FD
+	async    *sys.EventFile
+	driverID uint32
+
+	numCompVectors int
+	coreSupport    uint64
+	invokeWrite    bool // the kernel has the INVOKE_WRITE ioctl bridge
+
+	cmds sync.Pool // *sys.Ioctl
+
+	mu      sync.Mutex
+	closed  bool
+	objects map[uint64]Affiliated // user handle -> live object
+	nextUH  uint64
+}
+
+// Driver ids (RDMA_DRIVER_*) for the providers this library knows. Devices
+// of other drivers are opened with RDMA_DRIVER_UNKNOWN, which the kernel
+// accepts for the core methods only when the driver id matches; see
+// driverIDFor.
+func driverIDFor(d Device) uint32 {
+	if d.DriverID != 0 {
+		return d.DriverID
+	}
+	switch d.Driver {
+	case "rxe", "rdma_rxe":
+		return abi.RDMA_DRIVER_RXE
+	case "mlx5", "mlx5_core", "mlx5_ib":
+		return abi.RDMA_DRIVER_MLX5
+	case "siw":
+		return abi.RDMA_DRIVER_SIW
+	}
+	return abi.RDMA_DRIVER_UNKNOWN
+}
+
+// OpenByName opens the device with the given ibdev name (e.g. "rxe0").
+func OpenByName(name string) (*Context, error) {
+	d, err := DeviceByName(name)
+	if err != nil {
+		return nil, err
+	}
+	return Open(d)
+}
+
+// Open opens dev: it opens the uverbs character device O_RDWR|O_CLOEXEC,
+// allocates the kernel user context over the ioctl interface
+// (DEVICE/GET_CONTEXT) and the asynchronous event fd (ASYNC_EVENT/ALLOC).
+// Kernels without the ioctl interface get the write() GET_CONTEXT, which
+// creates the async fd itself.
+func Open(dev Device) (*Context, error) {
+	path := dev.DevPath
+	if path == "" {
+		path = filepath.Join("/dev/infiniband", dev.UverbsName)
+	}
+	fd, err := sys.Open(path, sys.O_RDWR)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s: %v", ErrNoDevice, dev.Name, err)
+		}
+		return nil, &OpError{Object: "device", Method: "open", Err: err}
+	}
+	c := &Context{dev: dev, cmd: fd, driverID: driverIDFor(dev), objects: map[uint64]Affiliated{}}
+	c.cmds.New = func() any { return sys.NewIoctl() }
+	if err := c.getContext(); err != nil {
+		fd.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Context) getContext() error {
+	cmd := c.get()
+	defer c.put(cmd)
+
+	var ncv uint32
+	var core uint64
+	cmd.Reset(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT, c.driverID)
+	a0 := sys.PtrOut(cmd, abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, &ncv, false)
+	a1 := sys.PtrOut(cmd, abi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, &core, false)
+	err := cmd.Exec(c.cmd)
+	if err == sys.ENOTTY || err == sys.EPROTONOSUPPORT {
+		return c.getContextWrite(cmd)
+	}
+	if err != nil {
+		return c.opErr("device", "get_context", err)
+	}
+	if cmd.Valid(a0) {
+		c.numCompVectors = int(ncv)
+	}
+	if cmd.Valid(a1) {
+		c.coreSupport = core
+	}
+	c.invokeWrite = cmd.ProbeInvokeWrite(c.cmd, c.driverID, abi.IB_USER_VERBS_CMD_QUERY_DEVICE)
+
+	cmd.Reset(abi.UVERBS_OBJECT_ASYNC_EVENT, abi.UVERBS_METHOD_ASYNC_EVENT_ALLOC, c.driverID)
+	fa := cmd.FDNew(abi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
+	if err := cmd.Exec(c.cmd); err != nil {
+		return c.opErr("async_event", "alloc", err)
+	}
+	return c.adoptAsync(cmd.NewFDNum(fa))
+}
+
+// getContextWrite is the write() GET_CONTEXT of kernels without ioctl
+// support; it returns the async fd directly.
+func (c *Context) getContextWrite(cmd *sys.Ioctl) error {
+	var req abi.IbUverbsGetContext
+	var resp abi.IbUverbsGetContextResp
+	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_GET_CONTEXT, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
+	if err := cmd.LegacyWrite(c.cmd, &w); err != nil {
+		return c.opErr("device", "get_context", err)
+	}
+	c.numCompVectors = int(resp.NumCompVectors)
+	return c.adoptAsync(int(resp.AsyncFd))
+}
+
+func (c *Context) adoptAsync(raw int) error {
+	fd, err := sys.NewFD(raw, c.dev.Name+" async events")
+	if err != nil {
+		return c.opErr("async_event", "alloc", err)
+	}
+	ef, err := sys.NewEventFile(fd)
+	if err != nil {
+		fd.Close()
+		return c.opErr("async_event", "alloc", err)
+	}
+	c.async = ef
+	return nil
+}
+
+func (c *Context) get() *sys.Ioctl  { return c.cmds.Get().(*sys.Ioctl) }
+func (c *Context) put(i *sys.Ioctl) { c.cmds.Put(i) }
+
+// opErr wraps err with the object and method that failed, mapping the
+// kernel's "not implemented" answers onto ErrNotSupported as well.
+func (c *Context) opErr(object, method string, err error) error {
+	if err == sys.ErrClosedFD {
+		err = ErrClosed
+	}
+	if err == sys.EOPNOTSUPP || err == sys.ENOSYS || err == sys.EPROTONOSUPPORT {
+		err = notSupported{err.(sys.Errno)}
+	}
+	return &OpError{Object: object, Method: method, Err: err}
+}
+
+// notSupported matches both ErrNotSupported and the kernel's errno.
+type notSupported struct{ errno sys.Errno }
+
+func (n notSupported) Error() string { return n.errno.Error() + " (not supported)" }
+func (n notSupported) Is(t error) bool {
+	return t == ErrNotSupported || t == n.errno
+}
+func (n notSupported) Unwrap() error { return n.errno }
+
+// Device returns the device this context was opened on.
+func (c *Context) Device() Device { return c.dev }
+
+// DriverID returns the RDMA_DRIVER_* id sent in every ioctl header.
+func (c *Context) DriverID() uint32 { return c.driverID }
+
+// NumCompVectors returns the number of completion vectors.
+func (c *Context) NumCompVectors() int { return c.numCompVectors }
+
+// CmdFD returns the uverbs command descriptor (for provider packages).
+func (c *Context) CmdFD() *sys.FD { return c.cmd }
+
+// AsyncFile returns the device's asynchronous event file. The async
+// package reads it; most users want async.NewReader instead.
+func (c *Context) AsyncFile() *sys.EventFile { return c.async }
+
+// Exec runs a prepared ioctl on the context's command fd, for provider
+// packages. The error names object and method.
+func (c *Context) Exec(cmd *sys.Ioctl, object, method string) error {
+	if err := cmd.Exec(c.cmd); err != nil {
+		return c.opErr(object, method, err)
+	}
+	return nil
+}
+
+// Ioctl hands out a reusable command buffer; return it with Release.
+func (c *Context) Ioctl() *sys.Ioctl { return c.get() }
+
+// Release returns a command buffer obtained from Ioctl.
+func (c *Context) Release(cmd *sys.Ioctl) { c.put(cmd) }
+
+// ExecWrite sends a write-ABI command as rdma-core does: through the
+// INVOKE_WRITE ioctl when the kernel has it, by write(2) otherwise.
+func (c *Context) ExecWrite(w *sys.WriteCmd, object, method string) error {
+	cmd := c.get()
+	defer c.put(cmd)
+	var err error
+	if c.invokeWrite {
+		err = cmd.InvokeWrite(c.cmd, c.driverID, w)
+	} else {
+		err = cmd.LegacyWrite(c.cmd, w)
+	}
+	if err != nil {
+		return c.opErr(object, method, err)
+	}
+	return nil
+}
+
+// Close releases the context: every object still registered is forgotten
+// (the kernel destroys them when the command fd closes), the async event
+// file is closed (waking blocked readers with ErrClosed) and then the
+// command fd. Close is idempotent.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	objs := c.objects
+	c.objects = map[uint64]Affiliated{}
+	c.mu.Unlock()
+	for _, o := range objs {
+		o.EventCounts().abandon()
+	}
+	var errs []error
+	if c.async != nil {
+		errs = append(errs, c.async.Close())
+	}
+	errs = append(errs, c.cmd.Close())
+	return errors.Join(errs...)
+}
+
+// Closed reports whether Close was called.
+func (c *Context) Closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *Context) String() string {
+	return "uverbs.Context(" + c.dev.Name + ")"
+}
+
+// trimNUL cuts a C string at its first NUL.
+func trimNUL(s string) string {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
