@@ -216,53 +216,53 @@ const (
 // Offsets of zero-size trailing members (flexible arrays), which are not
 // Go fields because Go pads a struct that ends in a zero-size field.
 const (
-	IbUverbsGetContextDriverDataOffset         = 8   // offsetof(IbUverbsGetContext, driver_data)
-	IbUverbsGetContextRespDriverDataOffset     = 8   // offsetof(IbUverbsGetContextResp, driver_data)
-	IbUverbsQueryDeviceDriverDataOffset        = 8   // offsetof(IbUverbsQueryDevice, driver_data)
-	IbUverbsQueryPortDriverDataOffset          = 16  // offsetof(IbUverbsQueryPort, driver_data)
-	IbUverbsAllocPdDriverDataOffset            = 8   // offsetof(IbUverbsAllocPd, driver_data)
-	IbUverbsAllocPdRespDriverDataOffset        = 4   // offsetof(IbUverbsAllocPdResp, driver_data)
-	IbUverbsOpenXrcdDriverDataOffset           = 16  // offsetof(IbUverbsOpenXrcd, driver_data)
-	IbUverbsOpenXrcdRespDriverDataOffset       = 4   // offsetof(IbUverbsOpenXrcdResp, driver_data)
-	IbUverbsRegMrDriverDataOffset              = 40  // offsetof(IbUverbsRegMr, driver_data)
-	IbUverbsRegMrRespDriverDataOffset          = 12  // offsetof(IbUverbsRegMrResp, driver_data)
-	IbUverbsReregMrDriverDataOffset            = 48  // offsetof(IbUverbsReregMr, driver_data)
-	IbUverbsReregMrRespDriverDataOffset        = 8   // offsetof(IbUverbsReregMrResp, driver_data)
-	IbUverbsAllocMwDriverDataOffset            = 16  // offsetof(IbUverbsAllocMw, driver_data)
-	IbUverbsAllocMwRespDriverDataOffset        = 8   // offsetof(IbUverbsAllocMwResp, driver_data)
-	IbUverbsCreateCqDriverDataOffset           = 32  // offsetof(IbUverbsCreateCq, driver_data)
-	IbUverbsCreateCqRespDriverDataOffset       = 8   // offsetof(IbUverbsCreateCqResp, driver_data)
-	IbUverbsResizeCqDriverDataOffset           = 16  // offsetof(IbUverbsResizeCq, driver_data)
-	IbUverbsResizeCqRespDriverDataOffset       = 8   // offsetof(IbUverbsResizeCqResp, driver_data)
-	IbUverbsPollCqRespWcOffset                 = 8   // offsetof(IbUverbsPollCqResp, wc)
-	IbUverbsCreateQpDriverDataOffset           = 56  // offsetof(IbUverbsCreateQp, driver_data)
-	IbUverbsOpenQpDriverDataOffset             = 32  // offsetof(IbUverbsOpenQp, driver_data)
-	IbUverbsCreateQpRespDriverDataOffset       = 32  // offsetof(IbUverbsCreateQpResp, driver_data)
-	IbUverbsQueryQpDriverDataOffset            = 16  // offsetof(IbUverbsQueryQp, driver_data)
-	IbUverbsQueryQpRespDriverDataOffset        = 128 // offsetof(IbUverbsQueryQpResp, driver_data)
-	IbUverbsModifyQpDriverDataOffset           = 112 // offsetof(IbUverbsModifyQp, driver_data)
-	IbUverbsPostSendSendWrOffset               = 24  // offsetof(IbUverbsPostSend, send_wr)
-	IbUverbsPostRecvRecvWrOffset               = 24  // offsetof(IbUverbsPostRecv, recv_wr)
-	IbUverbsPostSrqRecvRecvOffset              = 24  // offsetof(IbUverbsPostSrqRecv, recv)
-	IbUverbsCreateAhDriverDataOffset           = 56  // offsetof(IbUverbsCreateAh, driver_data)
-	IbUverbsCreateAhRespDriverDataOffset       = 4   // offsetof(IbUverbsCreateAhResp, driver_data)
-	IbUverbsAttachMcastDriverDataOffset        = 24  // offsetof(IbUverbsAttachMcast, driver_data)
-	IbUverbsDetachMcastDriverDataOffset        = 24  // offsetof(IbUverbsDetachMcast, driver_data)
-	IbUverbsFlowSpecHdrFlowSpecDataOffset      = 8   // offsetof(IbUverbsFlowSpecHdr, flow_spec_data)
-	IbUverbsFlowAttrFlowSpecsOffset            = 16  // offsetof(IbUverbsFlowAttr, flow_specs)
-	IbUverbsCreateSrqDriverDataOffset          = 32  // offsetof(IbUverbsCreateSrq, driver_data)
-	IbUverbsCreateXsrqDriverDataOffset         = 48  // offsetof(IbUverbsCreateXsrq, driver_data)
-	IbUverbsCreateSrqRespDriverDataOffset      = 16  // offsetof(IbUverbsCreateSrqResp, driver_data)
-	IbUverbsModifySrqDriverDataOffset          = 16  // offsetof(IbUverbsModifySrq, driver_data)
-	IbUverbsQuerySrqDriverDataOffset           = 16  // offsetof(IbUverbsQuerySrq, driver_data)
-	IbUverbsExCreateRwqIndTableWqHandlesOffset = 8   // offsetof(IbUverbsExCreateRwqIndTable, wq_handles)
-	IbUverbsIoctlHdrAttrsOffset                = 24  // offsetof(IbUverbsIoctlHdr, attrs)
-	RxeDmaInfoInlineDataOffset                 = 24  // offsetof(RxeDmaInfo, inline_data)
-	RxeDmaInfoSgeOffset                        = 24  // offsetof(RxeDmaInfo, sge)
-	RxeQueueBufDataOffset                      = 384 // offsetof(RxeQueueBuf, data)
-	Mlx5IbUapiDevxAsyncCmdHdrOutDataOffset     = 8   // offsetof(Mlx5IbUapiDevxAsyncCmdHdr, out_data)
-	Mlx5IbUapiDevxAsyncEventHdrOutDataOffset   = 8   // offsetof(Mlx5IbUapiDevxAsyncEventHdr, out_data)
-	Mlx5IbCreateFlowDataOffset                 = 8   // offsetof(Mlx5IbCreateFlow, data)
+	IbUverbsGetContextDriverDataOffset         = 8   // offsetof(struct ib_uverbs_get_context, driver_data)
+	IbUverbsGetContextRespDriverDataOffset     = 8   // offsetof(struct ib_uverbs_get_context_resp, driver_data)
+	IbUverbsQueryDeviceDriverDataOffset        = 8   // offsetof(struct ib_uverbs_query_device, driver_data)
+	IbUverbsQueryPortDriverDataOffset          = 16  // offsetof(struct ib_uverbs_query_port, driver_data)
+	IbUverbsAllocPdDriverDataOffset            = 8   // offsetof(struct ib_uverbs_alloc_pd, driver_data)
+	IbUverbsAllocPdRespDriverDataOffset        = 4   // offsetof(struct ib_uverbs_alloc_pd_resp, driver_data)
+	IbUverbsOpenXrcdDriverDataOffset           = 16  // offsetof(struct ib_uverbs_open_xrcd, driver_data)
+	IbUverbsOpenXrcdRespDriverDataOffset       = 4   // offsetof(struct ib_uverbs_open_xrcd_resp, driver_data)
+	IbUverbsRegMrDriverDataOffset              = 40  // offsetof(struct ib_uverbs_reg_mr, driver_data)
+	IbUverbsRegMrRespDriverDataOffset          = 12  // offsetof(struct ib_uverbs_reg_mr_resp, driver_data)
+	IbUverbsReregMrDriverDataOffset            = 48  // offsetof(struct ib_uverbs_rereg_mr, driver_data)
+	IbUverbsReregMrRespDriverDataOffset        = 8   // offsetof(struct ib_uverbs_rereg_mr_resp, driver_data)
+	IbUverbsAllocMwDriverDataOffset            = 16  // offsetof(struct ib_uverbs_alloc_mw, driver_data)
+	IbUverbsAllocMwRespDriverDataOffset        = 8   // offsetof(struct ib_uverbs_alloc_mw_resp, driver_data)
+	IbUverbsCreateCqDriverDataOffset           = 32  // offsetof(struct ib_uverbs_create_cq, driver_data)
+	IbUverbsCreateCqRespDriverDataOffset       = 8   // offsetof(struct ib_uverbs_create_cq_resp, driver_data)
+	IbUverbsResizeCqDriverDataOffset           = 16  // offsetof(struct ib_uverbs_resize_cq, driver_data)
+	IbUverbsResizeCqRespDriverDataOffset       = 8   // offsetof(struct ib_uverbs_resize_cq_resp, driver_data)
+	IbUverbsPollCqRespWcOffset                 = 8   // offsetof(struct ib_uverbs_poll_cq_resp, wc)
+	IbUverbsCreateQpDriverDataOffset           = 56  // offsetof(struct ib_uverbs_create_qp, driver_data)
+	IbUverbsOpenQpDriverDataOffset             = 32  // offsetof(struct ib_uverbs_open_qp, driver_data)
+	IbUverbsCreateQpRespDriverDataOffset       = 32  // offsetof(struct ib_uverbs_create_qp_resp, driver_data)
+	IbUverbsQueryQpDriverDataOffset            = 16  // offsetof(struct ib_uverbs_query_qp, driver_data)
+	IbUverbsQueryQpRespDriverDataOffset        = 128 // offsetof(struct ib_uverbs_query_qp_resp, driver_data)
+	IbUverbsModifyQpDriverDataOffset           = 112 // offsetof(struct ib_uverbs_modify_qp, driver_data)
+	IbUverbsPostSendSendWrOffset               = 24  // offsetof(struct ib_uverbs_post_send, send_wr)
+	IbUverbsPostRecvRecvWrOffset               = 24  // offsetof(struct ib_uverbs_post_recv, recv_wr)
+	IbUverbsPostSrqRecvRecvOffset              = 24  // offsetof(struct ib_uverbs_post_srq_recv, recv)
+	IbUverbsCreateAhDriverDataOffset           = 56  // offsetof(struct ib_uverbs_create_ah, driver_data)
+	IbUverbsCreateAhRespDriverDataOffset       = 4   // offsetof(struct ib_uverbs_create_ah_resp, driver_data)
+	IbUverbsAttachMcastDriverDataOffset        = 24  // offsetof(struct ib_uverbs_attach_mcast, driver_data)
+	IbUverbsDetachMcastDriverDataOffset        = 24  // offsetof(struct ib_uverbs_detach_mcast, driver_data)
+	IbUverbsFlowSpecHdrFlowSpecDataOffset      = 8   // offsetof(struct ib_uverbs_flow_spec_hdr, flow_spec_data)
+	IbUverbsFlowAttrFlowSpecsOffset            = 16  // offsetof(struct ib_uverbs_flow_attr, flow_specs)
+	IbUverbsCreateSrqDriverDataOffset          = 32  // offsetof(struct ib_uverbs_create_srq, driver_data)
+	IbUverbsCreateXsrqDriverDataOffset         = 48  // offsetof(struct ib_uverbs_create_xsrq, driver_data)
+	IbUverbsCreateSrqRespDriverDataOffset      = 16  // offsetof(struct ib_uverbs_create_srq_resp, driver_data)
+	IbUverbsModifySrqDriverDataOffset          = 16  // offsetof(struct ib_uverbs_modify_srq, driver_data)
+	IbUverbsQuerySrqDriverDataOffset           = 16  // offsetof(struct ib_uverbs_query_srq, driver_data)
+	IbUverbsExCreateRwqIndTableWqHandlesOffset = 8   // offsetof(struct ib_uverbs_ex_create_rwq_ind_table, wq_handles)
+	IbUverbsIoctlHdrAttrsOffset                = 24  // offsetof(struct ib_uverbs_ioctl_hdr, attrs)
+	RxeDmaInfoInlineDataOffset                 = 24  // offsetof(struct rxe_dma_info, inline_data)
+	RxeDmaInfoSgeOffset                        = 24  // offsetof(struct rxe_dma_info, sge)
+	RxeQueueBufDataOffset                      = 384 // offsetof(struct rxe_queue_buf, data)
+	Mlx5IbUapiDevxAsyncCmdHdrOutDataOffset     = 8   // offsetof(struct mlx5_ib_uapi_devx_async_cmd_hdr, out_data)
+	Mlx5IbUapiDevxAsyncEventHdrOutDataOffset   = 8   // offsetof(struct mlx5_ib_uapi_devx_async_event_hdr, out_data)
+	Mlx5IbCreateFlowDataOffset                 = 8   // offsetof(struct mlx5_ib_create_flow, data)
 )
 
 // IbUverbsAsyncEventDesc is struct ib_uverbs_async_event_desc from rdma/ib_user_verbs.h.
@@ -635,7 +635,7 @@ type IbUverbsWcEx struct {
 	_ [4]byte
 }
 
-// ImmData returns a pointer to member imm_data (offset 0).
+// ImmData returns a pointer to member imm_data (offset 0). The value is big-endian (__be32).
 func (x *IbUverbsWcEx) ImmData() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
 
 // InvalidateRkey returns a pointer to member invalidate_rkey (offset 0).
@@ -931,7 +931,7 @@ type IbUverbsSendWrEx struct {
 	_ [4]byte
 }
 
-// ImmData returns a pointer to member imm_data (offset 0).
+// ImmData returns a pointer to member imm_data (offset 0). The value is big-endian (__be32).
 func (x *IbUverbsSendWrEx) ImmData() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
 
 // InvalidateRkey returns a pointer to member invalidate_rkey (offset 0).
@@ -1689,7 +1689,7 @@ type RxeSendWrEx struct {
 	_ [4]byte
 }
 
-// ImmData returns a pointer to member imm_data (offset 0).
+// ImmData returns a pointer to member imm_data (offset 0). The value is big-endian (__be32).
 func (x *RxeSendWrEx) ImmData() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
 
 // InvalidateRkey returns a pointer to member invalidate_rkey (offset 0).

@@ -39,6 +39,7 @@ type goMethod struct {
 	CPath  string
 	Nested *goAgg
 	Member string // C description for the doc comment
+	Note   string
 }
 
 type flexConst struct {
@@ -230,7 +231,11 @@ func (e *emitter) unionMethods(g *goAgg, members []*Member, base int64, owner, w
 		if err != nil {
 			return err
 		}
-		g.Methods = append(g.Methods, goMethod{Name: CamelCase(m.Name), Type: typ, Off: base + m.Offset, CPath: m.Name, Nested: nested, Member: what})
+		gm := goMethod{Name: CamelCase(m.Name), Type: typ, Off: base + m.Offset, CPath: m.Name, Nested: nested, Member: what}
+		if m.Type.Kind == KScalar && scalars[m.Type.Name].be {
+			gm.Note = " The value is big-endian (" + m.Type.Name + ")."
+		}
+		g.Methods = append(g.Methods, gm)
 	}
 	return nil
 }
@@ -571,7 +576,11 @@ func Generate(p *Parser, files []string, al *Allowlist, header string) (*Output,
 	var flex []string
 	for _, g := range order {
 		for _, fc := range g.Flex {
-			flex = append(flex, fmt.Sprintf("\t%s = %d // offsetof(%s, %s)\n", fc.Name, fc.Off, g.Name, fc.CPath))
+			root := g.Root
+			if root == "" {
+				root = g.Name
+			}
+			flex = append(flex, fmt.Sprintf("\t%s = %d // offsetof(%s, %s)\n", fc.Name, fc.Off, root, fc.CPath))
 		}
 	}
 	if len(flex) > 0 {
@@ -594,7 +603,7 @@ func Generate(p *Parser, files []string, al *Allowlist, header string) (*Output,
 			if m.Member != "" {
 				what = "member " + m.CPath + " of an " + m.Member
 			}
-			fmt.Fprintf(&b, "// %s returns a pointer to %s (offset %d).\n", m.Name, what, m.Off)
+			fmt.Fprintf(&b, "// %s returns a pointer to %s (offset %d).%s\n", m.Name, what, m.Off, m.Note)
 			if m.Off == 0 {
 				fmt.Fprintf(&b, "func (x *%s) %s() *%s { return (*%s)(unsafe.Pointer(x)) }\n\n", g.Name, m.Name, m.Type, m.Type)
 			} else {

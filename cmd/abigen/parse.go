@@ -540,6 +540,7 @@ func (c *cursor) parseEnum() (*CType, error) {
 		enumName = "enum " + tag
 	}
 	next := Value{V: 0, Bits: 32}
+	nextHex := false
 	for !c.accept("}") {
 		if c.eof() {
 			return nil, errorf(kw.Pos, "unterminated enum")
@@ -549,7 +550,7 @@ func (c *cursor) parseEnum() (*CType, error) {
 			return nil, err
 		}
 		v := next
-		hex := false
+		hex := nextHex // implicit values print like the one they follow
 		if c.accept("=") {
 			start := c.i
 			v, err = c.parseExpr(0)
@@ -564,6 +565,7 @@ func (c *cursor) parseEnum() (*CType, error) {
 		}
 		c.p.enums[name.Text] = v
 		c.p.enumConsts = append(c.p.enumConsts, &Const{Name: name.Text, Pos: name.Pos, Enum: enumName, Value: v, Hex: hex})
+		nextHex = hex
 		next, err = binop("+", v, Value{V: 1, Bits: 32}, name.Pos)
 		if err != nil {
 			return nil, err
