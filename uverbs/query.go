@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -283,7 +284,9 @@ func (c *Context) QueryPortInto(port int, pa *PortAttr) error {
 	}
 	cmd := c.get()
 	defer c.put(cmd)
-	resp := &cmdScratch{}
+	resp := scratchPool.Get().(*cmdScratch)
+	defer scratchPool.Put(resp)
+	resp.port = abi.IbUverbsQueryPortRespEx{}
 	cmd.Reset(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, c.driverID)
 	cmd.ConstIn(abi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port), true)
 	sys.PtrOut(cmd, abi.UVERBS_ATTR_QUERY_PORT_RESP, &resp.port, true)
@@ -315,6 +318,8 @@ func (c *Context) QueryPortInto(port int, pa *PortAttr) error {
 type cmdScratch struct {
 	port abi.IbUverbsQueryPortRespEx
 }
+
+var scratchPool = sync.Pool{New: func() any { return new(cmdScratch) }}
 
 // GIDType is the type of a GID table entry (IBV_GID_TYPE_*).
 type GIDType uint32

@@ -1,0 +1,99 @@
+package uverbs
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
+
+// fakeContext returns a Context whose command fd is /dev/null: every ioctl
+// fails with ENOTTY and every write() succeeds, which exercises the whole
+// build-and-issue path without a device.
+func fakeContext(t testing.TB) *Context {
+	fd, err := sys.Open("/dev/null", sys.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Context{dev: Device{Name: "fake0"}, cmd: fd, driverID: 14, objects: map[uint64]Affiliated{}}
+	c.cmds.New = func() any { return sys.NewIoctl() }
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestAllocsQueryPort proves that building and issuing a command through
+// the Context allocates nothing: QUERY_PORT is built as an ioctl, rejected
+// with ENOTTY by /dev/null, then rebuilt and sent through write().
+func TestAllocsQueryPort(t *testing.T) {
+	c := fakeContext(t)
+	var pa PortAttr
+	if err := c.QueryPortInto(1, &pa); err != nil {
+		t.Fatalf("QueryPortInto: %v", err)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := c.QueryPortInto(1, &pa); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("QueryPortInto allocates %.1f times per call", allocs)
+	}
+}
+
+func BenchmarkQueryPortFake(b *testing.B) {
+	c := fakeContext(b)
+	var pa PortAttr
+	b.ReportAllocs()
+	for b.Loop() {
+		c.QueryPortInto(1, &pa)
+	}
+}
+
+func TestContextErrors(t *testing.T) {
+	c := fakeContext(t)
+	if err := c.QueryPortInto(0, new(PortAttr)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("port 0: %v", err)
+	}
+	if _, err := c.QueryGID(1, -1); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("gid -1: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	_, err := c.QueryPort(1)
+	var op *OpError
+	if !errors.Is(err, ErrClosed) || !errors.As(err, &op) || op.Method != "query_port" {
+		t.Fatalf("QueryPort after Close: %v", err)
+	}
+	if _, err := c.NewUserHandle(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("NewUserHandle after Close: %v", err)
+	}
+}
+
+func TestOpErrorMapping(t *testing.T) {
+	c := fakeContext(t)
+	err := c.opErr("cq", "create", sys.EOPNOTSUPP)
+	if !errors.Is(err, ErrNotSupported) || !errors.Is(err, sys.EOPNOTSUPP) {
+		t.Fatalf("EOPNOTSUPP mapping: %v", err)
+	}
+	err = c.opErr("qp", "modify", sys.EINVAL)
+	if !errors.Is(err, sys.EINVAL) || errors.Is(err, ErrNotSupported) || err.Error() != "uverbs: qp modify: invalid argument" {
+		t.Fatalf("EINVAL mapping: %v", err)
+	}
+}
+
+func TestEventTypeElement(t *testing.T) {
+	cases := map[EventType]ElementKind{
+		EventCQErr: ElementCQ, EventSQDrained: ElementQP, EventQPLastWQEReached: ElementQP,
+		EventSRQLimitReached: ElementSRQ, EventWQFatal: ElementWQ, EventGIDChange: ElementPort,
+		EventPortErr: ElementPort, EventDeviceFatal: ElementDevice, EventType(77): ElementDevice,
+	}
+	for typ, want := range cases {
+		if got := typ.Element(); got != want {
+			t.Errorf("%v.Element() = %v, want %v", typ, got, want)
+		}
+	}
+}
