@@ -70,8 +70,7 @@ func parseArgs(args []string) (*options, error) {
 	}
 	o.kernels = ks
 	if len(o.pkgs) == 0 && !o.demo && o.shellCmd == "" {
-		fs.Usage()
-		return nil, errors.New("nothing to run: give packages, -demo or -shell-cmd")
+		return nil, errors.New("nothing to run: give packages, -demo or -shell-cmd (-h for usage)")
 	}
 	o.cacheDir = os.Getenv("PUREVERBS_CACHE")
 	if o.cacheDir == "" {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,9 @@ import (
 const marker = "@@PUREVERBS "
 
 const tailLines = 60
+
+// ansiRe matches the terminal control sequences SeaBIOS and the kernel emit.
+var ansiRe = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)`)
 
 type binResult struct {
 	label string
@@ -48,6 +52,12 @@ func (r *kernelResult) ok() bool {
 		}
 	}
 	return true
+}
+
+// guestDied reports a failure of the guest itself (as opposed to a failing
+// test): setup failure, panic, timeout, or no end marker.
+func (r *kernelResult) guestDied() bool {
+	return r.prepErr == nil && (r.setupErr != "" || r.panicked || r.timedOut || !r.setupOK || !r.done)
 }
 
 func (r *kernelResult) String() string {
@@ -146,6 +156,8 @@ func runKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work s
 		if res.qemuErr != nil {
 			fmt.Printf("rxevm: qemu: %v\n", res.qemuErr)
 		}
+	}
+	if !res.ok() && res.guestDied() {
 		fmt.Printf("rxevm: ---- guest console tail (last %d lines, kernel %s) ----\n", len(tail), a.release)
 		for _, l := range tail {
 			fmt.Println("| " + l)
@@ -163,7 +175,7 @@ func follow(r io.Reader, verbose bool, res *kernelResult, start time.Time) []str
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	echo := verbose
 	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
+		line := ansiRe.ReplaceAllString(strings.TrimRight(sc.Text(), "\r"), "")
 		tail = append(tail, line)
 		if len(tail) > tailLines {
 			tail = tail[1:]
