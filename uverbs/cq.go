@@ -1,0 +1,191 @@
+package uverbs
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
+
+// CQOptions are the optional parameters of CreateCQ.
+type CQOptions struct {
+	// CompVector is the completion vector, 0 <= CompVector <
+	// NumCompVectors().
+	CompVector int
+	// (A completion channel comes with the completion-event issue.)
+}
+
+// CQ is a completion queue (struct ibv_cq, ibv_create_cq(3)).
+//
+// Its affiliated async events (IBV_EVENT_CQ_ERR) map back to it through
+// its user handle; Destroy waits, as libibverbs does, until every event of
+// the CQ that was read has been acknowledged.
+type CQ struct {
+	ctx    *Context
+	handle uint32
+	uh     uint64
+	cqe    int
+	events EventCounts
+	drv    cqDriver
+	stop   func()
+
+	mu   sync.Mutex
+	dead bool
+}
+
+// CreateCQ creates a completion queue with room for at least cqe entries
+// (ibv_create_cq(3)); CQE returns the depth the device granted. opts may
+// be nil. It sends the CQ/CREATE ioctl with the context's async event fd
+// and maps the provider's ring; if the mapping fails the CQ is destroyed.
+func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
+	if c == nil {
+		return nil, invalidErr("cq", "create", "nil context")
+	}
+	if cqe < 1 || cqe > math.MaxInt32 {
+		return nil, invalidErr("cq", "create", "cqe %d out of range", cqe)
+	}
+	var o CQOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.CompVector < 0 || (c.numCompVectors > 0 && o.CompVector >= c.numCompVectors) {
+		return nil, invalidErr("cq", "create", "completion vector %d out of range [0,%d)", o.CompVector, c.numCompVectors)
+	}
+	if c.Closed() {
+		return nil, closedErr("cq", "create")
+	}
+	p, err := c.provider("cq")
+	if err != nil {
+		return nil, err
+	}
+	uh, err := c.NewUserHandle()
+	if err != nil {
+		return nil, &OpError{Object: "cq", Method: "create", Err: err}
+	}
+	drv := p.newCQ()
+	cq := &CQ{ctx: c, uh: uh, drv: drv}
+
+	var granted uint32
+	cmd := c.get()
+	cmd.Reset(abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE, c.driverID)
+	ha := cmd.IDRNew(abi.UVERBS_ATTR_CREATE_CQ_HANDLE)
+	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint64(cqe), 4, true)
+	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, uh, 8, true)
+	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint64(o.CompVector), 4, true)
+	cmd.FDIn(abi.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.async.Fd(), false)
+	sys.PtrOut(cmd, abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, &granted, true)
+	if in := drv.udataIn(); len(in) > 0 {
+		cmd.BytesIn(abi.UVERBS_ATTR_UHW_IN, in, true)
+	}
+	if out := drv.udataOut(); len(out) > 0 {
+		cmd.BytesOut(abi.UVERBS_ATTR_UHW_OUT, out, true)
+	}
+	err = cmd.Exec(c.cmd)
+	cq.handle = cmd.Handle(ha)
+	c.put(cmd)
+	if err != nil {
+		return nil, c.opErr("cq", "create", err)
+	}
+	cq.cqe = int(granted)
+
+	if err := drv.created(c); err != nil {
+		cq.destroyCmd()
+		drv.release()
+		return nil, err
+	}
+	if err := c.Register(cq); err != nil {
+		// Closed meanwhile: the kernel object went with the context.
+		drv.release()
+		return nil, &OpError{Object: "cq", Method: "create", Err: err}
+	}
+	cq.stop = releaseOnClose(&cq.events, func() { drv.release() })
+	return cq, nil
+}
+
+// destroyCmd sends CQ/DESTROY and returns the kernel's event counts.
+func (cq *CQ) destroyCmd() (resp abi.IbUverbsDestroyCqResp, err error) {
+	c := cq.ctx
+	cmd := c.get()
+	cmd.Reset(abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_DESTROY, c.driverID)
+	cmd.IDRIn(abi.UVERBS_ATTR_DESTROY_CQ_HANDLE, cq.handle, true)
+	sys.PtrOut(cmd, abi.UVERBS_ATTR_DESTROY_CQ_RESP, &resp, true)
+	err = cmd.Exec(c.cmd)
+	c.put(cmd)
+	if err != nil {
+		return resp, c.opErr("cq", "destroy", err)
+	}
+	return resp, nil
+}
+
+// Destroy destroys the CQ (ibv_destroy_cq(3)). After the kernel destroyed
+// it, Destroy waits until the application acknowledged every event of the
+// CQ the kernel reports as read (async events through async.Reader.Ack,
+// completion events through the completion channel), as libibverbs does,
+// but only until ctx ends: then it returns an *UnackedError saying what is
+// unacknowledged (the CQ is destroyed and its ring unmapped regardless).
+//
+// The kernel refuses (EBUSY) to destroy a CQ still used by a QP; the CQ
+// then stays usable. Destroying twice returns an error wrapping ErrClosed.
+func (cq *CQ) Destroy(ctx context.Context) error {
+	if cq == nil || cq.ctx == nil {
+		return invalidErr("cq", "destroy", "nil CQ")
+	}
+	cq.mu.Lock()
+	if cq.dead {
+		cq.mu.Unlock()
+		return closedErr("cq", "destroy")
+	}
+	resp, err := cq.destroyCmd()
+	if err != nil && !errors.Is(err, ErrClosed) {
+		cq.mu.Unlock()
+		return err
+	}
+	cq.dead = true
+	cq.mu.Unlock()
+
+	var werr error
+	if err == nil {
+		werr = cq.events.WaitAcked(ctx, "cq", resp.AsyncEventsReported, resp.CompEventsReported)
+	}
+	cq.stop()
+	uerr := cq.drv.release()
+	cq.ctx.Unregister(cq)
+	switch {
+	case err != nil:
+		return err
+	case werr != nil:
+		return werr
+	case uerr != nil:
+		return cq.ctx.opErr("cq", "munmap", uerr)
+	}
+	return nil
+}
+
+// CQE returns the number of entries the device granted (at least the
+// number requested).
+func (cq *CQ) CQE() int { return cq.cqe }
+
+// Handle returns the kernel's handle of the CQ.
+func (cq *CQ) Handle() uint32 { return cq.handle }
+
+// UserHandle returns the value the kernel echoes in the CQ's events.
+func (cq *CQ) UserHandle() uint64 { return cq.uh }
+
+// Kind returns ElementCQ.
+func (cq *CQ) Kind() ElementKind { return ElementCQ }
+
+// EventCounts returns the CQ's event bookkeeping.
+func (cq *CQ) EventCounts() *EventCounts { return &cq.events }
+
+// Context returns the context the CQ was created on.
+func (cq *CQ) Context() *Context { return cq.ctx }
+
+// alive reports whether the CQ can be used in a new command.
+func (cq *CQ) alive() bool {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return !cq.dead
+}

@@ -1,0 +1,85 @@
+package uverbs
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
+
+// PD is a protection domain (struct ibv_pd, ibv_alloc_pd(3)).
+type PD struct {
+	ctx    *Context
+	handle uint32
+
+	mu   sync.Mutex
+	dead bool
+}
+
+// AllocPD allocates a protection domain. Like libibverbs it uses the write
+// command ALLOC_PD (through the INVOKE_WRITE ioctl when the kernel has it).
+func (c *Context) AllocPD() (*PD, error) {
+	if c == nil {
+		return nil, invalidErr("pd", "alloc", "nil context")
+	}
+	if c.Closed() {
+		return nil, closedErr("pd", "alloc")
+	}
+	var req abi.IbUverbsAllocPd
+	var resp abi.IbUverbsAllocPdResp
+	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_ALLOC_PD, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
+	if err := c.ExecWrite(&w, "pd", "alloc"); err != nil {
+		return nil, err
+	}
+	return &PD{ctx: c, handle: resp.PdHandle}, nil
+}
+
+// Context returns the context the PD was allocated on.
+func (pd *PD) Context() *Context { return pd.ctx }
+
+// Handle returns the kernel's handle of the PD.
+func (pd *PD) Handle() uint32 { return pd.handle }
+
+// Dealloc deallocates the PD (ibv_dealloc_pd(3)). It fails with the
+// kernel's EBUSY (errors.Is(err, sys.EBUSY)) while QPs, MRs or other
+// objects still use the PD, and with an error wrapping ErrClosed when the
+// PD was already deallocated.
+func (pd *PD) Dealloc() error {
+	if pd == nil || pd.ctx == nil {
+		return invalidErr("pd", "dealloc", "nil PD")
+	}
+	pd.mu.Lock()
+	defer pd.mu.Unlock()
+	if pd.dead {
+		return closedErr("pd", "dealloc")
+	}
+	c := pd.ctx
+	cmd := c.get()
+	cmd.Reset(abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_PD_DESTROY, c.driverID)
+	cmd.IDRIn(abi.UVERBS_ATTR_DESTROY_PD_HANDLE, pd.handle, true)
+	err := cmd.Exec(c.cmd)
+	c.put(cmd)
+	if err == sys.ENOTTY || err == sys.EPROTONOSUPPORT || err == sys.EOPNOTSUPP {
+		req := abi.IbUverbsDeallocPd{PdHandle: pd.handle}
+		err = c.ExecWrite(&sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_DEALLOC_PD, Req: sys.AsBytes(&req)}, "pd", "dealloc")
+	} else if err != nil {
+		err = c.opErr("pd", "dealloc", err)
+	}
+	if err != nil {
+		if errors.Is(err, ErrClosed) {
+			// The context is closed: the kernel released the PD with it.
+			pd.dead = true
+		}
+		return err
+	}
+	pd.dead = true
+	return nil
+}
+
+// alive reports whether the PD can be used in a new command.
+func (pd *PD) alive() bool {
+	pd.mu.Lock()
+	defer pd.mu.Unlock()
+	return !pd.dead
+}

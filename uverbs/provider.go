@@ -1,0 +1,198 @@
+package uverbs
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
+
+// The provider seam. The core verbs commands (CQ/CREATE, QP/CREATE, ...)
+// are the same for every device; what differs per driver is the private
+// "udata" each create carries (UHW_IN / UHW_OUT) and what user space does
+// with it afterwards: rxe hands back mmap offsets of kernel-owned rings,
+// mlx5 expects user-allocated buffers and doorbell records described in
+// UHW_IN. A provider is chosen by the context's driver id; drivers without
+// one get ErrNotSupported for the objects that need provider help (CQ, QP).
+//
+// The data path (posting WQEs, polling CQEs, doorbells) will hang off the
+// per-object driver values (cqDriver, qpDriver) created here.
+
+// provider creates the per-object driver state for one kind of device.
+type provider interface {
+	name() string
+	newCQ() cqDriver
+	newQP() qpDriver
+}
+
+// cqDriver is the provider half of one CQ.
+type cqDriver interface {
+	// udataIn and udataOut return the UHW_IN / UHW_OUT buffers of the
+	// create command (nil for none). They must stay valid (heap) until
+	// created returns.
+	udataIn() []byte
+	udataOut() []byte
+	// created runs after a successful create: it maps the queues. On
+	// error the caller destroys the kernel object.
+	created(c *Context) error
+	// release unmaps the queues; it is idempotent.
+	release() error
+}
+
+// qpDriver is the provider half of one QP.
+type qpDriver interface {
+	udataIn() []byte
+	udataOut() []byte
+	// created maps the send queue, and the receive queue unless the QP
+	// takes its receives from an SRQ.
+	created(c *Context, hasSRQ bool) error
+	release() error
+}
+
+// providerFor returns the provider of a driver id.
+func providerFor(driverID uint32) (provider, bool) {
+	switch driverID {
+	case abi.RDMA_DRIVER_RXE:
+		return rxeProvider{}, true
+	}
+	return nil, false
+}
+
+// provider returns c's provider or an error matching ErrNotSupported.
+func (c *Context) provider(object string) (provider, error) {
+	p, ok := providerFor(c.driverID)
+	if !ok {
+		return nil, &OpError{Object: object, Method: "create",
+			Err: fmt.Errorf("%w: no user-space provider for driver id %d (%s)", ErrNotSupported, c.driverID, c.dev.Driver)}
+	}
+	return p, nil
+}
+
+// ---- rxe -------------------------------------------------------------
+
+// rxeProvider implements the rdma_rxe user ABI (rdma_user_rxe.h, ABI
+// version 2): CQ and QP creates return struct mminfo records naming
+// kernel-allocated rings, which are mapped once from the command fd.
+type rxeProvider struct{}
+
+func (rxeProvider) name() string   { return "rxe" }
+func (rxeProvider) newCQ() cqDriver { return new(rxeCQ) }
+func (rxeProvider) newQP() qpDriver { return new(rxeQP) }
+
+// rxeQueue is one mapped rxe ring (struct rxe_queue_buf).
+type rxeQueue struct {
+	mi abi.Mminfo
+	m  *sys.Mapping
+}
+
+func (q *rxeQueue) mapQueue(c *Context, object, name string) error {
+	if q.mi.Size == 0 || q.mi.Offset > math.MaxInt64 {
+		return &OpError{Object: object, Method: "mmap",
+			Err: fmt.Errorf("%w: provider returned mmap info offset %#x size %d", ErrInvalid, q.mi.Offset, q.mi.Size)}
+	}
+	m, err := sys.Mmap(c.cmd, int64(q.mi.Offset), int(q.mi.Size), c.dev.Name+" "+name)
+	if err != nil {
+		return c.opErr(object, "mmap", err)
+	}
+	q.m = m
+	return nil
+}
+
+func (q *rxeQueue) unmap() error {
+	if q.m == nil {
+		return nil
+	}
+	return q.m.Unmap()
+}
+
+// Bytes returns the mapped ring (header + slots), or nil.
+func (q *rxeQueue) Bytes() []byte {
+	if q.m == nil {
+		return nil
+	}
+	return q.m.Bytes()
+}
+
+type rxeCQ struct {
+	resp abi.RxeCreateCqResp
+	q    rxeQueue
+}
+
+func (d *rxeCQ) udataIn() []byte  { return nil }
+func (d *rxeCQ) udataOut() []byte { return sys.AsBytes(&d.resp) }
+func (d *rxeCQ) created(c *Context) error {
+	d.q.mi = d.resp.Mi
+	return d.q.mapQueue(c, "cq", "cq ring")
+}
+func (d *rxeCQ) release() error { return d.q.unmap() }
+
+type rxeQP struct {
+	resp   abi.RxeCreateQpResp
+	sq, rq rxeQueue
+}
+
+// rxe requires an empty UHW_IN for QP create.
+func (d *rxeQP) udataIn() []byte  { return nil }
+func (d *rxeQP) udataOut() []byte { return sys.AsBytes(&d.resp) }
+func (d *rxeQP) created(c *Context, hasSRQ bool) error {
+	d.sq.mi = d.resp.SqMi
+	if err := d.sq.mapQueue(c, "qp", "send queue"); err != nil {
+		return err
+	}
+	if !hasSRQ {
+		d.rq.mi = d.resp.RqMi
+		if err := d.rq.mapQueue(c, "qp", "receive queue"); err != nil {
+			d.sq.unmap()
+			return err
+		}
+	}
+	return nil
+}
+func (d *rxeQP) release() error {
+	e1 := d.sq.unmap()
+	e2 := d.rq.unmap()
+	if e1 != nil {
+		return e1
+	}
+	return e2
+}
+
+// ---- shared object helpers --------------------------------------------
+
+// releaseOnClose arranges for release to run if the Context is closed
+// while the object is still live. The queues of a provider are mmaps of
+// the command fd, and every mapping holds a reference to the file: without
+// unmapping them, closing the fd would not let the kernel destroy the
+// context's objects. Context.Close abandons the EventCounts of every
+// registered object, which ends this waiter. The returned stop function
+// ends the watch (Destroy calls it).
+//
+// TODO: replace by a direct hook once Context.Close can call into objects.
+func releaseOnClose(ec *EventCounts, release func()) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Counts that can never be reached: WaitAcked returns nil only
+		// when the counts are abandoned by Context.Close.
+		if ec.WaitAcked(ctx, "", math.MaxUint32, math.MaxUint32) == nil {
+			release()
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// closedErr is the error of an operation on a destroyed object.
+func closedErr(object, method string) error {
+	return &OpError{Object: object, Method: method, Err: ErrClosed}
+}
+
+// invalidErr is the error of a call with invalid arguments.
+func invalidErr(object, method, format string, args ...any) error {
+	return &OpError{Object: object, Method: method, Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)}
+}
