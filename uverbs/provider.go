@@ -77,7 +77,7 @@ func (c *Context) provider(object string) (provider, error) {
 // kernel-allocated rings, which are mapped once from the command fd.
 type rxeProvider struct{}
 
-func (rxeProvider) name() string   { return "rxe" }
+func (rxeProvider) name() string    { return "rxe" }
 func (rxeProvider) newCQ() cqDriver { return new(rxeCQ) }
 func (rxeProvider) newQP() qpDriver { return new(rxeQP) }
 
