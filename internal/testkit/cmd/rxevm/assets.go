@@ -312,6 +312,12 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 			return a, nil
 		}
 	}
+	// Drop images of older layouts.
+	if old, _ := filepath.Glob(filepath.Join(o.cacheDir, "base-"+pkg+"-*")); len(old) > 0 {
+		for _, f := range old {
+			os.Remove(f)
+		}
+	}
 	fmt.Printf("rxevm: preparing kernel %s and guest userland (first run; cached in %s)\n", pkg, o.cacheDir)
 	debs, err := fetchDebs(ctx, o.cacheDir, append([]string{pkg}, guestPackages...))
 	if err != nil {

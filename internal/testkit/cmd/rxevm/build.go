@@ -117,7 +117,7 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 			return nil, err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(p.overlay, "init"), []byte(initScript), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(p.overlay, "init"), []byte(strings.ReplaceAll(initScript, "@@PUREVERBS ", marker)), 0o755); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(p.overlay, "pv/run.sh"), []byte(runScript(o, p)), 0o644); err != nil {
@@ -139,16 +139,16 @@ func runScript(o *options, p *payload) string {
 		flags = append(flags, shellQuote(f))
 	}
 	for _, t := range p.tests {
-		fmt.Fprintf(&b, "echo '@@PUREVERBS BEGIN %s'\n", t.label)
+		fmt.Fprintf(&b, "echo '%sBEGIN %s'\n", marker, t.label)
 		fmt.Fprintf(&b, "(cd %s && exec /pv/t/%s %s) </dev/null\n",
 			shellQuote(filepath.Join("/pv/src", t.rel)), filepath.Base(t.file), strings.Join(flags, " "))
-		fmt.Fprintf(&b, "echo \"@@PUREVERBS END %s rc=$?\"\n", t.label)
+		fmt.Fprintf(&b, "echo \"%sEND %s rc=$?\"\n", marker, t.label)
 	}
 	if o.demo {
-		b.WriteString("echo '@@PUREVERBS BEGIN demo'\n(cd /tmp && sh /pv/demo.sh) </dev/null\necho \"@@PUREVERBS END demo rc=$?\"\n")
+		fmt.Fprintf(&b, "echo '%[1]sBEGIN demo'\n(cd /tmp && sh /pv/demo.sh) </dev/null\necho \"%[1]sEND demo rc=$?\"\n", marker)
 	}
 	if o.shellCmd != "" {
-		fmt.Fprintf(&b, "echo '@@PUREVERBS BEGIN shell-cmd'\n(cd /tmp && sh -c %s) </dev/null\necho \"@@PUREVERBS END shell-cmd rc=$?\"\n", shellQuote(o.shellCmd))
+		fmt.Fprintf(&b, "echo '%[1]sBEGIN shell-cmd'\n(cd /tmp && sh -c %[2]s) </dev/null\necho \"%[1]sEND shell-cmd rc=$?\"\n", marker, shellQuote(o.shellCmd))
 	}
 	return b.String()
 }

@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -120,6 +121,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rxevm:", err)
 		os.Exit(2)
 	}
+	marker = "@@PUREVERBS-" + rand.Text()[:8] + " "
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, o))

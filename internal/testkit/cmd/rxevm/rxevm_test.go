@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,7 +79,7 @@ func TestFollow(t *testing.T) {
 		"@@PUREVERBS DONE",
 	}, "\r\n")
 	res := &kernelResult{}
-	tail := follow(strings.NewReader(console), false, res, time.Now())
+	tail := follow(strings.NewReader(console), io.Discard, false, res, time.Now())
 	if !res.setupOK || !res.done || res.ok() || len(res.bins) != 2 || res.bins[0].rc != 0 || res.bins[1].rc != 1 {
 		t.Errorf("result %+v", res)
 	}
@@ -86,7 +87,7 @@ func TestFollow(t *testing.T) {
 		t.Errorf("tail[0] = %q: control sequences not stripped", tail[0])
 	}
 	res = &kernelResult{}
-	follow(strings.NewReader("@@PUREVERBS SETUP-OK\n@@PUREVERBS BEGIN x\nKernel panic - not syncing: boom\n"), false, res, time.Now())
+	follow(strings.NewReader("@@PUREVERBS SETUP-OK\n@@PUREVERBS BEGIN x\nKernel panic - not syncing: not the kernel\n[    3.99] Kernel panic - not syncing: boom\n"), io.Discard, false, res, time.Now())
 	if res.ok() || !res.panicked || !res.guestDied() {
 		t.Errorf("panic not detected: %+v", res)
 	}

@@ -16,7 +16,14 @@ import (
 	"time"
 )
 
-const marker = "@@PUREVERBS "
+// marker starts every line the guest's init and run script print for the
+// host. main adds a random tag per run so that test output quoting markers
+// (this package's own tests do) cannot be mistaken for them.
+var marker = "@@PUREVERBS "
+
+// panicRe matches the kernel's panic line (printk timestamp included, so a
+// test merely printing the words does not match).
+var panicRe = regexp.MustCompile(`^\[\s*[0-9]+\.[0-9]+\] Kernel panic - not syncing`)
 
 const tailLines = 60
 
@@ -141,7 +148,7 @@ func runKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work s
 		return res
 	}
 	fmt.Printf("rxevm: booting %s (TCG, usually 5-15 s to set up)\n", a.release)
-	tail := follow(out, o.verbose, res, start)
+	tail := follow(out, os.Stdout, o.verbose, res, start)
 	werr := cmd.Wait()
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		res.timedOut = true
@@ -169,7 +176,7 @@ func runKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work s
 
 // follow reads the console until EOF, echoing it and updating res from the
 // markers. It returns the last tailLines lines.
-func follow(r io.Reader, verbose bool, res *kernelResult, start time.Time) []string {
+func follow(r io.Reader, w io.Writer, verbose bool, res *kernelResult, start time.Time) []string {
 	var tail []string
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
@@ -180,19 +187,19 @@ func follow(r io.Reader, verbose bool, res *kernelResult, start time.Time) []str
 		if len(tail) > tailLines {
 			tail = tail[1:]
 		}
-		if strings.Contains(line, "Kernel panic - not syncing") {
+		if panicRe.MatchString(line) {
 			res.panicked = true
 			echo = true
 		}
 		i := strings.Index(line, marker)
 		if i < 0 {
 			if echo {
-				fmt.Println(line)
+				fmt.Fprintln(w, line)
 			}
 			continue
 		}
 		if i > 0 && echo {
-			fmt.Println(line[:i])
+			fmt.Fprintln(w, line[:i])
 		}
 		f := strings.Fields(line[i+len(marker):])
 		if len(f) == 0 {
@@ -203,13 +210,13 @@ func follow(r io.Reader, verbose bool, res *kernelResult, start time.Time) []str
 			res.setupOK = true
 			res.boot = time.Since(start)
 			echo = true
-			fmt.Printf("rxevm: guest ready after %.1fs (rxe0 on d0, rxelo on lo)\n", res.boot.Seconds())
+			fmt.Fprintf(w, "rxevm: guest ready after %.1fs (rxe0 on d0, rxelo on lo)\n", res.boot.Seconds())
 		case "SETUP-FAIL":
 			res.setupErr = strings.Join(f[1:], " ")
 		case "BEGIN":
 			if len(f) > 1 {
 				res.bins = append(res.bins, binResult{label: f[1]})
-				fmt.Printf("rxevm: --- %s\n", f[1])
+				fmt.Fprintf(w, "rxevm: --- %s\n", f[1])
 			}
 		case "END":
 			if len(f) > 2 && len(res.bins) > 0 {
@@ -220,13 +227,13 @@ func follow(r io.Reader, verbose bool, res *kernelResult, start time.Time) []str
 				if b.rc != 0 {
 					st = fmt.Sprintf("FAIL (exit %d)", b.rc)
 				}
-				fmt.Printf("rxevm: --- %s: %s\n", b.label, st)
+				fmt.Fprintf(w, "rxevm: --- %s: %s\n", b.label, st)
 			}
 		case "DONE":
 			res.done = true
 		default:
 			if verbose {
-				fmt.Println(line)
+				fmt.Fprintln(w, line)
 			}
 		}
 	}
