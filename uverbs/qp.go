@@ -1,0 +1,494 @@
+package uverbs
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"sync"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
+
+// QPType is the transport of a QP (enum ibv_qp_type).
+type QPType uint8
+
+const (
+	QPTypeRC QPType = abi.IB_UVERBS_QPT_RC // reliable connected
+	QPTypeUC QPType = abi.IB_UVERBS_QPT_UC // unreliable connected
+	QPTypeUD QPType = abi.IB_UVERBS_QPT_UD // unreliable datagram
+)
+
+func (t QPType) String() string {
+	switch t {
+	case QPTypeRC:
+		return "RC"
+	case QPTypeUC:
+		return "UC"
+	case QPTypeUD:
+		return "UD"
+	}
+	return "QPType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// QPState is a QP state (enum ibv_qp_state).
+type QPState uint8
+
+const (
+	QPStateReset QPState = 0
+	QPStateInit  QPState = 1
+	QPStateRTR   QPState = 2
+	QPStateRTS   QPState = 3
+	QPStateSQD   QPState = 4
+	QPStateSQE   QPState = 5
+	QPStateErr   QPState = 6
+)
+
+var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
+
+func (s QPState) String() string {
+	if int(s) < len(qpStateNames) {
+		return qpStateNames[s]
+	}
+	return "QPState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// QPAttrMask selects the QPAttr fields a Modify applies (enum
+// ibv_qp_attr_mask).
+type QPAttrMask uint32
+
+const (
+	QPAttrState            QPAttrMask = 1 << 0
+	QPAttrCurState         QPAttrMask = 1 << 1
+	QPAttrEnSQDAsyncNotify QPAttrMask = 1 << 2
+	QPAttrAccessFlags      QPAttrMask = 1 << 3
+	QPAttrPKeyIndex        QPAttrMask = 1 << 4
+	QPAttrPort             QPAttrMask = 1 << 5
+	QPAttrQKey             QPAttrMask = 1 << 6
+	QPAttrAV               QPAttrMask = 1 << 7
+	QPAttrPathMTU          QPAttrMask = 1 << 8
+	QPAttrTimeout          QPAttrMask = 1 << 9
+	QPAttrRetryCnt         QPAttrMask = 1 << 10
+	QPAttrRNRRetry         QPAttrMask = 1 << 11
+	QPAttrRQPSN            QPAttrMask = 1 << 12
+	QPAttrMaxQPRdAtomic    QPAttrMask = 1 << 13
+	QPAttrAltPath          QPAttrMask = 1 << 14
+	QPAttrMinRNRTimer      QPAttrMask = 1 << 15
+	QPAttrSQPSN            QPAttrMask = 1 << 16
+	QPAttrMaxDestRdAtomic  QPAttrMask = 1 << 17
+	QPAttrPathMigState     QPAttrMask = 1 << 18
+	QPAttrCap              QPAttrMask = 1 << 19
+	QPAttrDestQPN          QPAttrMask = 1 << 20
+	// Bits 21..24 are reserved; RATE_LIMIT (1<<25) and later need the
+	// extended MODIFY_QP, which is not implemented.
+	QPAttrRateLimit QPAttrMask = 1 << 25
+
+	// qpAttrMaskWrite is every bit the (non-extended) MODIFY_QP carries.
+	qpAttrMaskWrite = QPAttrDestQPN<<1 - 1
+)
+
+// AHAttr is an address vector (struct ibv_ah_attr). On RoCE devices such
+// as rxe IsGlobal must be set and SGIDIndex name a valid GID: the kernel
+// resolves the destination MAC from DGID.
+type AHAttr struct {
+	DGID         GID
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+	IsGlobal     bool
+	DLID         uint16
+	SL           uint8
+	SrcPathBits  uint8
+	StaticRate   uint8
+	PortNum      uint8
+}
+
+// QPAttr holds the attributes a Modify can change (struct ibv_qp_attr);
+// only the fields selected by the mask are sent.
+type QPAttr struct {
+	State            QPState
+	CurState         QPState
+	PathMTU          MTU
+	PathMigState     uint8
+	QKey             uint32
+	RQPSN            uint32
+	SQPSN            uint32
+	DestQPN          uint32
+	AccessFlags      uint32 // IBV_ACCESS_* (REMOTE_WRITE 2, REMOTE_READ 4, REMOTE_ATOMIC 8)
+	AH               AHAttr
+	AltAH            AHAttr
+	PKeyIndex        uint16
+	AltPKeyIndex     uint16
+	EnSQDAsyncNotify bool
+	MaxRdAtomic      uint8
+	MaxDestRdAtomic  uint8
+	MinRNRTimer      uint8
+	PortNum          uint8
+	Timeout          uint8
+	RetryCnt         uint8
+	RNRRetry         uint8
+	AltPortNum       uint8
+	AltTimeout       uint8
+}
+
+// QPCap are the work-queue sizes of a QP (struct ibv_qp_cap).
+type QPCap struct {
+	MaxSendWR     int
+	MaxRecvWR     int
+	MaxSendSGE    int
+	MaxRecvSGE    int
+	MaxInlineData int
+}
+
+// QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
+type QPInitAttr struct {
+	Type   QPType
+	SendCQ *CQ
+	RecvCQ *CQ
+	Cap    QPCap
+	// SigAll makes every send work request generate a completion.
+	SigAll bool
+}
+
+// QP is a queue pair (struct ibv_qp, ibv_create_qp(3)). Its affiliated
+// async events map back to it through its user handle; Destroy waits
+// until every event of the QP that was read has been acknowledged.
+type QP struct {
+	ctx    *Context
+	pd     *PD
+	sendCQ *CQ
+	recvCQ *CQ
+	typ    QPType
+	sigAll bool
+	handle uint32
+	qpn    uint32
+	uh     uint64
+	cap    QPCap
+	events EventCounts
+	drv    qpDriver
+	stop   func()
+
+	mu   sync.Mutex
+	dead bool
+}
+
+func (c QPCap) toABI() (abi.IbUverbsQpCap, bool) {
+	v := []int{c.MaxSendWR, c.MaxRecvWR, c.MaxSendSGE, c.MaxRecvSGE, c.MaxInlineData}
+	for _, x := range v {
+		if x < 0 || x > math.MaxInt32 {
+			return abi.IbUverbsQpCap{}, false
+		}
+	}
+	return abi.IbUverbsQpCap{
+		MaxSendWr:     uint32(c.MaxSendWR),
+		MaxRecvWr:     uint32(c.MaxRecvWR),
+		MaxSendSge:    uint32(c.MaxSendSGE),
+		MaxRecvSge:    uint32(c.MaxRecvSGE),
+		MaxInlineData: uint32(c.MaxInlineData),
+	}, true
+}
+
+func capFromABI(a *abi.IbUverbsQpCap) QPCap {
+	return QPCap{
+		MaxSendWR:     int(a.MaxSendWr),
+		MaxRecvWR:     int(a.MaxRecvWr),
+		MaxSendSGE:    int(a.MaxSendSge),
+		MaxRecvSGE:    int(a.MaxRecvSge),
+		MaxInlineData: int(a.MaxInlineData),
+	}
+}
+
+// validate checks attr against pd before any system call.
+func (attr *QPInitAttr) validate(pd *PD) (abi.IbUverbsQpCap, error) {
+	switch attr.Type {
+	case QPTypeRC, QPTypeUC, QPTypeUD:
+	default:
+		return abi.IbUverbsQpCap{}, invalidErr("qp", "create", "unsupported QP type %v", attr.Type)
+	}
+	if attr.SendCQ == nil || attr.RecvCQ == nil {
+		return abi.IbUverbsQpCap{}, invalidErr("qp", "create", "nil send or receive CQ")
+	}
+	if attr.SendCQ.ctx != pd.ctx || attr.RecvCQ.ctx != pd.ctx {
+		return abi.IbUverbsQpCap{}, invalidErr("qp", "create", "CQ and PD belong to different contexts")
+	}
+	if !attr.SendCQ.alive() || !attr.RecvCQ.alive() {
+		return abi.IbUverbsQpCap{}, closedErr("qp", "create")
+	}
+	cp, ok := attr.Cap.toABI()
+	if !ok {
+		return abi.IbUverbsQpCap{}, invalidErr("qp", "create", "capabilities out of range: %+v", attr.Cap)
+	}
+	return cp, nil
+}
+
+// CreateQP creates a queue pair in pd (ibv_create_qp(3)), in the RESET
+// state. It sends the QP/CREATE ioctl with the context's async event fd
+// and maps the provider's send and receive queues; if the mapping fails
+// the QP is destroyed. Cap returns what the device granted.
+func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
+	if pd == nil || pd.ctx == nil {
+		return nil, invalidErr("qp", "create", "nil PD")
+	}
+	c := pd.ctx
+	capIn, err := attr.validate(pd)
+	if err != nil {
+		return nil, err
+	}
+	if !pd.alive() || c.Closed() {
+		return nil, closedErr("qp", "create")
+	}
+	p, err := c.provider("qp")
+	if err != nil {
+		return nil, err
+	}
+	uh, err := c.NewUserHandle()
+	if err != nil {
+		return nil, &OpError{Object: "qp", Method: "create", Err: err}
+	}
+	drv := p.newQP()
+	qp := &QP{ctx: c, pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, typ: attr.Type, sigAll: attr.SigAll, uh: uh, drv: drv}
+
+	var capOut abi.IbUverbsQpCap
+	var qpn uint32
+	cmd := c.get()
+	cmd.Reset(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE, c.driverID)
+	ha := cmd.IDRNew(abi.UVERBS_ATTR_CREATE_QP_HANDLE)
+	cmd.IDRIn(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, pd.handle, true)
+	cmd.IDRIn(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, attr.SendCQ.handle, true)
+	cmd.IDRIn(abi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, attr.RecvCQ.handle, true)
+	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, uh, 8, true)
+	sys.PtrIn(cmd, abi.UVERBS_ATTR_CREATE_QP_CAP, &capIn, true)
+	cmd.ConstIn(abi.UVERBS_ATTR_CREATE_QP_TYPE, uint64(attr.Type), true)
+	if attr.SigAll {
+		cmd.FlagsIn(abi.UVERBS_ATTR_CREATE_QP_FLAGS, abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL, true)
+	}
+	cmd.FDIn(abi.UVERBS_ATTR_CREATE_QP_EVENT_FD, c.async.Fd(), false)
+	sys.PtrOut(cmd, abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, &capOut, true)
+	sys.PtrOut(cmd, abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, &qpn, true)
+	if in := drv.udataIn(); len(in) > 0 {
+		cmd.BytesIn(abi.UVERBS_ATTR_UHW_IN, in, true)
+	}
+	if out := drv.udataOut(); len(out) > 0 {
+		cmd.BytesOut(abi.UVERBS_ATTR_UHW_OUT, out, true)
+	}
+	err = cmd.Exec(c.cmd)
+	qp.handle = cmd.Handle(ha)
+	c.put(cmd)
+	if err != nil {
+		return nil, c.opErr("qp", "create", err)
+	}
+	qp.qpn = qpn
+	qp.cap = capFromABI(&capOut)
+
+	if err := drv.created(c, false); err != nil {
+		qp.destroyCmd()
+		drv.release()
+		return nil, err
+	}
+	if err := c.Register(qp); err != nil {
+		drv.release()
+		return nil, &OpError{Object: "qp", Method: "create", Err: err}
+	}
+	qp.stop = releaseOnClose(&qp.events, func() { drv.release() })
+	return qp, nil
+}
+
+func (qp *QP) destroyCmd() (resp abi.IbUverbsDestroyQpResp, err error) {
+	c := qp.ctx
+	cmd := c.get()
+	cmd.Reset(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_DESTROY, c.driverID)
+	cmd.IDRIn(abi.UVERBS_ATTR_DESTROY_QP_HANDLE, qp.handle, true)
+	sys.PtrOut(cmd, abi.UVERBS_ATTR_DESTROY_QP_RESP, &resp, true)
+	err = cmd.Exec(c.cmd)
+	c.put(cmd)
+	if err != nil {
+		return resp, c.opErr("qp", "destroy", err)
+	}
+	return resp, nil
+}
+
+// Destroy destroys the QP (ibv_destroy_qp(3)). After the kernel destroyed
+// it, Destroy waits until every async event of the QP that was read has
+// been acknowledged (async.Reader.Ack), as libibverbs does, but only
+// until ctx ends: then it returns an *UnackedError naming the
+// unacknowledged events (the QP is destroyed and its queues unmapped
+// regardless). Destroying twice returns an error wrapping ErrClosed.
+func (qp *QP) Destroy(ctx context.Context) error {
+	if qp == nil || qp.ctx == nil {
+		return invalidErr("qp", "destroy", "nil QP")
+	}
+	qp.mu.Lock()
+	if qp.dead {
+		qp.mu.Unlock()
+		return closedErr("qp", "destroy")
+	}
+	resp, err := qp.destroyCmd()
+	if err != nil && !errors.Is(err, ErrClosed) {
+		qp.mu.Unlock()
+		return err
+	}
+	qp.dead = true
+	qp.mu.Unlock()
+
+	var werr error
+	if err == nil {
+		werr = qp.events.WaitAcked(ctx, "qp", resp.EventsReported, 0)
+	}
+	qp.stop()
+	uerr := qp.drv.release()
+	qp.ctx.Unregister(qp)
+	switch {
+	case err != nil:
+		return err
+	case werr != nil:
+		return werr
+	case uerr != nil:
+		return qp.ctx.opErr("qp", "munmap", uerr)
+	}
+	return nil
+}
+
+// Modify changes the QP's attributes selected by mask (ibv_modify_qp(3)),
+// e.g. the RESET→INIT→RTR→RTS transitions. It sends the write command
+// MODIFY_QP, as libibverbs does for rxe. Mask bits from QPAttrRateLimit
+// up need the extended command and return ErrNotSupported.
+func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+	if qp == nil || qp.ctx == nil || attr == nil {
+		return invalidErr("qp", "modify", "nil QP or attributes")
+	}
+	if mask&^qpAttrMaskWrite != 0 {
+		if mask&^(QPAttrRateLimit<<1-1) != 0 {
+			return invalidErr("qp", "modify", "unknown attribute mask bits %#x", uint32(mask&^(QPAttrRateLimit<<1-1)))
+		}
+		return &OpError{Object: "qp", Method: "modify", Err: ErrNotSupported}
+	}
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.dead {
+		return closedErr("qp", "modify")
+	}
+	req := attr.encode(qp.handle, mask)
+	return qp.ctx.ExecWrite(&sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_MODIFY_QP, Req: sys.AsBytes(&req)}, "qp", "modify")
+}
+
+func b2u8(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (ah *AHAttr) encode(d *abi.IbUverbsQpDest) {
+	d.Dgid = ah.DGID
+	d.FlowLabel = ah.FlowLabel
+	d.Dlid = ah.DLID
+	d.SgidIndex = ah.SGIDIndex
+	d.HopLimit = ah.HopLimit
+	d.TrafficClass = ah.TrafficClass
+	d.Sl = ah.SL
+	d.SrcPathBits = ah.SrcPathBits
+	d.StaticRate = ah.StaticRate
+	d.IsGlobal = b2u8(ah.IsGlobal)
+	d.PortNum = ah.PortNum
+}
+
+// encode builds the MODIFY_QP request: the fields selected by mask, the
+// others zero.
+func (attr *QPAttr) encode(handle uint32, mask QPAttrMask) abi.IbUverbsModifyQp {
+	r := abi.IbUverbsModifyQp{QpHandle: handle, AttrMask: uint32(mask)}
+	if mask&QPAttrState != 0 {
+		r.QpState = uint8(attr.State)
+	}
+	if mask&QPAttrCurState != 0 {
+		r.CurQpState = uint8(attr.CurState)
+	}
+	if mask&QPAttrEnSQDAsyncNotify != 0 {
+		r.EnSqdAsyncNotify = b2u8(attr.EnSQDAsyncNotify)
+	}
+	if mask&QPAttrAccessFlags != 0 {
+		r.QpAccessFlags = attr.AccessFlags
+	}
+	if mask&QPAttrPKeyIndex != 0 {
+		r.PkeyIndex = attr.PKeyIndex
+	}
+	if mask&QPAttrPort != 0 {
+		r.PortNum = attr.PortNum
+	}
+	if mask&QPAttrQKey != 0 {
+		r.Qkey = attr.QKey
+	}
+	if mask&QPAttrAV != 0 {
+		attr.AH.encode(&r.Dest)
+	}
+	if mask&QPAttrPathMTU != 0 {
+		r.PathMtu = uint8(attr.PathMTU)
+	}
+	if mask&QPAttrTimeout != 0 {
+		r.Timeout = attr.Timeout
+	}
+	if mask&QPAttrRetryCnt != 0 {
+		r.RetryCnt = attr.RetryCnt
+	}
+	if mask&QPAttrRNRRetry != 0 {
+		r.RnrRetry = attr.RNRRetry
+	}
+	if mask&QPAttrRQPSN != 0 {
+		r.RqPsn = attr.RQPSN
+	}
+	if mask&QPAttrMaxQPRdAtomic != 0 {
+		r.MaxRdAtomic = attr.MaxRdAtomic
+	}
+	if mask&QPAttrAltPath != 0 {
+		attr.AltAH.encode(&r.AltDest)
+		r.AltPkeyIndex = attr.AltPKeyIndex
+		r.AltPortNum = attr.AltPortNum
+		r.AltTimeout = attr.AltTimeout
+	}
+	if mask&QPAttrMinRNRTimer != 0 {
+		r.MinRnrTimer = attr.MinRNRTimer
+	}
+	if mask&QPAttrSQPSN != 0 {
+		r.SqPsn = attr.SQPSN
+	}
+	if mask&QPAttrMaxDestRdAtomic != 0 {
+		r.MaxDestRdAtomic = attr.MaxDestRdAtomic
+	}
+	if mask&QPAttrPathMigState != 0 {
+		r.PathMigState = attr.PathMigState
+	}
+	if mask&QPAttrDestQPN != 0 {
+		r.DestQpNum = attr.DestQPN
+	}
+	return r
+}
+
+// QPN returns the QP number.
+func (qp *QP) QPN() uint32 { return qp.qpn }
+
+// Cap returns the work-queue sizes the device granted (at least those
+// requested).
+func (qp *QP) Cap() QPCap { return qp.cap }
+
+// Type returns the QP's transport type.
+func (qp *QP) Type() QPType { return qp.typ }
+
+// PD returns the protection domain the QP was created in.
+func (qp *QP) PD() *PD { return qp.pd }
+
+// SendCQ and RecvCQ return the QP's completion queues.
+func (qp *QP) SendCQ() *CQ { return qp.sendCQ }
+func (qp *QP) RecvCQ() *CQ { return qp.recvCQ }
+
+// Handle returns the kernel's handle of the QP.
+func (qp *QP) Handle() uint32 { return qp.handle }
+
+// UserHandle returns the value the kernel echoes in the QP's events.
+func (qp *QP) UserHandle() uint64 { return qp.uh }
+
+// Kind returns ElementQP.
+func (qp *QP) Kind() ElementKind { return ElementQP }
+
+// EventCounts returns the QP's event bookkeeping.
+func (qp *QP) EventCounts() *EventCounts { return &qp.events }
