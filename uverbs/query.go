@@ -101,7 +101,7 @@ func (c *Context) QueryDevice() (*DeviceAttr, error) {
 	}
 	b := &resp.Base
 	a := &DeviceAttr{
-		FWVer:                 fmt.Sprintf("%d.%d.%d", b.FwVer>>32, (b.FwVer>>16)&0xffff, b.FwVer&0xffff),
+		FWVer:                 fmt.Sprintf("%d.%d.%d", (b.FwVer>>32)&0xffff, (b.FwVer>>16)&0xffff, b.FwVer&0xffff),
 		NodeGUID:              be64(b.NodeGuid),
 		SysImageGUID:          be64(b.SysImageGuid),
 		MaxMRSize:             b.MaxMrSize,
