@@ -12,7 +12,8 @@
 //   - ztypes.go: the structs and unions, plus Sizeof<Type> constants.
 //   - zlayout_test.go: a table used by layout_test.go, which compiles a C
 //     program against the same headers (when gcc is installed) and checks
-//     every size, alignment, member offset and constant value.
+//     every size, alignment, member offset and constant value, and checks
+//     that each union accessor reads and writes exactly its member's bytes.
 //
 // # Naming
 //
@@ -44,22 +45,47 @@
 //
 // # Unions
 //
-// A named union (top-level, or an inline member such as attr_data) is a Go
-// struct of the union's size and alignment whose storage is unexported, with
-// one accessor method per member returning a pointer into that storage:
+// Package abi does not import unsafe (all unsafe code of the library lives in
+// internal/sys), so union members are reached by value, not through
+// pointers. A named union (top-level, or an inline member such as attr_data)
+// is a Go struct of the union's size and alignment whose bytes are an
+// unexported array; each member has a getter, named after the member, that
+// returns a copy of it, and a setter, Set plus that name, that stores one:
 //
 //	var a abi.IbUverbsAttr
-//	a.AttrData.EnumData().ElemId = 3 // attr_data.enum_data.elem_id
-//	*a.AttrData.Reserved() = 0       // attr_data.reserved (u16)
+//	ed := a.AttrData.EnumData() // attr_data.enum_data
+//	ed.ElemId = 3
+//	a.AttrData.SetEnumData(ed)
+//	a.AttrData.SetReserved(0) // attr_data.reserved (u16)
+//
+//	var wr abi.IbUverbsSendWr
+//	wr.Wr.SetRdma(abi.IbUverbsSendWrWrRdma{RemoteAddr: addr, Rkey: rkey})
+//	rkey = wr.Wr.Rdma().Rkey
+//
+// Members of scalar type take and return the scalar, arrays the array, and
+// struct or union members the generated Go type, which is converted to and
+// from the union's bytes field by field (unexported encodeTo/decodeFrom
+// methods, no reflection, no allocation). A setter writes only the bytes of
+// its member, zeroing any padding inside it, and leaves the rest of the
+// union as it was, as a C assignment to the member does.
+//
+// The getters and setters use encoding/binary.LittleEndian: the ABI is
+// host-endian, and the targets this package supports (64-bit Linux: amd64,
+// arm64, ...) are all little-endian, so a value read or written this way is
+// the host representation, as when C reads or assigns the member. It would
+// be wrong on a big-endian host, which is not supported. Like struct
+// fields, __be16/__be32/__be64 members hold the big-endian bytes as stored
+// in memory.
 //
 // An anonymous union inside a struct is flattened into the struct, as in C:
 // if its first member fills the whole union, that member is an ordinary
-// field and the other members are accessor methods on the struct
-// (ib_uverbs_attr: field Data uint64, method DataS64() *int64); otherwise
-// the storage is a blank field and every member is an accessor method.
-// Members of anonymous structs and unions nested inside a union are
-// flattened into accessors of the enclosing type. An anonymous struct inside
-// a struct contributes its members as ordinary fields.
+// field and the other members are getters and setters on the struct, which
+// go through that field's bytes (ib_uverbs_attr: field Data uint64, methods
+// DataS64() int64 and SetDataS64(int64)); otherwise the storage is an
+// unexported byte array and every member is a getter and a setter. Members
+// of anonymous structs and unions nested inside a union are flattened into
+// accessors of the enclosing type. An anonymous struct inside a struct
+// contributes its members as ordinary fields.
 //
 // Types from headers outside the parsed set (struct sockaddr_in,
 // struct sockaddr_in6, used by rxe_av) are opaque byte arrays of the right

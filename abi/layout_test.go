@@ -15,12 +15,15 @@ import (
 
 // layoutRow is one member of a generated type: its C designator relative to
 // the root type, and the Go offset and size. flex rows (zero-size trailing
-// members) compare only the offset.
+// members) compare only the offset. A union member, reached through a
+// getter and a setter rather than a field, has the offset its accessors
+// claim and a check (made by probe) that they really use those bytes.
 type layoutRow struct {
-	c    string
-	off  uintptr
-	size uintptr
-	flex bool
+	c     string
+	off   uintptr
+	size  uintptr
+	flex  bool
+	check func() string
 }
 
 type layoutType struct {
@@ -39,6 +42,53 @@ type constRow struct {
 
 func off[T, F any](v *T, f *F) uintptr {
 	return uintptr(unsafe.Pointer(f)) - uintptr(unsafe.Pointer(v))
+}
+
+// probe returns a check that the accessors get and set of a union member
+// of type V read and write exactly the bytes [at, at+sizeof(V)) of *root,
+// holding V's memory image (whose layout the rows of V's own type compare
+// with C). Bytes of V that the getter leaves zero are padding; all others
+// must come from the root's bytes at the same position.
+func probe[R, V any](root *R, at uintptr, get func() V, set func(V)) func() string {
+	return func() string {
+		b := unsafe.Slice((*byte)(unsafe.Pointer(root)), unsafe.Sizeof(*root))
+		var v V
+		n := unsafe.Sizeof(v)
+		if at+n > uintptr(len(b)) {
+			return fmt.Sprintf("member [%d, %d) outside the %d-byte type", at, at+n, len(b))
+		}
+		for i := range b {
+			b[i] = byte(i%251) + 1 // never 0, distinct within 251 bytes
+		}
+		pattern := bytes.Clone(b)
+		v = get()
+		img := unsafe.Slice((*byte)(unsafe.Pointer(&v)), n)
+		nonzero := 0
+		for i, c := range img {
+			if c == 0 {
+				continue
+			}
+			if c != pattern[at+uintptr(i)] {
+				return fmt.Sprintf("getter: byte %d of the value is %#x, want %#x (from offset %d)", i, c, pattern[at+uintptr(i)], at+uintptr(i))
+			}
+			nonzero++
+		}
+		if n > 0 && nonzero == 0 {
+			return "getter: returned the zero value"
+		}
+		clear(b)
+		set(v)
+		for i, c := range b {
+			var want byte
+			if uintptr(i) >= at && uintptr(i) < at+n {
+				want = img[uintptr(i)-at]
+			}
+			if c != want {
+				return fmt.Sprintf("setter: byte %d of the type is %#x, want %#x", i, c, want)
+			}
+		}
+		return ""
+	}
 }
 
 // TestLayoutAgainstC compiles a C program with the same uapi headers and
@@ -125,4 +175,26 @@ func TestLayoutAgainstC(t *testing.T) {
 		t.Fatalf("C program printed %d types and %d constants, want %d and %d", nTypes, nConsts, len(layoutTable), len(constTable))
 	}
 	t.Logf("compared %d structs, %d fields, %d constants", nTypes, nFields, nConsts)
+}
+
+// TestUnionAccessors runs the probe of every union member accessor (no C
+// compiler needed): each getter must read, and each setter write, exactly
+// the member's bytes at the offset that TestLayoutAgainstC compares with C.
+func TestUnionAccessors(t *testing.T) {
+	n := 0
+	for _, lt := range layoutTable {
+		for _, r := range lt.rows() {
+			if r.check == nil {
+				continue
+			}
+			if msg := r.check(); msg != "" {
+				t.Errorf("%s.%s (%s): %s", lt.c, r.c, lt.goName, msg)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no union accessors in the layout table")
+	}
+	t.Logf("probed %d union member accessors", n)
 }

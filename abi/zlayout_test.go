@@ -23,1932 +23,1941 @@ var layoutTable = []layoutType{
 	{c: "struct ib_uverbs_async_event_desc", goName: "IbUverbsAsyncEventDesc", size: unsafe.Sizeof(IbUverbsAsyncEventDesc{}), align: unsafe.Alignof(IbUverbsAsyncEventDesc{}), rows: func() []layoutRow {
 		v := new(IbUverbsAsyncEventDesc)
 		return []layoutRow{
-			{"element", off(v, &v.Element), unsafe.Sizeof(v.Element), false},
-			{"event_type", off(v, &v.EventType), unsafe.Sizeof(v.EventType), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"element", off(v, &v.Element), unsafe.Sizeof(v.Element), false, nil},
+			{"event_type", off(v, &v.EventType), unsafe.Sizeof(v.EventType), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_comp_event_desc", goName: "IbUverbsCompEventDesc", size: unsafe.Sizeof(IbUverbsCompEventDesc{}), align: unsafe.Alignof(IbUverbsCompEventDesc{}), rows: func() []layoutRow {
 		v := new(IbUverbsCompEventDesc)
 		return []layoutRow{
-			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false},
+			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_cq_moderation_caps", goName: "IbUverbsCqModerationCaps", size: unsafe.Sizeof(IbUverbsCqModerationCaps{}), align: unsafe.Alignof(IbUverbsCqModerationCaps{}), rows: func() []layoutRow {
 		v := new(IbUverbsCqModerationCaps)
 		return []layoutRow{
-			{"max_cq_moderation_count", off(v, &v.MaxCqModerationCount), unsafe.Sizeof(v.MaxCqModerationCount), false},
-			{"max_cq_moderation_period", off(v, &v.MaxCqModerationPeriod), unsafe.Sizeof(v.MaxCqModerationPeriod), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"max_cq_moderation_count", off(v, &v.MaxCqModerationCount), unsafe.Sizeof(v.MaxCqModerationCount), false, nil},
+			{"max_cq_moderation_period", off(v, &v.MaxCqModerationPeriod), unsafe.Sizeof(v.MaxCqModerationPeriod), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_cmd_hdr", goName: "IbUverbsCmdHdr", size: unsafe.Sizeof(IbUverbsCmdHdr{}), align: unsafe.Alignof(IbUverbsCmdHdr{}), rows: func() []layoutRow {
 		v := new(IbUverbsCmdHdr)
 		return []layoutRow{
-			{"command", off(v, &v.Command), unsafe.Sizeof(v.Command), false},
-			{"in_words", off(v, &v.InWords), unsafe.Sizeof(v.InWords), false},
-			{"out_words", off(v, &v.OutWords), unsafe.Sizeof(v.OutWords), false},
+			{"command", off(v, &v.Command), unsafe.Sizeof(v.Command), false, nil},
+			{"in_words", off(v, &v.InWords), unsafe.Sizeof(v.InWords), false, nil},
+			{"out_words", off(v, &v.OutWords), unsafe.Sizeof(v.OutWords), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_cmd_hdr", goName: "IbUverbsExCmdHdr", size: unsafe.Sizeof(IbUverbsExCmdHdr{}), align: unsafe.Alignof(IbUverbsExCmdHdr{}), rows: func() []layoutRow {
 		v := new(IbUverbsExCmdHdr)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"provider_in_words", off(v, &v.ProviderInWords), unsafe.Sizeof(v.ProviderInWords), false},
-			{"provider_out_words", off(v, &v.ProviderOutWords), unsafe.Sizeof(v.ProviderOutWords), false},
-			{"cmd_hdr_reserved", off(v, &v.CmdHdrReserved), unsafe.Sizeof(v.CmdHdrReserved), false},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"provider_in_words", off(v, &v.ProviderInWords), unsafe.Sizeof(v.ProviderInWords), false, nil},
+			{"provider_out_words", off(v, &v.ProviderOutWords), unsafe.Sizeof(v.ProviderOutWords), false, nil},
+			{"cmd_hdr_reserved", off(v, &v.CmdHdrReserved), unsafe.Sizeof(v.CmdHdrReserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_get_context", goName: "IbUverbsGetContext", size: unsafe.Sizeof(IbUverbsGetContext{}), align: unsafe.Alignof(IbUverbsGetContext{}), rows: func() []layoutRow {
 		v := new(IbUverbsGetContext)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"driver_data", off(v, v) + IbUverbsGetContextDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"driver_data", off(v, v) + IbUverbsGetContextDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_get_context_resp", goName: "IbUverbsGetContextResp", size: unsafe.Sizeof(IbUverbsGetContextResp{}), align: unsafe.Alignof(IbUverbsGetContextResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsGetContextResp)
 		return []layoutRow{
-			{"async_fd", off(v, &v.AsyncFd), unsafe.Sizeof(v.AsyncFd), false},
-			{"num_comp_vectors", off(v, &v.NumCompVectors), unsafe.Sizeof(v.NumCompVectors), false},
-			{"driver_data", off(v, v) + IbUverbsGetContextRespDriverDataOffset, 0, true},
+			{"async_fd", off(v, &v.AsyncFd), unsafe.Sizeof(v.AsyncFd), false, nil},
+			{"num_comp_vectors", off(v, &v.NumCompVectors), unsafe.Sizeof(v.NumCompVectors), false, nil},
+			{"driver_data", off(v, v) + IbUverbsGetContextRespDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_query_device", goName: "IbUverbsQueryDevice", size: unsafe.Sizeof(IbUverbsQueryDevice{}), align: unsafe.Alignof(IbUverbsQueryDevice{}), rows: func() []layoutRow {
 		v := new(IbUverbsQueryDevice)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"driver_data", off(v, v) + IbUverbsQueryDeviceDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"driver_data", off(v, v) + IbUverbsQueryDeviceDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_query_device_resp", goName: "IbUverbsQueryDeviceResp", size: unsafe.Sizeof(IbUverbsQueryDeviceResp{}), align: unsafe.Alignof(IbUverbsQueryDeviceResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsQueryDeviceResp)
 		return []layoutRow{
-			{"fw_ver", off(v, &v.FwVer), unsafe.Sizeof(v.FwVer), false},
-			{"node_guid", off(v, &v.NodeGuid), unsafe.Sizeof(v.NodeGuid), false},
-			{"sys_image_guid", off(v, &v.SysImageGuid), unsafe.Sizeof(v.SysImageGuid), false},
-			{"max_mr_size", off(v, &v.MaxMrSize), unsafe.Sizeof(v.MaxMrSize), false},
-			{"page_size_cap", off(v, &v.PageSizeCap), unsafe.Sizeof(v.PageSizeCap), false},
-			{"vendor_id", off(v, &v.VendorId), unsafe.Sizeof(v.VendorId), false},
-			{"vendor_part_id", off(v, &v.VendorPartId), unsafe.Sizeof(v.VendorPartId), false},
-			{"hw_ver", off(v, &v.HwVer), unsafe.Sizeof(v.HwVer), false},
-			{"max_qp", off(v, &v.MaxQp), unsafe.Sizeof(v.MaxQp), false},
-			{"max_qp_wr", off(v, &v.MaxQpWr), unsafe.Sizeof(v.MaxQpWr), false},
-			{"device_cap_flags", off(v, &v.DeviceCapFlags), unsafe.Sizeof(v.DeviceCapFlags), false},
-			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false},
-			{"max_sge_rd", off(v, &v.MaxSgeRd), unsafe.Sizeof(v.MaxSgeRd), false},
-			{"max_cq", off(v, &v.MaxCq), unsafe.Sizeof(v.MaxCq), false},
-			{"max_cqe", off(v, &v.MaxCqe), unsafe.Sizeof(v.MaxCqe), false},
-			{"max_mr", off(v, &v.MaxMr), unsafe.Sizeof(v.MaxMr), false},
-			{"max_pd", off(v, &v.MaxPd), unsafe.Sizeof(v.MaxPd), false},
-			{"max_qp_rd_atom", off(v, &v.MaxQpRdAtom), unsafe.Sizeof(v.MaxQpRdAtom), false},
-			{"max_ee_rd_atom", off(v, &v.MaxEeRdAtom), unsafe.Sizeof(v.MaxEeRdAtom), false},
-			{"max_res_rd_atom", off(v, &v.MaxResRdAtom), unsafe.Sizeof(v.MaxResRdAtom), false},
-			{"max_qp_init_rd_atom", off(v, &v.MaxQpInitRdAtom), unsafe.Sizeof(v.MaxQpInitRdAtom), false},
-			{"max_ee_init_rd_atom", off(v, &v.MaxEeInitRdAtom), unsafe.Sizeof(v.MaxEeInitRdAtom), false},
-			{"atomic_cap", off(v, &v.AtomicCap), unsafe.Sizeof(v.AtomicCap), false},
-			{"max_ee", off(v, &v.MaxEe), unsafe.Sizeof(v.MaxEe), false},
-			{"max_rdd", off(v, &v.MaxRdd), unsafe.Sizeof(v.MaxRdd), false},
-			{"max_mw", off(v, &v.MaxMw), unsafe.Sizeof(v.MaxMw), false},
-			{"max_raw_ipv6_qp", off(v, &v.MaxRawIpv6Qp), unsafe.Sizeof(v.MaxRawIpv6Qp), false},
-			{"max_raw_ethy_qp", off(v, &v.MaxRawEthyQp), unsafe.Sizeof(v.MaxRawEthyQp), false},
-			{"max_mcast_grp", off(v, &v.MaxMcastGrp), unsafe.Sizeof(v.MaxMcastGrp), false},
-			{"max_mcast_qp_attach", off(v, &v.MaxMcastQpAttach), unsafe.Sizeof(v.MaxMcastQpAttach), false},
-			{"max_total_mcast_qp_attach", off(v, &v.MaxTotalMcastQpAttach), unsafe.Sizeof(v.MaxTotalMcastQpAttach), false},
-			{"max_ah", off(v, &v.MaxAh), unsafe.Sizeof(v.MaxAh), false},
-			{"max_fmr", off(v, &v.MaxFmr), unsafe.Sizeof(v.MaxFmr), false},
-			{"max_map_per_fmr", off(v, &v.MaxMapPerFmr), unsafe.Sizeof(v.MaxMapPerFmr), false},
-			{"max_srq", off(v, &v.MaxSrq), unsafe.Sizeof(v.MaxSrq), false},
-			{"max_srq_wr", off(v, &v.MaxSrqWr), unsafe.Sizeof(v.MaxSrqWr), false},
-			{"max_srq_sge", off(v, &v.MaxSrqSge), unsafe.Sizeof(v.MaxSrqSge), false},
-			{"max_pkeys", off(v, &v.MaxPkeys), unsafe.Sizeof(v.MaxPkeys), false},
-			{"local_ca_ack_delay", off(v, &v.LocalCaAckDelay), unsafe.Sizeof(v.LocalCaAckDelay), false},
-			{"phys_port_cnt", off(v, &v.PhysPortCnt), unsafe.Sizeof(v.PhysPortCnt), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"fw_ver", off(v, &v.FwVer), unsafe.Sizeof(v.FwVer), false, nil},
+			{"node_guid", off(v, &v.NodeGuid), unsafe.Sizeof(v.NodeGuid), false, nil},
+			{"sys_image_guid", off(v, &v.SysImageGuid), unsafe.Sizeof(v.SysImageGuid), false, nil},
+			{"max_mr_size", off(v, &v.MaxMrSize), unsafe.Sizeof(v.MaxMrSize), false, nil},
+			{"page_size_cap", off(v, &v.PageSizeCap), unsafe.Sizeof(v.PageSizeCap), false, nil},
+			{"vendor_id", off(v, &v.VendorId), unsafe.Sizeof(v.VendorId), false, nil},
+			{"vendor_part_id", off(v, &v.VendorPartId), unsafe.Sizeof(v.VendorPartId), false, nil},
+			{"hw_ver", off(v, &v.HwVer), unsafe.Sizeof(v.HwVer), false, nil},
+			{"max_qp", off(v, &v.MaxQp), unsafe.Sizeof(v.MaxQp), false, nil},
+			{"max_qp_wr", off(v, &v.MaxQpWr), unsafe.Sizeof(v.MaxQpWr), false, nil},
+			{"device_cap_flags", off(v, &v.DeviceCapFlags), unsafe.Sizeof(v.DeviceCapFlags), false, nil},
+			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false, nil},
+			{"max_sge_rd", off(v, &v.MaxSgeRd), unsafe.Sizeof(v.MaxSgeRd), false, nil},
+			{"max_cq", off(v, &v.MaxCq), unsafe.Sizeof(v.MaxCq), false, nil},
+			{"max_cqe", off(v, &v.MaxCqe), unsafe.Sizeof(v.MaxCqe), false, nil},
+			{"max_mr", off(v, &v.MaxMr), unsafe.Sizeof(v.MaxMr), false, nil},
+			{"max_pd", off(v, &v.MaxPd), unsafe.Sizeof(v.MaxPd), false, nil},
+			{"max_qp_rd_atom", off(v, &v.MaxQpRdAtom), unsafe.Sizeof(v.MaxQpRdAtom), false, nil},
+			{"max_ee_rd_atom", off(v, &v.MaxEeRdAtom), unsafe.Sizeof(v.MaxEeRdAtom), false, nil},
+			{"max_res_rd_atom", off(v, &v.MaxResRdAtom), unsafe.Sizeof(v.MaxResRdAtom), false, nil},
+			{"max_qp_init_rd_atom", off(v, &v.MaxQpInitRdAtom), unsafe.Sizeof(v.MaxQpInitRdAtom), false, nil},
+			{"max_ee_init_rd_atom", off(v, &v.MaxEeInitRdAtom), unsafe.Sizeof(v.MaxEeInitRdAtom), false, nil},
+			{"atomic_cap", off(v, &v.AtomicCap), unsafe.Sizeof(v.AtomicCap), false, nil},
+			{"max_ee", off(v, &v.MaxEe), unsafe.Sizeof(v.MaxEe), false, nil},
+			{"max_rdd", off(v, &v.MaxRdd), unsafe.Sizeof(v.MaxRdd), false, nil},
+			{"max_mw", off(v, &v.MaxMw), unsafe.Sizeof(v.MaxMw), false, nil},
+			{"max_raw_ipv6_qp", off(v, &v.MaxRawIpv6Qp), unsafe.Sizeof(v.MaxRawIpv6Qp), false, nil},
+			{"max_raw_ethy_qp", off(v, &v.MaxRawEthyQp), unsafe.Sizeof(v.MaxRawEthyQp), false, nil},
+			{"max_mcast_grp", off(v, &v.MaxMcastGrp), unsafe.Sizeof(v.MaxMcastGrp), false, nil},
+			{"max_mcast_qp_attach", off(v, &v.MaxMcastQpAttach), unsafe.Sizeof(v.MaxMcastQpAttach), false, nil},
+			{"max_total_mcast_qp_attach", off(v, &v.MaxTotalMcastQpAttach), unsafe.Sizeof(v.MaxTotalMcastQpAttach), false, nil},
+			{"max_ah", off(v, &v.MaxAh), unsafe.Sizeof(v.MaxAh), false, nil},
+			{"max_fmr", off(v, &v.MaxFmr), unsafe.Sizeof(v.MaxFmr), false, nil},
+			{"max_map_per_fmr", off(v, &v.MaxMapPerFmr), unsafe.Sizeof(v.MaxMapPerFmr), false, nil},
+			{"max_srq", off(v, &v.MaxSrq), unsafe.Sizeof(v.MaxSrq), false, nil},
+			{"max_srq_wr", off(v, &v.MaxSrqWr), unsafe.Sizeof(v.MaxSrqWr), false, nil},
+			{"max_srq_sge", off(v, &v.MaxSrqSge), unsafe.Sizeof(v.MaxSrqSge), false, nil},
+			{"max_pkeys", off(v, &v.MaxPkeys), unsafe.Sizeof(v.MaxPkeys), false, nil},
+			{"local_ca_ack_delay", off(v, &v.LocalCaAckDelay), unsafe.Sizeof(v.LocalCaAckDelay), false, nil},
+			{"phys_port_cnt", off(v, &v.PhysPortCnt), unsafe.Sizeof(v.PhysPortCnt), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_query_device", goName: "IbUverbsExQueryDevice", size: unsafe.Sizeof(IbUverbsExQueryDevice{}), align: unsafe.Alignof(IbUverbsExQueryDevice{}), rows: func() []layoutRow {
 		v := new(IbUverbsExQueryDevice)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_odp_caps", goName: "IbUverbsOdpCaps", size: unsafe.Sizeof(IbUverbsOdpCaps{}), align: unsafe.Alignof(IbUverbsOdpCaps{}), rows: func() []layoutRow {
 		v := new(IbUverbsOdpCaps)
 		return []layoutRow{
-			{"general_caps", off(v, &v.GeneralCaps), unsafe.Sizeof(v.GeneralCaps), false},
-			{"per_transport_caps", off(v, &v.PerTransportCaps), unsafe.Sizeof(v.PerTransportCaps), false},
-			{"per_transport_caps.rc_odp_caps", off(v, &v.PerTransportCaps.RcOdpCaps), unsafe.Sizeof(v.PerTransportCaps.RcOdpCaps), false},
-			{"per_transport_caps.uc_odp_caps", off(v, &v.PerTransportCaps.UcOdpCaps), unsafe.Sizeof(v.PerTransportCaps.UcOdpCaps), false},
-			{"per_transport_caps.ud_odp_caps", off(v, &v.PerTransportCaps.UdOdpCaps), unsafe.Sizeof(v.PerTransportCaps.UdOdpCaps), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"general_caps", off(v, &v.GeneralCaps), unsafe.Sizeof(v.GeneralCaps), false, nil},
+			{"per_transport_caps", off(v, &v.PerTransportCaps), unsafe.Sizeof(v.PerTransportCaps), false, nil},
+			{"per_transport_caps.rc_odp_caps", off(v, &v.PerTransportCaps.RcOdpCaps), unsafe.Sizeof(v.PerTransportCaps.RcOdpCaps), false, nil},
+			{"per_transport_caps.uc_odp_caps", off(v, &v.PerTransportCaps.UcOdpCaps), unsafe.Sizeof(v.PerTransportCaps.UcOdpCaps), false, nil},
+			{"per_transport_caps.ud_odp_caps", off(v, &v.PerTransportCaps.UdOdpCaps), unsafe.Sizeof(v.PerTransportCaps.UdOdpCaps), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_rss_caps", goName: "IbUverbsRssCaps", size: unsafe.Sizeof(IbUverbsRssCaps{}), align: unsafe.Alignof(IbUverbsRssCaps{}), rows: func() []layoutRow {
 		v := new(IbUverbsRssCaps)
 		return []layoutRow{
-			{"supported_qpts", off(v, &v.SupportedQpts), unsafe.Sizeof(v.SupportedQpts), false},
-			{"max_rwq_indirection_tables", off(v, &v.MaxRwqIndirectionTables), unsafe.Sizeof(v.MaxRwqIndirectionTables), false},
-			{"max_rwq_indirection_table_size", off(v, &v.MaxRwqIndirectionTableSize), unsafe.Sizeof(v.MaxRwqIndirectionTableSize), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"supported_qpts", off(v, &v.SupportedQpts), unsafe.Sizeof(v.SupportedQpts), false, nil},
+			{"max_rwq_indirection_tables", off(v, &v.MaxRwqIndirectionTables), unsafe.Sizeof(v.MaxRwqIndirectionTables), false, nil},
+			{"max_rwq_indirection_table_size", off(v, &v.MaxRwqIndirectionTableSize), unsafe.Sizeof(v.MaxRwqIndirectionTableSize), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_tm_caps", goName: "IbUverbsTmCaps", size: unsafe.Sizeof(IbUverbsTmCaps{}), align: unsafe.Alignof(IbUverbsTmCaps{}), rows: func() []layoutRow {
 		v := new(IbUverbsTmCaps)
 		return []layoutRow{
-			{"max_rndv_hdr_size", off(v, &v.MaxRndvHdrSize), unsafe.Sizeof(v.MaxRndvHdrSize), false},
-			{"max_num_tags", off(v, &v.MaxNumTags), unsafe.Sizeof(v.MaxNumTags), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"max_ops", off(v, &v.MaxOps), unsafe.Sizeof(v.MaxOps), false},
-			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"max_rndv_hdr_size", off(v, &v.MaxRndvHdrSize), unsafe.Sizeof(v.MaxRndvHdrSize), false, nil},
+			{"max_num_tags", off(v, &v.MaxNumTags), unsafe.Sizeof(v.MaxNumTags), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"max_ops", off(v, &v.MaxOps), unsafe.Sizeof(v.MaxOps), false, nil},
+			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_query_device_resp", goName: "IbUverbsExQueryDeviceResp", size: unsafe.Sizeof(IbUverbsExQueryDeviceResp{}), align: unsafe.Alignof(IbUverbsExQueryDeviceResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsExQueryDeviceResp)
 		return []layoutRow{
-			{"base", off(v, &v.Base), unsafe.Sizeof(v.Base), false},
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
-			{"odp_caps", off(v, &v.OdpCaps), unsafe.Sizeof(v.OdpCaps), false},
-			{"timestamp_mask", off(v, &v.TimestampMask), unsafe.Sizeof(v.TimestampMask), false},
-			{"hca_core_clock", off(v, &v.HcaCoreClock), unsafe.Sizeof(v.HcaCoreClock), false},
-			{"device_cap_flags_ex", off(v, &v.DeviceCapFlagsEx), unsafe.Sizeof(v.DeviceCapFlagsEx), false},
-			{"rss_caps", off(v, &v.RssCaps), unsafe.Sizeof(v.RssCaps), false},
-			{"max_wq_type_rq", off(v, &v.MaxWqTypeRq), unsafe.Sizeof(v.MaxWqTypeRq), false},
-			{"raw_packet_caps", off(v, &v.RawPacketCaps), unsafe.Sizeof(v.RawPacketCaps), false},
-			{"tm_caps", off(v, &v.TmCaps), unsafe.Sizeof(v.TmCaps), false},
-			{"cq_moderation_caps", off(v, &v.CqModerationCaps), unsafe.Sizeof(v.CqModerationCaps), false},
-			{"max_dm_size", off(v, &v.MaxDmSize), unsafe.Sizeof(v.MaxDmSize), false},
-			{"xrc_odp_caps", off(v, &v.XrcOdpCaps), unsafe.Sizeof(v.XrcOdpCaps), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"base", off(v, &v.Base), unsafe.Sizeof(v.Base), false, nil},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
+			{"odp_caps", off(v, &v.OdpCaps), unsafe.Sizeof(v.OdpCaps), false, nil},
+			{"timestamp_mask", off(v, &v.TimestampMask), unsafe.Sizeof(v.TimestampMask), false, nil},
+			{"hca_core_clock", off(v, &v.HcaCoreClock), unsafe.Sizeof(v.HcaCoreClock), false, nil},
+			{"device_cap_flags_ex", off(v, &v.DeviceCapFlagsEx), unsafe.Sizeof(v.DeviceCapFlagsEx), false, nil},
+			{"rss_caps", off(v, &v.RssCaps), unsafe.Sizeof(v.RssCaps), false, nil},
+			{"max_wq_type_rq", off(v, &v.MaxWqTypeRq), unsafe.Sizeof(v.MaxWqTypeRq), false, nil},
+			{"raw_packet_caps", off(v, &v.RawPacketCaps), unsafe.Sizeof(v.RawPacketCaps), false, nil},
+			{"tm_caps", off(v, &v.TmCaps), unsafe.Sizeof(v.TmCaps), false, nil},
+			{"cq_moderation_caps", off(v, &v.CqModerationCaps), unsafe.Sizeof(v.CqModerationCaps), false, nil},
+			{"max_dm_size", off(v, &v.MaxDmSize), unsafe.Sizeof(v.MaxDmSize), false, nil},
+			{"xrc_odp_caps", off(v, &v.XrcOdpCaps), unsafe.Sizeof(v.XrcOdpCaps), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_query_port", goName: "IbUverbsQueryPort", size: unsafe.Sizeof(IbUverbsQueryPort{}), align: unsafe.Alignof(IbUverbsQueryPort{}), rows: func() []layoutRow {
 		v := new(IbUverbsQueryPort)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"driver_data", off(v, v) + IbUverbsQueryPortDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"driver_data", off(v, v) + IbUverbsQueryPortDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_query_port_resp", goName: "IbUverbsQueryPortResp", size: unsafe.Sizeof(IbUverbsQueryPortResp{}), align: unsafe.Alignof(IbUverbsQueryPortResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsQueryPortResp)
 		return []layoutRow{
-			{"port_cap_flags", off(v, &v.PortCapFlags), unsafe.Sizeof(v.PortCapFlags), false},
-			{"max_msg_sz", off(v, &v.MaxMsgSz), unsafe.Sizeof(v.MaxMsgSz), false},
-			{"bad_pkey_cntr", off(v, &v.BadPkeyCntr), unsafe.Sizeof(v.BadPkeyCntr), false},
-			{"qkey_viol_cntr", off(v, &v.QkeyViolCntr), unsafe.Sizeof(v.QkeyViolCntr), false},
-			{"gid_tbl_len", off(v, &v.GidTblLen), unsafe.Sizeof(v.GidTblLen), false},
-			{"pkey_tbl_len", off(v, &v.PkeyTblLen), unsafe.Sizeof(v.PkeyTblLen), false},
-			{"lid", off(v, &v.Lid), unsafe.Sizeof(v.Lid), false},
-			{"sm_lid", off(v, &v.SmLid), unsafe.Sizeof(v.SmLid), false},
-			{"state", off(v, &v.State), unsafe.Sizeof(v.State), false},
-			{"max_mtu", off(v, &v.MaxMtu), unsafe.Sizeof(v.MaxMtu), false},
-			{"active_mtu", off(v, &v.ActiveMtu), unsafe.Sizeof(v.ActiveMtu), false},
-			{"lmc", off(v, &v.Lmc), unsafe.Sizeof(v.Lmc), false},
-			{"max_vl_num", off(v, &v.MaxVlNum), unsafe.Sizeof(v.MaxVlNum), false},
-			{"sm_sl", off(v, &v.SmSl), unsafe.Sizeof(v.SmSl), false},
-			{"subnet_timeout", off(v, &v.SubnetTimeout), unsafe.Sizeof(v.SubnetTimeout), false},
-			{"init_type_reply", off(v, &v.InitTypeReply), unsafe.Sizeof(v.InitTypeReply), false},
-			{"active_width", off(v, &v.ActiveWidth), unsafe.Sizeof(v.ActiveWidth), false},
-			{"active_speed", off(v, &v.ActiveSpeed), unsafe.Sizeof(v.ActiveSpeed), false},
-			{"phys_state", off(v, &v.PhysState), unsafe.Sizeof(v.PhysState), false},
-			{"link_layer", off(v, &v.LinkLayer), unsafe.Sizeof(v.LinkLayer), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"port_cap_flags", off(v, &v.PortCapFlags), unsafe.Sizeof(v.PortCapFlags), false, nil},
+			{"max_msg_sz", off(v, &v.MaxMsgSz), unsafe.Sizeof(v.MaxMsgSz), false, nil},
+			{"bad_pkey_cntr", off(v, &v.BadPkeyCntr), unsafe.Sizeof(v.BadPkeyCntr), false, nil},
+			{"qkey_viol_cntr", off(v, &v.QkeyViolCntr), unsafe.Sizeof(v.QkeyViolCntr), false, nil},
+			{"gid_tbl_len", off(v, &v.GidTblLen), unsafe.Sizeof(v.GidTblLen), false, nil},
+			{"pkey_tbl_len", off(v, &v.PkeyTblLen), unsafe.Sizeof(v.PkeyTblLen), false, nil},
+			{"lid", off(v, &v.Lid), unsafe.Sizeof(v.Lid), false, nil},
+			{"sm_lid", off(v, &v.SmLid), unsafe.Sizeof(v.SmLid), false, nil},
+			{"state", off(v, &v.State), unsafe.Sizeof(v.State), false, nil},
+			{"max_mtu", off(v, &v.MaxMtu), unsafe.Sizeof(v.MaxMtu), false, nil},
+			{"active_mtu", off(v, &v.ActiveMtu), unsafe.Sizeof(v.ActiveMtu), false, nil},
+			{"lmc", off(v, &v.Lmc), unsafe.Sizeof(v.Lmc), false, nil},
+			{"max_vl_num", off(v, &v.MaxVlNum), unsafe.Sizeof(v.MaxVlNum), false, nil},
+			{"sm_sl", off(v, &v.SmSl), unsafe.Sizeof(v.SmSl), false, nil},
+			{"subnet_timeout", off(v, &v.SubnetTimeout), unsafe.Sizeof(v.SubnetTimeout), false, nil},
+			{"init_type_reply", off(v, &v.InitTypeReply), unsafe.Sizeof(v.InitTypeReply), false, nil},
+			{"active_width", off(v, &v.ActiveWidth), unsafe.Sizeof(v.ActiveWidth), false, nil},
+			{"active_speed", off(v, &v.ActiveSpeed), unsafe.Sizeof(v.ActiveSpeed), false, nil},
+			{"phys_state", off(v, &v.PhysState), unsafe.Sizeof(v.PhysState), false, nil},
+			{"link_layer", off(v, &v.LinkLayer), unsafe.Sizeof(v.LinkLayer), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_alloc_pd", goName: "IbUverbsAllocPd", size: unsafe.Sizeof(IbUverbsAllocPd{}), align: unsafe.Alignof(IbUverbsAllocPd{}), rows: func() []layoutRow {
 		v := new(IbUverbsAllocPd)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"driver_data", off(v, v) + IbUverbsAllocPdDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"driver_data", off(v, v) + IbUverbsAllocPdDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_alloc_pd_resp", goName: "IbUverbsAllocPdResp", size: unsafe.Sizeof(IbUverbsAllocPdResp{}), align: unsafe.Alignof(IbUverbsAllocPdResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsAllocPdResp)
 		return []layoutRow{
-			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false},
-			{"driver_data", off(v, v) + IbUverbsAllocPdRespDriverDataOffset, 0, true},
+			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false, nil},
+			{"driver_data", off(v, v) + IbUverbsAllocPdRespDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_dealloc_pd", goName: "IbUverbsDeallocPd", size: unsafe.Sizeof(IbUverbsDeallocPd{}), align: unsafe.Alignof(IbUverbsDeallocPd{}), rows: func() []layoutRow {
 		v := new(IbUverbsDeallocPd)
 		return []layoutRow{
-			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false},
+			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_open_xrcd", goName: "IbUverbsOpenXrcd", size: unsafe.Sizeof(IbUverbsOpenXrcd{}), align: unsafe.Alignof(IbUverbsOpenXrcd{}), rows: func() []layoutRow {
 		v := new(IbUverbsOpenXrcd)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"fd", off(v, &v.Fd), unsafe.Sizeof(v.Fd), false},
-			{"oflags", off(v, &v.Oflags), unsafe.Sizeof(v.Oflags), false},
-			{"driver_data", off(v, v) + IbUverbsOpenXrcdDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"fd", off(v, &v.Fd), unsafe.Sizeof(v.Fd), false, nil},
+			{"oflags", off(v, &v.Oflags), unsafe.Sizeof(v.Oflags), false, nil},
+			{"driver_data", off(v, v) + IbUverbsOpenXrcdDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_open_xrcd_resp", goName: "IbUverbsOpenXrcdResp", size: unsafe.Sizeof(IbUverbsOpenXrcdResp{}), align: unsafe.Alignof(IbUverbsOpenXrcdResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsOpenXrcdResp)
 		return []layoutRow{
-			{"xrcd_handle", off(v, &v.XrcdHandle), unsafe.Sizeof(v.XrcdHandle), false},
-			{"driver_data", off(v, v) + IbUverbsOpenXrcdRespDriverDataOffset, 0, true},
+			{"xrcd_handle", off(v, &v.XrcdHandle), unsafe.Sizeof(v.XrcdHandle), false, nil},
+			{"driver_data", off(v, v) + IbUverbsOpenXrcdRespDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_close_xrcd", goName: "IbUverbsCloseXrcd", size: unsafe.Sizeof(IbUverbsCloseXrcd{}), align: unsafe.Alignof(IbUverbsCloseXrcd{}), rows: func() []layoutRow {
 		v := new(IbUverbsCloseXrcd)
 		return []layoutRow{
-			{"xrcd_handle", off(v, &v.XrcdHandle), unsafe.Sizeof(v.XrcdHandle), false},
+			{"xrcd_handle", off(v, &v.XrcdHandle), unsafe.Sizeof(v.XrcdHandle), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_reg_mr", goName: "IbUverbsRegMr", size: unsafe.Sizeof(IbUverbsRegMr{}), align: unsafe.Alignof(IbUverbsRegMr{}), rows: func() []layoutRow {
 		v := new(IbUverbsRegMr)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"start", off(v, &v.Start), unsafe.Sizeof(v.Start), false},
-			{"length", off(v, &v.Length), unsafe.Sizeof(v.Length), false},
-			{"hca_va", off(v, &v.HcaVa), unsafe.Sizeof(v.HcaVa), false},
-			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false},
-			{"access_flags", off(v, &v.AccessFlags), unsafe.Sizeof(v.AccessFlags), false},
-			{"driver_data", off(v, v) + IbUverbsRegMrDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"start", off(v, &v.Start), unsafe.Sizeof(v.Start), false, nil},
+			{"length", off(v, &v.Length), unsafe.Sizeof(v.Length), false, nil},
+			{"hca_va", off(v, &v.HcaVa), unsafe.Sizeof(v.HcaVa), false, nil},
+			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false, nil},
+			{"access_flags", off(v, &v.AccessFlags), unsafe.Sizeof(v.AccessFlags), false, nil},
+			{"driver_data", off(v, v) + IbUverbsRegMrDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_reg_mr_resp", goName: "IbUverbsRegMrResp", size: unsafe.Sizeof(IbUverbsRegMrResp{}), align: unsafe.Alignof(IbUverbsRegMrResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsRegMrResp)
 		return []layoutRow{
-			{"mr_handle", off(v, &v.MrHandle), unsafe.Sizeof(v.MrHandle), false},
-			{"lkey", off(v, &v.Lkey), unsafe.Sizeof(v.Lkey), false},
-			{"rkey", off(v, &v.Rkey), unsafe.Sizeof(v.Rkey), false},
-			{"driver_data", off(v, v) + IbUverbsRegMrRespDriverDataOffset, 0, true},
+			{"mr_handle", off(v, &v.MrHandle), unsafe.Sizeof(v.MrHandle), false, nil},
+			{"lkey", off(v, &v.Lkey), unsafe.Sizeof(v.Lkey), false, nil},
+			{"rkey", off(v, &v.Rkey), unsafe.Sizeof(v.Rkey), false, nil},
+			{"driver_data", off(v, v) + IbUverbsRegMrRespDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_rereg_mr", goName: "IbUverbsReregMr", size: unsafe.Sizeof(IbUverbsReregMr{}), align: unsafe.Alignof(IbUverbsReregMr{}), rows: func() []layoutRow {
 		v := new(IbUverbsReregMr)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"mr_handle", off(v, &v.MrHandle), unsafe.Sizeof(v.MrHandle), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"start", off(v, &v.Start), unsafe.Sizeof(v.Start), false},
-			{"length", off(v, &v.Length), unsafe.Sizeof(v.Length), false},
-			{"hca_va", off(v, &v.HcaVa), unsafe.Sizeof(v.HcaVa), false},
-			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false},
-			{"access_flags", off(v, &v.AccessFlags), unsafe.Sizeof(v.AccessFlags), false},
-			{"driver_data", off(v, v) + IbUverbsReregMrDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"mr_handle", off(v, &v.MrHandle), unsafe.Sizeof(v.MrHandle), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"start", off(v, &v.Start), unsafe.Sizeof(v.Start), false, nil},
+			{"length", off(v, &v.Length), unsafe.Sizeof(v.Length), false, nil},
+			{"hca_va", off(v, &v.HcaVa), unsafe.Sizeof(v.HcaVa), false, nil},
+			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false, nil},
+			{"access_flags", off(v, &v.AccessFlags), unsafe.Sizeof(v.AccessFlags), false, nil},
+			{"driver_data", off(v, v) + IbUverbsReregMrDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_rereg_mr_resp", goName: "IbUverbsReregMrResp", size: unsafe.Sizeof(IbUverbsReregMrResp{}), align: unsafe.Alignof(IbUverbsReregMrResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsReregMrResp)
 		return []layoutRow{
-			{"lkey", off(v, &v.Lkey), unsafe.Sizeof(v.Lkey), false},
-			{"rkey", off(v, &v.Rkey), unsafe.Sizeof(v.Rkey), false},
-			{"driver_data", off(v, v) + IbUverbsReregMrRespDriverDataOffset, 0, true},
+			{"lkey", off(v, &v.Lkey), unsafe.Sizeof(v.Lkey), false, nil},
+			{"rkey", off(v, &v.Rkey), unsafe.Sizeof(v.Rkey), false, nil},
+			{"driver_data", off(v, v) + IbUverbsReregMrRespDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_dereg_mr", goName: "IbUverbsDeregMr", size: unsafe.Sizeof(IbUverbsDeregMr{}), align: unsafe.Alignof(IbUverbsDeregMr{}), rows: func() []layoutRow {
 		v := new(IbUverbsDeregMr)
 		return []layoutRow{
-			{"mr_handle", off(v, &v.MrHandle), unsafe.Sizeof(v.MrHandle), false},
+			{"mr_handle", off(v, &v.MrHandle), unsafe.Sizeof(v.MrHandle), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_alloc_mw", goName: "IbUverbsAllocMw", size: unsafe.Sizeof(IbUverbsAllocMw{}), align: unsafe.Alignof(IbUverbsAllocMw{}), rows: func() []layoutRow {
 		v := new(IbUverbsAllocMw)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false},
-			{"mw_type", off(v, &v.MwType), unsafe.Sizeof(v.MwType), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"driver_data", off(v, v) + IbUverbsAllocMwDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false, nil},
+			{"mw_type", off(v, &v.MwType), unsafe.Sizeof(v.MwType), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"driver_data", off(v, v) + IbUverbsAllocMwDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_alloc_mw_resp", goName: "IbUverbsAllocMwResp", size: unsafe.Sizeof(IbUverbsAllocMwResp{}), align: unsafe.Alignof(IbUverbsAllocMwResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsAllocMwResp)
 		return []layoutRow{
-			{"mw_handle", off(v, &v.MwHandle), unsafe.Sizeof(v.MwHandle), false},
-			{"rkey", off(v, &v.Rkey), unsafe.Sizeof(v.Rkey), false},
-			{"driver_data", off(v, v) + IbUverbsAllocMwRespDriverDataOffset, 0, true},
+			{"mw_handle", off(v, &v.MwHandle), unsafe.Sizeof(v.MwHandle), false, nil},
+			{"rkey", off(v, &v.Rkey), unsafe.Sizeof(v.Rkey), false, nil},
+			{"driver_data", off(v, v) + IbUverbsAllocMwRespDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_dealloc_mw", goName: "IbUverbsDeallocMw", size: unsafe.Sizeof(IbUverbsDeallocMw{}), align: unsafe.Alignof(IbUverbsDeallocMw{}), rows: func() []layoutRow {
 		v := new(IbUverbsDeallocMw)
 		return []layoutRow{
-			{"mw_handle", off(v, &v.MwHandle), unsafe.Sizeof(v.MwHandle), false},
+			{"mw_handle", off(v, &v.MwHandle), unsafe.Sizeof(v.MwHandle), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_comp_channel", goName: "IbUverbsCreateCompChannel", size: unsafe.Sizeof(IbUverbsCreateCompChannel{}), align: unsafe.Alignof(IbUverbsCreateCompChannel{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateCompChannel)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_comp_channel_resp", goName: "IbUverbsCreateCompChannelResp", size: unsafe.Sizeof(IbUverbsCreateCompChannelResp{}), align: unsafe.Alignof(IbUverbsCreateCompChannelResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateCompChannelResp)
 		return []layoutRow{
-			{"fd", off(v, &v.Fd), unsafe.Sizeof(v.Fd), false},
+			{"fd", off(v, &v.Fd), unsafe.Sizeof(v.Fd), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_cq", goName: "IbUverbsCreateCq", size: unsafe.Sizeof(IbUverbsCreateCq{}), align: unsafe.Alignof(IbUverbsCreateCq{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateCq)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false},
-			{"cqe", off(v, &v.Cqe), unsafe.Sizeof(v.Cqe), false},
-			{"comp_vector", off(v, &v.CompVector), unsafe.Sizeof(v.CompVector), false},
-			{"comp_channel", off(v, &v.CompChannel), unsafe.Sizeof(v.CompChannel), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"driver_data", off(v, v) + IbUverbsCreateCqDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false, nil},
+			{"cqe", off(v, &v.Cqe), unsafe.Sizeof(v.Cqe), false, nil},
+			{"comp_vector", off(v, &v.CompVector), unsafe.Sizeof(v.CompVector), false, nil},
+			{"comp_channel", off(v, &v.CompChannel), unsafe.Sizeof(v.CompChannel), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"driver_data", off(v, v) + IbUverbsCreateCqDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_create_cq", goName: "IbUverbsExCreateCq", size: unsafe.Sizeof(IbUverbsExCreateCq{}), align: unsafe.Alignof(IbUverbsExCreateCq{}), rows: func() []layoutRow {
 		v := new(IbUverbsExCreateCq)
 		return []layoutRow{
-			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false},
-			{"cqe", off(v, &v.Cqe), unsafe.Sizeof(v.Cqe), false},
-			{"comp_vector", off(v, &v.CompVector), unsafe.Sizeof(v.CompVector), false},
-			{"comp_channel", off(v, &v.CompChannel), unsafe.Sizeof(v.CompChannel), false},
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false, nil},
+			{"cqe", off(v, &v.Cqe), unsafe.Sizeof(v.Cqe), false, nil},
+			{"comp_vector", off(v, &v.CompVector), unsafe.Sizeof(v.CompVector), false, nil},
+			{"comp_channel", off(v, &v.CompChannel), unsafe.Sizeof(v.CompChannel), false, nil},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_cq_resp", goName: "IbUverbsCreateCqResp", size: unsafe.Sizeof(IbUverbsCreateCqResp{}), align: unsafe.Alignof(IbUverbsCreateCqResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateCqResp)
 		return []layoutRow{
-			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false},
-			{"cqe", off(v, &v.Cqe), unsafe.Sizeof(v.Cqe), false},
-			{"driver_data", off(v, v) + IbUverbsCreateCqRespDriverDataOffset, 0, true},
+			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false, nil},
+			{"cqe", off(v, &v.Cqe), unsafe.Sizeof(v.Cqe), false, nil},
+			{"driver_data", off(v, v) + IbUverbsCreateCqRespDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_create_cq_resp", goName: "IbUverbsExCreateCqResp", size: unsafe.Sizeof(IbUverbsExCreateCqResp{}), align: unsafe.Alignof(IbUverbsExCreateCqResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsExCreateCqResp)
 		return []layoutRow{
-			{"base", off(v, &v.Base), unsafe.Sizeof(v.Base), false},
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
+			{"base", off(v, &v.Base), unsafe.Sizeof(v.Base), false, nil},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_resize_cq", goName: "IbUverbsResizeCq", size: unsafe.Sizeof(IbUverbsResizeCq{}), align: unsafe.Alignof(IbUverbsResizeCq{}), rows: func() []layoutRow {
 		v := new(IbUverbsResizeCq)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false},
-			{"cqe", off(v, &v.Cqe), unsafe.Sizeof(v.Cqe), false},
-			{"driver_data", off(v, v) + IbUverbsResizeCqDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false, nil},
+			{"cqe", off(v, &v.Cqe), unsafe.Sizeof(v.Cqe), false, nil},
+			{"driver_data", off(v, v) + IbUverbsResizeCqDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_resize_cq_resp", goName: "IbUverbsResizeCqResp", size: unsafe.Sizeof(IbUverbsResizeCqResp{}), align: unsafe.Alignof(IbUverbsResizeCqResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsResizeCqResp)
 		return []layoutRow{
-			{"cqe", off(v, &v.Cqe), unsafe.Sizeof(v.Cqe), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"driver_data", off(v, v) + IbUverbsResizeCqRespDriverDataOffset, 0, true},
+			{"cqe", off(v, &v.Cqe), unsafe.Sizeof(v.Cqe), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"driver_data", off(v, v) + IbUverbsResizeCqRespDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_poll_cq", goName: "IbUverbsPollCq", size: unsafe.Sizeof(IbUverbsPollCq{}), align: unsafe.Alignof(IbUverbsPollCq{}), rows: func() []layoutRow {
 		v := new(IbUverbsPollCq)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false},
-			{"ne", off(v, &v.Ne), unsafe.Sizeof(v.Ne), false},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false, nil},
+			{"ne", off(v, &v.Ne), unsafe.Sizeof(v.Ne), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_wc", goName: "IbUverbsWc", size: unsafe.Sizeof(IbUverbsWc{}), align: unsafe.Alignof(IbUverbsWc{}), rows: func() []layoutRow {
 		v := new(IbUverbsWc)
 		return []layoutRow{
-			{"wr_id", off(v, &v.WrId), unsafe.Sizeof(v.WrId), false},
-			{"status", off(v, &v.Status), unsafe.Sizeof(v.Status), false},
-			{"opcode", off(v, &v.Opcode), unsafe.Sizeof(v.Opcode), false},
-			{"vendor_err", off(v, &v.VendorErr), unsafe.Sizeof(v.VendorErr), false},
-			{"byte_len", off(v, &v.ByteLen), unsafe.Sizeof(v.ByteLen), false},
-			{"ex", off(v, &v.Ex), unsafe.Sizeof(v.Ex), false},
-			{"ex.imm_data", off(v, v.Ex.ImmData()), unsafe.Sizeof(*v.Ex.ImmData()), false},
-			{"ex.invalidate_rkey", off(v, v.Ex.InvalidateRkey()), unsafe.Sizeof(*v.Ex.InvalidateRkey()), false},
-			{"qp_num", off(v, &v.QpNum), unsafe.Sizeof(v.QpNum), false},
-			{"src_qp", off(v, &v.SrcQp), unsafe.Sizeof(v.SrcQp), false},
-			{"wc_flags", off(v, &v.WcFlags), unsafe.Sizeof(v.WcFlags), false},
-			{"pkey_index", off(v, &v.PkeyIndex), unsafe.Sizeof(v.PkeyIndex), false},
-			{"slid", off(v, &v.Slid), unsafe.Sizeof(v.Slid), false},
-			{"sl", off(v, &v.Sl), unsafe.Sizeof(v.Sl), false},
-			{"dlid_path_bits", off(v, &v.DlidPathBits), unsafe.Sizeof(v.DlidPathBits), false},
-			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"wr_id", off(v, &v.WrId), unsafe.Sizeof(v.WrId), false, nil},
+			{"status", off(v, &v.Status), unsafe.Sizeof(v.Status), false, nil},
+			{"opcode", off(v, &v.Opcode), unsafe.Sizeof(v.Opcode), false, nil},
+			{"vendor_err", off(v, &v.VendorErr), unsafe.Sizeof(v.VendorErr), false, nil},
+			{"byte_len", off(v, &v.ByteLen), unsafe.Sizeof(v.ByteLen), false, nil},
+			{"ex", off(v, &v.Ex), unsafe.Sizeof(v.Ex), false, nil},
+			{"ex.imm_data", off(v, &v.Ex), unsafe.Sizeof(v.Ex.ImmData()), false, probe(v, off(v, &v.Ex), v.Ex.ImmData, v.Ex.SetImmData)},
+			{"ex.invalidate_rkey", off(v, &v.Ex), unsafe.Sizeof(v.Ex.InvalidateRkey()), false, probe(v, off(v, &v.Ex), v.Ex.InvalidateRkey, v.Ex.SetInvalidateRkey)},
+			{"qp_num", off(v, &v.QpNum), unsafe.Sizeof(v.QpNum), false, nil},
+			{"src_qp", off(v, &v.SrcQp), unsafe.Sizeof(v.SrcQp), false, nil},
+			{"wc_flags", off(v, &v.WcFlags), unsafe.Sizeof(v.WcFlags), false, nil},
+			{"pkey_index", off(v, &v.PkeyIndex), unsafe.Sizeof(v.PkeyIndex), false, nil},
+			{"slid", off(v, &v.Slid), unsafe.Sizeof(v.Slid), false, nil},
+			{"sl", off(v, &v.Sl), unsafe.Sizeof(v.Sl), false, nil},
+			{"dlid_path_bits", off(v, &v.DlidPathBits), unsafe.Sizeof(v.DlidPathBits), false, nil},
+			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_poll_cq_resp", goName: "IbUverbsPollCqResp", size: unsafe.Sizeof(IbUverbsPollCqResp{}), align: unsafe.Alignof(IbUverbsPollCqResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsPollCqResp)
 		return []layoutRow{
-			{"count", off(v, &v.Count), unsafe.Sizeof(v.Count), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"wc", off(v, v) + IbUverbsPollCqRespWcOffset, 0, true},
+			{"count", off(v, &v.Count), unsafe.Sizeof(v.Count), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"wc", off(v, v) + IbUverbsPollCqRespWcOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_req_notify_cq", goName: "IbUverbsReqNotifyCq", size: unsafe.Sizeof(IbUverbsReqNotifyCq{}), align: unsafe.Alignof(IbUverbsReqNotifyCq{}), rows: func() []layoutRow {
 		v := new(IbUverbsReqNotifyCq)
 		return []layoutRow{
-			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false},
-			{"solicited_only", off(v, &v.SolicitedOnly), unsafe.Sizeof(v.SolicitedOnly), false},
+			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false, nil},
+			{"solicited_only", off(v, &v.SolicitedOnly), unsafe.Sizeof(v.SolicitedOnly), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_destroy_cq", goName: "IbUverbsDestroyCq", size: unsafe.Sizeof(IbUverbsDestroyCq{}), align: unsafe.Alignof(IbUverbsDestroyCq{}), rows: func() []layoutRow {
 		v := new(IbUverbsDestroyCq)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_destroy_cq_resp", goName: "IbUverbsDestroyCqResp", size: unsafe.Sizeof(IbUverbsDestroyCqResp{}), align: unsafe.Alignof(IbUverbsDestroyCqResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsDestroyCqResp)
 		return []layoutRow{
-			{"comp_events_reported", off(v, &v.CompEventsReported), unsafe.Sizeof(v.CompEventsReported), false},
-			{"async_events_reported", off(v, &v.AsyncEventsReported), unsafe.Sizeof(v.AsyncEventsReported), false},
+			{"comp_events_reported", off(v, &v.CompEventsReported), unsafe.Sizeof(v.CompEventsReported), false, nil},
+			{"async_events_reported", off(v, &v.AsyncEventsReported), unsafe.Sizeof(v.AsyncEventsReported), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_global_route", goName: "IbUverbsGlobalRoute", size: unsafe.Sizeof(IbUverbsGlobalRoute{}), align: unsafe.Alignof(IbUverbsGlobalRoute{}), rows: func() []layoutRow {
 		v := new(IbUverbsGlobalRoute)
 		return []layoutRow{
-			{"dgid", off(v, &v.Dgid), unsafe.Sizeof(v.Dgid), false},
-			{"flow_label", off(v, &v.FlowLabel), unsafe.Sizeof(v.FlowLabel), false},
-			{"sgid_index", off(v, &v.SgidIndex), unsafe.Sizeof(v.SgidIndex), false},
-			{"hop_limit", off(v, &v.HopLimit), unsafe.Sizeof(v.HopLimit), false},
-			{"traffic_class", off(v, &v.TrafficClass), unsafe.Sizeof(v.TrafficClass), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"dgid", off(v, &v.Dgid), unsafe.Sizeof(v.Dgid), false, nil},
+			{"flow_label", off(v, &v.FlowLabel), unsafe.Sizeof(v.FlowLabel), false, nil},
+			{"sgid_index", off(v, &v.SgidIndex), unsafe.Sizeof(v.SgidIndex), false, nil},
+			{"hop_limit", off(v, &v.HopLimit), unsafe.Sizeof(v.HopLimit), false, nil},
+			{"traffic_class", off(v, &v.TrafficClass), unsafe.Sizeof(v.TrafficClass), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ah_attr", goName: "IbUverbsAhAttr", size: unsafe.Sizeof(IbUverbsAhAttr{}), align: unsafe.Alignof(IbUverbsAhAttr{}), rows: func() []layoutRow {
 		v := new(IbUverbsAhAttr)
 		return []layoutRow{
-			{"grh", off(v, &v.Grh), unsafe.Sizeof(v.Grh), false},
-			{"dlid", off(v, &v.Dlid), unsafe.Sizeof(v.Dlid), false},
-			{"sl", off(v, &v.Sl), unsafe.Sizeof(v.Sl), false},
-			{"src_path_bits", off(v, &v.SrcPathBits), unsafe.Sizeof(v.SrcPathBits), false},
-			{"static_rate", off(v, &v.StaticRate), unsafe.Sizeof(v.StaticRate), false},
-			{"is_global", off(v, &v.IsGlobal), unsafe.Sizeof(v.IsGlobal), false},
-			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"grh", off(v, &v.Grh), unsafe.Sizeof(v.Grh), false, nil},
+			{"dlid", off(v, &v.Dlid), unsafe.Sizeof(v.Dlid), false, nil},
+			{"sl", off(v, &v.Sl), unsafe.Sizeof(v.Sl), false, nil},
+			{"src_path_bits", off(v, &v.SrcPathBits), unsafe.Sizeof(v.SrcPathBits), false, nil},
+			{"static_rate", off(v, &v.StaticRate), unsafe.Sizeof(v.StaticRate), false, nil},
+			{"is_global", off(v, &v.IsGlobal), unsafe.Sizeof(v.IsGlobal), false, nil},
+			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_qp_attr", goName: "IbUverbsQpAttr", size: unsafe.Sizeof(IbUverbsQpAttr{}), align: unsafe.Alignof(IbUverbsQpAttr{}), rows: func() []layoutRow {
 		v := new(IbUverbsQpAttr)
 		return []layoutRow{
-			{"qp_attr_mask", off(v, &v.QpAttrMask), unsafe.Sizeof(v.QpAttrMask), false},
-			{"qp_state", off(v, &v.QpState), unsafe.Sizeof(v.QpState), false},
-			{"cur_qp_state", off(v, &v.CurQpState), unsafe.Sizeof(v.CurQpState), false},
-			{"path_mtu", off(v, &v.PathMtu), unsafe.Sizeof(v.PathMtu), false},
-			{"path_mig_state", off(v, &v.PathMigState), unsafe.Sizeof(v.PathMigState), false},
-			{"qkey", off(v, &v.Qkey), unsafe.Sizeof(v.Qkey), false},
-			{"rq_psn", off(v, &v.RqPsn), unsafe.Sizeof(v.RqPsn), false},
-			{"sq_psn", off(v, &v.SqPsn), unsafe.Sizeof(v.SqPsn), false},
-			{"dest_qp_num", off(v, &v.DestQpNum), unsafe.Sizeof(v.DestQpNum), false},
-			{"qp_access_flags", off(v, &v.QpAccessFlags), unsafe.Sizeof(v.QpAccessFlags), false},
-			{"ah_attr", off(v, &v.AhAttr), unsafe.Sizeof(v.AhAttr), false},
-			{"alt_ah_attr", off(v, &v.AltAhAttr), unsafe.Sizeof(v.AltAhAttr), false},
-			{"max_send_wr", off(v, &v.MaxSendWr), unsafe.Sizeof(v.MaxSendWr), false},
-			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false},
-			{"max_send_sge", off(v, &v.MaxSendSge), unsafe.Sizeof(v.MaxSendSge), false},
-			{"max_recv_sge", off(v, &v.MaxRecvSge), unsafe.Sizeof(v.MaxRecvSge), false},
-			{"max_inline_data", off(v, &v.MaxInlineData), unsafe.Sizeof(v.MaxInlineData), false},
-			{"pkey_index", off(v, &v.PkeyIndex), unsafe.Sizeof(v.PkeyIndex), false},
-			{"alt_pkey_index", off(v, &v.AltPkeyIndex), unsafe.Sizeof(v.AltPkeyIndex), false},
-			{"en_sqd_async_notify", off(v, &v.EnSqdAsyncNotify), unsafe.Sizeof(v.EnSqdAsyncNotify), false},
-			{"sq_draining", off(v, &v.SqDraining), unsafe.Sizeof(v.SqDraining), false},
-			{"max_rd_atomic", off(v, &v.MaxRdAtomic), unsafe.Sizeof(v.MaxRdAtomic), false},
-			{"max_dest_rd_atomic", off(v, &v.MaxDestRdAtomic), unsafe.Sizeof(v.MaxDestRdAtomic), false},
-			{"min_rnr_timer", off(v, &v.MinRnrTimer), unsafe.Sizeof(v.MinRnrTimer), false},
-			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false},
-			{"timeout", off(v, &v.Timeout), unsafe.Sizeof(v.Timeout), false},
-			{"retry_cnt", off(v, &v.RetryCnt), unsafe.Sizeof(v.RetryCnt), false},
-			{"rnr_retry", off(v, &v.RnrRetry), unsafe.Sizeof(v.RnrRetry), false},
-			{"alt_port_num", off(v, &v.AltPortNum), unsafe.Sizeof(v.AltPortNum), false},
-			{"alt_timeout", off(v, &v.AltTimeout), unsafe.Sizeof(v.AltTimeout), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"qp_attr_mask", off(v, &v.QpAttrMask), unsafe.Sizeof(v.QpAttrMask), false, nil},
+			{"qp_state", off(v, &v.QpState), unsafe.Sizeof(v.QpState), false, nil},
+			{"cur_qp_state", off(v, &v.CurQpState), unsafe.Sizeof(v.CurQpState), false, nil},
+			{"path_mtu", off(v, &v.PathMtu), unsafe.Sizeof(v.PathMtu), false, nil},
+			{"path_mig_state", off(v, &v.PathMigState), unsafe.Sizeof(v.PathMigState), false, nil},
+			{"qkey", off(v, &v.Qkey), unsafe.Sizeof(v.Qkey), false, nil},
+			{"rq_psn", off(v, &v.RqPsn), unsafe.Sizeof(v.RqPsn), false, nil},
+			{"sq_psn", off(v, &v.SqPsn), unsafe.Sizeof(v.SqPsn), false, nil},
+			{"dest_qp_num", off(v, &v.DestQpNum), unsafe.Sizeof(v.DestQpNum), false, nil},
+			{"qp_access_flags", off(v, &v.QpAccessFlags), unsafe.Sizeof(v.QpAccessFlags), false, nil},
+			{"ah_attr", off(v, &v.AhAttr), unsafe.Sizeof(v.AhAttr), false, nil},
+			{"alt_ah_attr", off(v, &v.AltAhAttr), unsafe.Sizeof(v.AltAhAttr), false, nil},
+			{"max_send_wr", off(v, &v.MaxSendWr), unsafe.Sizeof(v.MaxSendWr), false, nil},
+			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false, nil},
+			{"max_send_sge", off(v, &v.MaxSendSge), unsafe.Sizeof(v.MaxSendSge), false, nil},
+			{"max_recv_sge", off(v, &v.MaxRecvSge), unsafe.Sizeof(v.MaxRecvSge), false, nil},
+			{"max_inline_data", off(v, &v.MaxInlineData), unsafe.Sizeof(v.MaxInlineData), false, nil},
+			{"pkey_index", off(v, &v.PkeyIndex), unsafe.Sizeof(v.PkeyIndex), false, nil},
+			{"alt_pkey_index", off(v, &v.AltPkeyIndex), unsafe.Sizeof(v.AltPkeyIndex), false, nil},
+			{"en_sqd_async_notify", off(v, &v.EnSqdAsyncNotify), unsafe.Sizeof(v.EnSqdAsyncNotify), false, nil},
+			{"sq_draining", off(v, &v.SqDraining), unsafe.Sizeof(v.SqDraining), false, nil},
+			{"max_rd_atomic", off(v, &v.MaxRdAtomic), unsafe.Sizeof(v.MaxRdAtomic), false, nil},
+			{"max_dest_rd_atomic", off(v, &v.MaxDestRdAtomic), unsafe.Sizeof(v.MaxDestRdAtomic), false, nil},
+			{"min_rnr_timer", off(v, &v.MinRnrTimer), unsafe.Sizeof(v.MinRnrTimer), false, nil},
+			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false, nil},
+			{"timeout", off(v, &v.Timeout), unsafe.Sizeof(v.Timeout), false, nil},
+			{"retry_cnt", off(v, &v.RetryCnt), unsafe.Sizeof(v.RetryCnt), false, nil},
+			{"rnr_retry", off(v, &v.RnrRetry), unsafe.Sizeof(v.RnrRetry), false, nil},
+			{"alt_port_num", off(v, &v.AltPortNum), unsafe.Sizeof(v.AltPortNum), false, nil},
+			{"alt_timeout", off(v, &v.AltTimeout), unsafe.Sizeof(v.AltTimeout), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_qp", goName: "IbUverbsCreateQp", size: unsafe.Sizeof(IbUverbsCreateQp{}), align: unsafe.Alignof(IbUverbsCreateQp{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateQp)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false},
-			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false},
-			{"send_cq_handle", off(v, &v.SendCqHandle), unsafe.Sizeof(v.SendCqHandle), false},
-			{"recv_cq_handle", off(v, &v.RecvCqHandle), unsafe.Sizeof(v.RecvCqHandle), false},
-			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false},
-			{"max_send_wr", off(v, &v.MaxSendWr), unsafe.Sizeof(v.MaxSendWr), false},
-			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false},
-			{"max_send_sge", off(v, &v.MaxSendSge), unsafe.Sizeof(v.MaxSendSge), false},
-			{"max_recv_sge", off(v, &v.MaxRecvSge), unsafe.Sizeof(v.MaxRecvSge), false},
-			{"max_inline_data", off(v, &v.MaxInlineData), unsafe.Sizeof(v.MaxInlineData), false},
-			{"sq_sig_all", off(v, &v.SqSigAll), unsafe.Sizeof(v.SqSigAll), false},
-			{"qp_type", off(v, &v.QpType), unsafe.Sizeof(v.QpType), false},
-			{"is_srq", off(v, &v.IsSrq), unsafe.Sizeof(v.IsSrq), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"driver_data", off(v, v) + IbUverbsCreateQpDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false, nil},
+			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false, nil},
+			{"send_cq_handle", off(v, &v.SendCqHandle), unsafe.Sizeof(v.SendCqHandle), false, nil},
+			{"recv_cq_handle", off(v, &v.RecvCqHandle), unsafe.Sizeof(v.RecvCqHandle), false, nil},
+			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false, nil},
+			{"max_send_wr", off(v, &v.MaxSendWr), unsafe.Sizeof(v.MaxSendWr), false, nil},
+			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false, nil},
+			{"max_send_sge", off(v, &v.MaxSendSge), unsafe.Sizeof(v.MaxSendSge), false, nil},
+			{"max_recv_sge", off(v, &v.MaxRecvSge), unsafe.Sizeof(v.MaxRecvSge), false, nil},
+			{"max_inline_data", off(v, &v.MaxInlineData), unsafe.Sizeof(v.MaxInlineData), false, nil},
+			{"sq_sig_all", off(v, &v.SqSigAll), unsafe.Sizeof(v.SqSigAll), false, nil},
+			{"qp_type", off(v, &v.QpType), unsafe.Sizeof(v.QpType), false, nil},
+			{"is_srq", off(v, &v.IsSrq), unsafe.Sizeof(v.IsSrq), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"driver_data", off(v, v) + IbUverbsCreateQpDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_create_qp", goName: "IbUverbsExCreateQp", size: unsafe.Sizeof(IbUverbsExCreateQp{}), align: unsafe.Alignof(IbUverbsExCreateQp{}), rows: func() []layoutRow {
 		v := new(IbUverbsExCreateQp)
 		return []layoutRow{
-			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false},
-			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false},
-			{"send_cq_handle", off(v, &v.SendCqHandle), unsafe.Sizeof(v.SendCqHandle), false},
-			{"recv_cq_handle", off(v, &v.RecvCqHandle), unsafe.Sizeof(v.RecvCqHandle), false},
-			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false},
-			{"max_send_wr", off(v, &v.MaxSendWr), unsafe.Sizeof(v.MaxSendWr), false},
-			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false},
-			{"max_send_sge", off(v, &v.MaxSendSge), unsafe.Sizeof(v.MaxSendSge), false},
-			{"max_recv_sge", off(v, &v.MaxRecvSge), unsafe.Sizeof(v.MaxRecvSge), false},
-			{"max_inline_data", off(v, &v.MaxInlineData), unsafe.Sizeof(v.MaxInlineData), false},
-			{"sq_sig_all", off(v, &v.SqSigAll), unsafe.Sizeof(v.SqSigAll), false},
-			{"qp_type", off(v, &v.QpType), unsafe.Sizeof(v.QpType), false},
-			{"is_srq", off(v, &v.IsSrq), unsafe.Sizeof(v.IsSrq), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"create_flags", off(v, &v.CreateFlags), unsafe.Sizeof(v.CreateFlags), false},
-			{"rwq_ind_tbl_handle", off(v, &v.RwqIndTblHandle), unsafe.Sizeof(v.RwqIndTblHandle), false},
-			{"source_qpn", off(v, &v.SourceQpn), unsafe.Sizeof(v.SourceQpn), false},
+			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false, nil},
+			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false, nil},
+			{"send_cq_handle", off(v, &v.SendCqHandle), unsafe.Sizeof(v.SendCqHandle), false, nil},
+			{"recv_cq_handle", off(v, &v.RecvCqHandle), unsafe.Sizeof(v.RecvCqHandle), false, nil},
+			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false, nil},
+			{"max_send_wr", off(v, &v.MaxSendWr), unsafe.Sizeof(v.MaxSendWr), false, nil},
+			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false, nil},
+			{"max_send_sge", off(v, &v.MaxSendSge), unsafe.Sizeof(v.MaxSendSge), false, nil},
+			{"max_recv_sge", off(v, &v.MaxRecvSge), unsafe.Sizeof(v.MaxRecvSge), false, nil},
+			{"max_inline_data", off(v, &v.MaxInlineData), unsafe.Sizeof(v.MaxInlineData), false, nil},
+			{"sq_sig_all", off(v, &v.SqSigAll), unsafe.Sizeof(v.SqSigAll), false, nil},
+			{"qp_type", off(v, &v.QpType), unsafe.Sizeof(v.QpType), false, nil},
+			{"is_srq", off(v, &v.IsSrq), unsafe.Sizeof(v.IsSrq), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"create_flags", off(v, &v.CreateFlags), unsafe.Sizeof(v.CreateFlags), false, nil},
+			{"rwq_ind_tbl_handle", off(v, &v.RwqIndTblHandle), unsafe.Sizeof(v.RwqIndTblHandle), false, nil},
+			{"source_qpn", off(v, &v.SourceQpn), unsafe.Sizeof(v.SourceQpn), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_open_qp", goName: "IbUverbsOpenQp", size: unsafe.Sizeof(IbUverbsOpenQp{}), align: unsafe.Alignof(IbUverbsOpenQp{}), rows: func() []layoutRow {
 		v := new(IbUverbsOpenQp)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false},
-			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false},
-			{"qpn", off(v, &v.Qpn), unsafe.Sizeof(v.Qpn), false},
-			{"qp_type", off(v, &v.QpType), unsafe.Sizeof(v.QpType), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"driver_data", off(v, v) + IbUverbsOpenQpDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false, nil},
+			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false, nil},
+			{"qpn", off(v, &v.Qpn), unsafe.Sizeof(v.Qpn), false, nil},
+			{"qp_type", off(v, &v.QpType), unsafe.Sizeof(v.QpType), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"driver_data", off(v, v) + IbUverbsOpenQpDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_qp_resp", goName: "IbUverbsCreateQpResp", size: unsafe.Sizeof(IbUverbsCreateQpResp{}), align: unsafe.Alignof(IbUverbsCreateQpResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateQpResp)
 		return []layoutRow{
-			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false},
-			{"qpn", off(v, &v.Qpn), unsafe.Sizeof(v.Qpn), false},
-			{"max_send_wr", off(v, &v.MaxSendWr), unsafe.Sizeof(v.MaxSendWr), false},
-			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false},
-			{"max_send_sge", off(v, &v.MaxSendSge), unsafe.Sizeof(v.MaxSendSge), false},
-			{"max_recv_sge", off(v, &v.MaxRecvSge), unsafe.Sizeof(v.MaxRecvSge), false},
-			{"max_inline_data", off(v, &v.MaxInlineData), unsafe.Sizeof(v.MaxInlineData), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"driver_data", off(v, v) + IbUverbsCreateQpRespDriverDataOffset, 0, true},
+			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false, nil},
+			{"qpn", off(v, &v.Qpn), unsafe.Sizeof(v.Qpn), false, nil},
+			{"max_send_wr", off(v, &v.MaxSendWr), unsafe.Sizeof(v.MaxSendWr), false, nil},
+			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false, nil},
+			{"max_send_sge", off(v, &v.MaxSendSge), unsafe.Sizeof(v.MaxSendSge), false, nil},
+			{"max_recv_sge", off(v, &v.MaxRecvSge), unsafe.Sizeof(v.MaxRecvSge), false, nil},
+			{"max_inline_data", off(v, &v.MaxInlineData), unsafe.Sizeof(v.MaxInlineData), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"driver_data", off(v, v) + IbUverbsCreateQpRespDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_create_qp_resp", goName: "IbUverbsExCreateQpResp", size: unsafe.Sizeof(IbUverbsExCreateQpResp{}), align: unsafe.Alignof(IbUverbsExCreateQpResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsExCreateQpResp)
 		return []layoutRow{
-			{"base", off(v, &v.Base), unsafe.Sizeof(v.Base), false},
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
+			{"base", off(v, &v.Base), unsafe.Sizeof(v.Base), false, nil},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_qp_dest", goName: "IbUverbsQpDest", size: unsafe.Sizeof(IbUverbsQpDest{}), align: unsafe.Alignof(IbUverbsQpDest{}), rows: func() []layoutRow {
 		v := new(IbUverbsQpDest)
 		return []layoutRow{
-			{"dgid", off(v, &v.Dgid), unsafe.Sizeof(v.Dgid), false},
-			{"flow_label", off(v, &v.FlowLabel), unsafe.Sizeof(v.FlowLabel), false},
-			{"dlid", off(v, &v.Dlid), unsafe.Sizeof(v.Dlid), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"sgid_index", off(v, &v.SgidIndex), unsafe.Sizeof(v.SgidIndex), false},
-			{"hop_limit", off(v, &v.HopLimit), unsafe.Sizeof(v.HopLimit), false},
-			{"traffic_class", off(v, &v.TrafficClass), unsafe.Sizeof(v.TrafficClass), false},
-			{"sl", off(v, &v.Sl), unsafe.Sizeof(v.Sl), false},
-			{"src_path_bits", off(v, &v.SrcPathBits), unsafe.Sizeof(v.SrcPathBits), false},
-			{"static_rate", off(v, &v.StaticRate), unsafe.Sizeof(v.StaticRate), false},
-			{"is_global", off(v, &v.IsGlobal), unsafe.Sizeof(v.IsGlobal), false},
-			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false},
+			{"dgid", off(v, &v.Dgid), unsafe.Sizeof(v.Dgid), false, nil},
+			{"flow_label", off(v, &v.FlowLabel), unsafe.Sizeof(v.FlowLabel), false, nil},
+			{"dlid", off(v, &v.Dlid), unsafe.Sizeof(v.Dlid), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"sgid_index", off(v, &v.SgidIndex), unsafe.Sizeof(v.SgidIndex), false, nil},
+			{"hop_limit", off(v, &v.HopLimit), unsafe.Sizeof(v.HopLimit), false, nil},
+			{"traffic_class", off(v, &v.TrafficClass), unsafe.Sizeof(v.TrafficClass), false, nil},
+			{"sl", off(v, &v.Sl), unsafe.Sizeof(v.Sl), false, nil},
+			{"src_path_bits", off(v, &v.SrcPathBits), unsafe.Sizeof(v.SrcPathBits), false, nil},
+			{"static_rate", off(v, &v.StaticRate), unsafe.Sizeof(v.StaticRate), false, nil},
+			{"is_global", off(v, &v.IsGlobal), unsafe.Sizeof(v.IsGlobal), false, nil},
+			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_query_qp", goName: "IbUverbsQueryQp", size: unsafe.Sizeof(IbUverbsQueryQp{}), align: unsafe.Alignof(IbUverbsQueryQp{}), rows: func() []layoutRow {
 		v := new(IbUverbsQueryQp)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false},
-			{"attr_mask", off(v, &v.AttrMask), unsafe.Sizeof(v.AttrMask), false},
-			{"driver_data", off(v, v) + IbUverbsQueryQpDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false, nil},
+			{"attr_mask", off(v, &v.AttrMask), unsafe.Sizeof(v.AttrMask), false, nil},
+			{"driver_data", off(v, v) + IbUverbsQueryQpDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_query_qp_resp", goName: "IbUverbsQueryQpResp", size: unsafe.Sizeof(IbUverbsQueryQpResp{}), align: unsafe.Alignof(IbUverbsQueryQpResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsQueryQpResp)
 		return []layoutRow{
-			{"dest", off(v, &v.Dest), unsafe.Sizeof(v.Dest), false},
-			{"alt_dest", off(v, &v.AltDest), unsafe.Sizeof(v.AltDest), false},
-			{"max_send_wr", off(v, &v.MaxSendWr), unsafe.Sizeof(v.MaxSendWr), false},
-			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false},
-			{"max_send_sge", off(v, &v.MaxSendSge), unsafe.Sizeof(v.MaxSendSge), false},
-			{"max_recv_sge", off(v, &v.MaxRecvSge), unsafe.Sizeof(v.MaxRecvSge), false},
-			{"max_inline_data", off(v, &v.MaxInlineData), unsafe.Sizeof(v.MaxInlineData), false},
-			{"qkey", off(v, &v.Qkey), unsafe.Sizeof(v.Qkey), false},
-			{"rq_psn", off(v, &v.RqPsn), unsafe.Sizeof(v.RqPsn), false},
-			{"sq_psn", off(v, &v.SqPsn), unsafe.Sizeof(v.SqPsn), false},
-			{"dest_qp_num", off(v, &v.DestQpNum), unsafe.Sizeof(v.DestQpNum), false},
-			{"qp_access_flags", off(v, &v.QpAccessFlags), unsafe.Sizeof(v.QpAccessFlags), false},
-			{"pkey_index", off(v, &v.PkeyIndex), unsafe.Sizeof(v.PkeyIndex), false},
-			{"alt_pkey_index", off(v, &v.AltPkeyIndex), unsafe.Sizeof(v.AltPkeyIndex), false},
-			{"qp_state", off(v, &v.QpState), unsafe.Sizeof(v.QpState), false},
-			{"cur_qp_state", off(v, &v.CurQpState), unsafe.Sizeof(v.CurQpState), false},
-			{"path_mtu", off(v, &v.PathMtu), unsafe.Sizeof(v.PathMtu), false},
-			{"path_mig_state", off(v, &v.PathMigState), unsafe.Sizeof(v.PathMigState), false},
-			{"sq_draining", off(v, &v.SqDraining), unsafe.Sizeof(v.SqDraining), false},
-			{"max_rd_atomic", off(v, &v.MaxRdAtomic), unsafe.Sizeof(v.MaxRdAtomic), false},
-			{"max_dest_rd_atomic", off(v, &v.MaxDestRdAtomic), unsafe.Sizeof(v.MaxDestRdAtomic), false},
-			{"min_rnr_timer", off(v, &v.MinRnrTimer), unsafe.Sizeof(v.MinRnrTimer), false},
-			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false},
-			{"timeout", off(v, &v.Timeout), unsafe.Sizeof(v.Timeout), false},
-			{"retry_cnt", off(v, &v.RetryCnt), unsafe.Sizeof(v.RetryCnt), false},
-			{"rnr_retry", off(v, &v.RnrRetry), unsafe.Sizeof(v.RnrRetry), false},
-			{"alt_port_num", off(v, &v.AltPortNum), unsafe.Sizeof(v.AltPortNum), false},
-			{"alt_timeout", off(v, &v.AltTimeout), unsafe.Sizeof(v.AltTimeout), false},
-			{"sq_sig_all", off(v, &v.SqSigAll), unsafe.Sizeof(v.SqSigAll), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"driver_data", off(v, v) + IbUverbsQueryQpRespDriverDataOffset, 0, true},
+			{"dest", off(v, &v.Dest), unsafe.Sizeof(v.Dest), false, nil},
+			{"alt_dest", off(v, &v.AltDest), unsafe.Sizeof(v.AltDest), false, nil},
+			{"max_send_wr", off(v, &v.MaxSendWr), unsafe.Sizeof(v.MaxSendWr), false, nil},
+			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false, nil},
+			{"max_send_sge", off(v, &v.MaxSendSge), unsafe.Sizeof(v.MaxSendSge), false, nil},
+			{"max_recv_sge", off(v, &v.MaxRecvSge), unsafe.Sizeof(v.MaxRecvSge), false, nil},
+			{"max_inline_data", off(v, &v.MaxInlineData), unsafe.Sizeof(v.MaxInlineData), false, nil},
+			{"qkey", off(v, &v.Qkey), unsafe.Sizeof(v.Qkey), false, nil},
+			{"rq_psn", off(v, &v.RqPsn), unsafe.Sizeof(v.RqPsn), false, nil},
+			{"sq_psn", off(v, &v.SqPsn), unsafe.Sizeof(v.SqPsn), false, nil},
+			{"dest_qp_num", off(v, &v.DestQpNum), unsafe.Sizeof(v.DestQpNum), false, nil},
+			{"qp_access_flags", off(v, &v.QpAccessFlags), unsafe.Sizeof(v.QpAccessFlags), false, nil},
+			{"pkey_index", off(v, &v.PkeyIndex), unsafe.Sizeof(v.PkeyIndex), false, nil},
+			{"alt_pkey_index", off(v, &v.AltPkeyIndex), unsafe.Sizeof(v.AltPkeyIndex), false, nil},
+			{"qp_state", off(v, &v.QpState), unsafe.Sizeof(v.QpState), false, nil},
+			{"cur_qp_state", off(v, &v.CurQpState), unsafe.Sizeof(v.CurQpState), false, nil},
+			{"path_mtu", off(v, &v.PathMtu), unsafe.Sizeof(v.PathMtu), false, nil},
+			{"path_mig_state", off(v, &v.PathMigState), unsafe.Sizeof(v.PathMigState), false, nil},
+			{"sq_draining", off(v, &v.SqDraining), unsafe.Sizeof(v.SqDraining), false, nil},
+			{"max_rd_atomic", off(v, &v.MaxRdAtomic), unsafe.Sizeof(v.MaxRdAtomic), false, nil},
+			{"max_dest_rd_atomic", off(v, &v.MaxDestRdAtomic), unsafe.Sizeof(v.MaxDestRdAtomic), false, nil},
+			{"min_rnr_timer", off(v, &v.MinRnrTimer), unsafe.Sizeof(v.MinRnrTimer), false, nil},
+			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false, nil},
+			{"timeout", off(v, &v.Timeout), unsafe.Sizeof(v.Timeout), false, nil},
+			{"retry_cnt", off(v, &v.RetryCnt), unsafe.Sizeof(v.RetryCnt), false, nil},
+			{"rnr_retry", off(v, &v.RnrRetry), unsafe.Sizeof(v.RnrRetry), false, nil},
+			{"alt_port_num", off(v, &v.AltPortNum), unsafe.Sizeof(v.AltPortNum), false, nil},
+			{"alt_timeout", off(v, &v.AltTimeout), unsafe.Sizeof(v.AltTimeout), false, nil},
+			{"sq_sig_all", off(v, &v.SqSigAll), unsafe.Sizeof(v.SqSigAll), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"driver_data", off(v, v) + IbUverbsQueryQpRespDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_modify_qp", goName: "IbUverbsModifyQp", size: unsafe.Sizeof(IbUverbsModifyQp{}), align: unsafe.Alignof(IbUverbsModifyQp{}), rows: func() []layoutRow {
 		v := new(IbUverbsModifyQp)
 		return []layoutRow{
-			{"dest", off(v, &v.Dest), unsafe.Sizeof(v.Dest), false},
-			{"alt_dest", off(v, &v.AltDest), unsafe.Sizeof(v.AltDest), false},
-			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false},
-			{"attr_mask", off(v, &v.AttrMask), unsafe.Sizeof(v.AttrMask), false},
-			{"qkey", off(v, &v.Qkey), unsafe.Sizeof(v.Qkey), false},
-			{"rq_psn", off(v, &v.RqPsn), unsafe.Sizeof(v.RqPsn), false},
-			{"sq_psn", off(v, &v.SqPsn), unsafe.Sizeof(v.SqPsn), false},
-			{"dest_qp_num", off(v, &v.DestQpNum), unsafe.Sizeof(v.DestQpNum), false},
-			{"qp_access_flags", off(v, &v.QpAccessFlags), unsafe.Sizeof(v.QpAccessFlags), false},
-			{"pkey_index", off(v, &v.PkeyIndex), unsafe.Sizeof(v.PkeyIndex), false},
-			{"alt_pkey_index", off(v, &v.AltPkeyIndex), unsafe.Sizeof(v.AltPkeyIndex), false},
-			{"qp_state", off(v, &v.QpState), unsafe.Sizeof(v.QpState), false},
-			{"cur_qp_state", off(v, &v.CurQpState), unsafe.Sizeof(v.CurQpState), false},
-			{"path_mtu", off(v, &v.PathMtu), unsafe.Sizeof(v.PathMtu), false},
-			{"path_mig_state", off(v, &v.PathMigState), unsafe.Sizeof(v.PathMigState), false},
-			{"en_sqd_async_notify", off(v, &v.EnSqdAsyncNotify), unsafe.Sizeof(v.EnSqdAsyncNotify), false},
-			{"max_rd_atomic", off(v, &v.MaxRdAtomic), unsafe.Sizeof(v.MaxRdAtomic), false},
-			{"max_dest_rd_atomic", off(v, &v.MaxDestRdAtomic), unsafe.Sizeof(v.MaxDestRdAtomic), false},
-			{"min_rnr_timer", off(v, &v.MinRnrTimer), unsafe.Sizeof(v.MinRnrTimer), false},
-			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false},
-			{"timeout", off(v, &v.Timeout), unsafe.Sizeof(v.Timeout), false},
-			{"retry_cnt", off(v, &v.RetryCnt), unsafe.Sizeof(v.RetryCnt), false},
-			{"rnr_retry", off(v, &v.RnrRetry), unsafe.Sizeof(v.RnrRetry), false},
-			{"alt_port_num", off(v, &v.AltPortNum), unsafe.Sizeof(v.AltPortNum), false},
-			{"alt_timeout", off(v, &v.AltTimeout), unsafe.Sizeof(v.AltTimeout), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"driver_data", off(v, v) + IbUverbsModifyQpDriverDataOffset, 0, true},
+			{"dest", off(v, &v.Dest), unsafe.Sizeof(v.Dest), false, nil},
+			{"alt_dest", off(v, &v.AltDest), unsafe.Sizeof(v.AltDest), false, nil},
+			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false, nil},
+			{"attr_mask", off(v, &v.AttrMask), unsafe.Sizeof(v.AttrMask), false, nil},
+			{"qkey", off(v, &v.Qkey), unsafe.Sizeof(v.Qkey), false, nil},
+			{"rq_psn", off(v, &v.RqPsn), unsafe.Sizeof(v.RqPsn), false, nil},
+			{"sq_psn", off(v, &v.SqPsn), unsafe.Sizeof(v.SqPsn), false, nil},
+			{"dest_qp_num", off(v, &v.DestQpNum), unsafe.Sizeof(v.DestQpNum), false, nil},
+			{"qp_access_flags", off(v, &v.QpAccessFlags), unsafe.Sizeof(v.QpAccessFlags), false, nil},
+			{"pkey_index", off(v, &v.PkeyIndex), unsafe.Sizeof(v.PkeyIndex), false, nil},
+			{"alt_pkey_index", off(v, &v.AltPkeyIndex), unsafe.Sizeof(v.AltPkeyIndex), false, nil},
+			{"qp_state", off(v, &v.QpState), unsafe.Sizeof(v.QpState), false, nil},
+			{"cur_qp_state", off(v, &v.CurQpState), unsafe.Sizeof(v.CurQpState), false, nil},
+			{"path_mtu", off(v, &v.PathMtu), unsafe.Sizeof(v.PathMtu), false, nil},
+			{"path_mig_state", off(v, &v.PathMigState), unsafe.Sizeof(v.PathMigState), false, nil},
+			{"en_sqd_async_notify", off(v, &v.EnSqdAsyncNotify), unsafe.Sizeof(v.EnSqdAsyncNotify), false, nil},
+			{"max_rd_atomic", off(v, &v.MaxRdAtomic), unsafe.Sizeof(v.MaxRdAtomic), false, nil},
+			{"max_dest_rd_atomic", off(v, &v.MaxDestRdAtomic), unsafe.Sizeof(v.MaxDestRdAtomic), false, nil},
+			{"min_rnr_timer", off(v, &v.MinRnrTimer), unsafe.Sizeof(v.MinRnrTimer), false, nil},
+			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false, nil},
+			{"timeout", off(v, &v.Timeout), unsafe.Sizeof(v.Timeout), false, nil},
+			{"retry_cnt", off(v, &v.RetryCnt), unsafe.Sizeof(v.RetryCnt), false, nil},
+			{"rnr_retry", off(v, &v.RnrRetry), unsafe.Sizeof(v.RnrRetry), false, nil},
+			{"alt_port_num", off(v, &v.AltPortNum), unsafe.Sizeof(v.AltPortNum), false, nil},
+			{"alt_timeout", off(v, &v.AltTimeout), unsafe.Sizeof(v.AltTimeout), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"driver_data", off(v, v) + IbUverbsModifyQpDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_modify_qp", goName: "IbUverbsExModifyQp", size: unsafe.Sizeof(IbUverbsExModifyQp{}), align: unsafe.Alignof(IbUverbsExModifyQp{}), rows: func() []layoutRow {
 		v := new(IbUverbsExModifyQp)
 		return []layoutRow{
-			{"base", off(v, &v.Base), unsafe.Sizeof(v.Base), false},
-			{"rate_limit", off(v, &v.RateLimit), unsafe.Sizeof(v.RateLimit), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"base", off(v, &v.Base), unsafe.Sizeof(v.Base), false, nil},
+			{"rate_limit", off(v, &v.RateLimit), unsafe.Sizeof(v.RateLimit), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_modify_qp_resp", goName: "IbUverbsExModifyQpResp", size: unsafe.Sizeof(IbUverbsExModifyQpResp{}), align: unsafe.Alignof(IbUverbsExModifyQpResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsExModifyQpResp)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_destroy_qp", goName: "IbUverbsDestroyQp", size: unsafe.Sizeof(IbUverbsDestroyQp{}), align: unsafe.Alignof(IbUverbsDestroyQp{}), rows: func() []layoutRow {
 		v := new(IbUverbsDestroyQp)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_destroy_qp_resp", goName: "IbUverbsDestroyQpResp", size: unsafe.Sizeof(IbUverbsDestroyQpResp{}), align: unsafe.Alignof(IbUverbsDestroyQpResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsDestroyQpResp)
 		return []layoutRow{
-			{"events_reported", off(v, &v.EventsReported), unsafe.Sizeof(v.EventsReported), false},
+			{"events_reported", off(v, &v.EventsReported), unsafe.Sizeof(v.EventsReported), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_sge", goName: "IbUverbsSge", size: unsafe.Sizeof(IbUverbsSge{}), align: unsafe.Alignof(IbUverbsSge{}), rows: func() []layoutRow {
 		v := new(IbUverbsSge)
 		return []layoutRow{
-			{"addr", off(v, &v.Addr), unsafe.Sizeof(v.Addr), false},
-			{"length", off(v, &v.Length), unsafe.Sizeof(v.Length), false},
-			{"lkey", off(v, &v.Lkey), unsafe.Sizeof(v.Lkey), false},
+			{"addr", off(v, &v.Addr), unsafe.Sizeof(v.Addr), false, nil},
+			{"length", off(v, &v.Length), unsafe.Sizeof(v.Length), false, nil},
+			{"lkey", off(v, &v.Lkey), unsafe.Sizeof(v.Lkey), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_send_wr", goName: "IbUverbsSendWr", size: unsafe.Sizeof(IbUverbsSendWr{}), align: unsafe.Alignof(IbUverbsSendWr{}), rows: func() []layoutRow {
 		v := new(IbUverbsSendWr)
+		w0 := new(IbUverbsSendWrWrRdma)
+		w1 := new(IbUverbsSendWrWrAtomic)
+		w2 := new(IbUverbsSendWrWrUd)
 		return []layoutRow{
-			{"wr_id", off(v, &v.WrId), unsafe.Sizeof(v.WrId), false},
-			{"num_sge", off(v, &v.NumSge), unsafe.Sizeof(v.NumSge), false},
-			{"opcode", off(v, &v.Opcode), unsafe.Sizeof(v.Opcode), false},
-			{"send_flags", off(v, &v.SendFlags), unsafe.Sizeof(v.SendFlags), false},
-			{"ex", off(v, &v.Ex), unsafe.Sizeof(v.Ex), false},
-			{"ex.imm_data", off(v, v.Ex.ImmData()), unsafe.Sizeof(*v.Ex.ImmData()), false},
-			{"ex.invalidate_rkey", off(v, v.Ex.InvalidateRkey()), unsafe.Sizeof(*v.Ex.InvalidateRkey()), false},
-			{"wr", off(v, &v.Wr), unsafe.Sizeof(v.Wr), false},
-			{"wr.rdma", off(v, v.Wr.Rdma()), unsafe.Sizeof(*v.Wr.Rdma()), false},
-			{"wr.rdma.remote_addr", off(v, &v.Wr.Rdma().RemoteAddr), unsafe.Sizeof(v.Wr.Rdma().RemoteAddr), false},
-			{"wr.rdma.rkey", off(v, &v.Wr.Rdma().Rkey), unsafe.Sizeof(v.Wr.Rdma().Rkey), false},
-			{"wr.rdma.reserved", off(v, &v.Wr.Rdma().Reserved), unsafe.Sizeof(v.Wr.Rdma().Reserved), false},
-			{"wr.atomic", off(v, v.Wr.Atomic()), unsafe.Sizeof(*v.Wr.Atomic()), false},
-			{"wr.atomic.remote_addr", off(v, &v.Wr.Atomic().RemoteAddr), unsafe.Sizeof(v.Wr.Atomic().RemoteAddr), false},
-			{"wr.atomic.compare_add", off(v, &v.Wr.Atomic().CompareAdd), unsafe.Sizeof(v.Wr.Atomic().CompareAdd), false},
-			{"wr.atomic.swap", off(v, &v.Wr.Atomic().Swap), unsafe.Sizeof(v.Wr.Atomic().Swap), false},
-			{"wr.atomic.rkey", off(v, &v.Wr.Atomic().Rkey), unsafe.Sizeof(v.Wr.Atomic().Rkey), false},
-			{"wr.atomic.reserved", off(v, &v.Wr.Atomic().Reserved), unsafe.Sizeof(v.Wr.Atomic().Reserved), false},
-			{"wr.ud", off(v, v.Wr.Ud()), unsafe.Sizeof(*v.Wr.Ud()), false},
-			{"wr.ud.ah", off(v, &v.Wr.Ud().Ah), unsafe.Sizeof(v.Wr.Ud().Ah), false},
-			{"wr.ud.remote_qpn", off(v, &v.Wr.Ud().RemoteQpn), unsafe.Sizeof(v.Wr.Ud().RemoteQpn), false},
-			{"wr.ud.remote_qkey", off(v, &v.Wr.Ud().RemoteQkey), unsafe.Sizeof(v.Wr.Ud().RemoteQkey), false},
-			{"wr.ud.reserved", off(v, &v.Wr.Ud().Reserved), unsafe.Sizeof(v.Wr.Ud().Reserved), false},
+			{"wr_id", off(v, &v.WrId), unsafe.Sizeof(v.WrId), false, nil},
+			{"num_sge", off(v, &v.NumSge), unsafe.Sizeof(v.NumSge), false, nil},
+			{"opcode", off(v, &v.Opcode), unsafe.Sizeof(v.Opcode), false, nil},
+			{"send_flags", off(v, &v.SendFlags), unsafe.Sizeof(v.SendFlags), false, nil},
+			{"ex", off(v, &v.Ex), unsafe.Sizeof(v.Ex), false, nil},
+			{"ex.imm_data", off(v, &v.Ex), unsafe.Sizeof(v.Ex.ImmData()), false, probe(v, off(v, &v.Ex), v.Ex.ImmData, v.Ex.SetImmData)},
+			{"ex.invalidate_rkey", off(v, &v.Ex), unsafe.Sizeof(v.Ex.InvalidateRkey()), false, probe(v, off(v, &v.Ex), v.Ex.InvalidateRkey, v.Ex.SetInvalidateRkey)},
+			{"wr", off(v, &v.Wr), unsafe.Sizeof(v.Wr), false, nil},
+			{"wr.rdma", off(v, &v.Wr), unsafe.Sizeof(v.Wr.Rdma()), false, probe(v, off(v, &v.Wr), v.Wr.Rdma, v.Wr.SetRdma)},
+			{"wr.rdma.remote_addr", off(v, &v.Wr) + off(w0, &w0.RemoteAddr), unsafe.Sizeof(w0.RemoteAddr), false, nil},
+			{"wr.rdma.rkey", off(v, &v.Wr) + off(w0, &w0.Rkey), unsafe.Sizeof(w0.Rkey), false, nil},
+			{"wr.rdma.reserved", off(v, &v.Wr) + off(w0, &w0.Reserved), unsafe.Sizeof(w0.Reserved), false, nil},
+			{"wr.atomic", off(v, &v.Wr), unsafe.Sizeof(v.Wr.Atomic()), false, probe(v, off(v, &v.Wr), v.Wr.Atomic, v.Wr.SetAtomic)},
+			{"wr.atomic.remote_addr", off(v, &v.Wr) + off(w1, &w1.RemoteAddr), unsafe.Sizeof(w1.RemoteAddr), false, nil},
+			{"wr.atomic.compare_add", off(v, &v.Wr) + off(w1, &w1.CompareAdd), unsafe.Sizeof(w1.CompareAdd), false, nil},
+			{"wr.atomic.swap", off(v, &v.Wr) + off(w1, &w1.Swap), unsafe.Sizeof(w1.Swap), false, nil},
+			{"wr.atomic.rkey", off(v, &v.Wr) + off(w1, &w1.Rkey), unsafe.Sizeof(w1.Rkey), false, nil},
+			{"wr.atomic.reserved", off(v, &v.Wr) + off(w1, &w1.Reserved), unsafe.Sizeof(w1.Reserved), false, nil},
+			{"wr.ud", off(v, &v.Wr), unsafe.Sizeof(v.Wr.Ud()), false, probe(v, off(v, &v.Wr), v.Wr.Ud, v.Wr.SetUd)},
+			{"wr.ud.ah", off(v, &v.Wr) + off(w2, &w2.Ah), unsafe.Sizeof(w2.Ah), false, nil},
+			{"wr.ud.remote_qpn", off(v, &v.Wr) + off(w2, &w2.RemoteQpn), unsafe.Sizeof(w2.RemoteQpn), false, nil},
+			{"wr.ud.remote_qkey", off(v, &v.Wr) + off(w2, &w2.RemoteQkey), unsafe.Sizeof(w2.RemoteQkey), false, nil},
+			{"wr.ud.reserved", off(v, &v.Wr) + off(w2, &w2.Reserved), unsafe.Sizeof(w2.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_post_send", goName: "IbUverbsPostSend", size: unsafe.Sizeof(IbUverbsPostSend{}), align: unsafe.Alignof(IbUverbsPostSend{}), rows: func() []layoutRow {
 		v := new(IbUverbsPostSend)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false},
-			{"wr_count", off(v, &v.WrCount), unsafe.Sizeof(v.WrCount), false},
-			{"sge_count", off(v, &v.SgeCount), unsafe.Sizeof(v.SgeCount), false},
-			{"wqe_size", off(v, &v.WqeSize), unsafe.Sizeof(v.WqeSize), false},
-			{"send_wr", off(v, v) + IbUverbsPostSendSendWrOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false, nil},
+			{"wr_count", off(v, &v.WrCount), unsafe.Sizeof(v.WrCount), false, nil},
+			{"sge_count", off(v, &v.SgeCount), unsafe.Sizeof(v.SgeCount), false, nil},
+			{"wqe_size", off(v, &v.WqeSize), unsafe.Sizeof(v.WqeSize), false, nil},
+			{"send_wr", off(v, v) + IbUverbsPostSendSendWrOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_post_send_resp", goName: "IbUverbsPostSendResp", size: unsafe.Sizeof(IbUverbsPostSendResp{}), align: unsafe.Alignof(IbUverbsPostSendResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsPostSendResp)
 		return []layoutRow{
-			{"bad_wr", off(v, &v.BadWr), unsafe.Sizeof(v.BadWr), false},
+			{"bad_wr", off(v, &v.BadWr), unsafe.Sizeof(v.BadWr), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_recv_wr", goName: "IbUverbsRecvWr", size: unsafe.Sizeof(IbUverbsRecvWr{}), align: unsafe.Alignof(IbUverbsRecvWr{}), rows: func() []layoutRow {
 		v := new(IbUverbsRecvWr)
 		return []layoutRow{
-			{"wr_id", off(v, &v.WrId), unsafe.Sizeof(v.WrId), false},
-			{"num_sge", off(v, &v.NumSge), unsafe.Sizeof(v.NumSge), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"wr_id", off(v, &v.WrId), unsafe.Sizeof(v.WrId), false, nil},
+			{"num_sge", off(v, &v.NumSge), unsafe.Sizeof(v.NumSge), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_post_recv", goName: "IbUverbsPostRecv", size: unsafe.Sizeof(IbUverbsPostRecv{}), align: unsafe.Alignof(IbUverbsPostRecv{}), rows: func() []layoutRow {
 		v := new(IbUverbsPostRecv)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false},
-			{"wr_count", off(v, &v.WrCount), unsafe.Sizeof(v.WrCount), false},
-			{"sge_count", off(v, &v.SgeCount), unsafe.Sizeof(v.SgeCount), false},
-			{"wqe_size", off(v, &v.WqeSize), unsafe.Sizeof(v.WqeSize), false},
-			{"recv_wr", off(v, v) + IbUverbsPostRecvRecvWrOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false, nil},
+			{"wr_count", off(v, &v.WrCount), unsafe.Sizeof(v.WrCount), false, nil},
+			{"sge_count", off(v, &v.SgeCount), unsafe.Sizeof(v.SgeCount), false, nil},
+			{"wqe_size", off(v, &v.WqeSize), unsafe.Sizeof(v.WqeSize), false, nil},
+			{"recv_wr", off(v, v) + IbUverbsPostRecvRecvWrOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_post_recv_resp", goName: "IbUverbsPostRecvResp", size: unsafe.Sizeof(IbUverbsPostRecvResp{}), align: unsafe.Alignof(IbUverbsPostRecvResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsPostRecvResp)
 		return []layoutRow{
-			{"bad_wr", off(v, &v.BadWr), unsafe.Sizeof(v.BadWr), false},
+			{"bad_wr", off(v, &v.BadWr), unsafe.Sizeof(v.BadWr), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_post_srq_recv", goName: "IbUverbsPostSrqRecv", size: unsafe.Sizeof(IbUverbsPostSrqRecv{}), align: unsafe.Alignof(IbUverbsPostSrqRecv{}), rows: func() []layoutRow {
 		v := new(IbUverbsPostSrqRecv)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false},
-			{"wr_count", off(v, &v.WrCount), unsafe.Sizeof(v.WrCount), false},
-			{"sge_count", off(v, &v.SgeCount), unsafe.Sizeof(v.SgeCount), false},
-			{"wqe_size", off(v, &v.WqeSize), unsafe.Sizeof(v.WqeSize), false},
-			{"recv", off(v, v) + IbUverbsPostSrqRecvRecvOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false, nil},
+			{"wr_count", off(v, &v.WrCount), unsafe.Sizeof(v.WrCount), false, nil},
+			{"sge_count", off(v, &v.SgeCount), unsafe.Sizeof(v.SgeCount), false, nil},
+			{"wqe_size", off(v, &v.WqeSize), unsafe.Sizeof(v.WqeSize), false, nil},
+			{"recv", off(v, v) + IbUverbsPostSrqRecvRecvOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_post_srq_recv_resp", goName: "IbUverbsPostSrqRecvResp", size: unsafe.Sizeof(IbUverbsPostSrqRecvResp{}), align: unsafe.Alignof(IbUverbsPostSrqRecvResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsPostSrqRecvResp)
 		return []layoutRow{
-			{"bad_wr", off(v, &v.BadWr), unsafe.Sizeof(v.BadWr), false},
+			{"bad_wr", off(v, &v.BadWr), unsafe.Sizeof(v.BadWr), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_ah", goName: "IbUverbsCreateAh", size: unsafe.Sizeof(IbUverbsCreateAh{}), align: unsafe.Alignof(IbUverbsCreateAh{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateAh)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false},
-			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"attr", off(v, &v.Attr), unsafe.Sizeof(v.Attr), false},
-			{"driver_data", off(v, v) + IbUverbsCreateAhDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false, nil},
+			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"attr", off(v, &v.Attr), unsafe.Sizeof(v.Attr), false, nil},
+			{"driver_data", off(v, v) + IbUverbsCreateAhDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_ah_resp", goName: "IbUverbsCreateAhResp", size: unsafe.Sizeof(IbUverbsCreateAhResp{}), align: unsafe.Alignof(IbUverbsCreateAhResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateAhResp)
 		return []layoutRow{
-			{"ah_handle", off(v, &v.AhHandle), unsafe.Sizeof(v.AhHandle), false},
-			{"driver_data", off(v, v) + IbUverbsCreateAhRespDriverDataOffset, 0, true},
+			{"ah_handle", off(v, &v.AhHandle), unsafe.Sizeof(v.AhHandle), false, nil},
+			{"driver_data", off(v, v) + IbUverbsCreateAhRespDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_destroy_ah", goName: "IbUverbsDestroyAh", size: unsafe.Sizeof(IbUverbsDestroyAh{}), align: unsafe.Alignof(IbUverbsDestroyAh{}), rows: func() []layoutRow {
 		v := new(IbUverbsDestroyAh)
 		return []layoutRow{
-			{"ah_handle", off(v, &v.AhHandle), unsafe.Sizeof(v.AhHandle), false},
+			{"ah_handle", off(v, &v.AhHandle), unsafe.Sizeof(v.AhHandle), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_attach_mcast", goName: "IbUverbsAttachMcast", size: unsafe.Sizeof(IbUverbsAttachMcast{}), align: unsafe.Alignof(IbUverbsAttachMcast{}), rows: func() []layoutRow {
 		v := new(IbUverbsAttachMcast)
 		return []layoutRow{
-			{"gid", off(v, &v.Gid), unsafe.Sizeof(v.Gid), false},
-			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false},
-			{"mlid", off(v, &v.Mlid), unsafe.Sizeof(v.Mlid), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"driver_data", off(v, v) + IbUverbsAttachMcastDriverDataOffset, 0, true},
+			{"gid", off(v, &v.Gid), unsafe.Sizeof(v.Gid), false, nil},
+			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false, nil},
+			{"mlid", off(v, &v.Mlid), unsafe.Sizeof(v.Mlid), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"driver_data", off(v, v) + IbUverbsAttachMcastDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_detach_mcast", goName: "IbUverbsDetachMcast", size: unsafe.Sizeof(IbUverbsDetachMcast{}), align: unsafe.Alignof(IbUverbsDetachMcast{}), rows: func() []layoutRow {
 		v := new(IbUverbsDetachMcast)
 		return []layoutRow{
-			{"gid", off(v, &v.Gid), unsafe.Sizeof(v.Gid), false},
-			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false},
-			{"mlid", off(v, &v.Mlid), unsafe.Sizeof(v.Mlid), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"driver_data", off(v, v) + IbUverbsDetachMcastDriverDataOffset, 0, true},
+			{"gid", off(v, &v.Gid), unsafe.Sizeof(v.Gid), false, nil},
+			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false, nil},
+			{"mlid", off(v, &v.Mlid), unsafe.Sizeof(v.Mlid), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"driver_data", off(v, v) + IbUverbsDetachMcastDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_hdr", goName: "IbUverbsFlowSpecHdr", size: unsafe.Sizeof(IbUverbsFlowSpecHdr{}), align: unsafe.Alignof(IbUverbsFlowSpecHdr{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecHdr)
 		return []layoutRow{
-			{"type", off(v, &v.Type), unsafe.Sizeof(v.Type), false},
-			{"size", off(v, &v.Size), unsafe.Sizeof(v.Size), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"flow_spec_data", off(v, v) + IbUverbsFlowSpecHdrFlowSpecDataOffset, 0, true},
+			{"type", off(v, &v.Type), unsafe.Sizeof(v.Type), false, nil},
+			{"size", off(v, &v.Size), unsafe.Sizeof(v.Size), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"flow_spec_data", off(v, v) + IbUverbsFlowSpecHdrFlowSpecDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_eth_filter", goName: "IbUverbsFlowEthFilter", size: unsafe.Sizeof(IbUverbsFlowEthFilter{}), align: unsafe.Alignof(IbUverbsFlowEthFilter{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowEthFilter)
 		return []layoutRow{
-			{"dst_mac", off(v, &v.DstMac), unsafe.Sizeof(v.DstMac), false},
-			{"src_mac", off(v, &v.SrcMac), unsafe.Sizeof(v.SrcMac), false},
-			{"ether_type", off(v, &v.EtherType), unsafe.Sizeof(v.EtherType), false},
-			{"vlan_tag", off(v, &v.VlanTag), unsafe.Sizeof(v.VlanTag), false},
+			{"dst_mac", off(v, &v.DstMac), unsafe.Sizeof(v.DstMac), false, nil},
+			{"src_mac", off(v, &v.SrcMac), unsafe.Sizeof(v.SrcMac), false, nil},
+			{"ether_type", off(v, &v.EtherType), unsafe.Sizeof(v.EtherType), false, nil},
+			{"vlan_tag", off(v, &v.VlanTag), unsafe.Sizeof(v.VlanTag), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_eth", goName: "IbUverbsFlowSpecEth", size: unsafe.Sizeof(IbUverbsFlowSpecEth{}), align: unsafe.Alignof(IbUverbsFlowSpecEth{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecEth)
 		return []layoutRow{
-			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false},
-			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false},
-			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false},
-			{"type", off(v, v.Type()), unsafe.Sizeof(*v.Type()), false},
-			{"size", off(v, v.Size()), unsafe.Sizeof(*v.Size()), false},
-			{"reserved", off(v, v.Reserved()), unsafe.Sizeof(*v.Reserved()), false},
+			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false, nil},
+			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false, nil},
+			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false, nil},
+			{"type", off(v, v), unsafe.Sizeof(v.Type()), false, probe(v, off(v, v), v.Type, v.SetType)},
+			{"size", off(v, v) + 4, unsafe.Sizeof(v.Size()), false, probe(v, off(v, v)+4, v.Size, v.SetSize)},
+			{"reserved", off(v, v) + 6, unsafe.Sizeof(v.Reserved()), false, probe(v, off(v, v)+6, v.Reserved, v.SetReserved)},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_ipv4_filter", goName: "IbUverbsFlowIpv4Filter", size: unsafe.Sizeof(IbUverbsFlowIpv4Filter{}), align: unsafe.Alignof(IbUverbsFlowIpv4Filter{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowIpv4Filter)
 		return []layoutRow{
-			{"src_ip", off(v, &v.SrcIp), unsafe.Sizeof(v.SrcIp), false},
-			{"dst_ip", off(v, &v.DstIp), unsafe.Sizeof(v.DstIp), false},
-			{"proto", off(v, &v.Proto), unsafe.Sizeof(v.Proto), false},
-			{"tos", off(v, &v.Tos), unsafe.Sizeof(v.Tos), false},
-			{"ttl", off(v, &v.Ttl), unsafe.Sizeof(v.Ttl), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
+			{"src_ip", off(v, &v.SrcIp), unsafe.Sizeof(v.SrcIp), false, nil},
+			{"dst_ip", off(v, &v.DstIp), unsafe.Sizeof(v.DstIp), false, nil},
+			{"proto", off(v, &v.Proto), unsafe.Sizeof(v.Proto), false, nil},
+			{"tos", off(v, &v.Tos), unsafe.Sizeof(v.Tos), false, nil},
+			{"ttl", off(v, &v.Ttl), unsafe.Sizeof(v.Ttl), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_ipv4", goName: "IbUverbsFlowSpecIpv4", size: unsafe.Sizeof(IbUverbsFlowSpecIpv4{}), align: unsafe.Alignof(IbUverbsFlowSpecIpv4{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecIpv4)
 		return []layoutRow{
-			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false},
-			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false},
-			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false},
-			{"type", off(v, v.Type()), unsafe.Sizeof(*v.Type()), false},
-			{"size", off(v, v.Size()), unsafe.Sizeof(*v.Size()), false},
-			{"reserved", off(v, v.Reserved()), unsafe.Sizeof(*v.Reserved()), false},
+			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false, nil},
+			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false, nil},
+			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false, nil},
+			{"type", off(v, v), unsafe.Sizeof(v.Type()), false, probe(v, off(v, v), v.Type, v.SetType)},
+			{"size", off(v, v) + 4, unsafe.Sizeof(v.Size()), false, probe(v, off(v, v)+4, v.Size, v.SetSize)},
+			{"reserved", off(v, v) + 6, unsafe.Sizeof(v.Reserved()), false, probe(v, off(v, v)+6, v.Reserved, v.SetReserved)},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_tcp_udp_filter", goName: "IbUverbsFlowTcpUdpFilter", size: unsafe.Sizeof(IbUverbsFlowTcpUdpFilter{}), align: unsafe.Alignof(IbUverbsFlowTcpUdpFilter{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowTcpUdpFilter)
 		return []layoutRow{
-			{"dst_port", off(v, &v.DstPort), unsafe.Sizeof(v.DstPort), false},
-			{"src_port", off(v, &v.SrcPort), unsafe.Sizeof(v.SrcPort), false},
+			{"dst_port", off(v, &v.DstPort), unsafe.Sizeof(v.DstPort), false, nil},
+			{"src_port", off(v, &v.SrcPort), unsafe.Sizeof(v.SrcPort), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_tcp_udp", goName: "IbUverbsFlowSpecTcpUdp", size: unsafe.Sizeof(IbUverbsFlowSpecTcpUdp{}), align: unsafe.Alignof(IbUverbsFlowSpecTcpUdp{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecTcpUdp)
 		return []layoutRow{
-			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false},
-			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false},
-			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false},
-			{"type", off(v, v.Type()), unsafe.Sizeof(*v.Type()), false},
-			{"size", off(v, v.Size()), unsafe.Sizeof(*v.Size()), false},
-			{"reserved", off(v, v.Reserved()), unsafe.Sizeof(*v.Reserved()), false},
+			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false, nil},
+			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false, nil},
+			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false, nil},
+			{"type", off(v, v), unsafe.Sizeof(v.Type()), false, probe(v, off(v, v), v.Type, v.SetType)},
+			{"size", off(v, v) + 4, unsafe.Sizeof(v.Size()), false, probe(v, off(v, v)+4, v.Size, v.SetSize)},
+			{"reserved", off(v, v) + 6, unsafe.Sizeof(v.Reserved()), false, probe(v, off(v, v)+6, v.Reserved, v.SetReserved)},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_ipv6_filter", goName: "IbUverbsFlowIpv6Filter", size: unsafe.Sizeof(IbUverbsFlowIpv6Filter{}), align: unsafe.Alignof(IbUverbsFlowIpv6Filter{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowIpv6Filter)
 		return []layoutRow{
-			{"src_ip", off(v, &v.SrcIp), unsafe.Sizeof(v.SrcIp), false},
-			{"dst_ip", off(v, &v.DstIp), unsafe.Sizeof(v.DstIp), false},
-			{"flow_label", off(v, &v.FlowLabel), unsafe.Sizeof(v.FlowLabel), false},
-			{"next_hdr", off(v, &v.NextHdr), unsafe.Sizeof(v.NextHdr), false},
-			{"traffic_class", off(v, &v.TrafficClass), unsafe.Sizeof(v.TrafficClass), false},
-			{"hop_limit", off(v, &v.HopLimit), unsafe.Sizeof(v.HopLimit), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"src_ip", off(v, &v.SrcIp), unsafe.Sizeof(v.SrcIp), false, nil},
+			{"dst_ip", off(v, &v.DstIp), unsafe.Sizeof(v.DstIp), false, nil},
+			{"flow_label", off(v, &v.FlowLabel), unsafe.Sizeof(v.FlowLabel), false, nil},
+			{"next_hdr", off(v, &v.NextHdr), unsafe.Sizeof(v.NextHdr), false, nil},
+			{"traffic_class", off(v, &v.TrafficClass), unsafe.Sizeof(v.TrafficClass), false, nil},
+			{"hop_limit", off(v, &v.HopLimit), unsafe.Sizeof(v.HopLimit), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_ipv6", goName: "IbUverbsFlowSpecIpv6", size: unsafe.Sizeof(IbUverbsFlowSpecIpv6{}), align: unsafe.Alignof(IbUverbsFlowSpecIpv6{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecIpv6)
 		return []layoutRow{
-			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false},
-			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false},
-			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false},
-			{"type", off(v, v.Type()), unsafe.Sizeof(*v.Type()), false},
-			{"size", off(v, v.Size()), unsafe.Sizeof(*v.Size()), false},
-			{"reserved", off(v, v.Reserved()), unsafe.Sizeof(*v.Reserved()), false},
+			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false, nil},
+			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false, nil},
+			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false, nil},
+			{"type", off(v, v), unsafe.Sizeof(v.Type()), false, probe(v, off(v, v), v.Type, v.SetType)},
+			{"size", off(v, v) + 4, unsafe.Sizeof(v.Size()), false, probe(v, off(v, v)+4, v.Size, v.SetSize)},
+			{"reserved", off(v, v) + 6, unsafe.Sizeof(v.Reserved()), false, probe(v, off(v, v)+6, v.Reserved, v.SetReserved)},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_action_tag", goName: "IbUverbsFlowSpecActionTag", size: unsafe.Sizeof(IbUverbsFlowSpecActionTag{}), align: unsafe.Alignof(IbUverbsFlowSpecActionTag{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecActionTag)
 		return []layoutRow{
-			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false},
-			{"tag_id", off(v, &v.TagId), unsafe.Sizeof(v.TagId), false},
-			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false},
-			{"type", off(v, v.Type()), unsafe.Sizeof(*v.Type()), false},
-			{"size", off(v, v.Size()), unsafe.Sizeof(*v.Size()), false},
-			{"reserved", off(v, v.Reserved()), unsafe.Sizeof(*v.Reserved()), false},
+			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false, nil},
+			{"tag_id", off(v, &v.TagId), unsafe.Sizeof(v.TagId), false, nil},
+			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false, nil},
+			{"type", off(v, v), unsafe.Sizeof(v.Type()), false, probe(v, off(v, v), v.Type, v.SetType)},
+			{"size", off(v, v) + 4, unsafe.Sizeof(v.Size()), false, probe(v, off(v, v)+4, v.Size, v.SetSize)},
+			{"reserved", off(v, v) + 6, unsafe.Sizeof(v.Reserved()), false, probe(v, off(v, v)+6, v.Reserved, v.SetReserved)},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_action_drop", goName: "IbUverbsFlowSpecActionDrop", size: unsafe.Sizeof(IbUverbsFlowSpecActionDrop{}), align: unsafe.Alignof(IbUverbsFlowSpecActionDrop{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecActionDrop)
 		return []layoutRow{
-			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false},
-			{"type", off(v, v.Type()), unsafe.Sizeof(*v.Type()), false},
-			{"size", off(v, v.Size()), unsafe.Sizeof(*v.Size()), false},
-			{"reserved", off(v, v.Reserved()), unsafe.Sizeof(*v.Reserved()), false},
+			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false, nil},
+			{"type", off(v, v), unsafe.Sizeof(v.Type()), false, probe(v, off(v, v), v.Type, v.SetType)},
+			{"size", off(v, v) + 4, unsafe.Sizeof(v.Size()), false, probe(v, off(v, v)+4, v.Size, v.SetSize)},
+			{"reserved", off(v, v) + 6, unsafe.Sizeof(v.Reserved()), false, probe(v, off(v, v)+6, v.Reserved, v.SetReserved)},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_action_handle", goName: "IbUverbsFlowSpecActionHandle", size: unsafe.Sizeof(IbUverbsFlowSpecActionHandle{}), align: unsafe.Alignof(IbUverbsFlowSpecActionHandle{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecActionHandle)
 		return []layoutRow{
-			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false},
-			{"handle", off(v, &v.Handle), unsafe.Sizeof(v.Handle), false},
-			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false},
-			{"type", off(v, v.Type()), unsafe.Sizeof(*v.Type()), false},
-			{"size", off(v, v.Size()), unsafe.Sizeof(*v.Size()), false},
-			{"reserved", off(v, v.Reserved()), unsafe.Sizeof(*v.Reserved()), false},
+			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false, nil},
+			{"handle", off(v, &v.Handle), unsafe.Sizeof(v.Handle), false, nil},
+			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false, nil},
+			{"type", off(v, v), unsafe.Sizeof(v.Type()), false, probe(v, off(v, v), v.Type, v.SetType)},
+			{"size", off(v, v) + 4, unsafe.Sizeof(v.Size()), false, probe(v, off(v, v)+4, v.Size, v.SetSize)},
+			{"reserved", off(v, v) + 6, unsafe.Sizeof(v.Reserved()), false, probe(v, off(v, v)+6, v.Reserved, v.SetReserved)},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_action_count", goName: "IbUverbsFlowSpecActionCount", size: unsafe.Sizeof(IbUverbsFlowSpecActionCount{}), align: unsafe.Alignof(IbUverbsFlowSpecActionCount{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecActionCount)
 		return []layoutRow{
-			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false},
-			{"handle", off(v, &v.Handle), unsafe.Sizeof(v.Handle), false},
-			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false},
-			{"type", off(v, v.Type()), unsafe.Sizeof(*v.Type()), false},
-			{"size", off(v, v.Size()), unsafe.Sizeof(*v.Size()), false},
-			{"reserved", off(v, v.Reserved()), unsafe.Sizeof(*v.Reserved()), false},
+			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false, nil},
+			{"handle", off(v, &v.Handle), unsafe.Sizeof(v.Handle), false, nil},
+			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false, nil},
+			{"type", off(v, v), unsafe.Sizeof(v.Type()), false, probe(v, off(v, v), v.Type, v.SetType)},
+			{"size", off(v, v) + 4, unsafe.Sizeof(v.Size()), false, probe(v, off(v, v)+4, v.Size, v.SetSize)},
+			{"reserved", off(v, v) + 6, unsafe.Sizeof(v.Reserved()), false, probe(v, off(v, v)+6, v.Reserved, v.SetReserved)},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_tunnel_filter", goName: "IbUverbsFlowTunnelFilter", size: unsafe.Sizeof(IbUverbsFlowTunnelFilter{}), align: unsafe.Alignof(IbUverbsFlowTunnelFilter{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowTunnelFilter)
 		return []layoutRow{
-			{"tunnel_id", off(v, &v.TunnelId), unsafe.Sizeof(v.TunnelId), false},
+			{"tunnel_id", off(v, &v.TunnelId), unsafe.Sizeof(v.TunnelId), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_tunnel", goName: "IbUverbsFlowSpecTunnel", size: unsafe.Sizeof(IbUverbsFlowSpecTunnel{}), align: unsafe.Alignof(IbUverbsFlowSpecTunnel{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecTunnel)
 		return []layoutRow{
-			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false},
-			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false},
-			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false},
-			{"type", off(v, v.Type()), unsafe.Sizeof(*v.Type()), false},
-			{"size", off(v, v.Size()), unsafe.Sizeof(*v.Size()), false},
-			{"reserved", off(v, v.Reserved()), unsafe.Sizeof(*v.Reserved()), false},
+			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false, nil},
+			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false, nil},
+			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false, nil},
+			{"type", off(v, v), unsafe.Sizeof(v.Type()), false, probe(v, off(v, v), v.Type, v.SetType)},
+			{"size", off(v, v) + 4, unsafe.Sizeof(v.Size()), false, probe(v, off(v, v)+4, v.Size, v.SetSize)},
+			{"reserved", off(v, v) + 6, unsafe.Sizeof(v.Reserved()), false, probe(v, off(v, v)+6, v.Reserved, v.SetReserved)},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_esp_filter", goName: "IbUverbsFlowSpecEspFilter", size: unsafe.Sizeof(IbUverbsFlowSpecEspFilter{}), align: unsafe.Alignof(IbUverbsFlowSpecEspFilter{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecEspFilter)
 		return []layoutRow{
-			{"spi", off(v, &v.Spi), unsafe.Sizeof(v.Spi), false},
-			{"seq", off(v, &v.Seq), unsafe.Sizeof(v.Seq), false},
+			{"spi", off(v, &v.Spi), unsafe.Sizeof(v.Spi), false, nil},
+			{"seq", off(v, &v.Seq), unsafe.Sizeof(v.Seq), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_esp", goName: "IbUverbsFlowSpecEsp", size: unsafe.Sizeof(IbUverbsFlowSpecEsp{}), align: unsafe.Alignof(IbUverbsFlowSpecEsp{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecEsp)
 		return []layoutRow{
-			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false},
-			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false},
-			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false},
-			{"type", off(v, v.Type()), unsafe.Sizeof(*v.Type()), false},
-			{"size", off(v, v.Size()), unsafe.Sizeof(*v.Size()), false},
-			{"reserved", off(v, v.Reserved()), unsafe.Sizeof(*v.Reserved()), false},
+			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false, nil},
+			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false, nil},
+			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false, nil},
+			{"type", off(v, v), unsafe.Sizeof(v.Type()), false, probe(v, off(v, v), v.Type, v.SetType)},
+			{"size", off(v, v) + 4, unsafe.Sizeof(v.Size()), false, probe(v, off(v, v)+4, v.Size, v.SetSize)},
+			{"reserved", off(v, v) + 6, unsafe.Sizeof(v.Reserved()), false, probe(v, off(v, v)+6, v.Reserved, v.SetReserved)},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_gre_filter", goName: "IbUverbsFlowGreFilter", size: unsafe.Sizeof(IbUverbsFlowGreFilter{}), align: unsafe.Alignof(IbUverbsFlowGreFilter{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowGreFilter)
 		return []layoutRow{
-			{"c_ks_res0_ver", off(v, &v.CKsRes0Ver), unsafe.Sizeof(v.CKsRes0Ver), false},
-			{"protocol", off(v, &v.Protocol), unsafe.Sizeof(v.Protocol), false},
-			{"key", off(v, &v.Key), unsafe.Sizeof(v.Key), false},
+			{"c_ks_res0_ver", off(v, &v.CKsRes0Ver), unsafe.Sizeof(v.CKsRes0Ver), false, nil},
+			{"protocol", off(v, &v.Protocol), unsafe.Sizeof(v.Protocol), false, nil},
+			{"key", off(v, &v.Key), unsafe.Sizeof(v.Key), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_gre", goName: "IbUverbsFlowSpecGre", size: unsafe.Sizeof(IbUverbsFlowSpecGre{}), align: unsafe.Alignof(IbUverbsFlowSpecGre{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecGre)
 		return []layoutRow{
-			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false},
-			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false},
-			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false},
-			{"type", off(v, v.Type()), unsafe.Sizeof(*v.Type()), false},
-			{"size", off(v, v.Size()), unsafe.Sizeof(*v.Size()), false},
-			{"reserved", off(v, v.Reserved()), unsafe.Sizeof(*v.Reserved()), false},
+			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false, nil},
+			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false, nil},
+			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false, nil},
+			{"type", off(v, v), unsafe.Sizeof(v.Type()), false, probe(v, off(v, v), v.Type, v.SetType)},
+			{"size", off(v, v) + 4, unsafe.Sizeof(v.Size()), false, probe(v, off(v, v)+4, v.Size, v.SetSize)},
+			{"reserved", off(v, v) + 6, unsafe.Sizeof(v.Reserved()), false, probe(v, off(v, v)+6, v.Reserved, v.SetReserved)},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_mpls_filter", goName: "IbUverbsFlowMplsFilter", size: unsafe.Sizeof(IbUverbsFlowMplsFilter{}), align: unsafe.Alignof(IbUverbsFlowMplsFilter{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowMplsFilter)
 		return []layoutRow{
-			{"label", off(v, &v.Label), unsafe.Sizeof(v.Label), false},
+			{"label", off(v, &v.Label), unsafe.Sizeof(v.Label), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_spec_mpls", goName: "IbUverbsFlowSpecMpls", size: unsafe.Sizeof(IbUverbsFlowSpecMpls{}), align: unsafe.Alignof(IbUverbsFlowSpecMpls{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowSpecMpls)
 		return []layoutRow{
-			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false},
-			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false},
-			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false},
-			{"type", off(v, v.Type()), unsafe.Sizeof(*v.Type()), false},
-			{"size", off(v, v.Size()), unsafe.Sizeof(*v.Size()), false},
-			{"reserved", off(v, v.Reserved()), unsafe.Sizeof(*v.Reserved()), false},
+			{"hdr", off(v, &v.Hdr), unsafe.Sizeof(v.Hdr), false, nil},
+			{"val", off(v, &v.Val), unsafe.Sizeof(v.Val), false, nil},
+			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false, nil},
+			{"type", off(v, v), unsafe.Sizeof(v.Type()), false, probe(v, off(v, v), v.Type, v.SetType)},
+			{"size", off(v, v) + 4, unsafe.Sizeof(v.Size()), false, probe(v, off(v, v)+4, v.Size, v.SetSize)},
+			{"reserved", off(v, v) + 6, unsafe.Sizeof(v.Reserved()), false, probe(v, off(v, v)+6, v.Reserved, v.SetReserved)},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_attr", goName: "IbUverbsFlowAttr", size: unsafe.Sizeof(IbUverbsFlowAttr{}), align: unsafe.Alignof(IbUverbsFlowAttr{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowAttr)
 		return []layoutRow{
-			{"type", off(v, &v.Type), unsafe.Sizeof(v.Type), false},
-			{"size", off(v, &v.Size), unsafe.Sizeof(v.Size), false},
-			{"priority", off(v, &v.Priority), unsafe.Sizeof(v.Priority), false},
-			{"num_of_specs", off(v, &v.NumOfSpecs), unsafe.Sizeof(v.NumOfSpecs), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"port", off(v, &v.Port), unsafe.Sizeof(v.Port), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"flow_specs", off(v, v) + IbUverbsFlowAttrFlowSpecsOffset, 0, true},
+			{"type", off(v, &v.Type), unsafe.Sizeof(v.Type), false, nil},
+			{"size", off(v, &v.Size), unsafe.Sizeof(v.Size), false, nil},
+			{"priority", off(v, &v.Priority), unsafe.Sizeof(v.Priority), false, nil},
+			{"num_of_specs", off(v, &v.NumOfSpecs), unsafe.Sizeof(v.NumOfSpecs), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"port", off(v, &v.Port), unsafe.Sizeof(v.Port), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"flow_specs", off(v, v) + IbUverbsFlowAttrFlowSpecsOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_flow", goName: "IbUverbsCreateFlow", size: unsafe.Sizeof(IbUverbsCreateFlow{}), align: unsafe.Alignof(IbUverbsCreateFlow{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateFlow)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false},
-			{"flow_attr", off(v, &v.FlowAttr), unsafe.Sizeof(v.FlowAttr), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"qp_handle", off(v, &v.QpHandle), unsafe.Sizeof(v.QpHandle), false, nil},
+			{"flow_attr", off(v, &v.FlowAttr), unsafe.Sizeof(v.FlowAttr), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_flow_resp", goName: "IbUverbsCreateFlowResp", size: unsafe.Sizeof(IbUverbsCreateFlowResp{}), align: unsafe.Alignof(IbUverbsCreateFlowResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateFlowResp)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"flow_handle", off(v, &v.FlowHandle), unsafe.Sizeof(v.FlowHandle), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"flow_handle", off(v, &v.FlowHandle), unsafe.Sizeof(v.FlowHandle), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_destroy_flow", goName: "IbUverbsDestroyFlow", size: unsafe.Sizeof(IbUverbsDestroyFlow{}), align: unsafe.Alignof(IbUverbsDestroyFlow{}), rows: func() []layoutRow {
 		v := new(IbUverbsDestroyFlow)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"flow_handle", off(v, &v.FlowHandle), unsafe.Sizeof(v.FlowHandle), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"flow_handle", off(v, &v.FlowHandle), unsafe.Sizeof(v.FlowHandle), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_srq", goName: "IbUverbsCreateSrq", size: unsafe.Sizeof(IbUverbsCreateSrq{}), align: unsafe.Alignof(IbUverbsCreateSrq{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateSrq)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false},
-			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false},
-			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false},
-			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false},
-			{"srq_limit", off(v, &v.SrqLimit), unsafe.Sizeof(v.SrqLimit), false},
-			{"driver_data", off(v, v) + IbUverbsCreateSrqDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false, nil},
+			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false, nil},
+			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false, nil},
+			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false, nil},
+			{"srq_limit", off(v, &v.SrqLimit), unsafe.Sizeof(v.SrqLimit), false, nil},
+			{"driver_data", off(v, v) + IbUverbsCreateSrqDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_xsrq", goName: "IbUverbsCreateXsrq", size: unsafe.Sizeof(IbUverbsCreateXsrq{}), align: unsafe.Alignof(IbUverbsCreateXsrq{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateXsrq)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false},
-			{"srq_type", off(v, &v.SrqType), unsafe.Sizeof(v.SrqType), false},
-			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false},
-			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false},
-			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false},
-			{"srq_limit", off(v, &v.SrqLimit), unsafe.Sizeof(v.SrqLimit), false},
-			{"max_num_tags", off(v, &v.MaxNumTags), unsafe.Sizeof(v.MaxNumTags), false},
-			{"xrcd_handle", off(v, &v.XrcdHandle), unsafe.Sizeof(v.XrcdHandle), false},
-			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false},
-			{"driver_data", off(v, v) + IbUverbsCreateXsrqDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false, nil},
+			{"srq_type", off(v, &v.SrqType), unsafe.Sizeof(v.SrqType), false, nil},
+			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false, nil},
+			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false, nil},
+			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false, nil},
+			{"srq_limit", off(v, &v.SrqLimit), unsafe.Sizeof(v.SrqLimit), false, nil},
+			{"max_num_tags", off(v, &v.MaxNumTags), unsafe.Sizeof(v.MaxNumTags), false, nil},
+			{"xrcd_handle", off(v, &v.XrcdHandle), unsafe.Sizeof(v.XrcdHandle), false, nil},
+			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false, nil},
+			{"driver_data", off(v, v) + IbUverbsCreateXsrqDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_create_srq_resp", goName: "IbUverbsCreateSrqResp", size: unsafe.Sizeof(IbUverbsCreateSrqResp{}), align: unsafe.Alignof(IbUverbsCreateSrqResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsCreateSrqResp)
 		return []layoutRow{
-			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false},
-			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false},
-			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false},
-			{"srqn", off(v, &v.Srqn), unsafe.Sizeof(v.Srqn), false},
-			{"driver_data", off(v, v) + IbUverbsCreateSrqRespDriverDataOffset, 0, true},
+			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false, nil},
+			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false, nil},
+			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false, nil},
+			{"srqn", off(v, &v.Srqn), unsafe.Sizeof(v.Srqn), false, nil},
+			{"driver_data", off(v, v) + IbUverbsCreateSrqRespDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_modify_srq", goName: "IbUverbsModifySrq", size: unsafe.Sizeof(IbUverbsModifySrq{}), align: unsafe.Alignof(IbUverbsModifySrq{}), rows: func() []layoutRow {
 		v := new(IbUverbsModifySrq)
 		return []layoutRow{
-			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false},
-			{"attr_mask", off(v, &v.AttrMask), unsafe.Sizeof(v.AttrMask), false},
-			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false},
-			{"srq_limit", off(v, &v.SrqLimit), unsafe.Sizeof(v.SrqLimit), false},
-			{"driver_data", off(v, v) + IbUverbsModifySrqDriverDataOffset, 0, true},
+			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false, nil},
+			{"attr_mask", off(v, &v.AttrMask), unsafe.Sizeof(v.AttrMask), false, nil},
+			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false, nil},
+			{"srq_limit", off(v, &v.SrqLimit), unsafe.Sizeof(v.SrqLimit), false, nil},
+			{"driver_data", off(v, v) + IbUverbsModifySrqDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_query_srq", goName: "IbUverbsQuerySrq", size: unsafe.Sizeof(IbUverbsQuerySrq{}), align: unsafe.Alignof(IbUverbsQuerySrq{}), rows: func() []layoutRow {
 		v := new(IbUverbsQuerySrq)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"driver_data", off(v, v) + IbUverbsQuerySrqDriverDataOffset, 0, true},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"driver_data", off(v, v) + IbUverbsQuerySrqDriverDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_query_srq_resp", goName: "IbUverbsQuerySrqResp", size: unsafe.Sizeof(IbUverbsQuerySrqResp{}), align: unsafe.Alignof(IbUverbsQuerySrqResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsQuerySrqResp)
 		return []layoutRow{
-			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false},
-			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false},
-			{"srq_limit", off(v, &v.SrqLimit), unsafe.Sizeof(v.SrqLimit), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false, nil},
+			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false, nil},
+			{"srq_limit", off(v, &v.SrqLimit), unsafe.Sizeof(v.SrqLimit), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_destroy_srq", goName: "IbUverbsDestroySrq", size: unsafe.Sizeof(IbUverbsDestroySrq{}), align: unsafe.Alignof(IbUverbsDestroySrq{}), rows: func() []layoutRow {
 		v := new(IbUverbsDestroySrq)
 		return []layoutRow{
-			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false},
-			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"srq_handle", off(v, &v.SrqHandle), unsafe.Sizeof(v.SrqHandle), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_destroy_srq_resp", goName: "IbUverbsDestroySrqResp", size: unsafe.Sizeof(IbUverbsDestroySrqResp{}), align: unsafe.Alignof(IbUverbsDestroySrqResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsDestroySrqResp)
 		return []layoutRow{
-			{"events_reported", off(v, &v.EventsReported), unsafe.Sizeof(v.EventsReported), false},
+			{"events_reported", off(v, &v.EventsReported), unsafe.Sizeof(v.EventsReported), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_create_wq", goName: "IbUverbsExCreateWq", size: unsafe.Sizeof(IbUverbsExCreateWq{}), align: unsafe.Alignof(IbUverbsExCreateWq{}), rows: func() []layoutRow {
 		v := new(IbUverbsExCreateWq)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"wq_type", off(v, &v.WqType), unsafe.Sizeof(v.WqType), false},
-			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false},
-			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false},
-			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false},
-			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false},
-			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false},
-			{"create_flags", off(v, &v.CreateFlags), unsafe.Sizeof(v.CreateFlags), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"wq_type", off(v, &v.WqType), unsafe.Sizeof(v.WqType), false, nil},
+			{"user_handle", off(v, &v.UserHandle), unsafe.Sizeof(v.UserHandle), false, nil},
+			{"pd_handle", off(v, &v.PdHandle), unsafe.Sizeof(v.PdHandle), false, nil},
+			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false, nil},
+			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false, nil},
+			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false, nil},
+			{"create_flags", off(v, &v.CreateFlags), unsafe.Sizeof(v.CreateFlags), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_create_wq_resp", goName: "IbUverbsExCreateWqResp", size: unsafe.Sizeof(IbUverbsExCreateWqResp{}), align: unsafe.Alignof(IbUverbsExCreateWqResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsExCreateWqResp)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
-			{"wq_handle", off(v, &v.WqHandle), unsafe.Sizeof(v.WqHandle), false},
-			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false},
-			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false},
-			{"wqn", off(v, &v.Wqn), unsafe.Sizeof(v.Wqn), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
+			{"wq_handle", off(v, &v.WqHandle), unsafe.Sizeof(v.WqHandle), false, nil},
+			{"max_wr", off(v, &v.MaxWr), unsafe.Sizeof(v.MaxWr), false, nil},
+			{"max_sge", off(v, &v.MaxSge), unsafe.Sizeof(v.MaxSge), false, nil},
+			{"wqn", off(v, &v.Wqn), unsafe.Sizeof(v.Wqn), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_destroy_wq", goName: "IbUverbsExDestroyWq", size: unsafe.Sizeof(IbUverbsExDestroyWq{}), align: unsafe.Alignof(IbUverbsExDestroyWq{}), rows: func() []layoutRow {
 		v := new(IbUverbsExDestroyWq)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"wq_handle", off(v, &v.WqHandle), unsafe.Sizeof(v.WqHandle), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"wq_handle", off(v, &v.WqHandle), unsafe.Sizeof(v.WqHandle), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_destroy_wq_resp", goName: "IbUverbsExDestroyWqResp", size: unsafe.Sizeof(IbUverbsExDestroyWqResp{}), align: unsafe.Alignof(IbUverbsExDestroyWqResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsExDestroyWqResp)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
-			{"events_reported", off(v, &v.EventsReported), unsafe.Sizeof(v.EventsReported), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
+			{"events_reported", off(v, &v.EventsReported), unsafe.Sizeof(v.EventsReported), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_modify_wq", goName: "IbUverbsExModifyWq", size: unsafe.Sizeof(IbUverbsExModifyWq{}), align: unsafe.Alignof(IbUverbsExModifyWq{}), rows: func() []layoutRow {
 		v := new(IbUverbsExModifyWq)
 		return []layoutRow{
-			{"attr_mask", off(v, &v.AttrMask), unsafe.Sizeof(v.AttrMask), false},
-			{"wq_handle", off(v, &v.WqHandle), unsafe.Sizeof(v.WqHandle), false},
-			{"wq_state", off(v, &v.WqState), unsafe.Sizeof(v.WqState), false},
-			{"curr_wq_state", off(v, &v.CurrWqState), unsafe.Sizeof(v.CurrWqState), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"flags_mask", off(v, &v.FlagsMask), unsafe.Sizeof(v.FlagsMask), false},
+			{"attr_mask", off(v, &v.AttrMask), unsafe.Sizeof(v.AttrMask), false, nil},
+			{"wq_handle", off(v, &v.WqHandle), unsafe.Sizeof(v.WqHandle), false, nil},
+			{"wq_state", off(v, &v.WqState), unsafe.Sizeof(v.WqState), false, nil},
+			{"curr_wq_state", off(v, &v.CurrWqState), unsafe.Sizeof(v.CurrWqState), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"flags_mask", off(v, &v.FlagsMask), unsafe.Sizeof(v.FlagsMask), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_create_rwq_ind_table", goName: "IbUverbsExCreateRwqIndTable", size: unsafe.Sizeof(IbUverbsExCreateRwqIndTable{}), align: unsafe.Alignof(IbUverbsExCreateRwqIndTable{}), rows: func() []layoutRow {
 		v := new(IbUverbsExCreateRwqIndTable)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"log_ind_tbl_size", off(v, &v.LogIndTblSize), unsafe.Sizeof(v.LogIndTblSize), false},
-			{"wq_handles", off(v, v) + IbUverbsExCreateRwqIndTableWqHandlesOffset, 0, true},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"log_ind_tbl_size", off(v, &v.LogIndTblSize), unsafe.Sizeof(v.LogIndTblSize), false, nil},
+			{"wq_handles", off(v, v) + IbUverbsExCreateRwqIndTableWqHandlesOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_create_rwq_ind_table_resp", goName: "IbUverbsExCreateRwqIndTableResp", size: unsafe.Sizeof(IbUverbsExCreateRwqIndTableResp{}), align: unsafe.Alignof(IbUverbsExCreateRwqIndTableResp{}), rows: func() []layoutRow {
 		v := new(IbUverbsExCreateRwqIndTableResp)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
-			{"ind_tbl_handle", off(v, &v.IndTblHandle), unsafe.Sizeof(v.IndTblHandle), false},
-			{"ind_tbl_num", off(v, &v.IndTblNum), unsafe.Sizeof(v.IndTblNum), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
+			{"ind_tbl_handle", off(v, &v.IndTblHandle), unsafe.Sizeof(v.IndTblHandle), false, nil},
+			{"ind_tbl_num", off(v, &v.IndTblNum), unsafe.Sizeof(v.IndTblNum), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_destroy_rwq_ind_table", goName: "IbUverbsExDestroyRwqIndTable", size: unsafe.Sizeof(IbUverbsExDestroyRwqIndTable{}), align: unsafe.Alignof(IbUverbsExDestroyRwqIndTable{}), rows: func() []layoutRow {
 		v := new(IbUverbsExDestroyRwqIndTable)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"ind_tbl_handle", off(v, &v.IndTblHandle), unsafe.Sizeof(v.IndTblHandle), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"ind_tbl_handle", off(v, &v.IndTblHandle), unsafe.Sizeof(v.IndTblHandle), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_cq_moderation", goName: "IbUverbsCqModeration", size: unsafe.Sizeof(IbUverbsCqModeration{}), align: unsafe.Alignof(IbUverbsCqModeration{}), rows: func() []layoutRow {
 		v := new(IbUverbsCqModeration)
 		return []layoutRow{
-			{"cq_count", off(v, &v.CqCount), unsafe.Sizeof(v.CqCount), false},
-			{"cq_period", off(v, &v.CqPeriod), unsafe.Sizeof(v.CqPeriod), false},
+			{"cq_count", off(v, &v.CqCount), unsafe.Sizeof(v.CqCount), false, nil},
+			{"cq_period", off(v, &v.CqPeriod), unsafe.Sizeof(v.CqPeriod), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_ex_modify_cq", goName: "IbUverbsExModifyCq", size: unsafe.Sizeof(IbUverbsExModifyCq{}), align: unsafe.Alignof(IbUverbsExModifyCq{}), rows: func() []layoutRow {
 		v := new(IbUverbsExModifyCq)
 		return []layoutRow{
-			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false},
-			{"attr_mask", off(v, &v.AttrMask), unsafe.Sizeof(v.AttrMask), false},
-			{"attr", off(v, &v.Attr), unsafe.Sizeof(v.Attr), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"cq_handle", off(v, &v.CqHandle), unsafe.Sizeof(v.CqHandle), false, nil},
+			{"attr_mask", off(v, &v.AttrMask), unsafe.Sizeof(v.AttrMask), false, nil},
+			{"attr", off(v, &v.Attr), unsafe.Sizeof(v.Attr), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_attr", goName: "IbUverbsAttr", size: unsafe.Sizeof(IbUverbsAttr{}), align: unsafe.Alignof(IbUverbsAttr{}), rows: func() []layoutRow {
 		v := new(IbUverbsAttr)
+		w0 := new(IbUverbsAttrAttrDataEnumData)
 		return []layoutRow{
-			{"attr_id", off(v, &v.AttrId), unsafe.Sizeof(v.AttrId), false},
-			{"len", off(v, &v.Len), unsafe.Sizeof(v.Len), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"attr_data", off(v, &v.AttrData), unsafe.Sizeof(v.AttrData), false},
-			{"attr_data.enum_data", off(v, v.AttrData.EnumData()), unsafe.Sizeof(*v.AttrData.EnumData()), false},
-			{"attr_data.enum_data.elem_id", off(v, &v.AttrData.EnumData().ElemId), unsafe.Sizeof(v.AttrData.EnumData().ElemId), false},
-			{"attr_data.enum_data.reserved", off(v, &v.AttrData.EnumData().Reserved), unsafe.Sizeof(v.AttrData.EnumData().Reserved), false},
-			{"attr_data.reserved", off(v, v.AttrData.Reserved()), unsafe.Sizeof(*v.AttrData.Reserved()), false},
-			{"data", off(v, &v.Data), unsafe.Sizeof(v.Data), false},
-			{"data_s64", off(v, v.DataS64()), unsafe.Sizeof(*v.DataS64()), false},
+			{"attr_id", off(v, &v.AttrId), unsafe.Sizeof(v.AttrId), false, nil},
+			{"len", off(v, &v.Len), unsafe.Sizeof(v.Len), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"attr_data", off(v, &v.AttrData), unsafe.Sizeof(v.AttrData), false, nil},
+			{"attr_data.enum_data", off(v, &v.AttrData), unsafe.Sizeof(v.AttrData.EnumData()), false, probe(v, off(v, &v.AttrData), v.AttrData.EnumData, v.AttrData.SetEnumData)},
+			{"attr_data.enum_data.elem_id", off(v, &v.AttrData) + off(w0, &w0.ElemId), unsafe.Sizeof(w0.ElemId), false, nil},
+			{"attr_data.enum_data.reserved", off(v, &v.AttrData) + off(w0, &w0.Reserved), unsafe.Sizeof(w0.Reserved), false, nil},
+			{"attr_data.reserved", off(v, &v.AttrData), unsafe.Sizeof(v.AttrData.Reserved()), false, probe(v, off(v, &v.AttrData), v.AttrData.Reserved, v.AttrData.SetReserved)},
+			{"data", off(v, &v.Data), unsafe.Sizeof(v.Data), false, nil},
+			{"data_s64", off(v, v) + 8, unsafe.Sizeof(v.DataS64()), false, probe(v, off(v, v)+8, v.DataS64, v.SetDataS64)},
 		}
 	}},
 	{c: "struct ib_uverbs_ioctl_hdr", goName: "IbUverbsIoctlHdr", size: unsafe.Sizeof(IbUverbsIoctlHdr{}), align: unsafe.Alignof(IbUverbsIoctlHdr{}), rows: func() []layoutRow {
 		v := new(IbUverbsIoctlHdr)
 		return []layoutRow{
-			{"length", off(v, &v.Length), unsafe.Sizeof(v.Length), false},
-			{"object_id", off(v, &v.ObjectId), unsafe.Sizeof(v.ObjectId), false},
-			{"method_id", off(v, &v.MethodId), unsafe.Sizeof(v.MethodId), false},
-			{"num_attrs", off(v, &v.NumAttrs), unsafe.Sizeof(v.NumAttrs), false},
-			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false},
-			{"driver_id", off(v, &v.DriverId), unsafe.Sizeof(v.DriverId), false},
-			{"reserved2", off(v, &v.Reserved2), unsafe.Sizeof(v.Reserved2), false},
-			{"attrs", off(v, v) + IbUverbsIoctlHdrAttrsOffset, 0, true},
+			{"length", off(v, &v.Length), unsafe.Sizeof(v.Length), false, nil},
+			{"object_id", off(v, &v.ObjectId), unsafe.Sizeof(v.ObjectId), false, nil},
+			{"method_id", off(v, &v.MethodId), unsafe.Sizeof(v.MethodId), false, nil},
+			{"num_attrs", off(v, &v.NumAttrs), unsafe.Sizeof(v.NumAttrs), false, nil},
+			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false, nil},
+			{"driver_id", off(v, &v.DriverId), unsafe.Sizeof(v.DriverId), false, nil},
+			{"reserved2", off(v, &v.Reserved2), unsafe.Sizeof(v.Reserved2), false, nil},
+			{"attrs", off(v, v) + IbUverbsIoctlHdrAttrsOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_action_esp_keymat_aes_gcm", goName: "IbUverbsFlowActionEspKeymatAesGcm", size: unsafe.Sizeof(IbUverbsFlowActionEspKeymatAesGcm{}), align: unsafe.Alignof(IbUverbsFlowActionEspKeymatAesGcm{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowActionEspKeymatAesGcm)
 		return []layoutRow{
-			{"iv", off(v, &v.Iv), unsafe.Sizeof(v.Iv), false},
-			{"iv_algo", off(v, &v.IvAlgo), unsafe.Sizeof(v.IvAlgo), false},
-			{"salt", off(v, &v.Salt), unsafe.Sizeof(v.Salt), false},
-			{"icv_len", off(v, &v.IcvLen), unsafe.Sizeof(v.IcvLen), false},
-			{"key_len", off(v, &v.KeyLen), unsafe.Sizeof(v.KeyLen), false},
-			{"aes_key", off(v, &v.AesKey), unsafe.Sizeof(v.AesKey), false},
+			{"iv", off(v, &v.Iv), unsafe.Sizeof(v.Iv), false, nil},
+			{"iv_algo", off(v, &v.IvAlgo), unsafe.Sizeof(v.IvAlgo), false, nil},
+			{"salt", off(v, &v.Salt), unsafe.Sizeof(v.Salt), false, nil},
+			{"icv_len", off(v, &v.IcvLen), unsafe.Sizeof(v.IcvLen), false, nil},
+			{"key_len", off(v, &v.KeyLen), unsafe.Sizeof(v.KeyLen), false, nil},
+			{"aes_key", off(v, &v.AesKey), unsafe.Sizeof(v.AesKey), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_action_esp_replay_bmp", goName: "IbUverbsFlowActionEspReplayBmp", size: unsafe.Sizeof(IbUverbsFlowActionEspReplayBmp{}), align: unsafe.Alignof(IbUverbsFlowActionEspReplayBmp{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowActionEspReplayBmp)
 		return []layoutRow{
-			{"size", off(v, &v.Size), unsafe.Sizeof(v.Size), false},
+			{"size", off(v, &v.Size), unsafe.Sizeof(v.Size), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_action_esp_encap", goName: "IbUverbsFlowActionEspEncap", size: unsafe.Sizeof(IbUverbsFlowActionEspEncap{}), align: unsafe.Alignof(IbUverbsFlowActionEspEncap{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowActionEspEncap)
 		return []layoutRow{
-			{"val_ptr", off(v, &v.ValPtr), unsafe.Sizeof(v.ValPtr), false},
-			{"next_ptr", off(v, &v.NextPtr), unsafe.Sizeof(v.NextPtr), false},
-			{"len", off(v, &v.Len), unsafe.Sizeof(v.Len), false},
-			{"type", off(v, &v.Type), unsafe.Sizeof(v.Type), false},
+			{"val_ptr", off(v, &v.ValPtr), unsafe.Sizeof(v.ValPtr), false, nil},
+			{"next_ptr", off(v, &v.NextPtr), unsafe.Sizeof(v.NextPtr), false, nil},
+			{"len", off(v, &v.Len), unsafe.Sizeof(v.Len), false, nil},
+			{"type", off(v, &v.Type), unsafe.Sizeof(v.Type), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_flow_action_esp", goName: "IbUverbsFlowActionEsp", size: unsafe.Sizeof(IbUverbsFlowActionEsp{}), align: unsafe.Alignof(IbUverbsFlowActionEsp{}), rows: func() []layoutRow {
 		v := new(IbUverbsFlowActionEsp)
 		return []layoutRow{
-			{"spi", off(v, &v.Spi), unsafe.Sizeof(v.Spi), false},
-			{"seq", off(v, &v.Seq), unsafe.Sizeof(v.Seq), false},
-			{"tfc_pad", off(v, &v.TfcPad), unsafe.Sizeof(v.TfcPad), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"hard_limit_pkts", off(v, &v.HardLimitPkts), unsafe.Sizeof(v.HardLimitPkts), false},
+			{"spi", off(v, &v.Spi), unsafe.Sizeof(v.Spi), false, nil},
+			{"seq", off(v, &v.Seq), unsafe.Sizeof(v.Seq), false, nil},
+			{"tfc_pad", off(v, &v.TfcPad), unsafe.Sizeof(v.TfcPad), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"hard_limit_pkts", off(v, &v.HardLimitPkts), unsafe.Sizeof(v.HardLimitPkts), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_query_port_resp_ex", goName: "IbUverbsQueryPortRespEx", size: unsafe.Sizeof(IbUverbsQueryPortRespEx{}), align: unsafe.Alignof(IbUverbsQueryPortRespEx{}), rows: func() []layoutRow {
 		v := new(IbUverbsQueryPortRespEx)
 		return []layoutRow{
-			{"legacy_resp", off(v, &v.LegacyResp), unsafe.Sizeof(v.LegacyResp), false},
-			{"port_cap_flags2", off(v, &v.PortCapFlags2), unsafe.Sizeof(v.PortCapFlags2), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"legacy_resp", off(v, &v.LegacyResp), unsafe.Sizeof(v.LegacyResp), false, nil},
+			{"port_cap_flags2", off(v, &v.PortCapFlags2), unsafe.Sizeof(v.PortCapFlags2), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_qp_cap", goName: "IbUverbsQpCap", size: unsafe.Sizeof(IbUverbsQpCap{}), align: unsafe.Alignof(IbUverbsQpCap{}), rows: func() []layoutRow {
 		v := new(IbUverbsQpCap)
 		return []layoutRow{
-			{"max_send_wr", off(v, &v.MaxSendWr), unsafe.Sizeof(v.MaxSendWr), false},
-			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false},
-			{"max_send_sge", off(v, &v.MaxSendSge), unsafe.Sizeof(v.MaxSendSge), false},
-			{"max_recv_sge", off(v, &v.MaxRecvSge), unsafe.Sizeof(v.MaxRecvSge), false},
-			{"max_inline_data", off(v, &v.MaxInlineData), unsafe.Sizeof(v.MaxInlineData), false},
+			{"max_send_wr", off(v, &v.MaxSendWr), unsafe.Sizeof(v.MaxSendWr), false, nil},
+			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false, nil},
+			{"max_send_sge", off(v, &v.MaxSendSge), unsafe.Sizeof(v.MaxSendSge), false, nil},
+			{"max_recv_sge", off(v, &v.MaxRecvSge), unsafe.Sizeof(v.MaxRecvSge), false, nil},
+			{"max_inline_data", off(v, &v.MaxInlineData), unsafe.Sizeof(v.MaxInlineData), false, nil},
 		}
 	}},
 	{c: "struct ib_uverbs_gid_entry", goName: "IbUverbsGidEntry", size: unsafe.Sizeof(IbUverbsGidEntry{}), align: unsafe.Alignof(IbUverbsGidEntry{}), rows: func() []layoutRow {
 		v := new(IbUverbsGidEntry)
 		return []layoutRow{
-			{"gid", off(v, &v.Gid), unsafe.Sizeof(v.Gid), false},
-			{"gid_index", off(v, &v.GidIndex), unsafe.Sizeof(v.GidIndex), false},
-			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false},
-			{"gid_type", off(v, &v.GidType), unsafe.Sizeof(v.GidType), false},
-			{"netdev_ifindex", off(v, &v.NetdevIfindex), unsafe.Sizeof(v.NetdevIfindex), false},
+			{"gid", off(v, &v.Gid), unsafe.Sizeof(v.Gid), false, nil},
+			{"gid_index", off(v, &v.GidIndex), unsafe.Sizeof(v.GidIndex), false, nil},
+			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false, nil},
+			{"gid_type", off(v, &v.GidType), unsafe.Sizeof(v.GidType), false, nil},
+			{"netdev_ifindex", off(v, &v.NetdevIfindex), unsafe.Sizeof(v.NetdevIfindex), false, nil},
 		}
 	}},
 	{c: "union rxe_gid", goName: "RxeGid", size: unsafe.Sizeof(RxeGid{}), align: unsafe.Alignof(RxeGid{}), rows: func() []layoutRow {
 		v := new(RxeGid)
+		w0 := new(RxeGidGlobal)
 		return []layoutRow{
-			{"raw", off(v, v.Raw()), unsafe.Sizeof(*v.Raw()), false},
-			{"global", off(v, v.Global()), unsafe.Sizeof(*v.Global()), false},
-			{"global.subnet_prefix", off(v, &v.Global().SubnetPrefix), unsafe.Sizeof(v.Global().SubnetPrefix), false},
-			{"global.interface_id", off(v, &v.Global().InterfaceId), unsafe.Sizeof(v.Global().InterfaceId), false},
+			{"raw", off(v, v), unsafe.Sizeof(v.Raw()), false, probe(v, off(v, v), v.Raw, v.SetRaw)},
+			{"global", off(v, v), unsafe.Sizeof(v.Global()), false, probe(v, off(v, v), v.Global, v.SetGlobal)},
+			{"global.subnet_prefix", off(v, v) + off(w0, &w0.SubnetPrefix), unsafe.Sizeof(w0.SubnetPrefix), false, nil},
+			{"global.interface_id", off(v, v) + off(w0, &w0.InterfaceId), unsafe.Sizeof(w0.InterfaceId), false, nil},
 		}
 	}},
 	{c: "struct rxe_global_route", goName: "RxeGlobalRoute", size: unsafe.Sizeof(RxeGlobalRoute{}), align: unsafe.Alignof(RxeGlobalRoute{}), rows: func() []layoutRow {
 		v := new(RxeGlobalRoute)
 		return []layoutRow{
-			{"dgid", off(v, &v.Dgid), unsafe.Sizeof(v.Dgid), false},
-			{"flow_label", off(v, &v.FlowLabel), unsafe.Sizeof(v.FlowLabel), false},
-			{"sgid_index", off(v, &v.SgidIndex), unsafe.Sizeof(v.SgidIndex), false},
-			{"hop_limit", off(v, &v.HopLimit), unsafe.Sizeof(v.HopLimit), false},
-			{"traffic_class", off(v, &v.TrafficClass), unsafe.Sizeof(v.TrafficClass), false},
+			{"dgid", off(v, &v.Dgid), unsafe.Sizeof(v.Dgid), false, nil},
+			{"flow_label", off(v, &v.FlowLabel), unsafe.Sizeof(v.FlowLabel), false, nil},
+			{"sgid_index", off(v, &v.SgidIndex), unsafe.Sizeof(v.SgidIndex), false, nil},
+			{"hop_limit", off(v, &v.HopLimit), unsafe.Sizeof(v.HopLimit), false, nil},
+			{"traffic_class", off(v, &v.TrafficClass), unsafe.Sizeof(v.TrafficClass), false, nil},
 		}
 	}},
 	{c: "struct rxe_av", goName: "RxeAv", size: unsafe.Sizeof(RxeAv{}), align: unsafe.Alignof(RxeAv{}), rows: func() []layoutRow {
 		v := new(RxeAv)
 		return []layoutRow{
-			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false},
-			{"network_type", off(v, &v.NetworkType), unsafe.Sizeof(v.NetworkType), false},
-			{"dmac", off(v, &v.Dmac), unsafe.Sizeof(v.Dmac), false},
-			{"grh", off(v, &v.Grh), unsafe.Sizeof(v.Grh), false},
-			{"sgid_addr", off(v, &v.SgidAddr), unsafe.Sizeof(v.SgidAddr), false},
-			{"sgid_addr._sockaddr_in", off(v, v.SgidAddr.SockaddrIn()), unsafe.Sizeof(*v.SgidAddr.SockaddrIn()), false},
-			{"sgid_addr._sockaddr_in6", off(v, v.SgidAddr.SockaddrIn6()), unsafe.Sizeof(*v.SgidAddr.SockaddrIn6()), false},
-			{"dgid_addr", off(v, &v.DgidAddr), unsafe.Sizeof(v.DgidAddr), false},
-			{"dgid_addr._sockaddr_in", off(v, v.DgidAddr.SockaddrIn()), unsafe.Sizeof(*v.DgidAddr.SockaddrIn()), false},
-			{"dgid_addr._sockaddr_in6", off(v, v.DgidAddr.SockaddrIn6()), unsafe.Sizeof(*v.DgidAddr.SockaddrIn6()), false},
+			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false, nil},
+			{"network_type", off(v, &v.NetworkType), unsafe.Sizeof(v.NetworkType), false, nil},
+			{"dmac", off(v, &v.Dmac), unsafe.Sizeof(v.Dmac), false, nil},
+			{"grh", off(v, &v.Grh), unsafe.Sizeof(v.Grh), false, nil},
+			{"sgid_addr", off(v, &v.SgidAddr), unsafe.Sizeof(v.SgidAddr), false, nil},
+			{"sgid_addr._sockaddr_in", off(v, &v.SgidAddr), unsafe.Sizeof(v.SgidAddr.SockaddrIn()), false, probe(v, off(v, &v.SgidAddr), v.SgidAddr.SockaddrIn, v.SgidAddr.SetSockaddrIn)},
+			{"sgid_addr._sockaddr_in6", off(v, &v.SgidAddr), unsafe.Sizeof(v.SgidAddr.SockaddrIn6()), false, probe(v, off(v, &v.SgidAddr), v.SgidAddr.SockaddrIn6, v.SgidAddr.SetSockaddrIn6)},
+			{"dgid_addr", off(v, &v.DgidAddr), unsafe.Sizeof(v.DgidAddr), false, nil},
+			{"dgid_addr._sockaddr_in", off(v, &v.DgidAddr), unsafe.Sizeof(v.DgidAddr.SockaddrIn()), false, probe(v, off(v, &v.DgidAddr), v.DgidAddr.SockaddrIn, v.DgidAddr.SetSockaddrIn)},
+			{"dgid_addr._sockaddr_in6", off(v, &v.DgidAddr), unsafe.Sizeof(v.DgidAddr.SockaddrIn6()), false, probe(v, off(v, &v.DgidAddr), v.DgidAddr.SockaddrIn6, v.DgidAddr.SetSockaddrIn6)},
 		}
 	}},
 	{c: "struct rxe_send_wr", goName: "RxeSendWr", size: unsafe.Sizeof(RxeSendWr{}), align: unsafe.Alignof(RxeSendWr{}), rows: func() []layoutRow {
 		v := new(RxeSendWr)
+		w0 := new(RxeSendWrWrRdma)
+		w1 := new(RxeSendWrWrAtomic)
+		w2 := new(RxeSendWrWrUd)
+		w3 := new(RxeSendWrWrMw)
 		return []layoutRow{
-			{"wr_id", off(v, &v.WrId), unsafe.Sizeof(v.WrId), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"opcode", off(v, &v.Opcode), unsafe.Sizeof(v.Opcode), false},
-			{"send_flags", off(v, &v.SendFlags), unsafe.Sizeof(v.SendFlags), false},
-			{"ex", off(v, &v.Ex), unsafe.Sizeof(v.Ex), false},
-			{"ex.imm_data", off(v, v.Ex.ImmData()), unsafe.Sizeof(*v.Ex.ImmData()), false},
-			{"ex.invalidate_rkey", off(v, v.Ex.InvalidateRkey()), unsafe.Sizeof(*v.Ex.InvalidateRkey()), false},
-			{"wr", off(v, &v.Wr), unsafe.Sizeof(v.Wr), false},
-			{"wr.rdma", off(v, v.Wr.Rdma()), unsafe.Sizeof(*v.Wr.Rdma()), false},
-			{"wr.rdma.remote_addr", off(v, &v.Wr.Rdma().RemoteAddr), unsafe.Sizeof(v.Wr.Rdma().RemoteAddr), false},
-			{"wr.rdma.rkey", off(v, &v.Wr.Rdma().Rkey), unsafe.Sizeof(v.Wr.Rdma().Rkey), false},
-			{"wr.rdma.reserved", off(v, &v.Wr.Rdma().Reserved), unsafe.Sizeof(v.Wr.Rdma().Reserved), false},
-			{"wr.atomic", off(v, v.Wr.Atomic()), unsafe.Sizeof(*v.Wr.Atomic()), false},
-			{"wr.atomic.remote_addr", off(v, &v.Wr.Atomic().RemoteAddr), unsafe.Sizeof(v.Wr.Atomic().RemoteAddr), false},
-			{"wr.atomic.compare_add", off(v, &v.Wr.Atomic().CompareAdd), unsafe.Sizeof(v.Wr.Atomic().CompareAdd), false},
-			{"wr.atomic.swap", off(v, &v.Wr.Atomic().Swap), unsafe.Sizeof(v.Wr.Atomic().Swap), false},
-			{"wr.atomic.rkey", off(v, &v.Wr.Atomic().Rkey), unsafe.Sizeof(v.Wr.Atomic().Rkey), false},
-			{"wr.atomic.reserved", off(v, &v.Wr.Atomic().Reserved), unsafe.Sizeof(v.Wr.Atomic().Reserved), false},
-			{"wr.ud", off(v, v.Wr.Ud()), unsafe.Sizeof(*v.Wr.Ud()), false},
-			{"wr.ud.remote_qpn", off(v, &v.Wr.Ud().RemoteQpn), unsafe.Sizeof(v.Wr.Ud().RemoteQpn), false},
-			{"wr.ud.remote_qkey", off(v, &v.Wr.Ud().RemoteQkey), unsafe.Sizeof(v.Wr.Ud().RemoteQkey), false},
-			{"wr.ud.pkey_index", off(v, &v.Wr.Ud().PkeyIndex), unsafe.Sizeof(v.Wr.Ud().PkeyIndex), false},
-			{"wr.ud.reserved", off(v, &v.Wr.Ud().Reserved), unsafe.Sizeof(v.Wr.Ud().Reserved), false},
-			{"wr.ud.ah_num", off(v, &v.Wr.Ud().AhNum), unsafe.Sizeof(v.Wr.Ud().AhNum), false},
-			{"wr.ud.pad", off(v, &v.Wr.Ud().Pad), unsafe.Sizeof(v.Wr.Ud().Pad), false},
-			{"wr.ud.av", off(v, &v.Wr.Ud().Av), unsafe.Sizeof(v.Wr.Ud().Av), false},
-			{"wr.mw", off(v, v.Wr.Mw()), unsafe.Sizeof(*v.Wr.Mw()), false},
-			{"wr.mw.addr", off(v, &v.Wr.Mw().Addr), unsafe.Sizeof(v.Wr.Mw().Addr), false},
-			{"wr.mw.length", off(v, &v.Wr.Mw().Length), unsafe.Sizeof(v.Wr.Mw().Length), false},
-			{"wr.mw.mr_lkey", off(v, &v.Wr.Mw().MrLkey), unsafe.Sizeof(v.Wr.Mw().MrLkey), false},
-			{"wr.mw.mw_rkey", off(v, &v.Wr.Mw().MwRkey), unsafe.Sizeof(v.Wr.Mw().MwRkey), false},
-			{"wr.mw.rkey", off(v, &v.Wr.Mw().Rkey), unsafe.Sizeof(v.Wr.Mw().Rkey), false},
-			{"wr.mw.access", off(v, &v.Wr.Mw().Access), unsafe.Sizeof(v.Wr.Mw().Access), false},
+			{"wr_id", off(v, &v.WrId), unsafe.Sizeof(v.WrId), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"opcode", off(v, &v.Opcode), unsafe.Sizeof(v.Opcode), false, nil},
+			{"send_flags", off(v, &v.SendFlags), unsafe.Sizeof(v.SendFlags), false, nil},
+			{"ex", off(v, &v.Ex), unsafe.Sizeof(v.Ex), false, nil},
+			{"ex.imm_data", off(v, &v.Ex), unsafe.Sizeof(v.Ex.ImmData()), false, probe(v, off(v, &v.Ex), v.Ex.ImmData, v.Ex.SetImmData)},
+			{"ex.invalidate_rkey", off(v, &v.Ex), unsafe.Sizeof(v.Ex.InvalidateRkey()), false, probe(v, off(v, &v.Ex), v.Ex.InvalidateRkey, v.Ex.SetInvalidateRkey)},
+			{"wr", off(v, &v.Wr), unsafe.Sizeof(v.Wr), false, nil},
+			{"wr.rdma", off(v, &v.Wr), unsafe.Sizeof(v.Wr.Rdma()), false, probe(v, off(v, &v.Wr), v.Wr.Rdma, v.Wr.SetRdma)},
+			{"wr.rdma.remote_addr", off(v, &v.Wr) + off(w0, &w0.RemoteAddr), unsafe.Sizeof(w0.RemoteAddr), false, nil},
+			{"wr.rdma.rkey", off(v, &v.Wr) + off(w0, &w0.Rkey), unsafe.Sizeof(w0.Rkey), false, nil},
+			{"wr.rdma.reserved", off(v, &v.Wr) + off(w0, &w0.Reserved), unsafe.Sizeof(w0.Reserved), false, nil},
+			{"wr.atomic", off(v, &v.Wr), unsafe.Sizeof(v.Wr.Atomic()), false, probe(v, off(v, &v.Wr), v.Wr.Atomic, v.Wr.SetAtomic)},
+			{"wr.atomic.remote_addr", off(v, &v.Wr) + off(w1, &w1.RemoteAddr), unsafe.Sizeof(w1.RemoteAddr), false, nil},
+			{"wr.atomic.compare_add", off(v, &v.Wr) + off(w1, &w1.CompareAdd), unsafe.Sizeof(w1.CompareAdd), false, nil},
+			{"wr.atomic.swap", off(v, &v.Wr) + off(w1, &w1.Swap), unsafe.Sizeof(w1.Swap), false, nil},
+			{"wr.atomic.rkey", off(v, &v.Wr) + off(w1, &w1.Rkey), unsafe.Sizeof(w1.Rkey), false, nil},
+			{"wr.atomic.reserved", off(v, &v.Wr) + off(w1, &w1.Reserved), unsafe.Sizeof(w1.Reserved), false, nil},
+			{"wr.ud", off(v, &v.Wr), unsafe.Sizeof(v.Wr.Ud()), false, probe(v, off(v, &v.Wr), v.Wr.Ud, v.Wr.SetUd)},
+			{"wr.ud.remote_qpn", off(v, &v.Wr) + off(w2, &w2.RemoteQpn), unsafe.Sizeof(w2.RemoteQpn), false, nil},
+			{"wr.ud.remote_qkey", off(v, &v.Wr) + off(w2, &w2.RemoteQkey), unsafe.Sizeof(w2.RemoteQkey), false, nil},
+			{"wr.ud.pkey_index", off(v, &v.Wr) + off(w2, &w2.PkeyIndex), unsafe.Sizeof(w2.PkeyIndex), false, nil},
+			{"wr.ud.reserved", off(v, &v.Wr) + off(w2, &w2.Reserved), unsafe.Sizeof(w2.Reserved), false, nil},
+			{"wr.ud.ah_num", off(v, &v.Wr) + off(w2, &w2.AhNum), unsafe.Sizeof(w2.AhNum), false, nil},
+			{"wr.ud.pad", off(v, &v.Wr) + off(w2, &w2.Pad), unsafe.Sizeof(w2.Pad), false, nil},
+			{"wr.ud.av", off(v, &v.Wr) + off(w2, &w2.Av), unsafe.Sizeof(w2.Av), false, nil},
+			{"wr.mw", off(v, &v.Wr), unsafe.Sizeof(v.Wr.Mw()), false, probe(v, off(v, &v.Wr), v.Wr.Mw, v.Wr.SetMw)},
+			{"wr.mw.addr", off(v, &v.Wr) + off(w3, &w3.Addr), unsafe.Sizeof(w3.Addr), false, nil},
+			{"wr.mw.length", off(v, &v.Wr) + off(w3, &w3.Length), unsafe.Sizeof(w3.Length), false, nil},
+			{"wr.mw.mr_lkey", off(v, &v.Wr) + off(w3, &w3.MrLkey), unsafe.Sizeof(w3.MrLkey), false, nil},
+			{"wr.mw.mw_rkey", off(v, &v.Wr) + off(w3, &w3.MwRkey), unsafe.Sizeof(w3.MwRkey), false, nil},
+			{"wr.mw.rkey", off(v, &v.Wr) + off(w3, &w3.Rkey), unsafe.Sizeof(w3.Rkey), false, nil},
+			{"wr.mw.access", off(v, &v.Wr) + off(w3, &w3.Access), unsafe.Sizeof(w3.Access), false, nil},
 		}
 	}},
 	{c: "struct rxe_sge", goName: "RxeSge", size: unsafe.Sizeof(RxeSge{}), align: unsafe.Alignof(RxeSge{}), rows: func() []layoutRow {
 		v := new(RxeSge)
 		return []layoutRow{
-			{"addr", off(v, &v.Addr), unsafe.Sizeof(v.Addr), false},
-			{"length", off(v, &v.Length), unsafe.Sizeof(v.Length), false},
-			{"lkey", off(v, &v.Lkey), unsafe.Sizeof(v.Lkey), false},
+			{"addr", off(v, &v.Addr), unsafe.Sizeof(v.Addr), false, nil},
+			{"length", off(v, &v.Length), unsafe.Sizeof(v.Length), false, nil},
+			{"lkey", off(v, &v.Lkey), unsafe.Sizeof(v.Lkey), false, nil},
 		}
 	}},
 	{c: "struct mminfo", goName: "Mminfo", size: unsafe.Sizeof(Mminfo{}), align: unsafe.Alignof(Mminfo{}), rows: func() []layoutRow {
 		v := new(Mminfo)
 		return []layoutRow{
-			{"offset", off(v, &v.Offset), unsafe.Sizeof(v.Offset), false},
-			{"size", off(v, &v.Size), unsafe.Sizeof(v.Size), false},
-			{"pad", off(v, &v.Pad), unsafe.Sizeof(v.Pad), false},
+			{"offset", off(v, &v.Offset), unsafe.Sizeof(v.Offset), false, nil},
+			{"size", off(v, &v.Size), unsafe.Sizeof(v.Size), false, nil},
+			{"pad", off(v, &v.Pad), unsafe.Sizeof(v.Pad), false, nil},
 		}
 	}},
 	{c: "struct rxe_dma_info", goName: "RxeDmaInfo", size: unsafe.Sizeof(RxeDmaInfo{}), align: unsafe.Alignof(RxeDmaInfo{}), rows: func() []layoutRow {
 		v := new(RxeDmaInfo)
 		return []layoutRow{
-			{"length", off(v, &v.Length), unsafe.Sizeof(v.Length), false},
-			{"resid", off(v, &v.Resid), unsafe.Sizeof(v.Resid), false},
-			{"cur_sge", off(v, &v.CurSge), unsafe.Sizeof(v.CurSge), false},
-			{"num_sge", off(v, &v.NumSge), unsafe.Sizeof(v.NumSge), false},
-			{"sge_offset", off(v, &v.SgeOffset), unsafe.Sizeof(v.SgeOffset), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"inline_data", off(v, v) + RxeDmaInfoInlineDataOffset, 0, true},
-			{"sge", off(v, v) + RxeDmaInfoSgeOffset, 0, true},
+			{"length", off(v, &v.Length), unsafe.Sizeof(v.Length), false, nil},
+			{"resid", off(v, &v.Resid), unsafe.Sizeof(v.Resid), false, nil},
+			{"cur_sge", off(v, &v.CurSge), unsafe.Sizeof(v.CurSge), false, nil},
+			{"num_sge", off(v, &v.NumSge), unsafe.Sizeof(v.NumSge), false, nil},
+			{"sge_offset", off(v, &v.SgeOffset), unsafe.Sizeof(v.SgeOffset), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"inline_data", off(v, v) + RxeDmaInfoInlineDataOffset, 0, true, nil},
+			{"sge", off(v, v) + RxeDmaInfoSgeOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct rxe_send_wqe", goName: "RxeSendWqe", size: unsafe.Sizeof(RxeSendWqe{}), align: unsafe.Alignof(RxeSendWqe{}), rows: func() []layoutRow {
 		v := new(RxeSendWqe)
 		return []layoutRow{
-			{"wr", off(v, &v.Wr), unsafe.Sizeof(v.Wr), false},
-			{"status", off(v, &v.Status), unsafe.Sizeof(v.Status), false},
-			{"state", off(v, &v.State), unsafe.Sizeof(v.State), false},
-			{"iova", off(v, &v.Iova), unsafe.Sizeof(v.Iova), false},
-			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false},
-			{"first_psn", off(v, &v.FirstPsn), unsafe.Sizeof(v.FirstPsn), false},
-			{"last_psn", off(v, &v.LastPsn), unsafe.Sizeof(v.LastPsn), false},
-			{"ack_length", off(v, &v.AckLength), unsafe.Sizeof(v.AckLength), false},
-			{"ssn", off(v, &v.Ssn), unsafe.Sizeof(v.Ssn), false},
-			{"has_rd_atomic", off(v, &v.HasRdAtomic), unsafe.Sizeof(v.HasRdAtomic), false},
-			{"dma", off(v, &v.Dma), unsafe.Sizeof(v.Dma), false},
+			{"wr", off(v, &v.Wr), unsafe.Sizeof(v.Wr), false, nil},
+			{"status", off(v, &v.Status), unsafe.Sizeof(v.Status), false, nil},
+			{"state", off(v, &v.State), unsafe.Sizeof(v.State), false, nil},
+			{"iova", off(v, &v.Iova), unsafe.Sizeof(v.Iova), false, nil},
+			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false, nil},
+			{"first_psn", off(v, &v.FirstPsn), unsafe.Sizeof(v.FirstPsn), false, nil},
+			{"last_psn", off(v, &v.LastPsn), unsafe.Sizeof(v.LastPsn), false, nil},
+			{"ack_length", off(v, &v.AckLength), unsafe.Sizeof(v.AckLength), false, nil},
+			{"ssn", off(v, &v.Ssn), unsafe.Sizeof(v.Ssn), false, nil},
+			{"has_rd_atomic", off(v, &v.HasRdAtomic), unsafe.Sizeof(v.HasRdAtomic), false, nil},
+			{"dma", off(v, &v.Dma), unsafe.Sizeof(v.Dma), false, nil},
 		}
 	}},
 	{c: "struct rxe_recv_wqe", goName: "RxeRecvWqe", size: unsafe.Sizeof(RxeRecvWqe{}), align: unsafe.Alignof(RxeRecvWqe{}), rows: func() []layoutRow {
 		v := new(RxeRecvWqe)
 		return []layoutRow{
-			{"wr_id", off(v, &v.WrId), unsafe.Sizeof(v.WrId), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"padding", off(v, &v.Padding), unsafe.Sizeof(v.Padding), false},
-			{"dma", off(v, &v.Dma), unsafe.Sizeof(v.Dma), false},
+			{"wr_id", off(v, &v.WrId), unsafe.Sizeof(v.WrId), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"padding", off(v, &v.Padding), unsafe.Sizeof(v.Padding), false, nil},
+			{"dma", off(v, &v.Dma), unsafe.Sizeof(v.Dma), false, nil},
 		}
 	}},
 	{c: "struct rxe_create_ah_resp", goName: "RxeCreateAhResp", size: unsafe.Sizeof(RxeCreateAhResp{}), align: unsafe.Alignof(RxeCreateAhResp{}), rows: func() []layoutRow {
 		v := new(RxeCreateAhResp)
 		return []layoutRow{
-			{"ah_num", off(v, &v.AhNum), unsafe.Sizeof(v.AhNum), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"ah_num", off(v, &v.AhNum), unsafe.Sizeof(v.AhNum), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct rxe_create_cq_resp", goName: "RxeCreateCqResp", size: unsafe.Sizeof(RxeCreateCqResp{}), align: unsafe.Alignof(RxeCreateCqResp{}), rows: func() []layoutRow {
 		v := new(RxeCreateCqResp)
 		return []layoutRow{
-			{"mi", off(v, &v.Mi), unsafe.Sizeof(v.Mi), false},
+			{"mi", off(v, &v.Mi), unsafe.Sizeof(v.Mi), false, nil},
 		}
 	}},
 	{c: "struct rxe_resize_cq_resp", goName: "RxeResizeCqResp", size: unsafe.Sizeof(RxeResizeCqResp{}), align: unsafe.Alignof(RxeResizeCqResp{}), rows: func() []layoutRow {
 		v := new(RxeResizeCqResp)
 		return []layoutRow{
-			{"mi", off(v, &v.Mi), unsafe.Sizeof(v.Mi), false},
+			{"mi", off(v, &v.Mi), unsafe.Sizeof(v.Mi), false, nil},
 		}
 	}},
 	{c: "struct rxe_create_qp_resp", goName: "RxeCreateQpResp", size: unsafe.Sizeof(RxeCreateQpResp{}), align: unsafe.Alignof(RxeCreateQpResp{}), rows: func() []layoutRow {
 		v := new(RxeCreateQpResp)
 		return []layoutRow{
-			{"rq_mi", off(v, &v.RqMi), unsafe.Sizeof(v.RqMi), false},
-			{"sq_mi", off(v, &v.SqMi), unsafe.Sizeof(v.SqMi), false},
+			{"rq_mi", off(v, &v.RqMi), unsafe.Sizeof(v.RqMi), false, nil},
+			{"sq_mi", off(v, &v.SqMi), unsafe.Sizeof(v.SqMi), false, nil},
 		}
 	}},
 	{c: "struct rxe_create_srq_resp", goName: "RxeCreateSrqResp", size: unsafe.Sizeof(RxeCreateSrqResp{}), align: unsafe.Alignof(RxeCreateSrqResp{}), rows: func() []layoutRow {
 		v := new(RxeCreateSrqResp)
 		return []layoutRow{
-			{"mi", off(v, &v.Mi), unsafe.Sizeof(v.Mi), false},
-			{"srq_num", off(v, &v.SrqNum), unsafe.Sizeof(v.SrqNum), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"mi", off(v, &v.Mi), unsafe.Sizeof(v.Mi), false, nil},
+			{"srq_num", off(v, &v.SrqNum), unsafe.Sizeof(v.SrqNum), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct rxe_modify_srq_cmd", goName: "RxeModifySrqCmd", size: unsafe.Sizeof(RxeModifySrqCmd{}), align: unsafe.Alignof(RxeModifySrqCmd{}), rows: func() []layoutRow {
 		v := new(RxeModifySrqCmd)
 		return []layoutRow{
-			{"mmap_info_addr", off(v, &v.MmapInfoAddr), unsafe.Sizeof(v.MmapInfoAddr), false},
+			{"mmap_info_addr", off(v, &v.MmapInfoAddr), unsafe.Sizeof(v.MmapInfoAddr), false, nil},
 		}
 	}},
 	{c: "struct rxe_queue_buf", goName: "RxeQueueBuf", size: unsafe.Sizeof(RxeQueueBuf{}), align: unsafe.Alignof(RxeQueueBuf{}), rows: func() []layoutRow {
 		v := new(RxeQueueBuf)
 		return []layoutRow{
-			{"log2_elem_size", off(v, &v.Log2ElemSize), unsafe.Sizeof(v.Log2ElemSize), false},
-			{"index_mask", off(v, &v.IndexMask), unsafe.Sizeof(v.IndexMask), false},
-			{"pad_1", off(v, &v.Pad1), unsafe.Sizeof(v.Pad1), false},
-			{"producer_index", off(v, &v.ProducerIndex), unsafe.Sizeof(v.ProducerIndex), false},
-			{"pad_2", off(v, &v.Pad2), unsafe.Sizeof(v.Pad2), false},
-			{"consumer_index", off(v, &v.ConsumerIndex), unsafe.Sizeof(v.ConsumerIndex), false},
-			{"pad_3", off(v, &v.Pad3), unsafe.Sizeof(v.Pad3), false},
-			{"data", off(v, v) + RxeQueueBufDataOffset, 0, true},
+			{"log2_elem_size", off(v, &v.Log2ElemSize), unsafe.Sizeof(v.Log2ElemSize), false, nil},
+			{"index_mask", off(v, &v.IndexMask), unsafe.Sizeof(v.IndexMask), false, nil},
+			{"pad_1", off(v, &v.Pad1), unsafe.Sizeof(v.Pad1), false, nil},
+			{"producer_index", off(v, &v.ProducerIndex), unsafe.Sizeof(v.ProducerIndex), false, nil},
+			{"pad_2", off(v, &v.Pad2), unsafe.Sizeof(v.Pad2), false, nil},
+			{"consumer_index", off(v, &v.ConsumerIndex), unsafe.Sizeof(v.ConsumerIndex), false, nil},
+			{"pad_3", off(v, &v.Pad3), unsafe.Sizeof(v.Pad3), false, nil},
+			{"data", off(v, v) + RxeQueueBufDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_uapi_devx_async_cmd_hdr", goName: "Mlx5IbUapiDevxAsyncCmdHdr", size: unsafe.Sizeof(Mlx5IbUapiDevxAsyncCmdHdr{}), align: unsafe.Alignof(Mlx5IbUapiDevxAsyncCmdHdr{}), rows: func() []layoutRow {
 		v := new(Mlx5IbUapiDevxAsyncCmdHdr)
 		return []layoutRow{
-			{"wr_id", off(v, &v.WrId), unsafe.Sizeof(v.WrId), false},
-			{"out_data", off(v, v) + Mlx5IbUapiDevxAsyncCmdHdrOutDataOffset, 0, true},
+			{"wr_id", off(v, &v.WrId), unsafe.Sizeof(v.WrId), false, nil},
+			{"out_data", off(v, v) + Mlx5IbUapiDevxAsyncCmdHdrOutDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_uapi_devx_async_event_hdr", goName: "Mlx5IbUapiDevxAsyncEventHdr", size: unsafe.Sizeof(Mlx5IbUapiDevxAsyncEventHdr{}), align: unsafe.Alignof(Mlx5IbUapiDevxAsyncEventHdr{}), rows: func() []layoutRow {
 		v := new(Mlx5IbUapiDevxAsyncEventHdr)
 		return []layoutRow{
-			{"cookie", off(v, &v.Cookie), unsafe.Sizeof(v.Cookie), false},
-			{"out_data", off(v, v) + Mlx5IbUapiDevxAsyncEventHdrOutDataOffset, 0, true},
+			{"cookie", off(v, &v.Cookie), unsafe.Sizeof(v.Cookie), false, nil},
+			{"out_data", off(v, v) + Mlx5IbUapiDevxAsyncEventHdrOutDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_uapi_reg", goName: "Mlx5IbUapiReg", size: unsafe.Sizeof(Mlx5IbUapiReg{}), align: unsafe.Alignof(Mlx5IbUapiReg{}), rows: func() []layoutRow {
 		v := new(Mlx5IbUapiReg)
 		return []layoutRow{
-			{"value", off(v, &v.Value), unsafe.Sizeof(v.Value), false},
-			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false},
+			{"value", off(v, &v.Value), unsafe.Sizeof(v.Value), false, nil},
+			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_uapi_query_port", goName: "Mlx5IbUapiQueryPort", size: unsafe.Sizeof(Mlx5IbUapiQueryPort{}), align: unsafe.Alignof(Mlx5IbUapiQueryPort{}), rows: func() []layoutRow {
 		v := new(Mlx5IbUapiQueryPort)
 		return []layoutRow{
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"vport", off(v, &v.Vport), unsafe.Sizeof(v.Vport), false},
-			{"vport_vhca_id", off(v, &v.VportVhcaId), unsafe.Sizeof(v.VportVhcaId), false},
-			{"esw_owner_vhca_id", off(v, &v.EswOwnerVhcaId), unsafe.Sizeof(v.EswOwnerVhcaId), false},
-			{"rsvd0", off(v, &v.Rsvd0), unsafe.Sizeof(v.Rsvd0), false},
-			{"vport_steering_icm_rx", off(v, &v.VportSteeringIcmRx), unsafe.Sizeof(v.VportSteeringIcmRx), false},
-			{"vport_steering_icm_tx", off(v, &v.VportSteeringIcmTx), unsafe.Sizeof(v.VportSteeringIcmTx), false},
-			{"reg_c0", off(v, &v.RegC0), unsafe.Sizeof(v.RegC0), false},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"vport", off(v, &v.Vport), unsafe.Sizeof(v.Vport), false, nil},
+			{"vport_vhca_id", off(v, &v.VportVhcaId), unsafe.Sizeof(v.VportVhcaId), false, nil},
+			{"esw_owner_vhca_id", off(v, &v.EswOwnerVhcaId), unsafe.Sizeof(v.EswOwnerVhcaId), false, nil},
+			{"rsvd0", off(v, &v.Rsvd0), unsafe.Sizeof(v.Rsvd0), false, nil},
+			{"vport_steering_icm_rx", off(v, &v.VportSteeringIcmRx), unsafe.Sizeof(v.VportSteeringIcmRx), false, nil},
+			{"vport_steering_icm_tx", off(v, &v.VportSteeringIcmTx), unsafe.Sizeof(v.VportSteeringIcmTx), false, nil},
+			{"reg_c0", off(v, &v.RegC0), unsafe.Sizeof(v.RegC0), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_match_params", goName: "Mlx5IbMatchParams", size: unsafe.Sizeof(Mlx5IbMatchParams{}), align: unsafe.Alignof(Mlx5IbMatchParams{}), rows: func() []layoutRow {
 		v := new(Mlx5IbMatchParams)
 		return []layoutRow{
-			{"match_params", off(v, &v.MatchParams), unsafe.Sizeof(v.MatchParams), false},
+			{"match_params", off(v, &v.MatchParams), unsafe.Sizeof(v.MatchParams), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_alloc_ucontext_req", goName: "Mlx5IbAllocUcontextReq", size: unsafe.Sizeof(Mlx5IbAllocUcontextReq{}), align: unsafe.Alignof(Mlx5IbAllocUcontextReq{}), rows: func() []layoutRow {
 		v := new(Mlx5IbAllocUcontextReq)
 		return []layoutRow{
-			{"total_num_bfregs", off(v, &v.TotalNumBfregs), unsafe.Sizeof(v.TotalNumBfregs), false},
-			{"num_low_latency_bfregs", off(v, &v.NumLowLatencyBfregs), unsafe.Sizeof(v.NumLowLatencyBfregs), false},
+			{"total_num_bfregs", off(v, &v.TotalNumBfregs), unsafe.Sizeof(v.TotalNumBfregs), false, nil},
+			{"num_low_latency_bfregs", off(v, &v.NumLowLatencyBfregs), unsafe.Sizeof(v.NumLowLatencyBfregs), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_alloc_ucontext_req_v2", goName: "Mlx5IbAllocUcontextReqV2", size: unsafe.Sizeof(Mlx5IbAllocUcontextReqV2{}), align: unsafe.Alignof(Mlx5IbAllocUcontextReqV2{}), rows: func() []layoutRow {
 		v := new(Mlx5IbAllocUcontextReqV2)
 		return []layoutRow{
-			{"total_num_bfregs", off(v, &v.TotalNumBfregs), unsafe.Sizeof(v.TotalNumBfregs), false},
-			{"num_low_latency_bfregs", off(v, &v.NumLowLatencyBfregs), unsafe.Sizeof(v.NumLowLatencyBfregs), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"max_cqe_version", off(v, &v.MaxCqeVersion), unsafe.Sizeof(v.MaxCqeVersion), false},
-			{"reserved0", off(v, &v.Reserved0), unsafe.Sizeof(v.Reserved0), false},
-			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false},
-			{"reserved2", off(v, &v.Reserved2), unsafe.Sizeof(v.Reserved2), false},
-			{"lib_caps", off(v, &v.LibCaps), unsafe.Sizeof(v.LibCaps), false},
+			{"total_num_bfregs", off(v, &v.TotalNumBfregs), unsafe.Sizeof(v.TotalNumBfregs), false, nil},
+			{"num_low_latency_bfregs", off(v, &v.NumLowLatencyBfregs), unsafe.Sizeof(v.NumLowLatencyBfregs), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"max_cqe_version", off(v, &v.MaxCqeVersion), unsafe.Sizeof(v.MaxCqeVersion), false, nil},
+			{"reserved0", off(v, &v.Reserved0), unsafe.Sizeof(v.Reserved0), false, nil},
+			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false, nil},
+			{"reserved2", off(v, &v.Reserved2), unsafe.Sizeof(v.Reserved2), false, nil},
+			{"lib_caps", off(v, &v.LibCaps), unsafe.Sizeof(v.LibCaps), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_alloc_ucontext_resp", goName: "Mlx5IbAllocUcontextResp", size: unsafe.Sizeof(Mlx5IbAllocUcontextResp{}), align: unsafe.Alignof(Mlx5IbAllocUcontextResp{}), rows: func() []layoutRow {
 		v := new(Mlx5IbAllocUcontextResp)
 		return []layoutRow{
-			{"qp_tab_size", off(v, &v.QpTabSize), unsafe.Sizeof(v.QpTabSize), false},
-			{"bf_reg_size", off(v, &v.BfRegSize), unsafe.Sizeof(v.BfRegSize), false},
-			{"tot_bfregs", off(v, &v.TotBfregs), unsafe.Sizeof(v.TotBfregs), false},
-			{"cache_line_size", off(v, &v.CacheLineSize), unsafe.Sizeof(v.CacheLineSize), false},
-			{"max_sq_desc_sz", off(v, &v.MaxSqDescSz), unsafe.Sizeof(v.MaxSqDescSz), false},
-			{"max_rq_desc_sz", off(v, &v.MaxRqDescSz), unsafe.Sizeof(v.MaxRqDescSz), false},
-			{"max_send_wqebb", off(v, &v.MaxSendWqebb), unsafe.Sizeof(v.MaxSendWqebb), false},
-			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false},
-			{"max_srq_recv_wr", off(v, &v.MaxSrqRecvWr), unsafe.Sizeof(v.MaxSrqRecvWr), false},
-			{"num_ports", off(v, &v.NumPorts), unsafe.Sizeof(v.NumPorts), false},
-			{"flow_action_flags", off(v, &v.FlowActionFlags), unsafe.Sizeof(v.FlowActionFlags), false},
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
-			{"cqe_version", off(v, &v.CqeVersion), unsafe.Sizeof(v.CqeVersion), false},
-			{"cmds_supp_uhw", off(v, &v.CmdsSuppUhw), unsafe.Sizeof(v.CmdsSuppUhw), false},
-			{"eth_min_inline", off(v, &v.EthMinInline), unsafe.Sizeof(v.EthMinInline), false},
-			{"clock_info_versions", off(v, &v.ClockInfoVersions), unsafe.Sizeof(v.ClockInfoVersions), false},
-			{"hca_core_clock_offset", off(v, &v.HcaCoreClockOffset), unsafe.Sizeof(v.HcaCoreClockOffset), false},
-			{"log_uar_size", off(v, &v.LogUarSize), unsafe.Sizeof(v.LogUarSize), false},
-			{"num_uars_per_page", off(v, &v.NumUarsPerPage), unsafe.Sizeof(v.NumUarsPerPage), false},
-			{"num_dyn_bfregs", off(v, &v.NumDynBfregs), unsafe.Sizeof(v.NumDynBfregs), false},
-			{"dump_fill_mkey", off(v, &v.DumpFillMkey), unsafe.Sizeof(v.DumpFillMkey), false},
+			{"qp_tab_size", off(v, &v.QpTabSize), unsafe.Sizeof(v.QpTabSize), false, nil},
+			{"bf_reg_size", off(v, &v.BfRegSize), unsafe.Sizeof(v.BfRegSize), false, nil},
+			{"tot_bfregs", off(v, &v.TotBfregs), unsafe.Sizeof(v.TotBfregs), false, nil},
+			{"cache_line_size", off(v, &v.CacheLineSize), unsafe.Sizeof(v.CacheLineSize), false, nil},
+			{"max_sq_desc_sz", off(v, &v.MaxSqDescSz), unsafe.Sizeof(v.MaxSqDescSz), false, nil},
+			{"max_rq_desc_sz", off(v, &v.MaxRqDescSz), unsafe.Sizeof(v.MaxRqDescSz), false, nil},
+			{"max_send_wqebb", off(v, &v.MaxSendWqebb), unsafe.Sizeof(v.MaxSendWqebb), false, nil},
+			{"max_recv_wr", off(v, &v.MaxRecvWr), unsafe.Sizeof(v.MaxRecvWr), false, nil},
+			{"max_srq_recv_wr", off(v, &v.MaxSrqRecvWr), unsafe.Sizeof(v.MaxSrqRecvWr), false, nil},
+			{"num_ports", off(v, &v.NumPorts), unsafe.Sizeof(v.NumPorts), false, nil},
+			{"flow_action_flags", off(v, &v.FlowActionFlags), unsafe.Sizeof(v.FlowActionFlags), false, nil},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
+			{"cqe_version", off(v, &v.CqeVersion), unsafe.Sizeof(v.CqeVersion), false, nil},
+			{"cmds_supp_uhw", off(v, &v.CmdsSuppUhw), unsafe.Sizeof(v.CmdsSuppUhw), false, nil},
+			{"eth_min_inline", off(v, &v.EthMinInline), unsafe.Sizeof(v.EthMinInline), false, nil},
+			{"clock_info_versions", off(v, &v.ClockInfoVersions), unsafe.Sizeof(v.ClockInfoVersions), false, nil},
+			{"hca_core_clock_offset", off(v, &v.HcaCoreClockOffset), unsafe.Sizeof(v.HcaCoreClockOffset), false, nil},
+			{"log_uar_size", off(v, &v.LogUarSize), unsafe.Sizeof(v.LogUarSize), false, nil},
+			{"num_uars_per_page", off(v, &v.NumUarsPerPage), unsafe.Sizeof(v.NumUarsPerPage), false, nil},
+			{"num_dyn_bfregs", off(v, &v.NumDynBfregs), unsafe.Sizeof(v.NumDynBfregs), false, nil},
+			{"dump_fill_mkey", off(v, &v.DumpFillMkey), unsafe.Sizeof(v.DumpFillMkey), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_alloc_pd_resp", goName: "Mlx5IbAllocPdResp", size: unsafe.Sizeof(Mlx5IbAllocPdResp{}), align: unsafe.Alignof(Mlx5IbAllocPdResp{}), rows: func() []layoutRow {
 		v := new(Mlx5IbAllocPdResp)
 		return []layoutRow{
-			{"pdn", off(v, &v.Pdn), unsafe.Sizeof(v.Pdn), false},
+			{"pdn", off(v, &v.Pdn), unsafe.Sizeof(v.Pdn), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_tso_caps", goName: "Mlx5IbTsoCaps", size: unsafe.Sizeof(Mlx5IbTsoCaps{}), align: unsafe.Alignof(Mlx5IbTsoCaps{}), rows: func() []layoutRow {
 		v := new(Mlx5IbTsoCaps)
 		return []layoutRow{
-			{"max_tso", off(v, &v.MaxTso), unsafe.Sizeof(v.MaxTso), false},
-			{"supported_qpts", off(v, &v.SupportedQpts), unsafe.Sizeof(v.SupportedQpts), false},
+			{"max_tso", off(v, &v.MaxTso), unsafe.Sizeof(v.MaxTso), false, nil},
+			{"supported_qpts", off(v, &v.SupportedQpts), unsafe.Sizeof(v.SupportedQpts), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_rss_caps", goName: "Mlx5IbRssCaps", size: unsafe.Sizeof(Mlx5IbRssCaps{}), align: unsafe.Alignof(Mlx5IbRssCaps{}), rows: func() []layoutRow {
 		v := new(Mlx5IbRssCaps)
 		return []layoutRow{
-			{"rx_hash_fields_mask", off(v, &v.RxHashFieldsMask), unsafe.Sizeof(v.RxHashFieldsMask), false},
-			{"rx_hash_function", off(v, &v.RxHashFunction), unsafe.Sizeof(v.RxHashFunction), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"rx_hash_fields_mask", off(v, &v.RxHashFieldsMask), unsafe.Sizeof(v.RxHashFieldsMask), false, nil},
+			{"rx_hash_function", off(v, &v.RxHashFunction), unsafe.Sizeof(v.RxHashFunction), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_cqe_comp_caps", goName: "Mlx5IbCqeCompCaps", size: unsafe.Sizeof(Mlx5IbCqeCompCaps{}), align: unsafe.Alignof(Mlx5IbCqeCompCaps{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCqeCompCaps)
 		return []layoutRow{
-			{"max_num", off(v, &v.MaxNum), unsafe.Sizeof(v.MaxNum), false},
-			{"supported_format", off(v, &v.SupportedFormat), unsafe.Sizeof(v.SupportedFormat), false},
+			{"max_num", off(v, &v.MaxNum), unsafe.Sizeof(v.MaxNum), false, nil},
+			{"supported_format", off(v, &v.SupportedFormat), unsafe.Sizeof(v.SupportedFormat), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_sw_parsing_caps", goName: "Mlx5IbSwParsingCaps", size: unsafe.Sizeof(Mlx5IbSwParsingCaps{}), align: unsafe.Alignof(Mlx5IbSwParsingCaps{}), rows: func() []layoutRow {
 		v := new(Mlx5IbSwParsingCaps)
 		return []layoutRow{
-			{"sw_parsing_offloads", off(v, &v.SwParsingOffloads), unsafe.Sizeof(v.SwParsingOffloads), false},
-			{"supported_qpts", off(v, &v.SupportedQpts), unsafe.Sizeof(v.SupportedQpts), false},
+			{"sw_parsing_offloads", off(v, &v.SwParsingOffloads), unsafe.Sizeof(v.SwParsingOffloads), false, nil},
+			{"supported_qpts", off(v, &v.SupportedQpts), unsafe.Sizeof(v.SupportedQpts), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_striding_rq_caps", goName: "Mlx5IbStridingRqCaps", size: unsafe.Sizeof(Mlx5IbStridingRqCaps{}), align: unsafe.Alignof(Mlx5IbStridingRqCaps{}), rows: func() []layoutRow {
 		v := new(Mlx5IbStridingRqCaps)
 		return []layoutRow{
-			{"min_single_stride_log_num_of_bytes", off(v, &v.MinSingleStrideLogNumOfBytes), unsafe.Sizeof(v.MinSingleStrideLogNumOfBytes), false},
-			{"max_single_stride_log_num_of_bytes", off(v, &v.MaxSingleStrideLogNumOfBytes), unsafe.Sizeof(v.MaxSingleStrideLogNumOfBytes), false},
-			{"min_single_wqe_log_num_of_strides", off(v, &v.MinSingleWqeLogNumOfStrides), unsafe.Sizeof(v.MinSingleWqeLogNumOfStrides), false},
-			{"max_single_wqe_log_num_of_strides", off(v, &v.MaxSingleWqeLogNumOfStrides), unsafe.Sizeof(v.MaxSingleWqeLogNumOfStrides), false},
-			{"supported_qpts", off(v, &v.SupportedQpts), unsafe.Sizeof(v.SupportedQpts), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"min_single_stride_log_num_of_bytes", off(v, &v.MinSingleStrideLogNumOfBytes), unsafe.Sizeof(v.MinSingleStrideLogNumOfBytes), false, nil},
+			{"max_single_stride_log_num_of_bytes", off(v, &v.MaxSingleStrideLogNumOfBytes), unsafe.Sizeof(v.MaxSingleStrideLogNumOfBytes), false, nil},
+			{"min_single_wqe_log_num_of_strides", off(v, &v.MinSingleWqeLogNumOfStrides), unsafe.Sizeof(v.MinSingleWqeLogNumOfStrides), false, nil},
+			{"max_single_wqe_log_num_of_strides", off(v, &v.MaxSingleWqeLogNumOfStrides), unsafe.Sizeof(v.MaxSingleWqeLogNumOfStrides), false, nil},
+			{"supported_qpts", off(v, &v.SupportedQpts), unsafe.Sizeof(v.SupportedQpts), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_dci_streams_caps", goName: "Mlx5IbDciStreamsCaps", size: unsafe.Sizeof(Mlx5IbDciStreamsCaps{}), align: unsafe.Alignof(Mlx5IbDciStreamsCaps{}), rows: func() []layoutRow {
 		v := new(Mlx5IbDciStreamsCaps)
 		return []layoutRow{
-			{"max_log_num_concurent", off(v, &v.MaxLogNumConcurent), unsafe.Sizeof(v.MaxLogNumConcurent), false},
-			{"max_log_num_errored", off(v, &v.MaxLogNumErrored), unsafe.Sizeof(v.MaxLogNumErrored), false},
+			{"max_log_num_concurent", off(v, &v.MaxLogNumConcurent), unsafe.Sizeof(v.MaxLogNumConcurent), false, nil},
+			{"max_log_num_errored", off(v, &v.MaxLogNumErrored), unsafe.Sizeof(v.MaxLogNumErrored), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_query_device_resp", goName: "Mlx5IbQueryDeviceResp", size: unsafe.Sizeof(Mlx5IbQueryDeviceResp{}), align: unsafe.Alignof(Mlx5IbQueryDeviceResp{}), rows: func() []layoutRow {
 		v := new(Mlx5IbQueryDeviceResp)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
-			{"tso_caps", off(v, &v.TsoCaps), unsafe.Sizeof(v.TsoCaps), false},
-			{"rss_caps", off(v, &v.RssCaps), unsafe.Sizeof(v.RssCaps), false},
-			{"cqe_comp_caps", off(v, &v.CqeCompCaps), unsafe.Sizeof(v.CqeCompCaps), false},
-			{"packet_pacing_caps", off(v, &v.PacketPacingCaps), unsafe.Sizeof(v.PacketPacingCaps), false},
-			{"mlx5_ib_support_multi_pkt_send_wqes", off(v, &v.Mlx5IbSupportMultiPktSendWqes), unsafe.Sizeof(v.Mlx5IbSupportMultiPktSendWqes), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"sw_parsing_caps", off(v, &v.SwParsingCaps), unsafe.Sizeof(v.SwParsingCaps), false},
-			{"striding_rq_caps", off(v, &v.StridingRqCaps), unsafe.Sizeof(v.StridingRqCaps), false},
-			{"tunnel_offloads_caps", off(v, &v.TunnelOffloadsCaps), unsafe.Sizeof(v.TunnelOffloadsCaps), false},
-			{"dci_streams_caps", off(v, &v.DciStreamsCaps), unsafe.Sizeof(v.DciStreamsCaps), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
+			{"tso_caps", off(v, &v.TsoCaps), unsafe.Sizeof(v.TsoCaps), false, nil},
+			{"rss_caps", off(v, &v.RssCaps), unsafe.Sizeof(v.RssCaps), false, nil},
+			{"cqe_comp_caps", off(v, &v.CqeCompCaps), unsafe.Sizeof(v.CqeCompCaps), false, nil},
+			{"packet_pacing_caps", off(v, &v.PacketPacingCaps), unsafe.Sizeof(v.PacketPacingCaps), false, nil},
+			{"mlx5_ib_support_multi_pkt_send_wqes", off(v, &v.Mlx5IbSupportMultiPktSendWqes), unsafe.Sizeof(v.Mlx5IbSupportMultiPktSendWqes), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"sw_parsing_caps", off(v, &v.SwParsingCaps), unsafe.Sizeof(v.SwParsingCaps), false, nil},
+			{"striding_rq_caps", off(v, &v.StridingRqCaps), unsafe.Sizeof(v.StridingRqCaps), false, nil},
+			{"tunnel_offloads_caps", off(v, &v.TunnelOffloadsCaps), unsafe.Sizeof(v.TunnelOffloadsCaps), false, nil},
+			{"dci_streams_caps", off(v, &v.DciStreamsCaps), unsafe.Sizeof(v.DciStreamsCaps), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_packet_pacing_caps", goName: "Mlx5PacketPacingCaps", size: unsafe.Sizeof(Mlx5PacketPacingCaps{}), align: unsafe.Alignof(Mlx5PacketPacingCaps{}), rows: func() []layoutRow {
 		v := new(Mlx5PacketPacingCaps)
 		return []layoutRow{
-			{"qp_rate_limit_min", off(v, &v.QpRateLimitMin), unsafe.Sizeof(v.QpRateLimitMin), false},
-			{"qp_rate_limit_max", off(v, &v.QpRateLimitMax), unsafe.Sizeof(v.QpRateLimitMax), false},
-			{"supported_qpts", off(v, &v.SupportedQpts), unsafe.Sizeof(v.SupportedQpts), false},
-			{"cap_flags", off(v, &v.CapFlags), unsafe.Sizeof(v.CapFlags), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"qp_rate_limit_min", off(v, &v.QpRateLimitMin), unsafe.Sizeof(v.QpRateLimitMin), false, nil},
+			{"qp_rate_limit_max", off(v, &v.QpRateLimitMax), unsafe.Sizeof(v.QpRateLimitMax), false, nil},
+			{"supported_qpts", off(v, &v.SupportedQpts), unsafe.Sizeof(v.SupportedQpts), false, nil},
+			{"cap_flags", off(v, &v.CapFlags), unsafe.Sizeof(v.CapFlags), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_create_cq", goName: "Mlx5IbCreateCq", size: unsafe.Sizeof(Mlx5IbCreateCq{}), align: unsafe.Alignof(Mlx5IbCreateCq{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateCq)
 		return []layoutRow{
-			{"buf_addr", off(v, &v.BufAddr), unsafe.Sizeof(v.BufAddr), false},
-			{"db_addr", off(v, &v.DbAddr), unsafe.Sizeof(v.DbAddr), false},
-			{"cqe_size", off(v, &v.CqeSize), unsafe.Sizeof(v.CqeSize), false},
-			{"cqe_comp_en", off(v, &v.CqeCompEn), unsafe.Sizeof(v.CqeCompEn), false},
-			{"cqe_comp_res_format", off(v, &v.CqeCompResFormat), unsafe.Sizeof(v.CqeCompResFormat), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"uar_page_index", off(v, &v.UarPageIndex), unsafe.Sizeof(v.UarPageIndex), false},
-			{"reserved0", off(v, &v.Reserved0), unsafe.Sizeof(v.Reserved0), false},
-			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false},
+			{"buf_addr", off(v, &v.BufAddr), unsafe.Sizeof(v.BufAddr), false, nil},
+			{"db_addr", off(v, &v.DbAddr), unsafe.Sizeof(v.DbAddr), false, nil},
+			{"cqe_size", off(v, &v.CqeSize), unsafe.Sizeof(v.CqeSize), false, nil},
+			{"cqe_comp_en", off(v, &v.CqeCompEn), unsafe.Sizeof(v.CqeCompEn), false, nil},
+			{"cqe_comp_res_format", off(v, &v.CqeCompResFormat), unsafe.Sizeof(v.CqeCompResFormat), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"uar_page_index", off(v, &v.UarPageIndex), unsafe.Sizeof(v.UarPageIndex), false, nil},
+			{"reserved0", off(v, &v.Reserved0), unsafe.Sizeof(v.Reserved0), false, nil},
+			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_create_cq_resp", goName: "Mlx5IbCreateCqResp", size: unsafe.Sizeof(Mlx5IbCreateCqResp{}), align: unsafe.Alignof(Mlx5IbCreateCqResp{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateCqResp)
 		return []layoutRow{
-			{"cqn", off(v, &v.Cqn), unsafe.Sizeof(v.Cqn), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"cqn", off(v, &v.Cqn), unsafe.Sizeof(v.Cqn), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_resize_cq", goName: "Mlx5IbResizeCq", size: unsafe.Sizeof(Mlx5IbResizeCq{}), align: unsafe.Alignof(Mlx5IbResizeCq{}), rows: func() []layoutRow {
 		v := new(Mlx5IbResizeCq)
 		return []layoutRow{
-			{"buf_addr", off(v, &v.BufAddr), unsafe.Sizeof(v.BufAddr), false},
-			{"cqe_size", off(v, &v.CqeSize), unsafe.Sizeof(v.CqeSize), false},
-			{"reserved0", off(v, &v.Reserved0), unsafe.Sizeof(v.Reserved0), false},
-			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false},
+			{"buf_addr", off(v, &v.BufAddr), unsafe.Sizeof(v.BufAddr), false, nil},
+			{"cqe_size", off(v, &v.CqeSize), unsafe.Sizeof(v.CqeSize), false, nil},
+			{"reserved0", off(v, &v.Reserved0), unsafe.Sizeof(v.Reserved0), false, nil},
+			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_create_srq", goName: "Mlx5IbCreateSrq", size: unsafe.Sizeof(Mlx5IbCreateSrq{}), align: unsafe.Alignof(Mlx5IbCreateSrq{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateSrq)
 		return []layoutRow{
-			{"buf_addr", off(v, &v.BufAddr), unsafe.Sizeof(v.BufAddr), false},
-			{"db_addr", off(v, &v.DbAddr), unsafe.Sizeof(v.DbAddr), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"reserved0", off(v, &v.Reserved0), unsafe.Sizeof(v.Reserved0), false},
-			{"uidx", off(v, &v.Uidx), unsafe.Sizeof(v.Uidx), false},
-			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false},
+			{"buf_addr", off(v, &v.BufAddr), unsafe.Sizeof(v.BufAddr), false, nil},
+			{"db_addr", off(v, &v.DbAddr), unsafe.Sizeof(v.DbAddr), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"reserved0", off(v, &v.Reserved0), unsafe.Sizeof(v.Reserved0), false, nil},
+			{"uidx", off(v, &v.Uidx), unsafe.Sizeof(v.Uidx), false, nil},
+			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_create_srq_resp", goName: "Mlx5IbCreateSrqResp", size: unsafe.Sizeof(Mlx5IbCreateSrqResp{}), align: unsafe.Alignof(Mlx5IbCreateSrqResp{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateSrqResp)
 		return []layoutRow{
-			{"srqn", off(v, &v.Srqn), unsafe.Sizeof(v.Srqn), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"srqn", off(v, &v.Srqn), unsafe.Sizeof(v.Srqn), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_create_qp_dci_streams", goName: "Mlx5IbCreateQpDciStreams", size: unsafe.Sizeof(Mlx5IbCreateQpDciStreams{}), align: unsafe.Alignof(Mlx5IbCreateQpDciStreams{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateQpDciStreams)
 		return []layoutRow{
-			{"log_num_concurent", off(v, &v.LogNumConcurent), unsafe.Sizeof(v.LogNumConcurent), false},
-			{"log_num_errored", off(v, &v.LogNumErrored), unsafe.Sizeof(v.LogNumErrored), false},
+			{"log_num_concurent", off(v, &v.LogNumConcurent), unsafe.Sizeof(v.LogNumConcurent), false, nil},
+			{"log_num_errored", off(v, &v.LogNumErrored), unsafe.Sizeof(v.LogNumErrored), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_create_qp", goName: "Mlx5IbCreateQp", size: unsafe.Sizeof(Mlx5IbCreateQp{}), align: unsafe.Alignof(Mlx5IbCreateQp{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateQp)
 		return []layoutRow{
-			{"buf_addr", off(v, &v.BufAddr), unsafe.Sizeof(v.BufAddr), false},
-			{"db_addr", off(v, &v.DbAddr), unsafe.Sizeof(v.DbAddr), false},
-			{"sq_wqe_count", off(v, &v.SqWqeCount), unsafe.Sizeof(v.SqWqeCount), false},
-			{"rq_wqe_count", off(v, &v.RqWqeCount), unsafe.Sizeof(v.RqWqeCount), false},
-			{"rq_wqe_shift", off(v, &v.RqWqeShift), unsafe.Sizeof(v.RqWqeShift), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"uidx", off(v, &v.Uidx), unsafe.Sizeof(v.Uidx), false},
-			{"bfreg_index", off(v, &v.BfregIndex), unsafe.Sizeof(v.BfregIndex), false},
-			{"sq_buf_addr", off(v, &v.SqBufAddr), unsafe.Sizeof(v.SqBufAddr), false},
-			{"ece_options", off(v, &v.EceOptions), unsafe.Sizeof(v.EceOptions), false},
-			{"dci_streams", off(v, &v.DciStreams), unsafe.Sizeof(v.DciStreams), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"access_key", off(v, v.AccessKey()), unsafe.Sizeof(*v.AccessKey()), false},
+			{"buf_addr", off(v, &v.BufAddr), unsafe.Sizeof(v.BufAddr), false, nil},
+			{"db_addr", off(v, &v.DbAddr), unsafe.Sizeof(v.DbAddr), false, nil},
+			{"sq_wqe_count", off(v, &v.SqWqeCount), unsafe.Sizeof(v.SqWqeCount), false, nil},
+			{"rq_wqe_count", off(v, &v.RqWqeCount), unsafe.Sizeof(v.RqWqeCount), false, nil},
+			{"rq_wqe_shift", off(v, &v.RqWqeShift), unsafe.Sizeof(v.RqWqeShift), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"uidx", off(v, &v.Uidx), unsafe.Sizeof(v.Uidx), false, nil},
+			{"bfreg_index", off(v, &v.BfregIndex), unsafe.Sizeof(v.BfregIndex), false, nil},
+			{"sq_buf_addr", off(v, &v.SqBufAddr), unsafe.Sizeof(v.SqBufAddr), false, nil},
+			{"ece_options", off(v, &v.EceOptions), unsafe.Sizeof(v.EceOptions), false, nil},
+			{"dci_streams", off(v, &v.DciStreams), unsafe.Sizeof(v.DciStreams), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"access_key", off(v, v) + 40, unsafe.Sizeof(v.AccessKey()), false, probe(v, off(v, v)+40, v.AccessKey, v.SetAccessKey)},
 		}
 	}},
 	{c: "struct mlx5_ib_create_qp_rss", goName: "Mlx5IbCreateQpRss", size: unsafe.Sizeof(Mlx5IbCreateQpRss{}), align: unsafe.Alignof(Mlx5IbCreateQpRss{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateQpRss)
 		return []layoutRow{
-			{"rx_hash_fields_mask", off(v, &v.RxHashFieldsMask), unsafe.Sizeof(v.RxHashFieldsMask), false},
-			{"rx_hash_function", off(v, &v.RxHashFunction), unsafe.Sizeof(v.RxHashFunction), false},
-			{"rx_key_len", off(v, &v.RxKeyLen), unsafe.Sizeof(v.RxKeyLen), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"rx_hash_key", off(v, &v.RxHashKey), unsafe.Sizeof(v.RxHashKey), false},
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
+			{"rx_hash_fields_mask", off(v, &v.RxHashFieldsMask), unsafe.Sizeof(v.RxHashFieldsMask), false, nil},
+			{"rx_hash_function", off(v, &v.RxHashFunction), unsafe.Sizeof(v.RxHashFunction), false, nil},
+			{"rx_key_len", off(v, &v.RxKeyLen), unsafe.Sizeof(v.RxKeyLen), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"rx_hash_key", off(v, &v.RxHashKey), unsafe.Sizeof(v.RxHashKey), false, nil},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_create_qp_resp", goName: "Mlx5IbCreateQpResp", size: unsafe.Sizeof(Mlx5IbCreateQpResp{}), align: unsafe.Alignof(Mlx5IbCreateQpResp{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateQpResp)
 		return []layoutRow{
-			{"bfreg_index", off(v, &v.BfregIndex), unsafe.Sizeof(v.BfregIndex), false},
-			{"ece_options", off(v, &v.EceOptions), unsafe.Sizeof(v.EceOptions), false},
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"tirn", off(v, &v.Tirn), unsafe.Sizeof(v.Tirn), false},
-			{"tisn", off(v, &v.Tisn), unsafe.Sizeof(v.Tisn), false},
-			{"rqn", off(v, &v.Rqn), unsafe.Sizeof(v.Rqn), false},
-			{"sqn", off(v, &v.Sqn), unsafe.Sizeof(v.Sqn), false},
-			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false},
-			{"tir_icm_addr", off(v, &v.TirIcmAddr), unsafe.Sizeof(v.TirIcmAddr), false},
+			{"bfreg_index", off(v, &v.BfregIndex), unsafe.Sizeof(v.BfregIndex), false, nil},
+			{"ece_options", off(v, &v.EceOptions), unsafe.Sizeof(v.EceOptions), false, nil},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"tirn", off(v, &v.Tirn), unsafe.Sizeof(v.Tirn), false, nil},
+			{"tisn", off(v, &v.Tisn), unsafe.Sizeof(v.Tisn), false, nil},
+			{"rqn", off(v, &v.Rqn), unsafe.Sizeof(v.Rqn), false, nil},
+			{"sqn", off(v, &v.Sqn), unsafe.Sizeof(v.Sqn), false, nil},
+			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false, nil},
+			{"tir_icm_addr", off(v, &v.TirIcmAddr), unsafe.Sizeof(v.TirIcmAddr), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_alloc_mw", goName: "Mlx5IbAllocMw", size: unsafe.Sizeof(Mlx5IbAllocMw{}), align: unsafe.Alignof(Mlx5IbAllocMw{}), rows: func() []layoutRow {
 		v := new(Mlx5IbAllocMw)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"num_klms", off(v, &v.NumKlms), unsafe.Sizeof(v.NumKlms), false},
-			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false},
-			{"reserved2", off(v, &v.Reserved2), unsafe.Sizeof(v.Reserved2), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"num_klms", off(v, &v.NumKlms), unsafe.Sizeof(v.NumKlms), false, nil},
+			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false, nil},
+			{"reserved2", off(v, &v.Reserved2), unsafe.Sizeof(v.Reserved2), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_create_wq", goName: "Mlx5IbCreateWq", size: unsafe.Sizeof(Mlx5IbCreateWq{}), align: unsafe.Alignof(Mlx5IbCreateWq{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateWq)
 		return []layoutRow{
-			{"buf_addr", off(v, &v.BufAddr), unsafe.Sizeof(v.BufAddr), false},
-			{"db_addr", off(v, &v.DbAddr), unsafe.Sizeof(v.DbAddr), false},
-			{"rq_wqe_count", off(v, &v.RqWqeCount), unsafe.Sizeof(v.RqWqeCount), false},
-			{"rq_wqe_shift", off(v, &v.RqWqeShift), unsafe.Sizeof(v.RqWqeShift), false},
-			{"user_index", off(v, &v.UserIndex), unsafe.Sizeof(v.UserIndex), false},
-			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false},
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"single_stride_log_num_of_bytes", off(v, &v.SingleStrideLogNumOfBytes), unsafe.Sizeof(v.SingleStrideLogNumOfBytes), false},
-			{"single_wqe_log_num_of_strides", off(v, &v.SingleWqeLogNumOfStrides), unsafe.Sizeof(v.SingleWqeLogNumOfStrides), false},
-			{"two_byte_shift_en", off(v, &v.TwoByteShiftEn), unsafe.Sizeof(v.TwoByteShiftEn), false},
+			{"buf_addr", off(v, &v.BufAddr), unsafe.Sizeof(v.BufAddr), false, nil},
+			{"db_addr", off(v, &v.DbAddr), unsafe.Sizeof(v.DbAddr), false, nil},
+			{"rq_wqe_count", off(v, &v.RqWqeCount), unsafe.Sizeof(v.RqWqeCount), false, nil},
+			{"rq_wqe_shift", off(v, &v.RqWqeShift), unsafe.Sizeof(v.RqWqeShift), false, nil},
+			{"user_index", off(v, &v.UserIndex), unsafe.Sizeof(v.UserIndex), false, nil},
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"single_stride_log_num_of_bytes", off(v, &v.SingleStrideLogNumOfBytes), unsafe.Sizeof(v.SingleStrideLogNumOfBytes), false, nil},
+			{"single_wqe_log_num_of_strides", off(v, &v.SingleWqeLogNumOfStrides), unsafe.Sizeof(v.SingleWqeLogNumOfStrides), false, nil},
+			{"two_byte_shift_en", off(v, &v.TwoByteShiftEn), unsafe.Sizeof(v.TwoByteShiftEn), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_create_ah_resp", goName: "Mlx5IbCreateAhResp", size: unsafe.Sizeof(Mlx5IbCreateAhResp{}), align: unsafe.Alignof(Mlx5IbCreateAhResp{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateAhResp)
 		return []layoutRow{
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
-			{"dmac", off(v, &v.Dmac), unsafe.Sizeof(v.Dmac), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
+			{"dmac", off(v, &v.Dmac), unsafe.Sizeof(v.Dmac), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_burst_info", goName: "Mlx5IbBurstInfo", size: unsafe.Sizeof(Mlx5IbBurstInfo{}), align: unsafe.Alignof(Mlx5IbBurstInfo{}), rows: func() []layoutRow {
 		v := new(Mlx5IbBurstInfo)
 		return []layoutRow{
-			{"max_burst_sz", off(v, &v.MaxBurstSz), unsafe.Sizeof(v.MaxBurstSz), false},
-			{"typical_pkt_sz", off(v, &v.TypicalPktSz), unsafe.Sizeof(v.TypicalPktSz), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"max_burst_sz", off(v, &v.MaxBurstSz), unsafe.Sizeof(v.MaxBurstSz), false, nil},
+			{"typical_pkt_sz", off(v, &v.TypicalPktSz), unsafe.Sizeof(v.TypicalPktSz), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_modify_qp", goName: "Mlx5IbModifyQp", size: unsafe.Sizeof(Mlx5IbModifyQp{}), align: unsafe.Alignof(Mlx5IbModifyQp{}), rows: func() []layoutRow {
 		v := new(Mlx5IbModifyQp)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"burst_info", off(v, &v.BurstInfo), unsafe.Sizeof(v.BurstInfo), false},
-			{"ece_options", off(v, &v.EceOptions), unsafe.Sizeof(v.EceOptions), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"burst_info", off(v, &v.BurstInfo), unsafe.Sizeof(v.BurstInfo), false, nil},
+			{"ece_options", off(v, &v.EceOptions), unsafe.Sizeof(v.EceOptions), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_modify_qp_resp", goName: "Mlx5IbModifyQpResp", size: unsafe.Sizeof(Mlx5IbModifyQpResp{}), align: unsafe.Alignof(Mlx5IbModifyQpResp{}), rows: func() []layoutRow {
 		v := new(Mlx5IbModifyQpResp)
 		return []layoutRow{
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
-			{"dctn", off(v, &v.Dctn), unsafe.Sizeof(v.Dctn), false},
-			{"ece_options", off(v, &v.EceOptions), unsafe.Sizeof(v.EceOptions), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
+			{"dctn", off(v, &v.Dctn), unsafe.Sizeof(v.Dctn), false, nil},
+			{"ece_options", off(v, &v.EceOptions), unsafe.Sizeof(v.EceOptions), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_create_wq_resp", goName: "Mlx5IbCreateWqResp", size: unsafe.Sizeof(Mlx5IbCreateWqResp{}), align: unsafe.Alignof(Mlx5IbCreateWqResp{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateWqResp)
 		return []layoutRow{
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_create_rwq_ind_tbl_resp", goName: "Mlx5IbCreateRwqIndTblResp", size: unsafe.Sizeof(Mlx5IbCreateRwqIndTblResp{}), align: unsafe.Alignof(Mlx5IbCreateRwqIndTblResp{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateRwqIndTblResp)
 		return []layoutRow{
-			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"response_length", off(v, &v.ResponseLength), unsafe.Sizeof(v.ResponseLength), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_modify_wq", goName: "Mlx5IbModifyWq", size: unsafe.Sizeof(Mlx5IbModifyWq{}), align: unsafe.Alignof(Mlx5IbModifyWq{}), rows: func() []layoutRow {
 		v := new(Mlx5IbModifyWq)
 		return []layoutRow{
-			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"comp_mask", off(v, &v.CompMask), unsafe.Sizeof(v.CompMask), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_clock_info", goName: "Mlx5IbClockInfo", size: unsafe.Sizeof(Mlx5IbClockInfo{}), align: unsafe.Alignof(Mlx5IbClockInfo{}), rows: func() []layoutRow {
 		v := new(Mlx5IbClockInfo)
 		return []layoutRow{
-			{"sign", off(v, &v.Sign), unsafe.Sizeof(v.Sign), false},
-			{"resv", off(v, &v.Resv), unsafe.Sizeof(v.Resv), false},
-			{"nsec", off(v, &v.Nsec), unsafe.Sizeof(v.Nsec), false},
-			{"cycles", off(v, &v.Cycles), unsafe.Sizeof(v.Cycles), false},
-			{"frac", off(v, &v.Frac), unsafe.Sizeof(v.Frac), false},
-			{"mult", off(v, &v.Mult), unsafe.Sizeof(v.Mult), false},
-			{"shift", off(v, &v.Shift), unsafe.Sizeof(v.Shift), false},
-			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false},
-			{"overflow_period", off(v, &v.OverflowPeriod), unsafe.Sizeof(v.OverflowPeriod), false},
+			{"sign", off(v, &v.Sign), unsafe.Sizeof(v.Sign), false, nil},
+			{"resv", off(v, &v.Resv), unsafe.Sizeof(v.Resv), false, nil},
+			{"nsec", off(v, &v.Nsec), unsafe.Sizeof(v.Nsec), false, nil},
+			{"cycles", off(v, &v.Cycles), unsafe.Sizeof(v.Cycles), false, nil},
+			{"frac", off(v, &v.Frac), unsafe.Sizeof(v.Frac), false, nil},
+			{"mult", off(v, &v.Mult), unsafe.Sizeof(v.Mult), false, nil},
+			{"shift", off(v, &v.Shift), unsafe.Sizeof(v.Shift), false, nil},
+			{"mask", off(v, &v.Mask), unsafe.Sizeof(v.Mask), false, nil},
+			{"overflow_period", off(v, &v.OverflowPeriod), unsafe.Sizeof(v.OverflowPeriod), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_flow_counters_desc", goName: "Mlx5IbFlowCountersDesc", size: unsafe.Sizeof(Mlx5IbFlowCountersDesc{}), align: unsafe.Alignof(Mlx5IbFlowCountersDesc{}), rows: func() []layoutRow {
 		v := new(Mlx5IbFlowCountersDesc)
 		return []layoutRow{
-			{"description", off(v, &v.Description), unsafe.Sizeof(v.Description), false},
-			{"index", off(v, &v.Index), unsafe.Sizeof(v.Index), false},
+			{"description", off(v, &v.Description), unsafe.Sizeof(v.Description), false, nil},
+			{"index", off(v, &v.Index), unsafe.Sizeof(v.Index), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_flow_counters_data", goName: "Mlx5IbFlowCountersData", size: unsafe.Sizeof(Mlx5IbFlowCountersData{}), align: unsafe.Alignof(Mlx5IbFlowCountersData{}), rows: func() []layoutRow {
 		v := new(Mlx5IbFlowCountersData)
 		return []layoutRow{
-			{"counters_data", off(v, &v.CountersData), unsafe.Sizeof(v.CountersData), false},
-			{"ncounters", off(v, &v.Ncounters), unsafe.Sizeof(v.Ncounters), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
+			{"counters_data", off(v, &v.CountersData), unsafe.Sizeof(v.CountersData), false, nil},
+			{"ncounters", off(v, &v.Ncounters), unsafe.Sizeof(v.Ncounters), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
 		}
 	}},
 	{c: "struct mlx5_ib_create_flow", goName: "Mlx5IbCreateFlow", size: unsafe.Sizeof(Mlx5IbCreateFlow{}), align: unsafe.Alignof(Mlx5IbCreateFlow{}), rows: func() []layoutRow {
 		v := new(Mlx5IbCreateFlow)
 		return []layoutRow{
-			{"ncounters_data", off(v, &v.NcountersData), unsafe.Sizeof(v.NcountersData), false},
-			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false},
-			{"data", off(v, v) + Mlx5IbCreateFlowDataOffset, 0, true},
+			{"ncounters_data", off(v, &v.NcountersData), unsafe.Sizeof(v.NcountersData), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"data", off(v, v) + Mlx5IbCreateFlowDataOffset, 0, true, nil},
 		}
 	}},
 	{c: "struct rdma_ls_resolve_header", goName: "RdmaLsResolveHeader", size: unsafe.Sizeof(RdmaLsResolveHeader{}), align: unsafe.Alignof(RdmaLsResolveHeader{}), rows: func() []layoutRow {
 		v := new(RdmaLsResolveHeader)
 		return []layoutRow{
-			{"device_name", off(v, &v.DeviceName), unsafe.Sizeof(v.DeviceName), false},
-			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false},
-			{"path_use", off(v, &v.PathUse), unsafe.Sizeof(v.PathUse), false},
+			{"device_name", off(v, &v.DeviceName), unsafe.Sizeof(v.DeviceName), false, nil},
+			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false, nil},
+			{"path_use", off(v, &v.PathUse), unsafe.Sizeof(v.PathUse), false, nil},
 		}
 	}},
 	{c: "struct rdma_ls_ip_resolve_header", goName: "RdmaLsIpResolveHeader", size: unsafe.Sizeof(RdmaLsIpResolveHeader{}), align: unsafe.Alignof(RdmaLsIpResolveHeader{}), rows: func() []layoutRow {
 		v := new(RdmaLsIpResolveHeader)
 		return []layoutRow{
-			{"ifindex", off(v, &v.Ifindex), unsafe.Sizeof(v.Ifindex), false},
+			{"ifindex", off(v, &v.Ifindex), unsafe.Sizeof(v.Ifindex), false, nil},
 		}
 	}},
 	{c: "struct rdma_nla_ls_gid", goName: "RdmaNlaLsGid", size: unsafe.Sizeof(RdmaNlaLsGid{}), align: unsafe.Alignof(RdmaNlaLsGid{}), rows: func() []layoutRow {
 		v := new(RdmaNlaLsGid)
 		return []layoutRow{
-			{"gid", off(v, &v.Gid), unsafe.Sizeof(v.Gid), false},
+			{"gid", off(v, &v.Gid), unsafe.Sizeof(v.Gid), false, nil},
 		}
 	}},
 	{c: "struct sockaddr_in", goName: "SockaddrIn", size: unsafe.Sizeof(SockaddrIn{}), align: unsafe.Alignof(SockaddrIn{}), rows: func() []layoutRow {

@@ -4,7 +4,7 @@
 
 package abi
 
-import "unsafe"
+import "encoding/binary"
 
 // Sizes of the generated types (C sizeof).
 const (
@@ -631,15 +631,25 @@ type IbUverbsWc struct {
 
 // IbUverbsWcEx is the inline union defined at rdma/ib_user_verbs.h:477. It is a union of 4 bytes; use the accessor methods.
 type IbUverbsWcEx struct {
-	_ [0]uint32
-	_ [4]byte
+	_   [0]uint32
+	raw [4]byte // union storage; use the accessor methods
 }
 
-// ImmData returns a pointer to member imm_data (offset 0). The value is big-endian (__be32).
-func (x *IbUverbsWcEx) ImmData() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// ImmData returns member imm_data (offset 0). The value is big-endian (__be32).
+func (x *IbUverbsWcEx) ImmData() uint32 { return binary.LittleEndian.Uint32(x.raw[:]) }
 
-// InvalidateRkey returns a pointer to member invalidate_rkey (offset 0).
-func (x *IbUverbsWcEx) InvalidateRkey() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// SetImmData sets member imm_data (offset 0). The value is big-endian (__be32).
+func (x *IbUverbsWcEx) SetImmData(v uint32) {
+	binary.LittleEndian.PutUint32(x.raw[:], v)
+}
+
+// InvalidateRkey returns member invalidate_rkey (offset 0).
+func (x *IbUverbsWcEx) InvalidateRkey() uint32 { return binary.LittleEndian.Uint32(x.raw[:]) }
+
+// SetInvalidateRkey sets member invalidate_rkey (offset 0).
+func (x *IbUverbsWcEx) SetInvalidateRkey(v uint32) {
+	binary.LittleEndian.PutUint32(x.raw[:], v)
+}
 
 // IbUverbsPollCqResp is struct ib_uverbs_poll_cq_resp from rdma/ib_user_verbs.h.
 type IbUverbsPollCqResp struct {
@@ -927,40 +937,86 @@ type IbUverbsSendWr struct {
 
 // IbUverbsSendWrEx is the inline union defined at rdma/ib_user_verbs.h:795. It is a union of 4 bytes; use the accessor methods.
 type IbUverbsSendWrEx struct {
-	_ [0]uint32
-	_ [4]byte
+	_   [0]uint32
+	raw [4]byte // union storage; use the accessor methods
 }
 
-// ImmData returns a pointer to member imm_data (offset 0). The value is big-endian (__be32).
-func (x *IbUverbsSendWrEx) ImmData() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// ImmData returns member imm_data (offset 0). The value is big-endian (__be32).
+func (x *IbUverbsSendWrEx) ImmData() uint32 { return binary.LittleEndian.Uint32(x.raw[:]) }
 
-// InvalidateRkey returns a pointer to member invalidate_rkey (offset 0).
-func (x *IbUverbsSendWrEx) InvalidateRkey() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// SetImmData sets member imm_data (offset 0). The value is big-endian (__be32).
+func (x *IbUverbsSendWrEx) SetImmData(v uint32) {
+	binary.LittleEndian.PutUint32(x.raw[:], v)
+}
+
+// InvalidateRkey returns member invalidate_rkey (offset 0).
+func (x *IbUverbsSendWrEx) InvalidateRkey() uint32 { return binary.LittleEndian.Uint32(x.raw[:]) }
+
+// SetInvalidateRkey sets member invalidate_rkey (offset 0).
+func (x *IbUverbsSendWrEx) SetInvalidateRkey(v uint32) {
+	binary.LittleEndian.PutUint32(x.raw[:], v)
+}
 
 // IbUverbsSendWrWr is the inline union defined at rdma/ib_user_verbs.h:799. It is a union of 32 bytes; use the accessor methods.
 type IbUverbsSendWrWr struct {
-	_ [0]uint64
-	_ [32]byte
+	_   [0]uint64
+	raw [32]byte // union storage; use the accessor methods
 }
 
-// Rdma returns a pointer to member rdma (offset 0).
-func (x *IbUverbsSendWrWr) Rdma() *IbUverbsSendWrWrRdma {
-	return (*IbUverbsSendWrWrRdma)(unsafe.Pointer(x))
+// Rdma returns member rdma (offset 0).
+func (x *IbUverbsSendWrWr) Rdma() (v IbUverbsSendWrWrRdma) {
+	v.decodeFrom(x.raw[:16])
+	return v
 }
 
-// Atomic returns a pointer to member atomic (offset 0).
-func (x *IbUverbsSendWrWr) Atomic() *IbUverbsSendWrWrAtomic {
-	return (*IbUverbsSendWrWrAtomic)(unsafe.Pointer(x))
+// SetRdma sets member rdma (offset 0).
+func (x *IbUverbsSendWrWr) SetRdma(v IbUverbsSendWrWrRdma) {
+	v.encodeTo(x.raw[:16])
 }
 
-// Ud returns a pointer to member ud (offset 0).
-func (x *IbUverbsSendWrWr) Ud() *IbUverbsSendWrWrUd { return (*IbUverbsSendWrWrUd)(unsafe.Pointer(x)) }
+// Atomic returns member atomic (offset 0).
+func (x *IbUverbsSendWrWr) Atomic() (v IbUverbsSendWrWrAtomic) {
+	v.decodeFrom(x.raw[:32])
+	return v
+}
+
+// SetAtomic sets member atomic (offset 0).
+func (x *IbUverbsSendWrWr) SetAtomic(v IbUverbsSendWrWrAtomic) {
+	v.encodeTo(x.raw[:32])
+}
+
+// Ud returns member ud (offset 0).
+func (x *IbUverbsSendWrWr) Ud() (v IbUverbsSendWrWrUd) {
+	v.decodeFrom(x.raw[:16])
+	return v
+}
+
+// SetUd sets member ud (offset 0).
+func (x *IbUverbsSendWrWr) SetUd(v IbUverbsSendWrWrUd) {
+	v.encodeTo(x.raw[:16])
+}
 
 // IbUverbsSendWrWrRdma is the inline struct defined at rdma/ib_user_verbs.h:800.
 type IbUverbsSendWrWrRdma struct {
 	RemoteAddr uint64
 	Rkey       uint32
 	Reserved   uint32
+}
+
+// encodeTo writes x to b[:16] in the C layout, zeroing any padding.
+func (x *IbUverbsSendWrWrRdma) encodeTo(b []byte) {
+	_ = b[15] // one bounds check
+	binary.LittleEndian.PutUint64(b[:], x.RemoteAddr)
+	binary.LittleEndian.PutUint32(b[8:], x.Rkey)
+	binary.LittleEndian.PutUint32(b[12:], x.Reserved)
+}
+
+// decodeFrom sets x from b[:16], which holds the C layout.
+func (x *IbUverbsSendWrWrRdma) decodeFrom(b []byte) {
+	_ = b[15] // one bounds check
+	x.RemoteAddr = binary.LittleEndian.Uint64(b[:])
+	x.Rkey = binary.LittleEndian.Uint32(b[8:])
+	x.Reserved = binary.LittleEndian.Uint32(b[12:])
 }
 
 // IbUverbsSendWrWrAtomic is the inline struct defined at rdma/ib_user_verbs.h:805.
@@ -972,12 +1028,50 @@ type IbUverbsSendWrWrAtomic struct {
 	Reserved   uint32
 }
 
+// encodeTo writes x to b[:32] in the C layout, zeroing any padding.
+func (x *IbUverbsSendWrWrAtomic) encodeTo(b []byte) {
+	_ = b[31] // one bounds check
+	binary.LittleEndian.PutUint64(b[:], x.RemoteAddr)
+	binary.LittleEndian.PutUint64(b[8:], x.CompareAdd)
+	binary.LittleEndian.PutUint64(b[16:], x.Swap)
+	binary.LittleEndian.PutUint32(b[24:], x.Rkey)
+	binary.LittleEndian.PutUint32(b[28:], x.Reserved)
+}
+
+// decodeFrom sets x from b[:32], which holds the C layout.
+func (x *IbUverbsSendWrWrAtomic) decodeFrom(b []byte) {
+	_ = b[31] // one bounds check
+	x.RemoteAddr = binary.LittleEndian.Uint64(b[:])
+	x.CompareAdd = binary.LittleEndian.Uint64(b[8:])
+	x.Swap = binary.LittleEndian.Uint64(b[16:])
+	x.Rkey = binary.LittleEndian.Uint32(b[24:])
+	x.Reserved = binary.LittleEndian.Uint32(b[28:])
+}
+
 // IbUverbsSendWrWrUd is the inline struct defined at rdma/ib_user_verbs.h:812.
 type IbUverbsSendWrWrUd struct {
 	Ah         uint32
 	RemoteQpn  uint32
 	RemoteQkey uint32
 	Reserved   uint32
+}
+
+// encodeTo writes x to b[:16] in the C layout, zeroing any padding.
+func (x *IbUverbsSendWrWrUd) encodeTo(b []byte) {
+	_ = b[15] // one bounds check
+	binary.LittleEndian.PutUint32(b[:], x.Ah)
+	binary.LittleEndian.PutUint32(b[4:], x.RemoteQpn)
+	binary.LittleEndian.PutUint32(b[8:], x.RemoteQkey)
+	binary.LittleEndian.PutUint32(b[12:], x.Reserved)
+}
+
+// decodeFrom sets x from b[:16], which holds the C layout.
+func (x *IbUverbsSendWrWrUd) decodeFrom(b []byte) {
+	_ = b[15] // one bounds check
+	x.Ah = binary.LittleEndian.Uint32(b[:])
+	x.RemoteQpn = binary.LittleEndian.Uint32(b[4:])
+	x.RemoteQkey = binary.LittleEndian.Uint32(b[8:])
+	x.Reserved = binary.LittleEndian.Uint32(b[12:])
 }
 
 // IbUverbsPostSend is struct ib_uverbs_post_send from rdma/ib_user_verbs.h.
@@ -1074,6 +1168,22 @@ type IbUverbsFlowSpecHdr struct {
 	Reserved uint16
 }
 
+// encodeTo writes x to b[:8] in the C layout, zeroing any padding.
+func (x *IbUverbsFlowSpecHdr) encodeTo(b []byte) {
+	_ = b[7] // one bounds check
+	binary.LittleEndian.PutUint32(b[:], x.Type)
+	binary.LittleEndian.PutUint16(b[4:], x.Size)
+	binary.LittleEndian.PutUint16(b[6:], x.Reserved)
+}
+
+// decodeFrom sets x from b[:8], which holds the C layout.
+func (x *IbUverbsFlowSpecHdr) decodeFrom(b []byte) {
+	_ = b[7] // one bounds check
+	x.Type = binary.LittleEndian.Uint32(b[:])
+	x.Size = binary.LittleEndian.Uint16(b[4:])
+	x.Reserved = binary.LittleEndian.Uint16(b[6:])
+}
+
 // IbUverbsFlowEthFilter is struct ib_uverbs_flow_eth_filter from rdma/ib_user_verbs.h.
 type IbUverbsFlowEthFilter struct {
 	DstMac    [6]uint8
@@ -1089,14 +1199,50 @@ type IbUverbsFlowSpecEth struct {
 	Mask IbUverbsFlowEthFilter
 }
 
-// Type returns a pointer to member type of an anonymous union (offset 0).
-func (x *IbUverbsFlowSpecEth) Type() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// Type returns member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecEth) Type() uint32 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint32(s[:])
+}
 
-// Size returns a pointer to member size of an anonymous union (offset 4).
-func (x *IbUverbsFlowSpecEth) Size() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 4)) }
+// SetType sets member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecEth) SetType(v uint32) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint32(s[:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
-// Reserved returns a pointer to member reserved of an anonymous union (offset 6).
-func (x *IbUverbsFlowSpecEth) Reserved() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 6)) }
+// Size returns member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecEth) Size() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[4:])
+}
+
+// SetSize sets member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecEth) SetSize(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[4:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Reserved returns member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecEth) Reserved() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[6:])
+}
+
+// SetReserved sets member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecEth) SetReserved(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[6:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
 // IbUverbsFlowIpv4Filter is struct ib_uverbs_flow_ipv4_filter from rdma/ib_user_verbs.h.
 type IbUverbsFlowIpv4Filter struct {
@@ -1115,14 +1261,50 @@ type IbUverbsFlowSpecIpv4 struct {
 	Mask IbUverbsFlowIpv4Filter
 }
 
-// Type returns a pointer to member type of an anonymous union (offset 0).
-func (x *IbUverbsFlowSpecIpv4) Type() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// Type returns member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecIpv4) Type() uint32 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint32(s[:])
+}
 
-// Size returns a pointer to member size of an anonymous union (offset 4).
-func (x *IbUverbsFlowSpecIpv4) Size() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 4)) }
+// SetType sets member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecIpv4) SetType(v uint32) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint32(s[:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
-// Reserved returns a pointer to member reserved of an anonymous union (offset 6).
-func (x *IbUverbsFlowSpecIpv4) Reserved() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 6)) }
+// Size returns member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecIpv4) Size() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[4:])
+}
+
+// SetSize sets member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecIpv4) SetSize(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[4:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Reserved returns member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecIpv4) Reserved() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[6:])
+}
+
+// SetReserved sets member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecIpv4) SetReserved(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[6:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
 // IbUverbsFlowTcpUdpFilter is struct ib_uverbs_flow_tcp_udp_filter from rdma/ib_user_verbs.h.
 type IbUverbsFlowTcpUdpFilter struct {
@@ -1137,15 +1319,49 @@ type IbUverbsFlowSpecTcpUdp struct {
 	Mask IbUverbsFlowTcpUdpFilter
 }
 
-// Type returns a pointer to member type of an anonymous union (offset 0).
-func (x *IbUverbsFlowSpecTcpUdp) Type() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// Type returns member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecTcpUdp) Type() uint32 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint32(s[:])
+}
 
-// Size returns a pointer to member size of an anonymous union (offset 4).
-func (x *IbUverbsFlowSpecTcpUdp) Size() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 4)) }
+// SetType sets member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecTcpUdp) SetType(v uint32) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint32(s[:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
-// Reserved returns a pointer to member reserved of an anonymous union (offset 6).
-func (x *IbUverbsFlowSpecTcpUdp) Reserved() *uint16 {
-	return (*uint16)(unsafe.Add(unsafe.Pointer(x), 6))
+// Size returns member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecTcpUdp) Size() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[4:])
+}
+
+// SetSize sets member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecTcpUdp) SetSize(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[4:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Reserved returns member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecTcpUdp) Reserved() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[6:])
+}
+
+// SetReserved sets member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecTcpUdp) SetReserved(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[6:], v)
+	x.Hdr.decodeFrom(s[:8])
 }
 
 // IbUverbsFlowIpv6Filter is struct ib_uverbs_flow_ipv6_filter from rdma/ib_user_verbs.h.
@@ -1166,14 +1382,50 @@ type IbUverbsFlowSpecIpv6 struct {
 	Mask IbUverbsFlowIpv6Filter
 }
 
-// Type returns a pointer to member type of an anonymous union (offset 0).
-func (x *IbUverbsFlowSpecIpv6) Type() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// Type returns member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecIpv6) Type() uint32 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint32(s[:])
+}
 
-// Size returns a pointer to member size of an anonymous union (offset 4).
-func (x *IbUverbsFlowSpecIpv6) Size() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 4)) }
+// SetType sets member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecIpv6) SetType(v uint32) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint32(s[:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
-// Reserved returns a pointer to member reserved of an anonymous union (offset 6).
-func (x *IbUverbsFlowSpecIpv6) Reserved() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 6)) }
+// Size returns member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecIpv6) Size() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[4:])
+}
+
+// SetSize sets member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecIpv6) SetSize(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[4:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Reserved returns member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecIpv6) Reserved() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[6:])
+}
+
+// SetReserved sets member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecIpv6) SetReserved(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[6:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
 // IbUverbsFlowSpecActionTag is struct ib_uverbs_flow_spec_action_tag from rdma/ib_user_verbs.h.
 type IbUverbsFlowSpecActionTag struct {
@@ -1182,17 +1434,49 @@ type IbUverbsFlowSpecActionTag struct {
 	Reserved1 uint32
 }
 
-// Type returns a pointer to member type of an anonymous union (offset 0).
-func (x *IbUverbsFlowSpecActionTag) Type() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
-
-// Size returns a pointer to member size of an anonymous union (offset 4).
-func (x *IbUverbsFlowSpecActionTag) Size() *uint16 {
-	return (*uint16)(unsafe.Add(unsafe.Pointer(x), 4))
+// Type returns member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecActionTag) Type() uint32 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint32(s[:])
 }
 
-// Reserved returns a pointer to member reserved of an anonymous union (offset 6).
-func (x *IbUverbsFlowSpecActionTag) Reserved() *uint16 {
-	return (*uint16)(unsafe.Add(unsafe.Pointer(x), 6))
+// SetType sets member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecActionTag) SetType(v uint32) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint32(s[:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Size returns member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecActionTag) Size() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[4:])
+}
+
+// SetSize sets member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecActionTag) SetSize(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[4:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Reserved returns member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecActionTag) Reserved() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[6:])
+}
+
+// SetReserved sets member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecActionTag) SetReserved(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[6:], v)
+	x.Hdr.decodeFrom(s[:8])
 }
 
 // IbUverbsFlowSpecActionDrop is struct ib_uverbs_flow_spec_action_drop from rdma/ib_user_verbs.h.
@@ -1200,17 +1484,49 @@ type IbUverbsFlowSpecActionDrop struct {
 	Hdr IbUverbsFlowSpecHdr // anonymous union; other members via methods
 }
 
-// Type returns a pointer to member type of an anonymous union (offset 0).
-func (x *IbUverbsFlowSpecActionDrop) Type() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
-
-// Size returns a pointer to member size of an anonymous union (offset 4).
-func (x *IbUverbsFlowSpecActionDrop) Size() *uint16 {
-	return (*uint16)(unsafe.Add(unsafe.Pointer(x), 4))
+// Type returns member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecActionDrop) Type() uint32 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint32(s[:])
 }
 
-// Reserved returns a pointer to member reserved of an anonymous union (offset 6).
-func (x *IbUverbsFlowSpecActionDrop) Reserved() *uint16 {
-	return (*uint16)(unsafe.Add(unsafe.Pointer(x), 6))
+// SetType sets member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecActionDrop) SetType(v uint32) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint32(s[:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Size returns member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecActionDrop) Size() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[4:])
+}
+
+// SetSize sets member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecActionDrop) SetSize(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[4:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Reserved returns member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecActionDrop) Reserved() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[6:])
+}
+
+// SetReserved sets member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecActionDrop) SetReserved(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[6:], v)
+	x.Hdr.decodeFrom(s[:8])
 }
 
 // IbUverbsFlowSpecActionHandle is struct ib_uverbs_flow_spec_action_handle from rdma/ib_user_verbs.h.
@@ -1220,17 +1536,49 @@ type IbUverbsFlowSpecActionHandle struct {
 	Reserved1 uint32
 }
 
-// Type returns a pointer to member type of an anonymous union (offset 0).
-func (x *IbUverbsFlowSpecActionHandle) Type() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
-
-// Size returns a pointer to member size of an anonymous union (offset 4).
-func (x *IbUverbsFlowSpecActionHandle) Size() *uint16 {
-	return (*uint16)(unsafe.Add(unsafe.Pointer(x), 4))
+// Type returns member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecActionHandle) Type() uint32 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint32(s[:])
 }
 
-// Reserved returns a pointer to member reserved of an anonymous union (offset 6).
-func (x *IbUverbsFlowSpecActionHandle) Reserved() *uint16 {
-	return (*uint16)(unsafe.Add(unsafe.Pointer(x), 6))
+// SetType sets member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecActionHandle) SetType(v uint32) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint32(s[:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Size returns member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecActionHandle) Size() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[4:])
+}
+
+// SetSize sets member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecActionHandle) SetSize(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[4:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Reserved returns member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecActionHandle) Reserved() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[6:])
+}
+
+// SetReserved sets member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecActionHandle) SetReserved(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[6:], v)
+	x.Hdr.decodeFrom(s[:8])
 }
 
 // IbUverbsFlowSpecActionCount is struct ib_uverbs_flow_spec_action_count from rdma/ib_user_verbs.h.
@@ -1240,17 +1588,49 @@ type IbUverbsFlowSpecActionCount struct {
 	Reserved1 uint32
 }
 
-// Type returns a pointer to member type of an anonymous union (offset 0).
-func (x *IbUverbsFlowSpecActionCount) Type() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
-
-// Size returns a pointer to member size of an anonymous union (offset 4).
-func (x *IbUverbsFlowSpecActionCount) Size() *uint16 {
-	return (*uint16)(unsafe.Add(unsafe.Pointer(x), 4))
+// Type returns member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecActionCount) Type() uint32 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint32(s[:])
 }
 
-// Reserved returns a pointer to member reserved of an anonymous union (offset 6).
-func (x *IbUverbsFlowSpecActionCount) Reserved() *uint16 {
-	return (*uint16)(unsafe.Add(unsafe.Pointer(x), 6))
+// SetType sets member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecActionCount) SetType(v uint32) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint32(s[:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Size returns member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecActionCount) Size() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[4:])
+}
+
+// SetSize sets member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecActionCount) SetSize(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[4:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Reserved returns member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecActionCount) Reserved() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[6:])
+}
+
+// SetReserved sets member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecActionCount) SetReserved(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[6:], v)
+	x.Hdr.decodeFrom(s[:8])
 }
 
 // IbUverbsFlowTunnelFilter is struct ib_uverbs_flow_tunnel_filter from rdma/ib_user_verbs.h.
@@ -1265,15 +1645,49 @@ type IbUverbsFlowSpecTunnel struct {
 	Mask IbUverbsFlowTunnelFilter
 }
 
-// Type returns a pointer to member type of an anonymous union (offset 0).
-func (x *IbUverbsFlowSpecTunnel) Type() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// Type returns member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecTunnel) Type() uint32 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint32(s[:])
+}
 
-// Size returns a pointer to member size of an anonymous union (offset 4).
-func (x *IbUverbsFlowSpecTunnel) Size() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 4)) }
+// SetType sets member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecTunnel) SetType(v uint32) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint32(s[:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
-// Reserved returns a pointer to member reserved of an anonymous union (offset 6).
-func (x *IbUverbsFlowSpecTunnel) Reserved() *uint16 {
-	return (*uint16)(unsafe.Add(unsafe.Pointer(x), 6))
+// Size returns member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecTunnel) Size() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[4:])
+}
+
+// SetSize sets member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecTunnel) SetSize(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[4:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Reserved returns member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecTunnel) Reserved() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[6:])
+}
+
+// SetReserved sets member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecTunnel) SetReserved(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[6:], v)
+	x.Hdr.decodeFrom(s[:8])
 }
 
 // IbUverbsFlowSpecEspFilter is struct ib_uverbs_flow_spec_esp_filter from rdma/ib_user_verbs.h.
@@ -1289,14 +1703,50 @@ type IbUverbsFlowSpecEsp struct {
 	Mask IbUverbsFlowSpecEspFilter
 }
 
-// Type returns a pointer to member type of an anonymous union (offset 0).
-func (x *IbUverbsFlowSpecEsp) Type() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// Type returns member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecEsp) Type() uint32 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint32(s[:])
+}
 
-// Size returns a pointer to member size of an anonymous union (offset 4).
-func (x *IbUverbsFlowSpecEsp) Size() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 4)) }
+// SetType sets member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecEsp) SetType(v uint32) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint32(s[:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
-// Reserved returns a pointer to member reserved of an anonymous union (offset 6).
-func (x *IbUverbsFlowSpecEsp) Reserved() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 6)) }
+// Size returns member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecEsp) Size() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[4:])
+}
+
+// SetSize sets member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecEsp) SetSize(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[4:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Reserved returns member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecEsp) Reserved() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[6:])
+}
+
+// SetReserved sets member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecEsp) SetReserved(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[6:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
 // IbUverbsFlowGreFilter is struct ib_uverbs_flow_gre_filter from rdma/ib_user_verbs.h.
 type IbUverbsFlowGreFilter struct {
@@ -1312,14 +1762,50 @@ type IbUverbsFlowSpecGre struct {
 	Mask IbUverbsFlowGreFilter
 }
 
-// Type returns a pointer to member type of an anonymous union (offset 0).
-func (x *IbUverbsFlowSpecGre) Type() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// Type returns member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecGre) Type() uint32 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint32(s[:])
+}
 
-// Size returns a pointer to member size of an anonymous union (offset 4).
-func (x *IbUverbsFlowSpecGre) Size() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 4)) }
+// SetType sets member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecGre) SetType(v uint32) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint32(s[:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
-// Reserved returns a pointer to member reserved of an anonymous union (offset 6).
-func (x *IbUverbsFlowSpecGre) Reserved() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 6)) }
+// Size returns member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecGre) Size() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[4:])
+}
+
+// SetSize sets member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecGre) SetSize(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[4:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Reserved returns member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecGre) Reserved() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[6:])
+}
+
+// SetReserved sets member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecGre) SetReserved(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[6:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
 // IbUverbsFlowMplsFilter is struct ib_uverbs_flow_mpls_filter from rdma/ib_user_verbs.h.
 type IbUverbsFlowMplsFilter struct {
@@ -1333,14 +1819,50 @@ type IbUverbsFlowSpecMpls struct {
 	Mask IbUverbsFlowMplsFilter
 }
 
-// Type returns a pointer to member type of an anonymous union (offset 0).
-func (x *IbUverbsFlowSpecMpls) Type() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// Type returns member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecMpls) Type() uint32 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint32(s[:])
+}
 
-// Size returns a pointer to member size of an anonymous union (offset 4).
-func (x *IbUverbsFlowSpecMpls) Size() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 4)) }
+// SetType sets member type of an anonymous union (offset 0).
+func (x *IbUverbsFlowSpecMpls) SetType(v uint32) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint32(s[:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
-// Reserved returns a pointer to member reserved of an anonymous union (offset 6).
-func (x *IbUverbsFlowSpecMpls) Reserved() *uint16 { return (*uint16)(unsafe.Add(unsafe.Pointer(x), 6)) }
+// Size returns member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecMpls) Size() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[4:])
+}
+
+// SetSize sets member size of an anonymous union (offset 4).
+func (x *IbUverbsFlowSpecMpls) SetSize(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[4:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
+
+// Reserved returns member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecMpls) Reserved() uint16 {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	return binary.LittleEndian.Uint16(s[6:])
+}
+
+// SetReserved sets member reserved of an anonymous union (offset 6).
+func (x *IbUverbsFlowSpecMpls) SetReserved(v uint16) {
+	var s [8]byte
+	x.Hdr.encodeTo(s[:8])
+	binary.LittleEndian.PutUint16(s[6:], v)
+	x.Hdr.decodeFrom(s[:8])
+}
 
 // IbUverbsFlowAttr is struct ib_uverbs_flow_attr from rdma/ib_user_verbs.h.
 type IbUverbsFlowAttr struct {
@@ -1531,27 +2053,63 @@ type IbUverbsAttr struct {
 	Data     uint64 // anonymous union; other members via methods
 }
 
-// DataS64 returns a pointer to member data_s64 of an anonymous union (offset 8).
-func (x *IbUverbsAttr) DataS64() *int64 { return (*int64)(unsafe.Add(unsafe.Pointer(x), 8)) }
+// DataS64 returns member data_s64 of an anonymous union (offset 8).
+func (x *IbUverbsAttr) DataS64() int64 {
+	var s [8]byte
+	binary.LittleEndian.PutUint64(s[:], x.Data)
+	return int64(binary.LittleEndian.Uint64(s[:]))
+}
+
+// SetDataS64 sets member data_s64 of an anonymous union (offset 8).
+func (x *IbUverbsAttr) SetDataS64(v int64) {
+	var s [8]byte
+	binary.LittleEndian.PutUint64(s[:], uint64(v))
+	x.Data = binary.LittleEndian.Uint64(s[:])
+}
 
 // IbUverbsAttrAttrData is the inline union defined at rdma/rdma_user_ioctl_cmds.h:58. It is a union of 2 bytes; use the accessor methods.
 type IbUverbsAttrAttrData struct {
-	_ [0]uint16
-	_ [2]byte
+	_   [0]uint16
+	raw [2]byte // union storage; use the accessor methods
 }
 
-// EnumData returns a pointer to member enum_data (offset 0).
-func (x *IbUverbsAttrAttrData) EnumData() *IbUverbsAttrAttrDataEnumData {
-	return (*IbUverbsAttrAttrDataEnumData)(unsafe.Pointer(x))
+// EnumData returns member enum_data (offset 0).
+func (x *IbUverbsAttrAttrData) EnumData() (v IbUverbsAttrAttrDataEnumData) {
+	v.decodeFrom(x.raw[:2])
+	return v
 }
 
-// Reserved returns a pointer to member reserved (offset 0).
-func (x *IbUverbsAttrAttrData) Reserved() *uint16 { return (*uint16)(unsafe.Pointer(x)) }
+// SetEnumData sets member enum_data (offset 0).
+func (x *IbUverbsAttrAttrData) SetEnumData(v IbUverbsAttrAttrDataEnumData) {
+	v.encodeTo(x.raw[:2])
+}
+
+// Reserved returns member reserved (offset 0).
+func (x *IbUverbsAttrAttrData) Reserved() uint16 { return binary.LittleEndian.Uint16(x.raw[:]) }
+
+// SetReserved sets member reserved (offset 0).
+func (x *IbUverbsAttrAttrData) SetReserved(v uint16) {
+	binary.LittleEndian.PutUint16(x.raw[:], v)
+}
 
 // IbUverbsAttrAttrDataEnumData is the inline struct defined at rdma/rdma_user_ioctl_cmds.h:59.
 type IbUverbsAttrAttrDataEnumData struct {
 	ElemId   uint8
 	Reserved uint8
+}
+
+// encodeTo writes x to b[:2] in the C layout, zeroing any padding.
+func (x *IbUverbsAttrAttrDataEnumData) encodeTo(b []byte) {
+	_ = b[1] // one bounds check
+	b[0] = x.ElemId
+	b[1] = x.Reserved
+}
+
+// decodeFrom sets x from b[:2], which holds the C layout.
+func (x *IbUverbsAttrAttrDataEnumData) decodeFrom(b []byte) {
+	_ = b[1] // one bounds check
+	x.ElemId = b[0]
+	x.Reserved = b[1]
 }
 
 // IbUverbsIoctlHdr is struct ib_uverbs_ioctl_hdr from rdma/rdma_user_ioctl_cmds.h.
@@ -1625,20 +2183,62 @@ type IbUverbsGidEntry struct {
 
 // RxeGid is union rxe_gid from rdma/rdma_user_rxe.h. It is a union of 16 bytes; use the accessor methods.
 type RxeGid struct {
-	_ [0]uint64
-	_ [16]byte
+	_   [0]uint64
+	raw [16]byte // union storage; use the accessor methods
 }
 
-// Raw returns a pointer to member raw (offset 0).
-func (x *RxeGid) Raw() *[16]uint8 { return (*[16]uint8)(unsafe.Pointer(x)) }
+// Raw returns member raw (offset 0).
+func (x *RxeGid) Raw() (v [16]uint8) {
+	copy(v[:], x.raw[:16])
+	return v
+}
 
-// Global returns a pointer to member global (offset 0).
-func (x *RxeGid) Global() *RxeGidGlobal { return (*RxeGidGlobal)(unsafe.Pointer(x)) }
+// SetRaw sets member raw (offset 0).
+func (x *RxeGid) SetRaw(v [16]uint8) {
+	copy(x.raw[:16], v[:])
+}
+
+// Global returns member global (offset 0).
+func (x *RxeGid) Global() (v RxeGidGlobal) {
+	v.decodeFrom(x.raw[:16])
+	return v
+}
+
+// SetGlobal sets member global (offset 0).
+func (x *RxeGid) SetGlobal(v RxeGidGlobal) {
+	v.encodeTo(x.raw[:16])
+}
+
+// encodeTo writes x to b[:16] in the C layout, zeroing any padding.
+func (x *RxeGid) encodeTo(b []byte) {
+	_ = b[15] // one bounds check
+	copy(b[:16], x.raw[:])
+}
+
+// decodeFrom sets x from b[:16], which holds the C layout.
+func (x *RxeGid) decodeFrom(b []byte) {
+	_ = b[15] // one bounds check
+	copy(x.raw[:], b[:16])
+}
 
 // RxeGidGlobal is the inline struct defined at rdma/rdma_user_rxe.h:49.
 type RxeGidGlobal struct {
 	SubnetPrefix uint64 // big-endian (__be64)
 	InterfaceId  uint64 // big-endian (__be64)
+}
+
+// encodeTo writes x to b[:16] in the C layout, zeroing any padding.
+func (x *RxeGidGlobal) encodeTo(b []byte) {
+	_ = b[15] // one bounds check
+	binary.LittleEndian.PutUint64(b[:], x.SubnetPrefix)
+	binary.LittleEndian.PutUint64(b[8:], x.InterfaceId)
+}
+
+// decodeFrom sets x from b[:16], which holds the C layout.
+func (x *RxeGidGlobal) decodeFrom(b []byte) {
+	_ = b[15] // one bounds check
+	x.SubnetPrefix = binary.LittleEndian.Uint64(b[:])
+	x.InterfaceId = binary.LittleEndian.Uint64(b[8:])
 }
 
 // RxeGlobalRoute is struct rxe_global_route from rdma/rdma_user_rxe.h.
@@ -1651,6 +2251,27 @@ type RxeGlobalRoute struct {
 	_            [1]byte
 }
 
+// encodeTo writes x to b[:24] in the C layout, zeroing any padding.
+func (x *RxeGlobalRoute) encodeTo(b []byte) {
+	_ = b[23] // one bounds check
+	x.Dgid.encodeTo(b[:16])
+	binary.LittleEndian.PutUint32(b[16:], x.FlowLabel)
+	b[20] = x.SgidIndex
+	b[21] = x.HopLimit
+	b[22] = x.TrafficClass
+	clear(b[23:24])
+}
+
+// decodeFrom sets x from b[:24], which holds the C layout.
+func (x *RxeGlobalRoute) decodeFrom(b []byte) {
+	_ = b[23] // one bounds check
+	x.Dgid.decodeFrom(b[:16])
+	x.FlowLabel = binary.LittleEndian.Uint32(b[16:])
+	x.SgidIndex = b[20]
+	x.HopLimit = b[21]
+	x.TrafficClass = b[22]
+}
+
 // RxeAv is struct rxe_av from rdma/rdma_user_rxe.h.
 type RxeAv struct {
 	PortNum     uint8
@@ -1661,17 +2282,67 @@ type RxeAv struct {
 	DgidAddr    RxeAvSgidAddr
 }
 
-// RxeAvSgidAddr is the inline union defined at rdma/rdma_user_rxe.h:69. It is a union of 28 bytes; use the accessor methods.
-type RxeAvSgidAddr struct {
-	_ [0]uint32
-	_ [28]byte
+// encodeTo writes x to b[:88] in the C layout, zeroing any padding.
+func (x *RxeAv) encodeTo(b []byte) {
+	_ = b[87] // one bounds check
+	b[0] = x.PortNum
+	b[1] = x.NetworkType
+	copy(b[2:8], x.Dmac[:])
+	x.Grh.encodeTo(b[8:32])
+	x.SgidAddr.encodeTo(b[32:60])
+	x.DgidAddr.encodeTo(b[60:88])
 }
 
-// SockaddrIn returns a pointer to member _sockaddr_in (offset 0).
-func (x *RxeAvSgidAddr) SockaddrIn() *SockaddrIn { return (*SockaddrIn)(unsafe.Pointer(x)) }
+// decodeFrom sets x from b[:88], which holds the C layout.
+func (x *RxeAv) decodeFrom(b []byte) {
+	_ = b[87] // one bounds check
+	x.PortNum = b[0]
+	x.NetworkType = b[1]
+	copy(x.Dmac[:], b[2:8])
+	x.Grh.decodeFrom(b[8:32])
+	x.SgidAddr.decodeFrom(b[32:60])
+	x.DgidAddr.decodeFrom(b[60:88])
+}
 
-// SockaddrIn6 returns a pointer to member _sockaddr_in6 (offset 0).
-func (x *RxeAvSgidAddr) SockaddrIn6() *SockaddrIn6 { return (*SockaddrIn6)(unsafe.Pointer(x)) }
+// RxeAvSgidAddr is the inline union defined at rdma/rdma_user_rxe.h:69. It is a union of 28 bytes; use the accessor methods.
+type RxeAvSgidAddr struct {
+	_   [0]uint32
+	raw [28]byte // union storage; use the accessor methods
+}
+
+// SockaddrIn returns member _sockaddr_in (offset 0).
+func (x *RxeAvSgidAddr) SockaddrIn() (v SockaddrIn) {
+	v.decodeFrom(x.raw[:16])
+	return v
+}
+
+// SetSockaddrIn sets member _sockaddr_in (offset 0).
+func (x *RxeAvSgidAddr) SetSockaddrIn(v SockaddrIn) {
+	v.encodeTo(x.raw[:16])
+}
+
+// SockaddrIn6 returns member _sockaddr_in6 (offset 0).
+func (x *RxeAvSgidAddr) SockaddrIn6() (v SockaddrIn6) {
+	v.decodeFrom(x.raw[:28])
+	return v
+}
+
+// SetSockaddrIn6 sets member _sockaddr_in6 (offset 0).
+func (x *RxeAvSgidAddr) SetSockaddrIn6(v SockaddrIn6) {
+	v.encodeTo(x.raw[:28])
+}
+
+// encodeTo writes x to b[:28] in the C layout, zeroing any padding.
+func (x *RxeAvSgidAddr) encodeTo(b []byte) {
+	_ = b[27] // one bounds check
+	copy(b[:28], x.raw[:])
+}
+
+// decodeFrom sets x from b[:28], which holds the C layout.
+func (x *RxeAvSgidAddr) decodeFrom(b []byte) {
+	_ = b[27] // one bounds check
+	copy(x.raw[:], b[:28])
+}
 
 // RxeSendWr is struct rxe_send_wr from rdma/rdma_user_rxe.h.
 type RxeSendWr struct {
@@ -1685,39 +2356,97 @@ type RxeSendWr struct {
 
 // RxeSendWrEx is the inline union defined at rdma/rdma_user_rxe.h:80. It is a union of 4 bytes; use the accessor methods.
 type RxeSendWrEx struct {
-	_ [0]uint32
-	_ [4]byte
+	_   [0]uint32
+	raw [4]byte // union storage; use the accessor methods
 }
 
-// ImmData returns a pointer to member imm_data (offset 0). The value is big-endian (__be32).
-func (x *RxeSendWrEx) ImmData() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// ImmData returns member imm_data (offset 0). The value is big-endian (__be32).
+func (x *RxeSendWrEx) ImmData() uint32 { return binary.LittleEndian.Uint32(x.raw[:]) }
 
-// InvalidateRkey returns a pointer to member invalidate_rkey (offset 0).
-func (x *RxeSendWrEx) InvalidateRkey() *uint32 { return (*uint32)(unsafe.Pointer(x)) }
+// SetImmData sets member imm_data (offset 0). The value is big-endian (__be32).
+func (x *RxeSendWrEx) SetImmData(v uint32) {
+	binary.LittleEndian.PutUint32(x.raw[:], v)
+}
+
+// InvalidateRkey returns member invalidate_rkey (offset 0).
+func (x *RxeSendWrEx) InvalidateRkey() uint32 { return binary.LittleEndian.Uint32(x.raw[:]) }
+
+// SetInvalidateRkey sets member invalidate_rkey (offset 0).
+func (x *RxeSendWrEx) SetInvalidateRkey(v uint32) {
+	binary.LittleEndian.PutUint32(x.raw[:], v)
+}
 
 // RxeSendWrWr is the inline union defined at rdma/rdma_user_rxe.h:84. It is a union of 120 bytes; use the accessor methods.
 type RxeSendWrWr struct {
-	_ [0]uint64
-	_ [120]byte
+	_   [0]uint64
+	raw [120]byte // union storage; use the accessor methods
 }
 
-// Rdma returns a pointer to member rdma (offset 0).
-func (x *RxeSendWrWr) Rdma() *RxeSendWrWrRdma { return (*RxeSendWrWrRdma)(unsafe.Pointer(x)) }
+// Rdma returns member rdma (offset 0).
+func (x *RxeSendWrWr) Rdma() (v RxeSendWrWrRdma) {
+	v.decodeFrom(x.raw[:16])
+	return v
+}
 
-// Atomic returns a pointer to member atomic (offset 0).
-func (x *RxeSendWrWr) Atomic() *RxeSendWrWrAtomic { return (*RxeSendWrWrAtomic)(unsafe.Pointer(x)) }
+// SetRdma sets member rdma (offset 0).
+func (x *RxeSendWrWr) SetRdma(v RxeSendWrWrRdma) {
+	v.encodeTo(x.raw[:16])
+}
 
-// Ud returns a pointer to member ud (offset 0).
-func (x *RxeSendWrWr) Ud() *RxeSendWrWrUd { return (*RxeSendWrWrUd)(unsafe.Pointer(x)) }
+// Atomic returns member atomic (offset 0).
+func (x *RxeSendWrWr) Atomic() (v RxeSendWrWrAtomic) {
+	v.decodeFrom(x.raw[:32])
+	return v
+}
 
-// Mw returns a pointer to member mw (offset 0).
-func (x *RxeSendWrWr) Mw() *RxeSendWrWrMw { return (*RxeSendWrWrMw)(unsafe.Pointer(x)) }
+// SetAtomic sets member atomic (offset 0).
+func (x *RxeSendWrWr) SetAtomic(v RxeSendWrWrAtomic) {
+	v.encodeTo(x.raw[:32])
+}
+
+// Ud returns member ud (offset 0).
+func (x *RxeSendWrWr) Ud() (v RxeSendWrWrUd) {
+	v.decodeFrom(x.raw[:120])
+	return v
+}
+
+// SetUd sets member ud (offset 0).
+func (x *RxeSendWrWr) SetUd(v RxeSendWrWrUd) {
+	v.encodeTo(x.raw[:120])
+}
+
+// Mw returns member mw (offset 0).
+func (x *RxeSendWrWr) Mw() (v RxeSendWrWrMw) {
+	v.decodeFrom(x.raw[:32])
+	return v
+}
+
+// SetMw sets member mw (offset 0).
+func (x *RxeSendWrWr) SetMw(v RxeSendWrWrMw) {
+	v.encodeTo(x.raw[:32])
+}
 
 // RxeSendWrWrRdma is the inline struct defined at rdma/rdma_user_rxe.h:85.
 type RxeSendWrWrRdma struct {
 	RemoteAddr uint64
 	Rkey       uint32
 	Reserved   uint32
+}
+
+// encodeTo writes x to b[:16] in the C layout, zeroing any padding.
+func (x *RxeSendWrWrRdma) encodeTo(b []byte) {
+	_ = b[15] // one bounds check
+	binary.LittleEndian.PutUint64(b[:], x.RemoteAddr)
+	binary.LittleEndian.PutUint32(b[8:], x.Rkey)
+	binary.LittleEndian.PutUint32(b[12:], x.Reserved)
+}
+
+// decodeFrom sets x from b[:16], which holds the C layout.
+func (x *RxeSendWrWrRdma) decodeFrom(b []byte) {
+	_ = b[15] // one bounds check
+	x.RemoteAddr = binary.LittleEndian.Uint64(b[:])
+	x.Rkey = binary.LittleEndian.Uint32(b[8:])
+	x.Reserved = binary.LittleEndian.Uint32(b[12:])
 }
 
 // RxeSendWrWrAtomic is the inline struct defined at rdma/rdma_user_rxe.h:90.
@@ -1727,6 +2456,26 @@ type RxeSendWrWrAtomic struct {
 	Swap       uint64
 	Rkey       uint32
 	Reserved   uint32
+}
+
+// encodeTo writes x to b[:32] in the C layout, zeroing any padding.
+func (x *RxeSendWrWrAtomic) encodeTo(b []byte) {
+	_ = b[31] // one bounds check
+	binary.LittleEndian.PutUint64(b[:], x.RemoteAddr)
+	binary.LittleEndian.PutUint64(b[8:], x.CompareAdd)
+	binary.LittleEndian.PutUint64(b[16:], x.Swap)
+	binary.LittleEndian.PutUint32(b[24:], x.Rkey)
+	binary.LittleEndian.PutUint32(b[28:], x.Reserved)
+}
+
+// decodeFrom sets x from b[:32], which holds the C layout.
+func (x *RxeSendWrWrAtomic) decodeFrom(b []byte) {
+	_ = b[31] // one bounds check
+	x.RemoteAddr = binary.LittleEndian.Uint64(b[:])
+	x.CompareAdd = binary.LittleEndian.Uint64(b[8:])
+	x.Swap = binary.LittleEndian.Uint64(b[16:])
+	x.Rkey = binary.LittleEndian.Uint32(b[24:])
+	x.Reserved = binary.LittleEndian.Uint32(b[28:])
 }
 
 // RxeSendWrWrUd is the inline struct defined at rdma/rdma_user_rxe.h:97.
@@ -1740,6 +2489,34 @@ type RxeSendWrWrUd struct {
 	Av         RxeAv
 }
 
+// encodeTo writes x to b[:120] in the C layout, zeroing any padding.
+func (x *RxeSendWrWrUd) encodeTo(b []byte) {
+	_ = b[119] // one bounds check
+	binary.LittleEndian.PutUint32(b[:], x.RemoteQpn)
+	binary.LittleEndian.PutUint32(b[4:], x.RemoteQkey)
+	binary.LittleEndian.PutUint16(b[8:], x.PkeyIndex)
+	binary.LittleEndian.PutUint16(b[10:], x.Reserved)
+	binary.LittleEndian.PutUint32(b[12:], x.AhNum)
+	for i := range 4 {
+		binary.LittleEndian.PutUint32(b[16+i*4:], x.Pad[i])
+	}
+	x.Av.encodeTo(b[32:120])
+}
+
+// decodeFrom sets x from b[:120], which holds the C layout.
+func (x *RxeSendWrWrUd) decodeFrom(b []byte) {
+	_ = b[119] // one bounds check
+	x.RemoteQpn = binary.LittleEndian.Uint32(b[:])
+	x.RemoteQkey = binary.LittleEndian.Uint32(b[4:])
+	x.PkeyIndex = binary.LittleEndian.Uint16(b[8:])
+	x.Reserved = binary.LittleEndian.Uint16(b[10:])
+	x.AhNum = binary.LittleEndian.Uint32(b[12:])
+	for i := range 4 {
+		x.Pad[i] = binary.LittleEndian.Uint32(b[16+i*4:])
+	}
+	x.Av.decodeFrom(b[32:120])
+}
+
 // RxeSendWrWrMw is the inline struct defined at rdma/rdma_user_rxe.h:106.
 type RxeSendWrWrMw struct {
 	Addr   uint64
@@ -1748,6 +2525,28 @@ type RxeSendWrWrMw struct {
 	MwRkey uint32
 	Rkey   uint32
 	Access uint32
+}
+
+// encodeTo writes x to b[:32] in the C layout, zeroing any padding.
+func (x *RxeSendWrWrMw) encodeTo(b []byte) {
+	_ = b[31] // one bounds check
+	binary.LittleEndian.PutUint64(b[:], x.Addr)
+	binary.LittleEndian.PutUint64(b[8:], x.Length)
+	binary.LittleEndian.PutUint32(b[16:], x.MrLkey)
+	binary.LittleEndian.PutUint32(b[20:], x.MwRkey)
+	binary.LittleEndian.PutUint32(b[24:], x.Rkey)
+	binary.LittleEndian.PutUint32(b[28:], x.Access)
+}
+
+// decodeFrom sets x from b[:32], which holds the C layout.
+func (x *RxeSendWrWrMw) decodeFrom(b []byte) {
+	_ = b[31] // one bounds check
+	x.Addr = binary.LittleEndian.Uint64(b[:])
+	x.Length = binary.LittleEndian.Uint64(b[8:])
+	x.MrLkey = binary.LittleEndian.Uint32(b[16:])
+	x.MwRkey = binary.LittleEndian.Uint32(b[20:])
+	x.Rkey = binary.LittleEndian.Uint32(b[24:])
+	x.Access = binary.LittleEndian.Uint32(b[28:])
 }
 
 // RxeSge is struct rxe_sge from rdma/rdma_user_rxe.h.
@@ -2058,8 +2857,19 @@ type Mlx5IbCreateQp struct {
 	Reserved   uint16
 }
 
-// AccessKey returns a pointer to member access_key of an anonymous union (offset 40).
-func (x *Mlx5IbCreateQp) AccessKey() *uint64 { return (*uint64)(unsafe.Add(unsafe.Pointer(x), 40)) }
+// AccessKey returns member access_key of an anonymous union (offset 40).
+func (x *Mlx5IbCreateQp) AccessKey() uint64 {
+	var s [8]byte
+	binary.LittleEndian.PutUint64(s[:], x.SqBufAddr)
+	return binary.LittleEndian.Uint64(s[:])
+}
+
+// SetAccessKey sets member access_key of an anonymous union (offset 40).
+func (x *Mlx5IbCreateQp) SetAccessKey(v uint64) {
+	var s [8]byte
+	binary.LittleEndian.PutUint64(s[:], v)
+	x.SqBufAddr = binary.LittleEndian.Uint64(s[:])
+}
 
 // Mlx5IbCreateQpRss is struct mlx5_ib_create_qp_rss from rdma/mlx5-abi.h.
 type Mlx5IbCreateQpRss struct {
@@ -2210,8 +3020,32 @@ type SockaddrIn struct {
 	Raw [16]byte
 }
 
+// encodeTo writes x to b[:16] in the C layout, zeroing any padding.
+func (x *SockaddrIn) encodeTo(b []byte) {
+	_ = b[15] // one bounds check
+	copy(b[:16], x.Raw[:])
+}
+
+// decodeFrom sets x from b[:16], which holds the C layout.
+func (x *SockaddrIn) decodeFrom(b []byte) {
+	_ = b[15] // one bounds check
+	copy(x.Raw[:], b[:16])
+}
+
 // SockaddrIn6 is an opaque copy of struct sockaddr_in6 (not in the parsed headers).
 type SockaddrIn6 struct {
 	_   [0]uint32
 	Raw [28]byte
+}
+
+// encodeTo writes x to b[:28] in the C layout, zeroing any padding.
+func (x *SockaddrIn6) encodeTo(b []byte) {
+	_ = b[27] // one bounds check
+	copy(b[:28], x.Raw[:])
+}
+
+// decodeFrom sets x from b[:28], which holds the C layout.
+func (x *SockaddrIn6) decodeFrom(b []byte) {
+	_ = b[27] // one bounds check
+	copy(x.Raw[:], b[:28])
 }

@@ -32,14 +32,34 @@ type goField struct {
 	Comment string
 }
 
+// goMethod is a union member, reached through a getter Name() and a setter
+// SetName(v). The bytes of the union live in the storage field Store of the
+// type: an unexported byte array (a named union's raw, or the unionN field of
+// an anonymous union in a struct), or, when the first member of an anonymous
+// union fills it, that member's ordinary field.
 type goMethod struct {
-	Name   string
-	Type   string
-	Off    int64
-	CPath  string
-	Nested *goAgg
-	Member string // C description for the doc comment
-	Note   string
+	Name      string
+	Type      string
+	Off       int64 // offset of the member in the type
+	Size      int64
+	CPath     string
+	Nested    *goAgg
+	Member    string // C description for the doc comment
+	Note      string
+	Store     string // storage field
+	StoreOff  int64  // offset of the storage field in the type
+	StoreType string // Go type of the storage field
+	StoreSize int64
+	Bytes     bool // the storage field is a byte array
+}
+
+// unionStore describes the storage field of a union for unionMethods.
+type unionStore struct {
+	name  string
+	off   int64
+	typ   string
+	size  int64
+	bytes bool
 }
 
 type flexConst struct {
@@ -203,22 +223,23 @@ func (e *emitter) buildUnion(g *goAgg) error {
 	if a.Align > 1 {
 		g.Fields = append(g.Fields, goField{Name: "_", Type: pinType(a.Align)})
 	}
+	st := unionStore{name: "raw", typ: fmt.Sprintf("[%d]byte", a.Size), size: a.Size, bytes: true}
 	if a.Size > 0 {
-		g.Fields = append(g.Fields, goField{Name: "_", Type: fmt.Sprintf("[%d]byte", a.Size), Size: a.Size})
+		g.Fields = append(g.Fields, goField{Name: st.name, Type: st.typ, Size: a.Size, Comment: "union storage; use the accessor methods"})
 	}
 	g.Doc += fmt.Sprintf(" It is a union of %d bytes; use the accessor methods.", a.Size)
-	if err := e.unionMethods(g, a.Members, 0, g.Name, ""); err != nil {
+	if err := e.unionMethods(g, a.Members, 0, g.Name, "", st); err != nil {
 		return err
 	}
 	return checkNames(g)
 }
 
-// unionMethods adds one pointer accessor per member of a union (anonymous
-// members are flattened, as C does).
-func (e *emitter) unionMethods(g *goAgg, members []*Member, base int64, owner, what string) error {
+// unionMethods adds a getter and a setter per member of a union (anonymous
+// members are flattened, as C does). st is the union's storage field.
+func (e *emitter) unionMethods(g *goAgg, members []*Member, base int64, owner, what string, st unionStore) error {
 	for _, m := range members {
 		if m.Name == "" {
-			if err := e.unionMethods(g, m.Type.Agg.Members, base+m.Offset, owner, what); err != nil {
+			if err := e.unionMethods(g, m.Type.Agg.Members, base+m.Offset, owner, what, st); err != nil {
 				return err
 			}
 			continue
@@ -231,7 +252,11 @@ func (e *emitter) unionMethods(g *goAgg, members []*Member, base int64, owner, w
 		if err != nil {
 			return err
 		}
-		gm := goMethod{Name: CamelCase(m.Name), Type: typ, Off: base + m.Offset, CPath: m.Name, Nested: nested, Member: what}
+		gm := goMethod{Name: CamelCase(m.Name), Type: typ, Off: base + m.Offset, Size: memberSize(m.Type), CPath: m.Name, Nested: nested, Member: what,
+			Store: st.name, StoreOff: st.off, StoreType: st.typ, StoreSize: st.size, Bytes: st.bytes}
+		if gm.Off < st.off || gm.Off+gm.Size > st.off+st.size {
+			return fmt.Errorf("%s: union member %s lies outside the union's storage", m.Pos, m.Name)
+		}
 		if m.Type.Kind == KScalar && scalars[m.Type.Name].be {
 			gm.Note = " The value is big-endian (" + m.Type.Name + ")."
 		}
@@ -267,6 +292,7 @@ func (e *emitter) buildStruct(g *goAgg) error {
 				continue
 			}
 			rest := u.Members
+			var st unionStore
 			if len(u.Members) > 0 {
 				first := u.Members[0]
 				if first.Name != "" && u.Size > 0 && memberSize(first.Type) == u.Size && first.Type.Align == u.Align {
@@ -277,11 +303,13 @@ func (e *emitter) buildStruct(g *goAgg) error {
 					items = append(items, goField{Name: CamelCase(first.Name), Type: typ, Off: off, Size: u.Size, CPath: first.Name, Nested: nested,
 						IsArray: first.Type.Kind == KArray, Comment: "anonymous union; other members via methods"})
 					rest = u.Members[1:]
+					st = unionStore{name: CamelCase(first.Name), off: off, typ: typ, size: u.Size}
 				} else if u.Size > 0 {
-					items = append(items, goField{Name: "_", Type: fmt.Sprintf("[%d]byte", u.Size), Off: off, Size: u.Size, Comment: "anonymous union; members via methods"})
+					st = unionStore{name: fmt.Sprintf("union%d", off), off: off, typ: fmt.Sprintf("[%d]byte", u.Size), size: u.Size, bytes: true}
+					items = append(items, goField{Name: st.name, Type: st.typ, Off: off, Size: u.Size, Comment: "anonymous union storage; members via methods"})
 				}
 			}
-			if err := e.unionMethods(g, rest, off, g.Name, "anonymous union"); err != nil {
+			if err := e.unionMethods(g, rest, off, g.Name, "anonymous union", st); err != nil {
 				return err
 			}
 		}
@@ -362,10 +390,17 @@ func checkNames(g *goAgg) error {
 		seen[f.Name] = f.CPath
 	}
 	for _, m := range g.Methods {
-		if o, ok := seen[m.Name]; ok {
-			return fmt.Errorf("%s: Go name %s.%s used by both %s and %s", g.Doc, g.Name, m.Name, o, m.CPath)
+		for _, name := range []string{m.Name, "Set" + m.Name} {
+			if o, ok := seen[name]; ok {
+				return fmt.Errorf("%s: Go name %s.%s used by both %s and %s", g.Doc, g.Name, name, o, m.CPath)
+			}
+			seen[name] = m.CPath
 		}
-		seen[m.Name] = m.CPath
+	}
+	for _, name := range []string{codecEncode, codecDecode} {
+		if o, ok := seen[name]; ok {
+			return fmt.Errorf("%s: Go name %s.%s used by both %s and the generated byte codec", g.Doc, g.Name, name, o)
+		}
 	}
 	return nil
 }
@@ -565,9 +600,8 @@ func Generate(p *Parser, files []string, al *Allowlist, header string) (*Output,
 	}
 
 	// ztypes.go
+	need := e.codecTypes(order)
 	b.Reset()
-	b.WriteString(header)
-	b.WriteString("\npackage abi\n\nimport \"unsafe\"\n\n")
 	b.WriteString("// Sizes of the generated types (C sizeof).\nconst (\n")
 	for _, g := range order {
 		fmt.Fprintf(&b, "\tSizeof%s = %d\n", g.Name, g.Size)
@@ -599,18 +633,24 @@ func Generate(p *Parser, files []string, al *Allowlist, header string) (*Output,
 		}
 		b.WriteString("}\n\n")
 		for _, m := range g.Methods {
-			what := "member " + m.CPath
-			if m.Member != "" {
-				what = "member " + m.CPath + " of an " + m.Member
+			if err := e.writeAccessors(&b, g, m); err != nil {
+				return nil, fmt.Errorf("%s.%s: %v", g.Name, m.Name, err)
 			}
-			fmt.Fprintf(&b, "// %s returns a pointer to %s (offset %d).%s\n", m.Name, what, m.Off, m.Note)
-			if m.Off == 0 {
-				fmt.Fprintf(&b, "func (x *%s) %s() *%s { return (*%s)(unsafe.Pointer(x)) }\n\n", g.Name, m.Name, m.Type, m.Type)
-			} else {
-				fmt.Fprintf(&b, "func (x *%s) %s() *%s { return (*%s)(unsafe.Add(unsafe.Pointer(x), %d)) }\n\n", g.Name, m.Name, m.Type, m.Type, m.Off)
+		}
+		if need[g] {
+			if err := e.writeCodec(&b, g); err != nil {
+				return nil, err
 			}
 		}
 	}
+	body := b.String()
+	b.Reset()
+	b.WriteString(header)
+	b.WriteString("\npackage abi\n\n")
+	if strings.Contains(body, "binary.") {
+		b.WriteString("import \"encoding/binary\"\n\n")
+	}
+	b.WriteString(body)
 	if out.Types, err = format.Source(b.Bytes()); err != nil {
 		return nil, fmt.Errorf("formatting ztypes.go: %v\n%s", err, b.Bytes())
 	}
@@ -635,8 +675,18 @@ func Generate(p *Parser, files []string, al *Allowlist, header string) (*Output,
 			b.WriteString("\t\treturn nil // opaque\n\t}},\n")
 			continue
 		}
-		fmt.Fprintf(&b, "\t\tv := new(%s)\n\t\treturn []layoutRow{\n", g.Name)
-		layoutRows(&b, g, "v", "v", "")
+		var rows bytes.Buffer
+		var decls []string
+		decl := func(typ string) string {
+			name := fmt.Sprintf("w%d", len(decls))
+			decls = append(decls, fmt.Sprintf("\t\t%s := new(%s)\n", name, typ))
+			return name
+		}
+		layoutRows(&rows, g, "v", "v", "v", "", "", decl)
+		fmt.Fprintf(&b, "\t\tv := new(%s)\n", g.Name)
+		b.WriteString(strings.Join(decls, ""))
+		b.WriteString("\t\treturn []layoutRow{\n")
+		b.Write(rows.Bytes())
 		b.WriteString("\t\t}\n\t}},\n")
 	}
 	b.WriteString("}\n\nvar constTable = []constRow{\n")
@@ -652,39 +702,6 @@ func Generate(p *Parser, files []string, al *Allowlist, header string) (*Output,
 		return nil, fmt.Errorf("formatting zlayout_test.go: %v", err)
 	}
 	return out, nil
-}
-
-func layoutRows(b *bytes.Buffer, g *goAgg, acc, ptr, cpre string) {
-	for _, f := range g.Fields {
-		if f.Name == "_" {
-			continue
-		}
-		x := acc + "." + f.Name
-		fmt.Fprintf(b, "\t\t\t{%q, off(v, &%s), unsafe.Sizeof(%s), false},\n", cpre+f.CPath, x, x)
-		if f.Nested != nil {
-			if f.IsArray {
-				el := x + strings.Repeat("[0]", strings.Count(f.Type, "["))
-				layoutRows(b, f.Nested, el, "&"+el, cpre+f.CPath+strings.Repeat("[0]", strings.Count(f.Type, "["))+".")
-			} else {
-				layoutRows(b, f.Nested, x, "&"+x, cpre+f.CPath+".")
-			}
-		}
-	}
-	for _, m := range g.Methods {
-		x := acc + "." + m.Name + "()"
-		fmt.Fprintf(b, "\t\t\t{%q, off(v, %s), unsafe.Sizeof(*%s), false},\n", cpre+m.CPath, x, x)
-		if m.Nested != nil {
-			if strings.HasPrefix(m.Type, "[") {
-				el := "(*" + x + ")" + strings.Repeat("[0]", strings.Count(m.Type, "["))
-				layoutRows(b, m.Nested, el, "&"+el, cpre+m.CPath+strings.Repeat("[0]", strings.Count(m.Type, "["))+".")
-			} else {
-				layoutRows(b, m.Nested, x, x, cpre+m.CPath+".")
-			}
-		}
-	}
-	for _, fc := range g.Flex {
-		fmt.Fprintf(b, "\t\t\t{%q, off(v, %s) + %s, 0, true},\n", cpre+fc.CPath, ptr, fc.Name)
-	}
 }
 
 func formatValue(v Value, hex bool) string {
