@@ -20,6 +20,7 @@ type payload struct {
 	modDir  string
 	overlay string // directory staged for the per-run cpio
 	tests   []testBinary
+	broken  []string // packages whose test binary did not build
 }
 
 // buildPayload compiles the test binaries and guest tools and stages them in
@@ -71,7 +72,13 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 				file: filepath.Join(p.overlay, "pv/t", label+".test")}
 			t0 := time.Now()
 			if err := runCmd(ctx, "", env, "go", "test", "-c", "-o", tb.file, f[0]); err != nil {
-				return nil, err
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				// Like go test: report the package as failed, run the rest.
+				fmt.Printf("rxevm: FAIL %s [build failed]: %v\n", f[0], err)
+				p.broken = append(p.broken, f[0])
+				continue
 			}
 			if o.verbose {
 				fmt.Printf("rxevm: built %s (%s)\n", f[0], time.Since(t0).Round(time.Millisecond))

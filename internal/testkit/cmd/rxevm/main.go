@@ -147,6 +147,10 @@ func run(ctx context.Context, o *options) int {
 	}
 	fmt.Printf("rxevm: built %d test binaries in %s\n", len(payload.tests), time.Since(start).Round(100*time.Millisecond))
 	if len(payload.tests) == 0 && !o.demo && o.shellCmd == "" {
+		if len(payload.broken) > 0 {
+			fmt.Printf("rxevm: FAIL: %d packages did not build: %s\n", len(payload.broken), strings.Join(payload.broken, " "))
+			return 1
+		}
 		fmt.Println("rxevm: no packages with tests; nothing to run")
 		return 0
 	}
@@ -182,6 +186,10 @@ func run(ctx context.Context, o *options) int {
 	if ctx.Err() != nil {
 		fmt.Println("rxevm: interrupted")
 		return 1
+	}
+	if len(payload.broken) > 0 {
+		fmt.Printf("rxevm: FAIL: %d packages did not build: %s\n", len(payload.broken), strings.Join(payload.broken, " "))
+		failed = true
 	}
 	if failed {
 		return 1
