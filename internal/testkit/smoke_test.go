@@ -16,6 +16,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/internal/testkit/rdmanl"
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 type devSummary struct {
@@ -86,8 +87,8 @@ func sortDevs(d []devSummary) []devSummary {
 	return d
 }
 
-// TestSmokeDevices compares three views of the RDMA devices in the VM: sysfs,
-// RDMA netlink and rdma-core's ibv_devinfo.
+// TestSmokeDevices compares five views of the RDMA devices in the VM: sysfs,
+// uverbs.Devices, RDMA netlink, and rdma-core's ibv_devinfo and ibv_devinfo -l.
 func TestSmokeDevices(t *testing.T) {
 	testkit.RequireVM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -121,6 +122,18 @@ func TestSmokeDevices(t *testing.T) {
 
 	if diff := cmp.Diff(want, sortDevs(sysfsDevices(t))); diff != "" {
 		t.Errorf("sysfs vs ibv_devinfo (-ibv_devinfo +sysfs):\n%s", diff)
+	}
+
+	devs, err := uverbs.Devices()
+	if err != nil {
+		t.Fatalf("uverbs.Devices: %v", err)
+	}
+	var fromUverbs []devSummary
+	for _, d := range devs {
+		fromUverbs = append(fromUverbs, devSummary{d.Name, guidString(d.NodeGUID), d.NumPorts})
+	}
+	if diff := cmp.Diff(want, sortDevs(fromUverbs)); diff != "" {
+		t.Errorf("uverbs.Devices vs ibv_devinfo (-ibv_devinfo +uverbs):\n%s", diff)
 	}
 
 	c, err := rdmanl.Dial()
