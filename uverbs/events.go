@@ -147,6 +147,7 @@ type EventCounts struct {
 	acked     [2]uint32
 	pending   []EventType // async event types delivered but not acked
 	abandoned bool
+	onAbandon func() // releases the object's mappings when its Context closes
 }
 
 // Delivered records that one event of kind k (async events also pass their
@@ -192,6 +193,8 @@ func (e *EventCounts) Counts(k CountKind) (delivered, acked uint32) {
 	return e.delivered[k], e.acked[k]
 }
 
+// abandon is called by Context.Close for every live object: waiters are
+// released and the object's close hook runs (once).
 func (e *EventCounts) abandon() {
 	e.mu.Lock()
 	e.abandoned = true
@@ -199,7 +202,12 @@ func (e *EventCounts) abandon() {
 		close(e.changed)
 		e.changed = nil
 	}
+	f := e.onAbandon
+	e.onAbandon = nil
 	e.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 // UnackedError is returned when a destroy gives up waiting for events to be

@@ -1,7 +1,6 @@
 package uverbs
 
 import (
-	"context"
 	"fmt"
 	"math"
 
@@ -166,24 +165,17 @@ func (d *rxeQP) release() error {
 // the command fd, and every mapping holds a reference to the file: without
 // unmapping them, closing the fd would not let the kernel destroy the
 // context's objects. Context.Close abandons the EventCounts of every
-// registered object, which ends this waiter. The returned stop function
-// ends the watch (Destroy calls it).
-//
-// TODO: replace by a direct hook once Context.Close can call into objects.
+// registered object (before closing the fd), which runs release. The
+// returned stop function removes the hook (Destroy calls it); release must
+// be idempotent, as a Close racing a Destroy may run it as well.
 func releaseOnClose(ec *EventCounts, release func()) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Counts that can never be reached: WaitAcked returns nil only
-		// when the counts are abandoned by Context.Close.
-		if ec.WaitAcked(ctx, "", math.MaxUint32, math.MaxUint32) == nil {
-			release()
-		}
-	}()
+	ec.mu.Lock()
+	ec.onAbandon = release
+	ec.mu.Unlock()
 	return func() {
-		cancel()
-		<-done
+		ec.mu.Lock()
+		ec.onAbandon = nil
+		ec.mu.Unlock()
 	}
 }
 
