@@ -318,9 +318,9 @@ func TestVMGetCancelAndClose(t *testing.T) {
 		if ev, err := r.Get(cctx); !errors.Is(err, context.Canceled) {
 			t.Errorf("Get(cancelled) = %v, %v; want context.Canceled", ev, err)
 		}
+		start := time.Now() // before the deadline is set: it lies 100ms after
 		dctx, dcancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer dcancel()
-		start := time.Now()
 		if ev, err := r.Get(dctx); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Get(100ms) = %v, %v; want context.DeadlineExceeded", ev, err)
 		}
@@ -492,15 +492,17 @@ func TestVMConcurrentGet(t *testing.T) {
 		}
 		return false
 	}
-	for i := range flaps {
+	// Flap back to back, so that events queue up while several workers
+	// wait, then wait for the C tool to see them all.
+	for range flaps {
 		testkit.SetLink(t, testkit.RxeNetdev, false)
 		testkit.SetLink(t, testkit.RxeNetdev, true)
-		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-		err := c.waitLines(wctx, 2*(i+1))
-		wcancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	err := c.waitLines(wctx, 2*flaps)
+	wcancel()
+	if err != nil {
+		t.Fatal(err)
 	}
 	// Collect until we have what the C tool has and it has stopped.
 	for {
