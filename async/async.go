@@ -81,8 +81,10 @@ type Event struct {
 	// nil for port and device events, or when the object is unknown to
 	// this process (never created through this library, or destroyed).
 	Element uverbs.Affiliated
-	// Port is the port number for port events (Type.Element() ==
-	// uverbs.ElementPort), else 0.
+	// Port is the element as a port number, as libibverbs fills
+	// element.port_num: the port for port events (Type.Element() ==
+	// uverbs.ElementPort), the kernel's value for device-level and
+	// unknown events, 0 for affiliated events.
 	Port int
 	// Raw is the kernel's element value: the object's user handle for
 	// affiliated events, the port number for port events.
@@ -92,8 +94,11 @@ type Event struct {
 	reader *Reader
 }
 
-// String formats the event as ibv_asyncwatch prints it, e.g.
-// "IBV_EVENT_PORT_ACTIVE (9), port 1".
+// String formats the event for people: port events as ibv_asyncwatch
+// prints them ("IBV_EVENT_PORT_ACTIVE (9), port 1"), affiliated events with
+// the object kind and user handle, device events with the type alone.
+// (cmd/asyncwatch reproduces the C tool's exact output, including its
+// "unexpected" names.)
 func (e Event) String() string {
 	switch e.Type.Element() {
 	case uverbs.ElementPort:
@@ -151,6 +156,9 @@ func (r *Reader) Fd() int { return r.file.Fd() }
 // matching uverbs.ErrClosed once the Context is closed. Several goroutines
 // may call Get at once; each event is returned to exactly one of them.
 func (r *Reader) Get(ctx context.Context) (Event, error) {
+	if err := ctx.Err(); err != nil {
+		return Event{}, err // an ended context takes nothing, even if queued
+	}
 	buf := recPool.Get().(*[RecordSize]byte)
 	defer recPool.Put(buf)
 	n, err := r.file.Read(ctx, buf[:])
@@ -192,8 +200,8 @@ func (r *Reader) deliver(rec []byte) (Event, error) {
 	ev := Event{Type: typ, Raw: elem, reader: r}
 	var counts *uverbs.EventCounts
 	switch typ.Element() {
-	case uverbs.ElementPort:
-		ev.Port = int(elem)
+	case uverbs.ElementPort, uverbs.ElementDevice:
+		ev.Port = int(uint32(elem))
 	case uverbs.ElementCQ, uverbs.ElementQP, uverbs.ElementSRQ, uverbs.ElementWQ:
 		if obj, ok := r.lookup(elem); ok {
 			ev.Element = obj

@@ -1,6 +1,8 @@
 #!/bin/sh
-# Demo script run inside the rdma_rxe VM by `go run ./internal/testkit/cmd/rxevm -demo`.
-# Extend it freely; keep every step tolerant of tools that do not exist yet.
+# Demo run inside the rdma_rxe VM by `make demo`
+# (go run ./internal/testkit/cmd/rxevm -demo). The Go tools are in /bin;
+# rdma-core's C tools run beside them for comparison. Every step tolerates
+# tools that a build does not have.
 run() {
 	if command -v "$1" >/dev/null 2>&1; then
 		echo "+ $*"
@@ -9,10 +11,65 @@ run() {
 		echo "- $1: not present in this build; skipped"
 	fi
 }
+# wait_lines FILE N: wait (at most ~10 s) until FILE has N lines.
+wait_lines() {
+	i=0
+	while [ "$(wc -l <"$1" 2>/dev/null || echo 0)" -lt "$2" ] && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
 echo "kernel $(uname -r)"
+echo
+echo "=== devices: Go devinfo -l, then rdma-core ibv_devinfo -l ==="
+run /bin/devinfo -l
 run ibv_devinfo -l
-run rxectl list
-for tool in devinfo devlist; do
-	run "/bin/$tool"
+echo
+echo "=== Go devinfo -d rxe0 (ibv_devinfo's format) ==="
+run /bin/devinfo -d rxe0
+echo "=== Go devinfo -v -d rxelo ==="
+run /bin/devinfo -v -d rxelo
+if ! [ -x /bin/asyncwatch ]; then
+	echo "- /bin/asyncwatch: not present in this build; skipped"
+	exit 0
+fi
+echo
+echo "=== async events: Go asyncwatch and C ibv_asyncwatch on rxe0 while d0 flaps ==="
+/bin/asyncwatch -d rxe0 >/tmp/go.log 2>&1 &
+gopid=$!
+cpid=
+if command -v ibv_asyncwatch >/dev/null 2>&1; then
+	# On a pseudo-terminal the C tool's stdout stays line-buffered.
+	rxectl pty ibv_asyncwatch -d rxe0 >/tmp/c.log 2>&1 &
+	cpid=$!
+fi
+wait_lines /tmp/go.log 1
+[ -n "$cpid" ] && wait_lines /tmp/c.log 1
+# iproute2's ip (busybox's lacks nodad).
+IP=ip
+for p in /usr/sbin/ip /sbin/ip /usr/bin/ip /bin/ip; do
+	if [ -x "$p" ] && "$p" -V 2>/dev/null | grep -q iproute2; then IP=$p; break; fi
 done
+echo "+ ip link set d0 down; ip link set d0 up"
+$IP link set d0 down
+$IP link set d0 up
+echo "+ ip addr add 10.99.7.7/24 dev d0; ip -6 addr add fd00:7::7/64 dev d0 nodad; ip addr del 10.99.7.7/24 dev d0"
+$IP addr add 10.99.7.7/24 dev d0
+$IP -6 addr add fd00:7::7/64 dev d0 nodad
+$IP addr del 10.99.7.7/24 dev d0
+wait_lines /tmp/go.log 6
+[ -n "$cpid" ] && wait_lines /tmp/c.log 6
+# Background jobs of a script ignore SIGINT: stop the watchers with SIGTERM.
+kill -TERM $gopid 2>/dev/null
+[ -n "$cpid" ] && kill -TERM $cpid 2>/dev/null
+wait $gopid 2>/dev/null
+[ -n "$cpid" ] && wait $cpid 2>/dev/null
+echo "--- Go asyncwatch:"
+cat /tmp/go.log
+if [ -n "$cpid" ]; then
+	echo "--- C ibv_asyncwatch:"
+	tr -d '\r' </tmp/c.log
+fi
+echo
+echo "=== kernel RDMA resources after the tools exited ==="
 run rdma resource show

@@ -42,3 +42,7 @@ func openPTY() (master, slave *os.File, err error) {
 	}
 	return master, slave, nil
 }
+
+// OpenPTY returns a pseudo-terminal pair (master, slave) set up as for
+// peers: raw output, no echo, master non-blocking on the Go poller.
+func OpenPTY() (master, slave *os.File, err error) { return openPTY() }

@@ -14,16 +14,21 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/internal/testkit/rdmanl"
 )
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rxectl add NAME NETDEV | del NAME | list | wait [-timeout D] NAME...")
+	fmt.Fprintln(os.Stderr, "usage: rxectl add NAME NETDEV | del NAME | list | wait [-timeout D] NAME... | pty CMD [ARGS...]")
 	os.Exit(2)
 }
 
@@ -62,6 +67,11 @@ func main() {
 				break
 			}
 		}
+	case "pty":
+		if len(args) == 0 {
+			usage()
+		}
+		err = runOnPTY(args[0], args[1:]...)
 	default:
 		usage()
 	}
@@ -105,4 +115,43 @@ func waitActive(ctx context.Context, dev string) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// runOnPTY runs a command with its stdout and stderr on a pseudo-terminal
+// and copies what it prints to our stdout as it comes, so that C tools
+// (whose stdio would block-buffer a pipe or file) show each line at once.
+// SIGINT and SIGTERM are forwarded to the command.
+func runOnPTY(name string, args ...string) error {
+	master, slave, err := testkit.OpenPTY()
+	if err != nil {
+		return err
+	}
+	defer master.Close()
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = slave, slave
+	if err := cmd.Start(); err != nil {
+		slave.Close()
+		return err
+	}
+	slave.Close()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		for s := range sigs {
+			cmd.Process.Signal(s)
+		}
+	}()
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(os.Stdout, master) // ends with EIO once the command exits
+		close(copied)
+	}()
+	werr := cmd.Wait()
+	master.SetReadDeadline(time.Now().Add(2 * time.Second))
+	<-copied
+	signal.Stop(sigs)
+	if ee, ok := werr.(*exec.ExitError); ok && ee.ProcessState.Exited() {
+		return werr
+	}
+	return nil // killed by the forwarded signal: the expected way to stop
 }

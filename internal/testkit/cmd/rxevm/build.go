@@ -101,8 +101,9 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 	if err := runCmd(ctx, modDir, env, "go", "build", "-o", filepath.Join(p.overlay, "usr/bin/rxectl"), "./internal/testkit/cmd/rxectl"); err != nil {
 		return nil, err
 	}
-	// cmd/* tools of the project (not abigen), for -demo and -shell-cmd.
-	if o.demo || o.shellCmd != "" {
+	// cmd/* tools of the project (not abigen): always in the guest's PATH,
+	// so tests can run them beside the C tools, and for -demo/-shell-cmd.
+	{
 		out, err := cmdOutput(ctx, modDir, nil, "go", "list", "-e", "-f", "{{.ImportPath}}|{{.Name}}|{{if .Error}}err{{end}}", "./cmd/...")
 		if err == nil {
 			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -116,6 +117,8 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 				}
 			}
 		}
+	}
+	if o.demo {
 		demo, err := os.ReadFile(filepath.Join(modDir, "internal/testkit/demo.sh"))
 		if err != nil {
 			return nil, err
