@@ -23,7 +23,11 @@ var ErrClosedFD = errors.New("sys: use of closed file descriptor")
 type FD struct {
 	raw    int32
 	closed atomic.Bool
-	name   string
+	// inUse is held shared by every system call that uses raw and
+	// exclusively by Close, so the number is never closed (and possibly
+	// reused by another open) while a call is in flight.
+	inUse sync.RWMutex
+	name  string
 }
 
 // NewFD takes ownership of raw. name describes the fd in leak reports.
@@ -61,11 +65,30 @@ func (fd *FD) Int() int {
 // Name returns the description given at creation.
 func (fd *FD) Name() string { return fd.name }
 
-// Close closes the descriptor. Closing twice returns nil.
+// acquire returns the raw number for one system call, or false once the
+// FD is closed. Every successful acquire must be paired with release.
+func (fd *FD) acquire() (int, bool) {
+	if fd == nil {
+		return -1, false
+	}
+	fd.inUse.RLock()
+	if fd.closed.Load() {
+		fd.inUse.RUnlock()
+		return -1, false
+	}
+	return int(fd.raw), true
+}
+
+func (fd *FD) release() { fd.inUse.RUnlock() }
+
+// Close closes the descriptor once no system call using it is in flight.
+// Closing twice returns nil.
 func (fd *FD) Close() error {
 	if fd == nil || !fd.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	fd.inUse.Lock()
+	defer fd.inUse.Unlock()
 	traceClose(fd)
 	return unix.Close(int(fd.raw))
 }
@@ -76,16 +99,20 @@ func (fd *FD) Disown() int {
 	if !fd.closed.CompareAndSwap(false, true) {
 		return -1
 	}
+	fd.inUse.Lock()
+	defer fd.inUse.Unlock()
 	traceClose(fd)
 	return int(fd.raw)
 }
 
 // SetNonblock sets or clears O_NONBLOCK.
 func (fd *FD) SetNonblock(on bool) error {
-	if fd.closed.Load() {
+	raw, ok := fd.acquire()
+	if !ok {
 		return ErrClosedFD
 	}
-	return unix.SetNonblock(int(fd.raw), on)
+	defer fd.release()
+	return unix.SetNonblock(raw, on)
 }
 
 // IsCloexec reports whether FD_CLOEXEC is set on raw (used by tests).

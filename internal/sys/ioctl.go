@@ -280,15 +280,15 @@ func (c *Ioctl) Exec(fd *FD) error {
 	if c.err != nil {
 		return c.err
 	}
-	raw := fd.Int()
-	if raw < 0 {
+	raw, ok := fd.acquire()
+	if !ok {
 		return ErrClosedFD
 	}
 	c.hdr.Length = uint16(hdrSize + attrSize*int(c.hdr.NumAttrs))
 	c.hdr.Reserved1, c.hdr.Reserved2 = 0, 0
 	err := ioctlPtr(raw, rdmaVerbsIoctl, unsafe.Pointer(&c.hdr))
+	fd.release()
 	runtime.KeepAlive(c)
-	runtime.KeepAlive(fd)
 	return err
 }
 

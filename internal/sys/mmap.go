@@ -24,12 +24,12 @@ var (
 
 // Mmap maps size bytes at offset of fd read/write and shared.
 func Mmap(fd *FD, offset int64, size int, name string) (*Mapping, error) {
-	raw := fd.Int()
-	if raw < 0 {
+	raw, ok := fd.acquire()
+	if !ok {
 		return nil, ErrClosedFD
 	}
 	b, err := unix.Mmap(raw, offset, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	runtime.KeepAlive(fd)
+	fd.release()
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -379,4 +380,67 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestFDCloseWaitsForCalls: Close never closes the number under a call in
+// flight, and calls after Close fail cleanly instead of using a reused fd.
+func TestFDCloseWaitsForCalls(t *testing.T) {
+	fd, err := Open("/dev/null", unix.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, ok := fd.acquire()
+	if !ok {
+		t.Fatal("acquire on an open FD failed")
+	}
+	closed := make(chan error)
+	go func() { closed <- fd.Close() }()
+	for !fd.closed.Load() { // Close has begun and now waits for us
+		runtime.Gosched()
+	}
+	// While the call is "in flight" the descriptor stays open.
+	if _, err := unix.FcntlInt(uintptr(raw), unix.F_GETFD, 0); err != nil {
+		t.Fatalf("descriptor closed under an in-flight call: %v", err)
+	}
+	fd.release()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fd.acquire(); ok {
+		t.Fatal("acquire after Close succeeded")
+	}
+	if _, err := Write(fd, []byte{1}); err != ErrClosedFD {
+		t.Fatalf("Write after Close = %v", err)
+	}
+	c := NewIoctl()
+	c.Reset(0, 0, 0)
+	if err := c.Exec(fd); err != ErrClosedFD {
+		t.Fatalf("Exec after Close = %v", err)
+	}
+}
+
+func TestFDConcurrentUseAndClose(t *testing.T) {
+	for i := 0; i < 50; i++ {
+		fd, err := Open("/dev/null", unix.O_RDWR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := NewIoctl()
+				for k := 0; k < 100; k++ {
+					c.Reset(0, 2, 0)
+					if err := c.Exec(fd); err != unix.ENOTTY && err != ErrClosedFD {
+						t.Errorf("Exec = %v", err)
+						return
+					}
+				}
+			}()
+		}
+		fd.Close()
+		wg.Wait()
+	}
 }

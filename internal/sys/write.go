@@ -78,8 +78,7 @@ func (c *Ioctl) ProbeInvokeWrite(fd *FD, driverID uint32, queryDeviceCmd uint32)
 // as the kernel's write ABI expects. The response travels through a
 // scratch buffer and is copied back to w.Resp and w.UdataOut.
 func (c *Ioctl) LegacyWrite(fd *FD, w *WriteCmd) error {
-	raw := fd.Int()
-	if raw < 0 {
+	if fd.Int() < 0 {
 		return ErrClosedFD
 	}
 	var in, out []byte
@@ -127,9 +126,13 @@ func (c *Ioctl) LegacyWrite(fd *FD, w *WriteCmd) error {
 			le.PutUint64(in[hdrLen:], respAddr)
 		}
 	}
+	raw, ok := fd.acquire()
+	if !ok {
+		return ErrClosedFD
+	}
 	_, err := writeRaw(raw, in)
+	fd.release()
 	runtime.KeepAlive(c)
-	runtime.KeepAlive(fd)
 	if err != nil {
 		return err
 	}
@@ -141,12 +144,12 @@ func (c *Ioctl) LegacyWrite(fd *FD, w *WriteCmd) error {
 // Write issues one write(2) of b on fd (EINTR retried), e.g. rxe's send
 // doorbell. It allocates nothing.
 func Write(fd *FD, b []byte) (int, error) {
-	raw := fd.Int()
-	if raw < 0 {
+	raw, ok := fd.acquire()
+	if !ok {
 		return 0, ErrClosedFD
 	}
 	n, err := writeRaw(raw, b)
-	runtime.KeepAlive(fd)
+	fd.release()
 	return n, err
 }
 
