@@ -67,6 +67,11 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	}
 	drv := p.newCQ()
 	cq := &CQ{ctx: c, uh: uh, drv: drv}
+	// Registered before the create command so that no event of the new
+	// object can be read before it maps back (and is counted).
+	if err := c.Register(cq); err != nil {
+		return nil, &OpError{Object: "cq", Method: "create", Err: err}
+	}
 
 	var granted uint32
 	cmd := c.get()
@@ -87,6 +92,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	cq.handle = cmd.Handle(ha)
 	c.put(cmd)
 	if err != nil {
+		c.Unregister(cq)
 		return nil, c.opErr("cq", "create", err)
 	}
 	cq.cqe = int(granted)
@@ -94,12 +100,8 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	if err := drv.created(c); err != nil {
 		cq.destroyCmd()
 		drv.release()
+		c.Unregister(cq)
 		return nil, err
-	}
-	if err := c.Register(cq); err != nil {
-		// Closed meanwhile: the kernel object went with the context.
-		drv.release()
-		return nil, &OpError{Object: "cq", Method: "create", Err: err}
 	}
 	cq.stop = releaseOnClose(&cq.events, func() { drv.release() })
 	return cq, nil

@@ -170,6 +170,12 @@ func (d *rxeQP) release() error {
 // be idempotent, as a Close racing a Destroy may run it as well.
 func releaseOnClose(ec *EventCounts, release func()) (stop func()) {
 	ec.mu.Lock()
+	if ec.abandoned {
+		// The Context closed while the object was being created.
+		ec.mu.Unlock()
+		release()
+		return func() {}
+	}
 	ec.onAbandon = release
 	ec.mu.Unlock()
 	return func() {

@@ -249,6 +249,11 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	}
 	drv := p.newQP()
 	qp := &QP{ctx: c, pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, typ: attr.Type, sigAll: attr.SigAll, uh: uh, drv: drv}
+	// Registered before the create command so that no event of the new
+	// object can be read before it maps back (and is counted).
+	if err := c.Register(qp); err != nil {
+		return nil, &OpError{Object: "qp", Method: "create", Err: err}
+	}
 
 	var capOut abi.IbUverbsQpCap
 	var qpn uint32
@@ -277,6 +282,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	qp.handle = cmd.Handle(ha)
 	c.put(cmd)
 	if err != nil {
+		c.Unregister(qp)
 		return nil, c.opErr("qp", "create", err)
 	}
 	qp.qpn = qpn
@@ -285,11 +291,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if err := drv.created(c, false); err != nil {
 		qp.destroyCmd()
 		drv.release()
+		c.Unregister(qp)
 		return nil, err
-	}
-	if err := c.Register(qp); err != nil {
-		drv.release()
-		return nil, &OpError{Object: "qp", Method: "create", Err: err}
 	}
 	qp.stop = releaseOnClose(&qp.events, func() { drv.release() })
 	return qp, nil
