@@ -442,3 +442,15 @@ func readPorts(dir string) ([]int, error) {
 	slices.Sort(ports)
 	return ports, nil
 }
+
+// providerNames maps enum rdma_driver_id to the rdma-core provider that
+// serves it (the names ibv_devices users know: "mlx5", "rxe", ...).
+var providerNames = map[uint32]string{
+	1: "mlx5", 2: "mlx4", 4: "cxgb4", 5: "mthca", 10: "vmw_pvrdma",
+	14: "rxe", 15: "hfi1verbs", 16: "ipathverbs", 17: "efa", 18: "siw", 19: "erdma",
+}
+
+// Provider returns the userspace provider for the device ("rxe", "mlx5",
+// ...), derived from DriverID, or "" when the driver is unknown. Driver
+// names the kernel driver instead (e.g. "mlx5_core" for an mlx5 NIC).
+func (d Device) Provider() string { return providerNames[d.DriverID] }

@@ -453,3 +453,19 @@ func TestNodeTypeString(t *testing.T) {
 		t.Error("NodeType values do not match enum rdma_node_type")
 	}
 }
+
+func TestDeviceProvider(t *testing.T) {
+	for _, c := range []struct {
+		d    Device
+		want string
+	}{
+		{Device{Driver: "rxe", DriverID: 14}, "rxe"},
+		{Device{Driver: "mlx5_core", DriverID: 1}, "mlx5"},
+		{Device{Driver: "siw", DriverID: 18}, "siw"},
+		{Device{Driver: "irdma"}, ""},
+	} {
+		if got := c.d.Provider(); got != c.want {
+			t.Errorf("%s: Provider() = %q, want %q", c.d.Driver, got, c.want)
+		}
+	}
+}
