@@ -349,3 +349,29 @@ func TestGetAckAllocs(t *testing.T) {
 		t.Errorf("Get+Ack of a queued event allocates %.1f times", allocs)
 	}
 }
+
+// BenchmarkGetAck reads, decodes and acknowledges one queued event per
+// iteration through a real (SEQPACKET) fd.
+func BenchmarkGetAck(b *testing.B) {
+	ef, w, err := sys.NewRecordPipe("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ef.Close()
+	defer w.Close()
+	obj := &fakeObj{uh: 3, kind: uverbs.ElementQP}
+	r := newReader(ef, func(uh uint64) (uverbs.Affiliated, bool) { return obj, uh == 3 }, func() bool { return false })
+	var rec [RecordSize]byte
+	binary.LittleEndian.PutUint64(rec[0:], 3)
+	binary.LittleEndian.PutUint32(rec[8:], uint32(SQDrained))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		sys.Write(w, rec[:])
+		ev, err := r.Get(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Ack(ev)
+	}
+}

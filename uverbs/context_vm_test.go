@@ -180,3 +180,20 @@ func TestVMOpenErrors(t *testing.T) {
 		t.Errorf("Open(missing node) = %v", err)
 	}
 }
+
+// BenchmarkVMQueryPort issues a real DEVICE/QUERY_PORT ioctl on rxe0.
+func BenchmarkVMQueryPort(b *testing.B) {
+	testkit.RequireVM(b)
+	c, err := uverbs.OpenByName(testkit.RxeDev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	var pa uverbs.PortAttr
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.QueryPortInto(1, &pa); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
