@@ -26,7 +26,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"reflect"
+	"syscall"
 
 	"github.com/pureverbs/pureverbs/async"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -39,14 +39,8 @@ func main() {
 	os.Exit(code)
 }
 
-// sigterm is syscall.SIGTERM (15 on every Linux architecture), made from
-// the type of os.Interrupt so that this command imports neither syscall nor
-// x/sys/unix (scripts/check-imports.sh).
-var sigterm = func() os.Signal {
-	v := reflect.New(reflect.TypeOf(os.Interrupt)).Elem()
-	v.SetInt(15)
-	return v.Interface().(os.Signal)
-}()
+// sigterm stops the watcher like SIGINT does.
+var sigterm os.Signal = syscall.SIGTERM
 
 const usageText = `Usage:
   %s            start an asyncwatch process
