@@ -131,9 +131,19 @@ func TestVMQueryPortAndGIDs(t *testing.T) {
 	}
 }
 
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
 func TestVMCloseReleasesEverything(t *testing.T) {
 	testkit.RequireVM(t)
 	before := testkit.Resources(t, testkit.RxeDev)
+	fdsBefore := openFDs(t)
 	var ctxs []*uverbs.Context
 	for i := 0; i < 3; i++ {
 		c, err := uverbs.OpenByName(testkit.RxeDev)
@@ -141,6 +151,9 @@ func TestVMCloseReleasesEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctxs = append(ctxs, c)
+	}
+	if got := openFDs(t); got != fdsBefore+6 {
+		t.Errorf("%d fds with 3 contexts open, %d before; want a command fd and an async fd each", got, fdsBefore)
 	}
 	during := testkit.Resources(t, testkit.RxeDev)
 	if during["ctx"] != before["ctx"]+3 {
@@ -156,6 +169,9 @@ func TestVMCloseReleasesEverything(t *testing.T) {
 		if _, err := c.QueryPort(1); !errors.Is(err, uverbs.ErrClosed) {
 			t.Errorf("QueryPort after Close = %v", err)
 		}
+	}
+	if got := openFDs(t); got != fdsBefore {
+		t.Errorf("%d fds open after closing 3 contexts, %d before", got, fdsBefore)
 	}
 	after := testkit.Resources(t, testkit.RxeDev)
 	if after["ctx"] != before["ctx"] {
