@@ -29,7 +29,7 @@ type EventFile struct {
 	}
 	raw int
 
-	refs    sync.WaitGroup // in-flight raw reads
+	inUse   sync.RWMutex // held shared by raw reads, exclusively by Close
 	closing atomic.Bool
 	closed  chan struct{}
 	closeMu sync.Mutex
@@ -74,17 +74,14 @@ func (e *EventFile) TryRead(buf []byte) (int, error) {
 		return 0, ErrFileClosed
 	}
 	n, err := readRaw(e.raw, buf)
-	e.refs.Done()
+	e.inUse.RUnlock()
 	return n, err
 }
 
 func (e *EventFile) acquire() bool {
+	e.inUse.RLock()
 	if e.closing.Load() {
-		return false
-	}
-	e.refs.Add(1)
-	if e.closing.Load() {
-		e.refs.Done()
+		e.inUse.RUnlock()
 		return false
 	}
 	return true
@@ -172,7 +169,8 @@ func (e *EventFile) Close() error {
 		return nil
 	}
 	close(e.closed)
-	e.refs.Wait()
+	e.inUse.Lock() // wait for raw reads in flight; later ones see closing
+	e.inUse.Unlock()
 	traceCloseEF(e)
 	return e.file.Close()
 }
