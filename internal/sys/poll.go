@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -33,6 +34,10 @@ type EventFile struct {
 	closing atomic.Bool
 	closed  chan struct{}
 	closeMu sync.Mutex
+
+	// testAfterEAGAIN, when set by a test, runs between a waiter's EAGAIN
+	// and its wait: the window in which a wakeup could be lost.
+	testAfterEAGAIN func()
 
 	mu       sync.Mutex
 	ready    chan struct{} // closed (and replaced) when the fd may be readable
@@ -103,10 +108,16 @@ func (e *EventFile) Read(ctx context.Context, buf []byte) (int, error) {
 			e.leave()
 			return n, err
 		}
+		if e.testAfterEAGAIN != nil {
+			e.testAfterEAGAIN()
+		}
 		e.watch()
 		select {
 		case <-ready:
 			e.leave()
+			if err := e.pollErr(); err != nil {
+				return 0, err
+			}
 		case <-ctx.Done():
 			e.leave()
 			return 0, ctx.Err()
@@ -115,6 +126,17 @@ func (e *EventFile) Read(ctx context.Context, buf []byte) (int, error) {
 			return 0, ErrFileClosed
 		}
 	}
+}
+
+// pollErr returns the watcher's error when the runtime poller cannot wait
+// on this fd (and the file is not simply closing).
+func (e *EventFile) pollErr() error {
+	if e.closing.Load() {
+		return nil // the next TryRead reports ErrFileClosed
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.watchErr
 }
 
 func (e *EventFile) leave() {
@@ -136,27 +158,54 @@ func (e *EventFile) watch() {
 }
 
 // watchLoop waits on the runtime poller for readability and wakes every
-// waiter; it exits when no goroutine waits any more or the file closes.
+// waiter; it exits when, at a wake-up, no goroutine waits any more, or when
+// the file closes (or cannot be polled: waiters then get that error).
+//
+// The callback checks the level with poll(2) before parking: RawConn.Read
+// clears the poller's latched readiness when it starts, so a record that
+// arrived between a waiter's EAGAIN and this watcher starting to wait would
+// otherwise go unnoticed (the runtime poller is edge-triggered).
 func (e *EventFile) watchLoop() {
 	for {
-		first := true
-		err := e.rc.Read(func(uintptr) bool {
-			if first {
-				first = false
-				return false // park on the poller until readable
+		immediate := true
+		calls := 0
+		err := e.rc.Read(func(fd uintptr) bool {
+			calls++
+			if calls > 1 {
+				immediate = false
 			}
-			return true
+			return pollReadable(int(fd))
 		})
 		e.mu.Lock()
 		close(e.ready)
 		e.ready = make(chan struct{})
+		if err != nil {
+			e.watchErr = err
+		}
 		if err != nil || e.waiters == 0 {
 			e.watching = false
-			e.watchErr = err
 			e.mu.Unlock()
 			return
 		}
 		e.mu.Unlock()
+		if immediate {
+			// Records are still queued for the waiters just woken: let
+			// them run before looking again.
+			runtime.Gosched()
+		}
+	}
+}
+
+// pollReadable reports whether fd has input now (or an error condition, so
+// that the reader finds out), without blocking.
+func pollReadable(fd int) bool {
+	pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err != nil || n > 0
 	}
 }
 

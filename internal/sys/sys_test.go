@@ -444,3 +444,53 @@ func TestFDConcurrentUseAndClose(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// TestEventFileNoLostWakeup: a record that arrives after a reader's EAGAIN
+// but before the watcher waits on the poller must still wake the reader.
+// The test hook writes the record exactly in that window.
+func TestEventFileNoLostWakeup(t *testing.T) {
+	ef, w := seqpacket(t)
+	rec := make([]byte, 16)
+	ef.testAfterEAGAIN = func() {
+		if _, err := Write(w, rec); err != nil {
+			t.Error(err)
+		}
+		// Give the runtime's netpoller time to consume the fd's edge
+		// before the watcher starts (this widens the race window; it
+		// does not synchronise anything the test then relies on).
+		time.Sleep(2 * time.Millisecond)
+	}
+	buf := make([]byte, 16)
+	for i := 0; i < 50; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		n, err := ef.Read(ctx, buf)
+		cancel()
+		if err != nil || n != 16 {
+			t.Fatalf("iteration %d: Read = %d, %v with a record queued", i, n, err)
+		}
+	}
+}
+
+// TestEventFileCloseRacesReads: Close while goroutines hammer TryRead and
+// Read is race-free and wakes everyone.
+func TestEventFileCloseRacesReads(t *testing.T) {
+	ef, _ := seqpacket(t)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 16)
+			for {
+				if _, err := ef.TryRead(buf); err == ErrFileClosed {
+					break
+				}
+			}
+			if _, err := ef.Read(context.Background(), buf); err != ErrFileClosed {
+				t.Errorf("Read after Close = %v", err)
+			}
+		}()
+	}
+	ef.Close()
+	wg.Wait()
+}
