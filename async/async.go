@@ -149,13 +149,27 @@ var recPool = sync.Pool{New: func() any { return new([RecordSize]byte) }}
 // Fd returns the async event descriptor for the caller's own poll/epoll
 // loop, as ctx->async_fd in the ibv_get_async_event(3) example. It is
 // already non-blocking; when it polls readable, call TryGet.
-func (r *Reader) Fd() int { return r.file.Fd() }
+func (r *Reader) Fd() int {
+	if r == nil || r.file == nil {
+		return -1
+	}
+	return r.file.Fd()
+}
+
+// errNilReader is returned by the methods of a nil or zero Reader.
+var errNilReader = fmt.Errorf("%w: nil async.Reader (use NewReader)", uverbs.ErrInvalid)
 
 // Get waits for the next event, parking the goroutine on the runtime
 // poller, and returns it. It returns ctx.Err() when ctx ends, and an error
 // matching uverbs.ErrClosed once the Context is closed. Several goroutines
 // may call Get at once; each event is returned to exactly one of them.
 func (r *Reader) Get(ctx context.Context) (Event, error) {
+	if r == nil || r.file == nil {
+		return Event{}, errNilReader
+	}
+	if ctx == nil {
+		return Event{}, fmt.Errorf("%w: nil context", uverbs.ErrInvalid)
+	}
 	if err := ctx.Err(); err != nil {
 		return Event{}, err // an ended context takes nothing, even if queued
 	}
@@ -171,6 +185,9 @@ func (r *Reader) Get(ctx context.Context) (Event, error) {
 // TryGet returns the next queued event without blocking, or ErrNoEvent
 // (which matches unix.EAGAIN) when there is none.
 func (r *Reader) TryGet() (Event, error) {
+	if r == nil || r.file == nil {
+		return Event{}, errNilReader
+	}
 	buf := recPool.Get().(*[RecordSize]byte)
 	defer recPool.Put(buf)
 	n, err := r.file.TryRead(buf[:])
@@ -223,30 +240,33 @@ func (r *Reader) deliver(rec []byte) (Event, error) {
 // another Reader, or after the Context was closed, returns an error and
 // changes nothing.
 func (r *Reader) Ack(ev Event) error {
-	if ev.reader != r || ev.seq == 0 {
+	if r == nil || ev.reader != r || ev.seq == 0 {
 		return ErrForeignEvent
 	}
 	if r.closed() {
 		return fmt.Errorf("async: ack: %w", uverbs.ErrClosed)
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	counts, ok := r.outstanding[ev.seq]
-	if ok {
-		delete(r.outstanding, ev.seq)
-	}
-	r.mu.Unlock()
 	if !ok {
 		return ErrAlreadyAcked
 	}
 	if counts != nil {
-		return counts.Ack(uverbs.AsyncEvents, ev.Type, 1)
+		if err := counts.Ack(uverbs.AsyncEvents, ev.Type, 1); err != nil {
+			return err // nothing changed: the event stays outstanding
+		}
 	}
+	delete(r.outstanding, ev.seq)
 	return nil
 }
 
 // Unacked returns how many events this reader returned that were not yet
 // acknowledged.
 func (r *Reader) Unacked() int {
+	if r == nil {
+		return 0
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.outstanding)

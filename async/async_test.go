@@ -375,3 +375,44 @@ func BenchmarkGetAck(b *testing.B) {
 		r.Ack(ev)
 	}
 }
+
+func TestNilAndZeroReader(t *testing.T) {
+	for _, r := range []*Reader{nil, new(Reader)} {
+		if _, err := r.Get(context.Background()); !errors.Is(err, uverbs.ErrInvalid) {
+			t.Errorf("Get = %v", err)
+		}
+		if _, err := r.TryGet(); !errors.Is(err, uverbs.ErrInvalid) {
+			t.Errorf("TryGet = %v", err)
+		}
+		if err := r.Ack(Event{}); !errors.Is(err, ErrForeignEvent) {
+			t.Errorf("Ack = %v", err)
+		}
+		if r.Fd() != -1 || r.Unacked() != 0 {
+			t.Errorf("Fd %d Unacked %d", r.Fd(), r.Unacked())
+		}
+	}
+	if _, err := NewReader(nil); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("NewReader(nil) = %v", err)
+	}
+}
+
+// An Ack that the object's counter refuses (here because the caller
+// acknowledged through EventCounts directly) changes nothing.
+func TestAckRefusedChangesNothing(t *testing.T) {
+	qp := &fakeObj{uh: 5, kind: uverbs.ElementQP}
+	h := newHarness(t, qp)
+	h.send(t, SQDrained, 5)
+	ev, err := h.r.Get(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.counts.Ack(uverbs.AsyncEvents, SQDrained, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.r.Ack(ev); !errors.Is(err, uverbs.ErrInvalid) {
+		t.Fatalf("Ack over the counter = %v", err)
+	}
+	if h.r.Unacked() != 1 {
+		t.Fatalf("refused Ack still removed the event: Unacked = %d", h.r.Unacked())
+	}
+}

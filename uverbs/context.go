@@ -35,10 +35,11 @@ type Context struct {
 	nextUH  uint64
 }
 
-// Driver ids (RDMA_DRIVER_*) for the providers this library knows. Devices
-// of other drivers are opened with RDMA_DRIVER_UNKNOWN, which the kernel
-// accepts for the core methods only when the driver id matches; see
-// driverIDFor.
+// driverIDFor returns the RDMA_DRIVER_* id to put in every ioctl header.
+// The kernel rejects (EINVAL) an ioctl whose driver id differs from the
+// device's, so a device whose driver this library cannot identify is sent
+// RDMA_DRIVER_UNKNOWN and Open reports ErrNotSupported if the kernel
+// refuses it.
 func driverIDFor(d Device) uint32 {
 	if d.DriverID != 0 {
 		return d.DriverID
@@ -76,7 +77,7 @@ func Open(dev Device) (*Context, error) {
 	fd, err := sys.Open(path, sys.O_RDWR)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s: %v", ErrNoDevice, dev.Name, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrNoDevice, dev.Name, err)
 		}
 		return nil, &OpError{Object: "device", Method: "open", Err: err}
 	}
@@ -101,6 +102,11 @@ func (c *Context) getContext() error {
 	err := cmd.Exec(c.cmd)
 	if err == sys.ENOTTY || err == sys.EPROTONOSUPPORT {
 		return c.getContextWrite(cmd)
+	}
+	if err == sys.EINVAL && c.driverID == abi.RDMA_DRIVER_UNKNOWN {
+		return &OpError{Object: "device", Method: "get_context", Err: fmt.Errorf(
+			"%w: %s: driver %q has no RDMA driver id known to this library (the kernel refused RDMA_DRIVER_UNKNOWN): %w",
+			ErrNotSupported, c.dev.Name, c.dev.Driver, err)}
 	}
 	if err != nil {
 		return c.opErr("device", "get_context", err)
@@ -148,8 +154,17 @@ func (c *Context) adoptAsync(raw int) error {
 	return nil
 }
 
-func (c *Context) get() *sys.Ioctl  { return c.cmds.Get().(*sys.Ioctl) }
-func (c *Context) put(i *sys.Ioctl) { c.cmds.Put(i) }
+func (c *Context) get() *sys.Ioctl { return c.cmds.Get().(*sys.Ioctl) }
+
+// put returns a command buffer to the pool, dropping its references to the
+// caller's buffers so the pool does not keep them alive.
+func (c *Context) put(i *sys.Ioctl) {
+	i.Clear()
+	c.cmds.Put(i)
+}
+
+// errNilContext is returned by the methods of a nil *Context.
+var errNilContext = fmt.Errorf("%w: nil *uverbs.Context (use Open)", ErrInvalid)
 
 // opErr wraps err with the object and method that failed, mapping the
 // kernel's "not implemented" answers onto ErrNotSupported as well.
@@ -225,6 +240,9 @@ func (c *Context) ExecWrite(w *sys.WriteCmd, object, method string) error {
 // file is closed (waking blocked readers with ErrClosed) and then the
 // command fd. Close is idempotent.
 func (c *Context) Close() error {
+	if c == nil {
+		return errNilContext
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -237,16 +255,21 @@ func (c *Context) Close() error {
 	for _, o := range objs {
 		o.EventCounts().abandon()
 	}
-	var errs []error
+	// The command fd goes first: a create racing Close either finishes
+	// its ioctl (with the async fd still open) or fails with ErrClosed,
+	// never passes a stale async fd number.
+	errs := []error{c.cmd.Close()}
 	if c.async != nil {
 		errs = append(errs, c.async.Close())
 	}
-	errs = append(errs, c.cmd.Close())
 	return errors.Join(errs...)
 }
 
 // Closed reports whether Close was called.
 func (c *Context) Closed() bool {
+	if c == nil {
+		return true
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.closed

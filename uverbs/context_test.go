@@ -97,3 +97,49 @@ func TestEventTypeElement(t *testing.T) {
 		}
 	}
 }
+
+func TestNilReceivers(t *testing.T) {
+	var c *Context
+	if err := c.Close(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil Close = %v", err)
+	}
+	if !c.Closed() {
+		t.Error("nil Context not Closed")
+	}
+	if _, err := c.QueryDevice(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil QueryDevice = %v", err)
+	}
+	if _, err := c.QueryPort(1); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil QueryPort = %v", err)
+	}
+	if _, err := c.QueryGID(1, 0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil QueryGID = %v", err)
+	}
+	if _, err := c.QueryGIDTable(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil QueryGIDTable = %v", err)
+	}
+	live := fakeContext(t)
+	if err := live.QueryPortInto(1, nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("QueryPortInto(nil) = %v", err)
+	}
+}
+
+func TestEventCountsBadKind(t *testing.T) {
+	var e EventCounts
+	e.Delivered(CountKind(7), EventCQErr) // ignored, no panic
+	if err := e.Ack(CountKind(-1), EventCQErr, 1); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Ack(bad kind) = %v", err)
+	}
+	if d, a := e.Counts(CountKind(2)); d != 0 || a != 0 {
+		t.Fatalf("Counts(bad kind) = %d %d", d, a)
+	}
+	// The counter still works afterwards (no lock left held).
+	e.Delivered(AsyncEvents, EventCQErr)
+	e.Delivered(AsyncEvents, EventCQErr)
+	if err := e.Ack(AsyncEvents, EventCQErr, 2); err != nil {
+		t.Fatal(err)
+	}
+	if d, a := e.Counts(AsyncEvents); d != 2 || a != 2 {
+		t.Fatalf("counts %d/%d", d, a)
+	}
+}

@@ -51,7 +51,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.CompVector < 0 || (c.numCompVectors > 0 && o.CompVector >= c.numCompVectors) {
+	if o.CompVector < 0 || o.CompVector > math.MaxInt32 || (c.numCompVectors > 0 && o.CompVector >= c.numCompVectors) {
 		return nil, invalidErr("cq", "create", "completion vector %d out of range [0,%d)", o.CompVector, c.numCompVectors)
 	}
 	if c.Closed() {

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,17 +154,25 @@ type EventCounts struct {
 // Delivered records that one event of kind k (async events also pass their
 // type) was handed to the application.
 func (e *EventCounts) Delivered(k CountKind, t EventType) {
+	if e == nil || !k.valid() {
+		return
+	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.delivered[k]++
 	if k == AsyncEvents {
 		e.pending = append(e.pending, t)
 	}
-	e.mu.Unlock()
 }
+
+func (k CountKind) valid() bool { return k == AsyncEvents || k == CompEvents }
 
 // Ack records n acknowledgements of kind k. It fails, changing nothing,
 // when that would acknowledge more events than were delivered.
 func (e *EventCounts) Ack(k CountKind, t EventType, n uint32) error {
+	if e == nil || !k.valid() {
+		return fmt.Errorf("%w: event counter %d", ErrInvalid, int(k))
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.acked[k]+n > e.delivered[k] || e.acked[k]+n < e.acked[k] {
@@ -172,11 +181,12 @@ func (e *EventCounts) Ack(k CountKind, t EventType, n uint32) error {
 	}
 	e.acked[k] += n
 	if k == AsyncEvents {
-		for i, p := range e.pending {
-			if p == t {
-				e.pending = append(e.pending[:i], e.pending[i+1:]...)
+		for m := n; m > 0; m-- {
+			i := slices.Index(e.pending, t)
+			if i < 0 {
 				break
 			}
+			e.pending = slices.Delete(e.pending, i, i+1)
 		}
 	}
 	if e.changed != nil {
@@ -188,6 +198,9 @@ func (e *EventCounts) Ack(k CountKind, t EventType, n uint32) error {
 
 // Counts returns delivered and acked for kind k.
 func (e *EventCounts) Counts(k CountKind) (delivered, acked uint32) {
+	if e == nil || !k.valid() {
+		return 0, 0
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.delivered[k], e.acked[k]

@@ -304,15 +304,15 @@ func TestVMSQDrainedAndDestroyWaits(t *testing.T) {
 		defer cancel()
 		done <- qp2.Destroy(ctx)
 	}()
-	time.Sleep(500 * time.Millisecond)
+	// Once the kernel's QP count is back to base, the destroy command has
+	// returned, so Destroy is (or is about to be) waiting for the Ack.
+	want := testkit.Resources(t, testkit.RxeDev)
+	want["qp"] = base["qp"]
+	waitResources(t, want)
 	select {
 	case err := <-done:
 		t.Fatalf("Destroy returned before the Ack: %v", err)
 	default:
-	}
-	// The kernel object is gone already; only the Ack is awaited.
-	if n := testkit.Resources(t, testkit.RxeDev)["qp"]; n != base["qp"] {
-		t.Errorf("qp count %d while Destroy waits, base %d", n, base["qp"])
 	}
 	acked := time.Now()
 	if err := r.Ack(ev2); err != nil {

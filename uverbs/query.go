@@ -81,6 +81,9 @@ type DeviceAttr struct {
 // extended QUERY_DEVICE and falls back to the legacy command when the
 // kernel does not implement the extended one.
 func (c *Context) QueryDevice() (*DeviceAttr, error) {
+	if c == nil {
+		return nil, errNilContext
+	}
 	var resp abi.IbUverbsExQueryDeviceResp
 	var req abi.IbUverbsExQueryDevice
 	w := sys.WriteCmd{
@@ -279,6 +282,12 @@ func (c *Context) QueryPort(port int) (PortAttr, error) {
 
 // QueryPortInto is QueryPort writing into *pa.
 func (c *Context) QueryPortInto(port int, pa *PortAttr) error {
+	if c == nil {
+		return errNilContext
+	}
+	if pa == nil {
+		return &OpError{Object: "device", Method: "query_port", Err: fmt.Errorf("%w: nil *PortAttr", ErrInvalid)}
+	}
 	if port < 1 || port > 255 {
 		return &OpError{Object: "device", Method: "query_port", Err: fmt.Errorf("%w: port %d", ErrInvalid, port)}
 	}
@@ -384,6 +393,9 @@ func gidEntryFrom(e *abi.IbUverbsGidEntry) GIDEntry {
 // An empty or invalid entry gives an error wrapping the kernel's errno.
 // Kernels without the ioctl method are served from sysfs.
 func (c *Context) QueryGID(port, index int) (GIDEntry, error) {
+	if c == nil {
+		return GIDEntry{}, errNilContext
+	}
 	if port < 1 || index < 0 {
 		return GIDEntry{}, &OpError{Object: "device", Method: "query_gid_entry", Err: fmt.Errorf("%w: port %d index %d", ErrInvalid, port, index)}
 	}
@@ -408,6 +420,9 @@ func (c *Context) QueryGID(port, index int) (GIDEntry, error) {
 // QueryGIDTable returns every valid GID entry of every port
 // (ibv_query_gid_table(3)).
 func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
+	if c == nil {
+		return nil, errNilContext
+	}
 	max := 0
 	nports := c.dev.NumPorts
 	if nports == 0 {

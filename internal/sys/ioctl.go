@@ -61,9 +61,13 @@ type Ioctl struct {
 	refs [MaxAttrs]unsafe.Pointer
 	err  error // first building error, reported by Exec
 
-	// Scratch for the write() fallback: request and response images.
-	wbuf [maxWriteBytes]byte
-	rbuf [maxWriteBytes]byte
+	overflow ioctlAttr // absorbs writes once a command overflows; Exec then fails
+
+	// Scratch for the write() fallback, allocated on first use. It is a
+	// separate heap object because the response buffer's address travels
+	// as an integer inside the request image: it must never be on a stack
+	// (which may move), whatever the Ioctl itself lives in.
+	scratch *writeScratch
 }
 
 // NewIoctl returns a reset command buffer.
@@ -77,6 +81,14 @@ func (c *Ioctl) Reset(object, method uint16, driverID uint32) {
 		c.refs[i] = nil
 	}
 	c.hdr = ioctlHdr{ObjectID: object, MethodID: method, DriverID: driverID}
+	c.err = nil
+}
+
+// Clear drops every reference the command holds to caller buffers (as
+// Reset does) without starting a new command; pools call it on return.
+func (c *Ioctl) Clear() {
+	clear(c.refs[:])
+	c.hdr.NumAttrs = 0
 	c.err = nil
 }
 
@@ -97,7 +109,7 @@ func (c *Ioctl) next(id uint16, mandatory bool) (Attr, *ioctlAttr) {
 		if c.err == nil {
 			c.err = errTooManyAttrs
 		}
-		return -1, &scratchAttr
+		return -1, &c.overflow
 	}
 	a := &c.attrs[n]
 	*a = ioctlAttr{AttrID: id}
@@ -109,8 +121,6 @@ func (c *Ioctl) next(id uint16, mandatory bool) (Attr, *ioctlAttr) {
 	return Attr(n), a
 }
 
-// scratchAttr absorbs writes once a command overflows; Exec then fails.
-var scratchAttr ioctlAttr
 
 // InlineIn adds a PTR_IN attribute of size bytes (1..8) whose value is
 // carried inline in the data field (little-endian, as a memcpy would).

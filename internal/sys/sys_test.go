@@ -193,7 +193,7 @@ func TestLegacyWrite(t *testing.T) {
 	if n != 24 || le.Uint32(got) != 2 || le.Uint16(got[4:]) != 6 || le.Uint16(got[6:]) != 10 {
 		t.Fatalf("header: % x", got)
 	}
-	if le.Uint64(got[8:]) != uint64(uintptr(unsafe.Pointer(&c.rbuf[0]))) || got[16] != 1 {
+	if le.Uint64(got[8:]) != uint64(uintptr(unsafe.Pointer(&c.scratch.r[0]))) || got[16] != 1 {
 		t.Fatalf("body: % x", got)
 	}
 

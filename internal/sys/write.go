@@ -26,6 +26,12 @@ const (
 	maxWriteBytes = 1024
 )
 
+// writeScratch holds the request and response images of a write() command.
+type writeScratch struct {
+	w [maxWriteBytes]byte
+	r [maxWriteBytes]byte
+}
+
 // WriteCmd describes one command of the write() ABI, independent of how it
 // is sent.
 //
@@ -92,8 +98,12 @@ func (c *Ioctl) LegacyWrite(fd *FD, w *WriteCmd) error {
 	if inLen > maxWriteBytes || outLen > maxWriteBytes {
 		return errTooLong
 	}
-	in = c.wbuf[:inLen]
-	out = c.rbuf[:outLen]
+	if c.scratch == nil {
+		c.scratch = new(writeScratch)
+	}
+	sc := c.scratch
+	in = sc.w[:inLen]
+	out = sc.r[:outLen]
 	clear(in)
 	clear(out)
 	le := binary.LittleEndian
@@ -102,7 +112,7 @@ func (c *Ioctl) LegacyWrite(fd *FD, w *WriteCmd) error {
 	copy(in[hdrLen+len(w.Req):], w.UdataIn)
 	var respAddr uint64
 	if outLen > 0 {
-		respAddr = uint64(uintptr(unsafe.Pointer(&c.rbuf[0])))
+		respAddr = uint64(uintptr(unsafe.Pointer(&sc.r[0])))
 	}
 	if ext {
 		if len(w.Req)%8 != 0 || len(w.UdataIn)%8 != 0 || len(w.Resp)%8 != 0 || len(w.UdataOut)%8 != 0 {
@@ -132,7 +142,7 @@ func (c *Ioctl) LegacyWrite(fd *FD, w *WriteCmd) error {
 	}
 	_, err := writeRaw(raw, in)
 	fd.release()
-	runtime.KeepAlive(c)
+	runtime.KeepAlive(sc)
 	if err != nil {
 		return err
 	}
