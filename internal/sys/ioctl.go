@@ -121,7 +121,6 @@ func (c *Ioctl) next(id uint16, mandatory bool) (Attr, *ioctlAttr) {
 	return Attr(n), a
 }
 
-
 // InlineIn adds a PTR_IN attribute of size bytes (1..8) whose value is
 // carried inline in the data field (little-endian, as a memcpy would).
 func (c *Ioctl) InlineIn(id uint16, v uint64, size int, mandatory bool) Attr {
