@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
 )
 
 // Device discovery from sysfs.
@@ -28,6 +33,20 @@ import (
 // entry is broken, DevicesAt fails with an error wrapping ErrSysfs that
 // names the file and the bad value, so the problem is visible instead of a
 // device silently missing from the list. (libibverbs skips such devices.)
+//
+// Driver ids. Every RDMA_VERBS_IOCTL header must carry the device's
+// enum rdma_driver_id or the kernel answers EINVAL. sysfs does not show it,
+// so DevicesAt derives it from the kernel driver's name (driverIDs, a small
+// table). Devices and DeviceByName, the entry points for the running
+// system, then ask RDMA netlink, as libibverbs' find_sysfs_devs_nl does:
+// one RDMA_NLDEV_CMD_GET dump and one RDMA_NLDEV_CMD_GET_CHARDEV
+// (CHARDEV_TYPE "uverbs") per device, whose reply carries
+// RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, the kernel's own value. It overrides
+// the table for every device whose netlink ibdev name and uverbs char
+// device name match the sysfs entry. When netlink is unusable (no
+// NETLINK_RDMA, kernels before 5.0 without GET_CHARDEV or
+// UVERBS_DRIVER_ID, EPERM/EOPNOTSUPP, a timeout) the sysfs value stays,
+// silently: discovery never fails because of netlink.
 
 // Default roots used by Devices and DeviceByName.
 const (
@@ -90,28 +109,72 @@ type Device struct {
 	SysImageGUID uint64   // sys_image_guid, same encoding
 	NodeType     NodeType // from node_type "1: CA"
 	Driver       string   // see deriveDriver: kernel driver of device/driver ("mlx5_core"), or "rxe"/"siw" for software devices; "" if unknown
-	DriverID     uint32   // enum rdma_driver_id (RDMA_DRIVER_RXE 14, RDMA_DRIVER_MLX5 1, ...) when Driver is known, else 0 (RDMA_DRIVER_UNKNOWN)
+	DriverID     uint32   // enum rdma_driver_id (RDMA_DRIVER_RXE 14, RDMA_DRIVER_MLX5 1, ...): from RDMA netlink in Devices/DeviceByName when the kernel reports it, else from Driver's table entry, else 0 (RDMA_DRIVER_UNKNOWN)
 	FWVersion    string   // fw_ver, "" if absent or empty (rxe)
 	NumPorts     int      // len(Ports)
 	Ports        []int    // port numbers found under ports/, ascending (1-based for CAs)
 	NodeDesc     string   // node_desc ("rxe" for rxe until changed), "" if absent
 }
 
-// Devices lists the uverbs devices under /sys, sorted by Name.
+// Devices lists the uverbs devices under /sys, sorted by Name, with
+// DriverID taken from RDMA netlink where the kernel reports it (see the
+// driver id notes above; netlink failures fall back to sysfs silently).
 func Devices() ([]Device, error) {
-	return DevicesAt(DefaultSysfsRoot, DefaultDevRoot)
+	return devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkChardevs)
 }
 
-// DeviceByName returns the device whose ibdev name is name.
+// DeviceByName returns the device whose ibdev name is name, with DriverID
+// from RDMA netlink as in Devices.
 func DeviceByName(name string) (Device, error) {
-	return DeviceByNameAt(DefaultSysfsRoot, DefaultDevRoot, name)
+	devs, err := devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkChardevs)
+	return findDevice(devs, err, name)
 }
 
-// DeviceByNameAt is DeviceByName with explicit sysfs and /dev roots. It
-// returns an error wrapping ErrNoDevice when no device has that name, and
-// any error DevicesAt returns.
+// DeviceByNameAt is DeviceByName with explicit sysfs and /dev roots, from
+// sysfs alone (no netlink). It returns an error wrapping ErrNoDevice when
+// no device has that name, and any error DevicesAt returns.
 func DeviceByNameAt(sysRoot, devRoot, name string) (Device, error) {
 	devs, err := DevicesAt(sysRoot, devRoot)
+	return findDevice(devs, err, name)
+}
+
+// netlinkTimeout bounds the netlink part of Devices and DeviceByName.
+const netlinkTimeout = 5 * time.Second
+
+// netlinkChardevs asks RDMA netlink for every device's uverbs char device.
+func netlinkChardevs() (map[string]sys.UverbsChardev, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), netlinkTimeout)
+	defer cancel()
+	return sys.UverbsChardevs(ctx)
+}
+
+// devicesNetlink is DevicesAt followed by applyChardevs with what nl
+// returns; an nl error leaves the sysfs driver ids in place.
+func devicesNetlink(sysRoot, devRoot string, nl func() (map[string]sys.UverbsChardev, error)) ([]Device, error) {
+	devs, err := DevicesAt(sysRoot, devRoot)
+	if err != nil {
+		return nil, err
+	}
+	if cds, err := nl(); err == nil {
+		applyChardevs(devs, cds)
+	}
+	return devs, nil
+}
+
+// applyChardevs sets DriverID from netlink's UVERBS_DRIVER_ID for each
+// device that netlink knows under the same ibdev name and uverbs char
+// device name (a device renamed or replaced between the two reads keeps
+// its sysfs value).
+func applyChardevs(devs []Device, cds map[string]sys.UverbsChardev) {
+	for i := range devs {
+		cd, ok := cds[devs[i].Name]
+		if ok && cd.HasDriverID && cd.Name == devs[i].UverbsName {
+			devs[i].DriverID = cd.DriverID
+		}
+	}
+}
+
+func findDevice(devs []Device, err error, name string) (Device, error) {
 	if err != nil {
 		return Device{}, err
 	}
@@ -279,10 +342,9 @@ func readDevice(sysRoot, devRoot, uverbs string) (Device, error) {
 //  3. No device link: the name prefixes "rxe" and "siw", the last-resort
 //     name match rdma-core's providers use (VERBS_NAME_MATCH).
 //
-// Otherwise the driver is unknown (""). The authoritative source is the
-// uverbs driver id from netlink (RDMA_NLDEV_CMD_GET_CHARDEV,
-// RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID), which needs a socket and so belongs
-// outside this file.
+// Otherwise the driver is unknown (""). The authoritative driver id comes
+// from netlink (RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID), which Devices and
+// DeviceByName apply on top of this; see devicesNetlink.
 func deriveDriver(ibDir, name string) (string, error) {
 	link := filepath.Join(ibDir, "device", "driver")
 	target, err := os.Readlink(link)
@@ -311,20 +373,23 @@ func deriveDriver(ibDir, name string) (string, error) {
 }
 
 // driverIDs maps Driver values to enum rdma_driver_id
-// (include/uapi/rdma/ib_user_ioctl_verbs.h). Only kernel drivers that
-// unambiguously carry one RDMA driver are listed.
+// (include/uapi/rdma/ib_user_ioctl_verbs.h), the fallback when netlink
+// does not answer. Only kernel drivers that unambiguously carry one RDMA
+// driver are listed: NIC drivers with a separate RDMA driver on top (ice
+// and irdma, bnxt_en and bnxt_re, ...) are not, since the NIC can be bound
+// without it.
 var driverIDs = map[string]uint32{
-	"mlx5_core":  1,  // RDMA_DRIVER_MLX5
-	"mlx4_core":  2,  // RDMA_DRIVER_MLX4
-	"cxgb4":      4,  // RDMA_DRIVER_CXGB4
-	"ib_mthca":   5,  // RDMA_DRIVER_MTHCA
-	"vmw_pvrdma": 10, // RDMA_DRIVER_VMW_PVRDMA
-	"rxe":        14, // RDMA_DRIVER_RXE
-	"hfi1":       15, // RDMA_DRIVER_HFI1
-	"ib_qib":     16, // RDMA_DRIVER_QIB
-	"efa":        17, // RDMA_DRIVER_EFA
-	"siw":        18, // RDMA_DRIVER_SIW
-	"erdma":      19, // RDMA_DRIVER_ERDMA
+	"mlx5_core":  abi.RDMA_DRIVER_MLX5,
+	"mlx4_core":  abi.RDMA_DRIVER_MLX4,
+	"cxgb4":      abi.RDMA_DRIVER_CXGB4,
+	"ib_mthca":   abi.RDMA_DRIVER_MTHCA,
+	"vmw_pvrdma": abi.RDMA_DRIVER_VMW_PVRDMA,
+	"rxe":        abi.RDMA_DRIVER_RXE,
+	"hfi1":       abi.RDMA_DRIVER_HFI1,
+	"ib_qib":     abi.RDMA_DRIVER_QIB,
+	"efa":        abi.RDMA_DRIVER_EFA,
+	"siw":        abi.RDMA_DRIVER_SIW,
+	"erdma":      abi.RDMA_DRIVER_ERDMA,
 }
 
 func readFile(path string) ([]byte, error) {
@@ -443,11 +508,32 @@ func readPorts(dir string) ([]int, error) {
 	return ports, nil
 }
 
-// providerNames maps enum rdma_driver_id to the rdma-core provider that
-// serves it (the names ibv_devices users know: "mlx5", "rxe", ...).
+// providerNames maps enum rdma_driver_id to the userspace provider that
+// serves it (rdma-core's provider names, which ibv_devices users know:
+// "mlx5", "rxe", ...; cxgb3 and nes are historical rdma-core providers,
+// usnic's lives in libfabric). With netlink driver ids this covers devices
+// whose kernel driver the sysfs table does not know (irdma, bnxt_re, hns,
+// qedr, ...).
 var providerNames = map[uint32]string{
-	1: "mlx5", 2: "mlx4", 4: "cxgb4", 5: "mthca", 10: "vmw_pvrdma",
-	14: "rxe", 15: "hfi1verbs", 16: "ipathverbs", 17: "efa", 18: "siw", 19: "erdma",
+	abi.RDMA_DRIVER_MLX5:       "mlx5",
+	abi.RDMA_DRIVER_MLX4:       "mlx4",
+	abi.RDMA_DRIVER_CXGB3:      "cxgb3",
+	abi.RDMA_DRIVER_CXGB4:      "cxgb4",
+	abi.RDMA_DRIVER_MTHCA:      "mthca",
+	abi.RDMA_DRIVER_BNXT_RE:    "bnxt_re",
+	abi.RDMA_DRIVER_OCRDMA:     "ocrdma",
+	abi.RDMA_DRIVER_NES:        "nes",
+	abi.RDMA_DRIVER_IRDMA:      "irdma", // also RDMA_DRIVER_I40IW
+	abi.RDMA_DRIVER_VMW_PVRDMA: "vmw_pvrdma",
+	abi.RDMA_DRIVER_QEDR:       "qedr",
+	abi.RDMA_DRIVER_HNS:        "hns",
+	abi.RDMA_DRIVER_USNIC:      "usnic",
+	abi.RDMA_DRIVER_RXE:        "rxe",
+	abi.RDMA_DRIVER_HFI1:       "hfi1verbs",
+	abi.RDMA_DRIVER_QIB:        "ipathverbs",
+	abi.RDMA_DRIVER_EFA:        "efa",
+	abi.RDMA_DRIVER_SIW:        "siw",
+	abi.RDMA_DRIVER_ERDMA:      "erdma",
 }
 
 // Provider returns the userspace provider for the device ("rxe", "mlx5",

@@ -14,8 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/internal/testkit"
-	"github.com/pureverbs/pureverbs/internal/testkit/rdmanl"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -136,12 +136,12 @@ func TestSmokeDevices(t *testing.T) {
 		t.Errorf("uverbs.Devices vs ibv_devinfo (-ibv_devinfo +uverbs):\n%s", diff)
 	}
 
-	c, err := rdmanl.Dial()
+	c, err := sys.DialNL()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	nl, err := c.Devices()
+	nl, err := c.Devices(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Command rxectl is the guest-side helper of the rdma_rxe test VM. It adds,
-// deletes and lists RDMA links through RDMA netlink (package rdmanl) and
+// deletes and lists RDMA links through RDMA netlink (internal/sys NLConn) and
 // waits for ports to become ACTIVE.
 //
 //	rxectl add NAME NETDEV        # rdma link add NAME type rxe netdev NETDEV
@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/internal/testkit"
-	"github.com/pureverbs/pureverbs/internal/testkit/rdmanl"
 )
 
 func usage() {
@@ -42,15 +42,15 @@ func main() {
 		if len(args) != 2 {
 			usage()
 		}
-		err = withConn(func(c *rdmanl.Conn) error { return c.AddLink(args[0], "rxe", args[1]) })
+		err = withConn(func(ctx context.Context, c *sys.NLConn) error { return c.AddLink(ctx, args[0], "rxe", args[1]) })
 	case "del":
 		if len(args) != 1 {
 			usage()
 		}
-		err = withConn(func(c *rdmanl.Conn) error { return c.DelLink(args[0]) })
+		err = withConn(func(ctx context.Context, c *sys.NLConn) error { return c.DelLink(ctx, args[0]) })
 	case "list":
-		err = withConn(func(c *rdmanl.Conn) error {
-			devs, err := c.Devices()
+		err = withConn(func(ctx context.Context, c *sys.NLConn) error {
+			devs, err := c.Devices(ctx)
 			for _, d := range devs {
 				fmt.Printf("%d %s %016x ports=%d\n", d.Index, d.Name, d.NodeGUID, d.Ports)
 			}
@@ -81,13 +81,17 @@ func main() {
 	}
 }
 
-func withConn(f func(*rdmanl.Conn) error) error {
-	c, err := rdmanl.Dial()
+// withConn runs f on a fresh NETLINK_RDMA socket, bounded by a minute:
+// NEWLINK may load rdma_rxe first.
+func withConn(f func(context.Context, *sys.NLConn) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sys.DialNL()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return f(c)
+	return f(ctx, c)
 }
 
 // waitActive polls sysfs port state: the kernel offers no notification we

@@ -1,0 +1,59 @@
+package uverbs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// TestVMNetlinkDriverIDs checks that RDMA netlink and sysfs agree on the
+// rxe devices: driver id RDMA_DRIVER_RXE, the uverbs char device name and
+// the driver ABI version, and that Devices/DeviceByName carry the netlink
+// driver id.
+func TestVMNetlinkDriverIDs(t *testing.T) {
+	testkit.RequireVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ids, err := sys.UverbsDriverIDs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cds, err := sys.UverbsChardevs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, err := uverbs.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]uverbs.Device{}
+	for _, d := range devs {
+		byName[d.Name] = d
+	}
+	for _, name := range []string{testkit.RxeDev, testkit.LoopDev} {
+		if ids[name] != 14 {
+			t.Errorf("%s: netlink driver id %d, want RDMA_DRIVER_RXE (14)", name, ids[name])
+		}
+		d, err := uverbs.DeviceByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cd := cds[name]
+		if cd.Name != d.UverbsName {
+			t.Errorf("%s: netlink chardev %q, Device.UverbsName %q", name, cd.Name, d.UverbsName)
+		}
+		if cd.ABI != uint64(d.ABIVersion) {
+			t.Errorf("%s: netlink chardev ABI %d, Device.ABIVersion %d", name, cd.ABI, d.ABIVersion)
+		}
+		if d.DriverID != ids[name] || byName[name].DriverID != ids[name] {
+			t.Errorf("%s: DeviceByName DriverID %d, Devices DriverID %d, netlink %d", name, d.DriverID, byName[name].DriverID, ids[name])
+		}
+		if d.Provider() != "rxe" {
+			t.Errorf("%s: Provider() = %q", name, d.Provider())
+		}
+	}
+}
