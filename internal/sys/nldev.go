@@ -363,6 +363,14 @@ type NLConn struct {
 
 	mu  sync.Mutex
 	seq uint32
+
+	// dlMu orders deadline changes: exchange sets the socket deadline
+	// for its own request (generation dlGen); a context's AfterFunc may
+	// expire it only while that generation is current, so the late
+	// AfterFunc of an earlier, already finished exchange can never cut
+	// a later one short.
+	dlMu  sync.Mutex
+	dlGen uint64
 }
 
 // DialNL opens a NETLINK_RDMA socket (close-on-exec, non-blocking and
@@ -418,16 +426,33 @@ func (c *NLConn) exchange(ctx context.Context, req []byte) ([]NLMsg, error) {
 	if !ok {
 		deadline = time.Now().Add(DefaultNLTimeout)
 	}
-	if err := c.file.SetDeadline(deadline); err != nil {
+	c.dlMu.Lock()
+	c.dlGen++
+	gen := c.dlGen
+	err := c.file.SetDeadline(deadline)
+	c.dlMu.Unlock()
+	if err != nil {
 		return nil, err
 	}
-	// A cancelled context expires the deadline, waking a parked reader.
-	stop := context.AfterFunc(ctx, func() { c.file.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	// A cancelled context expires the deadline, waking a parked reader,
+	// but only while this exchange is the current one.
+	stop := context.AfterFunc(ctx, func() {
+		c.dlMu.Lock()
+		if c.dlGen == gen {
+			c.file.SetDeadline(time.Unix(1, 0))
+		}
+		c.dlMu.Unlock()
+	})
+	defer func() {
+		stop()
+		c.dlMu.Lock()
+		c.dlGen++ // retire this exchange's generation
+		c.dlMu.Unlock()
+	}()
 
 	col := nlCollector{seq: binary.NativeEndian.Uint32(req[8:])}
 	var serr error
-	err := c.rc.Write(func(fd uintptr) bool {
+	err = c.rc.Write(func(fd uintptr) bool {
 		serr = unix.Sendto(int(fd), req, 0, c.peer)
 		return serr != unix.EAGAIN && serr != unix.EINTR
 	})
