@@ -2,9 +2,7 @@ package uverbs
 
 import (
 	"context"
-	"errors"
 	"math"
-	"sync"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -30,10 +28,7 @@ type CQ struct {
 	cqe    int
 	events EventCounts
 	drv    cqDriver
-	stop   func()
-
-	mu   sync.Mutex
-	dead bool
+	lifecycle
 }
 
 // CreateCQ creates a completion queue with room for at least cqe entries
@@ -135,35 +130,10 @@ func (cq *CQ) Destroy(ctx context.Context) error {
 	if cq == nil || cq.ctx == nil {
 		return invalidErr("cq", "destroy", "nil CQ")
 	}
-	cq.mu.Lock()
-	if cq.dead {
-		cq.mu.Unlock()
-		return closedErr("cq", "destroy")
-	}
-	resp, err := cq.destroyCmd()
-	if err != nil && !errors.Is(err, ErrClosed) {
-		cq.mu.Unlock()
-		return err
-	}
-	cq.dead = true
-	cq.mu.Unlock()
-
-	var werr error
-	if err == nil {
-		werr = cq.events.WaitAcked(ctx, "cq", resp.AsyncEventsReported, resp.CompEventsReported)
-	}
-	cq.stop()
-	uerr := cq.drv.release()
-	cq.ctx.Unregister(cq)
-	switch {
-	case err != nil:
-		return err
-	case werr != nil:
-		return werr
-	case uerr != nil:
-		return cq.ctx.opErr("cq", "munmap", uerr)
-	}
-	return nil
+	return cq.destroy(ctx, cq.ctx, cq, "cq", func() (uint32, uint32, error) {
+		resp, err := cq.destroyCmd()
+		return resp.AsyncEventsReported, resp.CompEventsReported, err
+	}, func() error { return cq.drv.release() })
 }
 
 // CQE returns the number of entries the device granted (at least the

@@ -182,7 +182,7 @@ func TestObjectArgumentErrors(t *testing.T) {
 			t.Errorf("bad QPInitAttr %d: %v, want ErrInvalid", i, err)
 		}
 	}
-	dead := &CQ{ctx: c, dead: true}
+	dead := &CQ{ctx: c, lifecycle: lifecycle{dead: true}}
 	a := good
 	a.SendCQ = dead
 	if _, err := pd.CreateQP(a); !errors.Is(err, ErrClosed) {

@@ -1,8 +1,11 @@
 package uverbs
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -183,6 +186,56 @@ func releaseOnClose(ec *EventCounts, release func()) (stop func()) {
 		ec.onAbandon = nil
 		ec.mu.Unlock()
 	}
+}
+
+// lifecycle is what CQ, QP (and later SRQ and WQ) share for destruction:
+// the destroyed flag under a mutex and the Context-close hook.
+type lifecycle struct {
+	mu   sync.Mutex
+	dead bool
+	stop func() // removes the releaseOnClose hook
+}
+
+// destroy is the destroy sequence of an affiliated object, as libibverbs
+// does it but bounded by ctx: under the mutex, refuse a second destroy and
+// send the kernel destroy (kernel returns the event counts the kernel
+// reports as read); then wait until the application has acknowledged that
+// many events (or ctx ends: *UnackedError), drop the close hook, release
+// the provider's mappings and forget the user handle. A kernel refusal
+// (e.g. EBUSY) leaves the object usable.
+func (l *lifecycle) destroy(ctx context.Context, c *Context, obj Affiliated, object string,
+	kernel func() (asyncReported, compReported uint32, err error), release func() error) error {
+	l.mu.Lock()
+	if l.dead {
+		l.mu.Unlock()
+		return closedErr(object, "destroy")
+	}
+	asyncRep, compRep, err := kernel()
+	if err != nil && !errors.Is(err, ErrClosed) {
+		l.mu.Unlock()
+		return err
+	}
+	l.dead = true
+	l.mu.Unlock()
+
+	var werr error
+	if err == nil {
+		werr = obj.EventCounts().WaitAcked(ctx, object, asyncRep, compRep)
+	}
+	if l.stop != nil {
+		l.stop()
+	}
+	uerr := release()
+	c.Unregister(obj)
+	switch {
+	case err != nil:
+		return err
+	case werr != nil:
+		return werr
+	case uerr != nil:
+		return c.opErr(object, "munmap", uerr)
+	}
+	return nil
 }
 
 // closedErr is the error of an operation on a destroyed object.

@@ -2,10 +2,8 @@ package uverbs
 
 import (
 	"context"
-	"errors"
 	"math"
 	"strconv"
-	"sync"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -168,10 +166,7 @@ type QP struct {
 	cap    QPCap
 	events EventCounts
 	drv    qpDriver
-	stop   func()
-
-	mu   sync.Mutex
-	dead bool
+	lifecycle
 }
 
 func (c QPCap) toABI() (abi.IbUverbsQpCap, bool) {
@@ -322,35 +317,10 @@ func (qp *QP) Destroy(ctx context.Context) error {
 	if qp == nil || qp.ctx == nil {
 		return invalidErr("qp", "destroy", "nil QP")
 	}
-	qp.mu.Lock()
-	if qp.dead {
-		qp.mu.Unlock()
-		return closedErr("qp", "destroy")
-	}
-	resp, err := qp.destroyCmd()
-	if err != nil && !errors.Is(err, ErrClosed) {
-		qp.mu.Unlock()
-		return err
-	}
-	qp.dead = true
-	qp.mu.Unlock()
-
-	var werr error
-	if err == nil {
-		werr = qp.events.WaitAcked(ctx, "qp", resp.EventsReported, 0)
-	}
-	qp.stop()
-	uerr := qp.drv.release()
-	qp.ctx.Unregister(qp)
-	switch {
-	case err != nil:
-		return err
-	case werr != nil:
-		return werr
-	case uerr != nil:
-		return qp.ctx.opErr("qp", "munmap", uerr)
-	}
-	return nil
+	return qp.destroy(ctx, qp.ctx, qp, "qp", func() (uint32, uint32, error) {
+		resp, err := qp.destroyCmd()
+		return resp.EventsReported, 0, err
+	}, func() error { return qp.drv.release() })
 }
 
 // Modify changes the QP's attributes selected by mask (ibv_modify_qp(3)),

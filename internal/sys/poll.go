@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -224,23 +223,7 @@ func (e *EventFile) Close() error {
 	return e.file.Close()
 }
 
-func readRaw(fd int, b []byte) (int, error) {
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
-	for {
-		n, _, e := unix.Syscall(unix.SYS_READ, uintptr(fd), uintptr(p), uintptr(len(b)))
-		switch e {
-		case 0:
-			return int(n), nil
-		case unix.EINTR:
-			continue
-		default:
-			return 0, e
-		}
-	}
-}
+func readRaw(fd int, b []byte) (int, error) { return rwRaw(unix.SYS_READ, fd, b) }
 
 var efTraced sync.Map // *EventFile -> stack
 

@@ -163,13 +163,17 @@ func Write(fd *FD, b []byte) (int, error) {
 	return n, err
 }
 
-func writeRaw(fd int, b []byte) (int, error) {
+func writeRaw(fd int, b []byte) (int, error) { return rwRaw(unix.SYS_WRITE, fd, b) }
+
+// rwRaw issues read(2) or write(2) (trap) on fd with b, retrying EINTR;
+// the errno comes back unwrapped. It allocates nothing.
+func rwRaw(trap uintptr, fd int, b []byte) (int, error) {
 	var p unsafe.Pointer
 	if len(b) > 0 {
 		p = unsafe.Pointer(&b[0])
 	}
 	for {
-		n, _, e := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(p), uintptr(len(b)))
+		n, _, e := unix.Syscall(trap, uintptr(fd), uintptr(p), uintptr(len(b)))
 		switch e {
 		case 0:
 			return int(n), nil
