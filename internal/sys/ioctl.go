@@ -159,32 +159,28 @@ func (c *Ioctl) EnumIn(id uint16, elem uint8, payload []byte, mandatory bool) At
 // BytesIn adds a PTR_IN attribute holding b: inline when len(b) <= 8,
 // otherwise by pointer.
 func (c *Ioctl) BytesIn(id uint16, b []byte, mandatory bool) Attr {
-	if len(b) > 0xffff {
-		if c.err == nil {
-			c.err = errTooLong
-		}
-		b = b[:0]
-	}
-	i, a := c.next(id, mandatory)
-	a.Len = uint16(len(b))
-	if len(b) == 0 {
-		return i
-	}
-	if len(b) <= 8 {
+	i, a, b := c.bytesAttr(id, b, mandatory)
+	if len(b) > 0 && len(b) <= 8 {
 		var v uint64
 		copy((*[8]byte)(unsafe.Pointer(&v))[:], b)
 		a.Data = v
 		return i
 	}
-	p := unsafe.Pointer(unsafe.SliceData(b))
-	c.refs[i] = p
-	a.Data = uint64(uintptr(p))
+	c.attach(i, a, b)
 	return i
 }
 
 // BytesOut adds a PTR_OUT attribute; the kernel writes up to len(b) bytes
 // into b. Outputs always travel by pointer.
 func (c *Ioctl) BytesOut(id uint16, b []byte, mandatory bool) Attr {
+	i, a, b := c.bytesAttr(id, b, mandatory)
+	c.attach(i, a, b)
+	return i
+}
+
+// bytesAttr adds a pointer-type attribute of len(b) bytes (an over-long b
+// fails the command at Exec and is treated as empty).
+func (c *Ioctl) bytesAttr(id uint16, b []byte, mandatory bool) (Attr, *ioctlAttr, []byte) {
 	if len(b) > 0xffff {
 		if c.err == nil {
 			c.err = errTooLong
@@ -193,12 +189,18 @@ func (c *Ioctl) BytesOut(id uint16, b []byte, mandatory bool) Attr {
 	}
 	i, a := c.next(id, mandatory)
 	a.Len = uint16(len(b))
-	if len(b) > 0 {
-		p := unsafe.Pointer(unsafe.SliceData(b))
-		c.refs[i] = p
-		a.Data = uint64(uintptr(p))
+	return i, a, b
+}
+
+// attach stores b's address in the attribute and keeps b reachable (and in
+// the heap) through refs; an empty b carries no pointer.
+func (c *Ioctl) attach(i Attr, a *ioctlAttr, b []byte) {
+	if len(b) == 0 || i < 0 {
+		return
 	}
-	return i
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	c.refs[i] = p
+	a.Data = uint64(uintptr(p))
 }
 
 // PtrIn adds a PTR_IN attribute holding *v (inline when it is 8 bytes or
