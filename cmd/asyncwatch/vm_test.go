@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,42 +17,15 @@ import (
 )
 
 // outBuf is run's stdout: it records every write and wakes waiters.
-type outBuf struct {
-	mu      sync.Mutex
-	b       bytes.Buffer
-	writes  int
-	changed chan struct{}
-}
+type outBuf struct{ testkit.Output }
 
-func newOutBuf() *outBuf { return &outBuf{changed: make(chan struct{})} }
-
-func (o *outBuf) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.b.Write(p)
-	o.writes++
-	close(o.changed)
-	o.changed = make(chan struct{})
-	return len(p), nil
-}
-
-func (o *outBuf) String() string { o.mu.Lock(); defer o.mu.Unlock(); return o.b.String() }
+func newOutBuf() *outBuf { return new(outBuf) }
 
 func (o *outBuf) waitFor(ctx context.Context, substr string) error {
-	for {
-		o.mu.Lock()
-		ok := strings.Contains(o.b.String(), substr)
-		ch := o.changed
-		o.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %q from run: %w; output so far:\n%s", substr, ctx.Err(), o.String())
-		}
+	if err := o.WaitFor(ctx, substr, nil); err != nil {
+		return fmt.Errorf("waiting for %q from run: %w; output so far:\n%s", substr, err, o.String())
 	}
+	return nil
 }
 
 var headerRE = regexp.MustCompile(`^(\S+): async event FD (\d+)$`)
@@ -102,7 +74,7 @@ func startBoth(ctx context.Context, t *testing.T, args ...string) (c *testkit.Pe
 	t.Helper()
 	c = testkit.StartPeer(ctx, t, "ibv_asyncwatch", args...)
 	out = newOutBuf()
-	var stderr syncBuf
+	var stderr testkit.Output
 	rctx, rcancel := context.WithCancel(ctx)
 	d := make(chan int, 1)
 	go func() { d <- run(rctx, args, out, &stderr) }()
@@ -122,14 +94,6 @@ func startBoth(ctx context.Context, t *testing.T, args ...string) (c *testkit.Pe
 	}
 	return c, out, d, rcancel
 }
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestVMRunBesideC: our asyncwatch and the C ibv_asyncwatch, running at the
 // same time on the same device, print the same lines.
@@ -212,8 +176,8 @@ func TestVMRunBesideC(t *testing.T) {
 	if want := gh + "\n" + strings.Join(cl, "\n") + "\n"; got != want {
 		t.Errorf("our whole output %q, want header plus the C lines %q", got, want)
 	}
-	if out.writes != 1+len(cl) {
-		t.Errorf("%d writes for %d lines: each line must go out on its own", out.writes, 1+len(cl))
+	if out.Writes() != 1+len(cl) {
+		t.Errorf("%d writes for %d lines: each line must go out on its own", out.Writes(), 1+len(cl))
 	}
 	t.Logf("ours:\n%sC:\n%s", got, c.Output())
 }

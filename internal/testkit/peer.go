@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,20 +29,7 @@ type Peer struct {
 	done chan struct{} // closed when the process has exited
 	err  error         // valid after done
 
-	mu      sync.Mutex
-	out     bytes.Buffer
-	changed chan struct{} // closed and replaced on every write
-}
-
-type peerWriter struct{ p *Peer }
-
-func (w peerWriter) Write(b []byte) (int, error) {
-	w.p.mu.Lock()
-	defer w.p.mu.Unlock()
-	w.p.out.Write(b)
-	close(w.p.changed)
-	w.p.changed = make(chan struct{})
-	return len(b), nil
+	out Output
 }
 
 // StartPeer starts name (looked up in PATH) with args in the guest. The test
@@ -55,7 +40,7 @@ func (w peerWriter) Write(b []byte) (int, error) {
 func StartPeer(ctx context.Context, tb testing.TB, name string, args ...string) *Peer {
 	tb.Helper()
 	RequireVM(tb)
-	p := &Peer{name: name, done: make(chan struct{}), changed: make(chan struct{})}
+	p := &Peer{name: name, done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, name, args...)
 	p.cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+GuestLibPath)
 	p.cmd.WaitDelay = stopGrace
@@ -64,8 +49,8 @@ func StartPeer(ctx context.Context, tb testing.TB, name string, args ...string) 
 	if err != nil {
 		// No pty: fall back to a pipe (C tools then block-buffer stdout).
 		tb.Logf("peer %s: no pty (%v); using a pipe", name, err)
-		p.cmd.Stdout = peerWriter{p}
-		p.cmd.Stderr = peerWriter{p}
+		p.cmd.Stdout = &p.out
+		p.cmd.Stderr = &p.out
 	} else {
 		p.cmd.Stdout = slave
 		p.cmd.Stderr = slave
@@ -85,7 +70,7 @@ func StartPeer(ctx context.Context, tb testing.TB, name string, args ...string) 
 		go func() {
 			defer close(copied)
 			// Ends with EIO once every holder of the slave side is gone.
-			io.Copy(peerWriter{p}, master)
+			io.Copy(&p.out, master)
 		}()
 	} else {
 		close(copied)
@@ -149,11 +134,7 @@ func (p *Peer) Stop() {
 
 // Output returns everything the peer has written so far (stdout and stderr
 // interleaved). It is safe to call while the peer runs.
-func (p *Peer) Output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+func (p *Peer) Output() string { return p.out.String() }
 
 // ErrPeerExited is returned by WaitForOutput when the peer exited without
 // printing the awaited text.
@@ -162,24 +143,13 @@ var ErrPeerExited = errors.New("peer exited")
 // WaitForOutput blocks until the peer's output contains substr, ctx is done
 // or the peer exits without printing it.
 func (p *Peer) WaitForOutput(ctx context.Context, substr string) error {
-	for {
-		p.mu.Lock()
-		found := strings.Contains(p.out.String(), substr)
-		changed := p.changed
-		p.mu.Unlock()
-		if found {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-p.done:
-			if strings.Contains(p.Output(), substr) {
-				return nil
-			}
-			return fmt.Errorf("waiting for %q from %s: %w (%v); output:\n%s", substr, p.name, ErrPeerExited, p.err, p.Output())
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %q from %s: %w; output so far:\n%s", substr, p.name, ctx.Err(), p.Output())
-		}
+	switch err := p.out.WaitFor(ctx, substr, p.done); {
+	case err == nil:
+		return nil
+	case errors.Is(err, errOutputEnded):
+		return fmt.Errorf("waiting for %q from %s: %w (%v); output:\n%s", substr, p.name, ErrPeerExited, p.err, p.Output())
+	default:
+		return fmt.Errorf("waiting for %q from %s: %w; output so far:\n%s", substr, p.name, err, p.Output())
 	}
 }
 

@@ -1,0 +1,77 @@
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+)
+
+// Output collects what a program writes (a C peer, or an in-process tool
+// writing to it as its stdout) and lets tests wait for text without
+// sleeping: every Write wakes the waiters. The zero value is ready to use.
+type Output struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	writes  int
+	changed chan struct{} // closed and replaced on every write
+}
+
+// Write appends p; it never fails.
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.b.Write(p)
+	o.writes++
+	if o.changed != nil {
+		close(o.changed)
+		o.changed = nil
+	}
+	return len(p), nil
+}
+
+// String returns everything written so far.
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// Writes returns the number of Write calls so far.
+func (o *Output) Writes() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.writes
+}
+
+// errOutputEnded is returned by WaitFor when done closes first.
+var errOutputEnded = errors.New("writer finished")
+
+// WaitFor blocks until the output contains substr, ctx ends (ctx.Err()),
+// or done (which may be nil) is closed with substr still absent
+// (errOutputEnded).
+func (o *Output) WaitFor(ctx context.Context, substr string, done <-chan struct{}) error {
+	for {
+		o.mu.Lock()
+		found := strings.Contains(o.b.String(), substr)
+		if o.changed == nil {
+			o.changed = make(chan struct{})
+		}
+		changed := o.changed
+		o.mu.Unlock()
+		if found {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-done:
+			if strings.Contains(o.String(), substr) {
+				return nil
+			}
+			return errOutputEnded
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
