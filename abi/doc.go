@@ -4,6 +4,18 @@
 // `make generate` (go run ./cmd/abigen -out abi) to regenerate and
 // `make check-generate` to verify the committed files are current.
 //
+// The "// Source:" line of each file names the linux-libc-dev version the
+// package was generated from. Where that version is installed, make
+// check-generate compares a regeneration byte for byte. The uapi only grows,
+// so with a newer linux-libc-dev it says that an exact check is not possible
+// and checks compatibility instead (go run ./cmd/abigen -check abi): every
+// constant, type and method must still be generated identically, and what
+// the headers add is listed, not a failure. The layout test compares the
+// package with whatever headers are installed in the same way. Enum
+// sentinels that count the enumerators before them (RDMA_NLDEV_ATTR_MAX,
+// RDMA_NLDEV_NUM_OPS, ...) change with every addition, are not part of the
+// ABI and are not generated.
+//
 // Files:
 //
 //   - zconst.go: every integer constant of the parsed headers (enumerators

@@ -91,8 +91,14 @@ func probe[R, V any](root *R, at uintptr, get func() V, set func(V)) func() stri
 	}
 }
 
-// TestLayoutAgainstC compiles a C program with the same uapi headers and
-// compares every size, alignment, offset and constant with the Go side.
+// TestLayoutAgainstC compiles a C program with the installed uapi headers
+// and compares every size, alignment, offset and constant of the generated
+// Go side with it. The installed headers may be newer than the ones abi/ was
+// generated from: the uapi only grows, so this is a compatibility check
+// (everything generated still has the same value and layout); what the
+// newer headers add is not generated and not compared here (make
+// check-generate lists it). Enum sentinels such as RDMA_NLDEV_ATTR_MAX,
+// which grow with every addition, are not generated.
 func TestLayoutAgainstC(t *testing.T) {
 	cc, err := exec.LookPath("gcc")
 	if err != nil {
@@ -175,6 +181,29 @@ func TestLayoutAgainstC(t *testing.T) {
 		t.Fatalf("C program printed %d types and %d constants, want %d and %d", nTypes, nConsts, len(layoutTable), len(constTable))
 	}
 	t.Logf("compared %d structs, %d fields, %d constants", nTypes, nFields, nConsts)
+	pinned, installed := headerVersions()
+	if pinned != installed {
+		t.Logf("abi/ was generated from linux-libc-dev %s, the installed headers are %s: compatible (additions not compared; make check-generate lists them)", pinned, installed)
+	}
+}
+
+// headerVersions returns the linux-libc-dev version named in zconst.go's
+// Source line and the installed one (dpkg-query), or "unknown".
+func headerVersions() (pinned, installed string) {
+	pinned, installed = "unknown", "unknown"
+	if b, err := os.ReadFile("zconst.go"); err == nil {
+		for _, l := range strings.SplitN(string(b), "\n", 5) {
+			if v, ok := strings.CutPrefix(l, "// Source: "); ok {
+				if _, v, ok = strings.Cut(v, "(linux-libc-dev "); ok {
+					pinned = strings.TrimSuffix(v, ")")
+				}
+			}
+		}
+	}
+	if out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", "linux-libc-dev").Output(); err == nil && len(out) > 0 {
+		installed = strings.TrimSpace(string(out))
+	}
+	return pinned, installed
 }
 
 // TestUnionAccessors runs the probe of every union member accessor (no C

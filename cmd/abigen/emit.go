@@ -410,6 +410,13 @@ type Allowlist struct {
 	Aggs        []string // "struct glob" / "union glob"
 	Consts      []string
 	ExcludeCons []string
+	Sentinels   []string // last enumerators with implicit values to leave out
+}
+
+// isSentinel reports whether c is an enum's bound or count sentinel that the
+// allowlist leaves out.
+func (al *Allowlist) isSentinel(c *Const) bool {
+	return c.LastImplicit && matchAny(al.Sentinels, c.Name)
 }
 
 // ParseAllowlist reads the allowlist format (see allowlist.txt).
@@ -436,6 +443,8 @@ func ParseAllowlist(name, text string) (*Allowlist, error) {
 			al.Consts = append(al.Consts, f[1])
 		case "!const":
 			al.ExcludeCons = append(al.ExcludeCons, f[1])
+		case "sentinel":
+			al.Sentinels = append(al.Sentinels, f[1])
 		default:
 			return nil, errorf(Pos{name, i + 1}, "unknown kind %q", f[0])
 		}
@@ -482,6 +491,10 @@ func Generate(p *Parser, files []string, al *Allowlist, header string) (*Output,
 	}
 	for i, c := range p.enumConsts {
 		if !matchAny(al.Consts, c.Name) || matchAny(al.ExcludeCons, c.Name) {
+			continue
+		}
+		if al.isSentinel(c) {
+			skipped = append(skipped, fmt.Sprintf("%s: %s: sentinel (last enumerator of %s)", c.Pos, c.Name, c.Enum))
 			continue
 		}
 		if err := add(c, c.Pos.Line*2+1); err != nil {

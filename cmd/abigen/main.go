@@ -8,8 +8,16 @@
 // Usage:
 //
 //	go run ./cmd/abigen [-include /usr/include] [-out abi]
+//	go run ./cmd/abigen [-include /usr/include] -check abi
 //
-// The headers come from the Debian package linux-libc-dev.
+// The headers come from the Debian package linux-libc-dev. With -check
+// nothing is written: the declarations of the committed package in the
+// given directory are compared with a regeneration from the installed
+// headers, which may be newer than the ones abi/ was generated from. Every
+// committed constant, type and method must be generated identically
+// (otherwise the exit status is 1); declarations only the headers have are
+// listed as additions. scripts/check-generate.sh uses it when the installed
+// linux-libc-dev is not the one named in abi/'s "// Source:" line.
 package main
 
 import (
@@ -46,8 +54,20 @@ func main() {
 	outDir := flag.String("out", "abi", "output directory")
 	allow := flag.String("allowlist", "", "allowlist file (default: the built-in cmd/abigen/allowlist.txt)")
 	version := flag.String("version", "", "linux-libc-dev version for the Source line (default: ask dpkg-query)")
-	verbose := flag.Bool("v", false, "list macros that are skipped because they are not integer constants")
+	verbose := flag.Bool("v", false, "list macros that are skipped because they are not integer constants, and left-out sentinels")
+	check := flag.String("check", "", "compare the committed package in this directory with the installed headers instead of writing (compatibility: additions are allowed)")
 	flag.Parse()
+	if *check != "" {
+		ok, err := runCheck(*include, *check, *allow, *version, *verbose)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "abigen:", err)
+			os.Exit(2)
+		}
+		if !ok {
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*include, *outDir, *allow, *version, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "abigen:", err)
 		os.Exit(1)
@@ -55,29 +75,75 @@ func main() {
 }
 
 func run(include, outDir, allowFile, version string, verbose bool) error {
+	out, err := generate(include, allowFile, version, verbose)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	for name, data := range out.files() {
+		if err := os.WriteFile(filepath.Join(outDir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "abigen: wrote %d constants and %d types to %s\n", out.NumConsts, out.NumTypes, outDir)
+	return nil
+}
+
+// runCheck compares the package in dir with a regeneration and prints the
+// report. It returns false if the package is not compatible.
+func runCheck(include, dir, allowFile, version string, verbose bool) (bool, error) {
+	if version == "" {
+		version = libcDevVersion()
+	}
+	out, err := generate(include, allowFile, version, verbose)
+	if err != nil {
+		return false, err
+	}
+	r, err := CheckCompat(dir, out.files())
+	if err != nil {
+		return false, err
+	}
+	src := fmt.Sprintf("%s (linux-libc-dev %s)", filepath.Join(include, "rdma"), version)
+	fmt.Printf("abigen: %s against %s: %s\n", dir, src, r)
+	if !r.OK() {
+		fmt.Printf("abigen: %s is NOT compatible with %s\n", dir, src)
+		return false, nil
+	}
+	fmt.Printf("abigen: %s is compatible with %s\n", dir, src)
+	return true, nil
+}
+
+func (o *Output) files() map[string][]byte {
+	return map[string][]byte{"zconst.go": o.Const, "ztypes.go": o.Types, "zlayout_test.go": o.Layout}
+}
+
+// generate parses the headers under include and generates the files.
+func generate(include, allowFile, version string, verbose bool) (*Output, error) {
 	alText, alName := defaultAllowlist, "cmd/abigen/allowlist.txt"
 	if allowFile != "" {
 		b, err := os.ReadFile(allowFile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		alText, alName = string(b), allowFile
 	}
 	al, err := ParseAllowlist(alName, alText)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p := NewParser()
 	for _, h := range Headers {
 		src, err := os.ReadFile(filepath.Join(include, h))
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%s not found in %s: install the kernel uapi headers (apt-get install linux-libc-dev) or pass -include", h, include)
+			return nil, fmt.Errorf("%s not found in %s: install the kernel uapi headers (apt-get install linux-libc-dev) or pass -include", h, include)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := p.ParseFile(h, string(src)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if version == "" {
@@ -89,23 +155,14 @@ func run(include, outDir, allowFile, version string, verbose bool) error {
 		filepath.Join(include, "rdma"), version)
 	out, err := Generate(p, Headers, al, header)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if verbose {
 		for _, s := range out.Skipped {
 			fmt.Fprintln(os.Stderr, "skipped", s)
 		}
 	}
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return err
-	}
-	for name, data := range map[string][]byte{"zconst.go": out.Const, "ztypes.go": out.Types, "zlayout_test.go": out.Layout} {
-		if err := os.WriteFile(filepath.Join(outDir, name), data, 0o644); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(os.Stderr, "abigen: wrote %d constants and %d types to %s\n", out.NumConsts, out.NumTypes, outDir)
-	return nil
+	return out, nil
 }
 
 func libcDevVersion() string {

@@ -13,6 +13,11 @@ type Const struct {
 	Enum  string // "enum tag", "enum" for an untagged enum, "" for a #define
 	Value Value
 	Hex   bool // print in hex
+	// Sentinel candidate: the last enumerator of its enum, without an
+	// explicit value (RDMA_NLDEV_ATTR_MAX, RDMA_NLDEV_NUM_OPS). Such a value
+	// counts the enumerators before it and grows with every addition; the
+	// allowlist's "sentinel" patterns decide which of them are left out.
+	LastImplicit bool
 }
 
 // Parser holds everything parsed from a set of headers.
@@ -541,6 +546,8 @@ func (c *cursor) parseEnum() (*CType, error) {
 	}
 	next := Value{V: 0, Bits: 32}
 	nextHex := false
+	var last *Const
+	lastImplicit := false
 	for !c.accept("}") {
 		if c.eof() {
 			return nil, errorf(kw.Pos, "unterminated enum")
@@ -551,7 +558,9 @@ func (c *cursor) parseEnum() (*CType, error) {
 		}
 		v := next
 		hex := nextHex // implicit values print like the one they follow
+		implicit := true
 		if c.accept("=") {
+			implicit = false
 			start := c.i
 			v, err = c.parseExpr(0)
 			if err != nil {
@@ -564,7 +573,10 @@ func (c *cursor) parseEnum() (*CType, error) {
 			return nil, errorf(name.Pos, "redefinition of enumerator %s", name.Text)
 		}
 		c.p.enums[name.Text] = v
-		c.p.enumConsts = append(c.p.enumConsts, &Const{Name: name.Text, Pos: name.Pos, Enum: enumName, Value: v, Hex: hex})
+		k := &Const{Name: name.Text, Pos: name.Pos, Enum: enumName, Value: v, Hex: hex}
+		c.p.enumConsts = append(c.p.enumConsts, k)
+		last = k
+		lastImplicit = implicit
 		nextHex = hex
 		next, err = binop("+", v, Value{V: 1, Bits: 32}, name.Pos)
 		if err != nil {
@@ -576,6 +588,9 @@ func (c *cursor) parseEnum() (*CType, error) {
 			}
 			break
 		}
+	}
+	if last != nil {
+		last.LastImplicit = lastImplicit
 	}
 	if _, _, err := c.parseAttributes(); err != nil {
 		return nil, err
