@@ -7,9 +7,19 @@
 # Both install what they need (scripts/deps.sh: apt-get, Go modules).
 
 SHELL    := /bin/bash
-export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
+# scripts/deps.sh installs Go here when the Go in PATH is too old for go.mod
+# (Debian 12's golang-go is 1.19).
+GOROOT_DEST := $(or $(PUREVERBS_GOROOT),/usr/local/go)
+export PATH := $(GOROOT_DEST)/bin:$(HOME)/go/bin:$(PATH)
 export CGO_ENABLED ?= 0
-GO       ?= go
+# GO is the go command every recipe and every $(shell ...) below runs: the
+# first go in the PATH above, i.e. $(GOROOT_DEST)/bin/go once deps has
+# installed it. It is looked up when used (after deps) and by absolute path,
+# because GNU make before 4.4 runs $(shell ...) with the environment make
+# started with, not the exported PATH: a bare `go` there is Debian's 1.19,
+# which rejects go.mod.
+GO       ?= $(shell export PATH='$(PATH)'; command -v go || echo go)
+GOFMT     = $(if $(filter /%,$(GO)),$(dir $(GO))gofmt,gofmt)
 KERNEL   ?= all
 # Packages run in the VM: all but the generator and abi, whose tests need the
 # host headers and gcc (they run on the host in make unit).
@@ -35,15 +45,16 @@ build: deps
 
 vet: deps
 	$(GO) vet ./...
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@out=$$($(GOFMT) -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	@scripts/check-imports.sh
+	@GO=$(GO) scripts/check-imports.sh
+	@GO=$(GO) scripts/check-makefile.sh
 
 generate: deps
 	$(GO) run ./cmd/abigen -out abi
 
 check-generate: deps
-	@scripts/check-generate.sh
+	@GO=$(GO) scripts/check-generate.sh
 
 # Host unit tests (the VM-only tests skip with a message naming make vmtest).
 unit: deps
@@ -54,6 +65,7 @@ bench: deps
 
 # The VM suite: KERNEL=6.1|6.12|all, RUN=TestName, VMPKGS=./async/...
 vmtest: deps
+	@[ -n "$(strip $(VMPKGS))" ] || { echo "make vmtest: '$(GO) list ./...' found no packages"; exit 1; }
 	$(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) $(VMFLAGS) $(VMPKGS) -- -count=1 -v $(if $(RUN),-run '$(RUN)') $(TESTFLAGS)
 
 # The runner's own proof: a failing test, a guest panic and a hang in the

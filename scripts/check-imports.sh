@@ -33,7 +33,8 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
-module=$(go list -m)
+GO=${GO:-go}
+module=$("$GO" list -m)
 forbidden=' unsafe syscall golang.org/x/sys/unix '
 
 # Prints "all" (nothing checked), "nontest" (only non-test imports checked)
@@ -53,7 +54,7 @@ policy() {
 	esac
 }
 
-if ! listing=$(go list -f '{{.ImportPath}}|{{join .Imports " "}}|{{join .TestImports " "}} {{join .XTestImports " "}}' ./... 2>&1); then
+if ! listing=$("$GO" list -f '{{.ImportPath}}|{{join .Imports " "}}|{{join .TestImports " "}} {{join .XTestImports " "}}' ./... 2>&1); then
 	echo "check-imports: go list failed:" >&2
 	echo "$listing" >&2
 	exit 2
