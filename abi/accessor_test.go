@@ -3,6 +3,7 @@ package abi
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 	"testing"
 	"unsafe"
 )
@@ -126,9 +127,7 @@ func TestAccessorAllocs(t *testing.T) {
 			spec.SetSize(spec.Size() + 1)
 		},
 	} {
-		if n := testing.AllocsPerRun(100, f); n != 0 {
-			t.Errorf("%s accessors: %v allocations per run, want 0", name, n)
-		}
+		t.Run(name, func(t *testing.T) { testkit.NoAllocs(t, 1000, f) })
 	}
 	if wc.ImmData() == 0 || wr.Wr.Rdma().Rkey == 0 || spec.Hdr.Size == 0 {
 		t.Error("accessors did not write")

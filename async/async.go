@@ -17,6 +17,7 @@ import (
 	"iter"
 	"sync"
 
+	"github.com/pureverbs/pureverbs/internal/core"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -122,26 +123,34 @@ func Decode(rec []byte) (typ EventType, element uint64, err error) {
 
 // Reader reads the async events of one Context.
 type Reader struct {
-	file   *sys.EventFile
-	lookup func(uint64) (uverbs.Affiliated, bool)
-	closed func() bool
+	file    *sys.EventFile
+	objects *core.Registry[uverbs.Affiliated]
+	closed  func() bool
 
 	mu          sync.Mutex
 	seq         uint64
-	outstanding map[uint64]*uverbs.EventCounts // unacknowledged events
+	outstanding map[uint64]*core.Counts // unacknowledged events
 }
 
 // NewReader returns a reader of c's asynchronous events. Create one per
 // Context: each event goes to one Reader, and must be acknowledged there.
 func NewReader(c *uverbs.Context) (*Reader, error) {
-	if c == nil || c.Closed() || c.AsyncFile() == nil {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil *uverbs.Context", uverbs.ErrInvalid)
+	}
+	sh, ok := core.Of(c)
+	if !ok || c.Closed() || sh.Async == nil {
 		return nil, uverbs.ErrClosed
 	}
-	return newReader(c.AsyncFile(), c.Lookup, c.Closed), nil
+	reg, ok := sh.Objects.(*core.Registry[uverbs.Affiliated])
+	if !ok {
+		return nil, fmt.Errorf("%w: context has no object registry", uverbs.ErrInvalid)
+	}
+	return newReader(sh.Async, reg, sh.Closed), nil
 }
 
-func newReader(f *sys.EventFile, lookup func(uint64) (uverbs.Affiliated, bool), closed func() bool) *Reader {
-	return &Reader{file: f, lookup: lookup, closed: closed, outstanding: map[uint64]*uverbs.EventCounts{}}
+func newReader(f *sys.EventFile, objects *core.Registry[uverbs.Affiliated], closed func() bool) *Reader {
+	return &Reader{file: f, objects: objects, closed: closed, outstanding: map[uint64]*core.Counts{}}
 }
 
 var recPool = sync.Pool{New: func() any { return new([RecordSize]byte) }}
@@ -215,15 +224,17 @@ func (r *Reader) deliver(rec []byte) (Event, error) {
 		return Event{}, err
 	}
 	ev := Event{Type: typ, Raw: elem, reader: r}
-	var counts *uverbs.EventCounts
+	var counts *core.Counts
 	switch typ.Element() {
 	case uverbs.ElementPort, uverbs.ElementDevice:
 		ev.Port = int(uint32(elem))
 	case uverbs.ElementCQ, uverbs.ElementQP, uverbs.ElementSRQ, uverbs.ElementWQ:
-		if obj, ok := r.lookup(elem); ok {
+		// Lookup waits while the object is still being created, so an
+		// event of a new object is never dropped uncounted.
+		if obj, c, ok := r.objects.Lookup(elem); ok {
 			ev.Element = obj
-			counts = obj.EventCounts()
-			counts.Delivered(uverbs.AsyncEvents, typ)
+			counts = c
+			counts.Delivered(core.AsyncEvents, uint32(typ))
 		}
 	}
 	r.mu.Lock()
@@ -253,8 +264,9 @@ func (r *Reader) Ack(ev Event) error {
 		return ErrAlreadyAcked
 	}
 	if counts != nil {
-		if err := counts.Ack(uverbs.AsyncEvents, ev.Type, 1); err != nil {
-			return err // nothing changed: the event stays outstanding
+		if err := counts.Ack(core.AsyncEvents, uint32(ev.Type), 1); err != nil {
+			// nothing changed: the event stays outstanding
+			return fmt.Errorf("%w: %w", uverbs.ErrInvalid, err)
 		}
 	}
 	delete(r.outstanding, ev.seq)

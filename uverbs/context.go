@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/core"
 	"github.com/pureverbs/pureverbs/internal/sys"
 )
 
@@ -29,10 +30,19 @@ type Context struct {
 
 	cmds sync.Pool // *sys.Ioctl
 
-	mu      sync.Mutex
-	closed  bool
-	objects map[uint64]Affiliated // user handle -> live object
-	nextUH  uint64
+	mu     sync.Mutex
+	closed bool
+	reg    core.Registry[Affiliated] // user handle -> live affiliated object
+}
+
+func init() {
+	core.SetAccessor(func(x any) (*core.Shared, bool) {
+		c, ok := x.(*Context)
+		if !ok || c == nil {
+			return nil, false
+		}
+		return &core.Shared{Async: c.async, Objects: &c.reg, Closed: c.Closed}, true
+	})
 }
 
 // driverIDFor returns the RDMA_DRIVER_* id to put in every ioctl header.
@@ -81,7 +91,7 @@ func Open(dev Device) (*Context, error) {
 		}
 		return nil, &OpError{Object: "device", Method: "open", Err: err}
 	}
-	c := &Context{dev: dev, cmd: fd, driverID: driverIDFor(dev), objects: map[uint64]Affiliated{}}
+	c := &Context{dev: dev, cmd: fd, driverID: driverIDFor(dev)}
 	c.cmds.New = func() any { return sys.NewIoctl() }
 	if err := c.getContext(); err != nil {
 		fd.Close()
@@ -196,31 +206,9 @@ func (c *Context) DriverID() uint32 { return c.driverID }
 // NumCompVectors returns the number of completion vectors.
 func (c *Context) NumCompVectors() int { return c.numCompVectors }
 
-// CmdFD returns the uverbs command descriptor (for provider packages).
-func (c *Context) CmdFD() *sys.FD { return c.cmd }
-
-// AsyncFile returns the device's asynchronous event file. The async
-// package reads it; most users want async.NewReader instead.
-func (c *Context) AsyncFile() *sys.EventFile { return c.async }
-
-// Exec runs a prepared ioctl on the context's command fd, for provider
-// packages. The error names object and method.
-func (c *Context) Exec(cmd *sys.Ioctl, object, method string) error {
-	if err := cmd.Exec(c.cmd); err != nil {
-		return c.opErr(object, method, err)
-	}
-	return nil
-}
-
-// Ioctl hands out a reusable command buffer; return it with Release.
-func (c *Context) Ioctl() *sys.Ioctl { return c.get() }
-
-// Release returns a command buffer obtained from Ioctl.
-func (c *Context) Release(cmd *sys.Ioctl) { c.put(cmd) }
-
-// ExecWrite sends a write-ABI command as rdma-core does: through the
+// execWrite sends a write-ABI command as rdma-core does: through the
 // INVOKE_WRITE ioctl when the kernel has it, by write(2) otherwise.
-func (c *Context) ExecWrite(w *sys.WriteCmd, object, method string) error {
+func (c *Context) execWrite(w *sys.WriteCmd, object, method string) error {
 	cmd := c.get()
 	defer c.put(cmd)
 	var err error
@@ -235,10 +223,12 @@ func (c *Context) ExecWrite(w *sys.WriteCmd, object, method string) error {
 	return nil
 }
 
-// Close releases the context: every object still registered is forgotten
-// (the kernel destroys them when the command fd closes), the async event
-// file is closed (waking blocked readers with ErrClosed) and then the
-// command fd. Close is idempotent.
+// Close releases the context (ibv_close_device(3)): every live CQ and QP
+// is marked destroyed after the uses in flight and its rings are unmapped
+// (the kernel destroys the objects when the command fd closes), waiters
+// in Destroy are released, the command fd and then the async event file
+// are closed (waking blocked readers with ErrClosed). A create racing
+// Close returns ErrClosed and leaves nothing behind. Close is idempotent.
 func (c *Context) Close() error {
 	if c == nil {
 		return errNilContext
@@ -249,11 +239,9 @@ func (c *Context) Close() error {
 		return nil
 	}
 	c.closed = true
-	objs := c.objects
-	c.objects = map[uint64]Affiliated{}
 	c.mu.Unlock()
-	for _, o := range objs {
-		o.EventCounts().abandon()
+	for _, o := range c.reg.Close() {
+		o.(killer).kill()
 	}
 	// The command fd goes first: a create racing Close either finishes
 	// its ioctl (with the async fd still open) or fails with ErrClosed,

@@ -26,9 +26,8 @@ type CQ struct {
 	handle uint32
 	uh     uint64
 	cqe    int
-	events EventCounts
 	drv    cqDriver
-	lifecycle
+	life
 }
 
 // CreateCQ creates a completion queue with room for at least cqe entries
@@ -56,17 +55,17 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	uh, err := c.NewUserHandle()
-	if err != nil {
-		return nil, &OpError{Object: "cq", Method: "create", Err: err}
-	}
 	drv := p.newCQ()
-	cq := &CQ{ctx: c, uh: uh, drv: drv}
-	// Registered before the create command so that no event of the new
-	// object can be read before it maps back (and is counted).
-	if err := c.Register(cq); err != nil {
-		return nil, &OpError{Object: "cq", Method: "create", Err: err}
+	cq := &CQ{ctx: c, drv: drv}
+	// The user handle is reserved before the create command, so that an
+	// event of the new CQ read before CreateCQ returns still finds it (the
+	// reader waits until the CQ is published, complete).
+	uh, err := c.reg.Reserve(&cq.counts)
+	if err != nil {
+		return nil, closedErr("cq", "create")
 	}
+	cq.uh = uh
+	hook("cq:before-create")
 
 	var granted uint32
 	cmd := c.get()
@@ -87,7 +86,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	cq.handle = cmd.Handle(ha)
 	c.put(cmd)
 	if err != nil {
-		c.Unregister(cq)
+		c.reg.Abort(uh)
 		return nil, c.opErr("cq", "create", err)
 	}
 	cq.cqe = int(granted)
@@ -95,10 +94,17 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	if err := drv.created(c); err != nil {
 		cq.destroyCmd()
 		drv.release()
-		c.Unregister(cq)
+		c.reg.Abort(uh)
 		return nil, err
 	}
-	cq.stop = releaseOnClose(&cq.events, func() { drv.release() })
+	cq.release = drv.release
+	hook("cq:created")
+	if err := c.reg.Publish(uh, cq); err != nil {
+		// Close ran meanwhile: the kernel CQ goes with the command fd;
+		// unmap the ring so nothing of it is left.
+		drv.release()
+		return nil, closedErr("cq", "create")
+	}
 	return cq, nil
 }
 
@@ -123,6 +129,8 @@ func (cq *CQ) destroyCmd() (resp abi.IbUverbsDestroyCqResp, err error) {
 // completion events through the completion channel), as libibverbs does,
 // but only until ctx ends: then it returns an *UnackedError saying what is
 // unacknowledged (the CQ is destroyed and its ring unmapped regardless).
+// Destroy waits for uses of the CQ in flight (a QP being created with it)
+// before it sends the command. A nil ctx is an error wrapping ErrInvalid.
 //
 // The kernel refuses (EBUSY) to destroy a CQ still used by a QP; the CQ
 // then stays usable. Destroying twice returns an error wrapping ErrClosed.
@@ -133,7 +141,7 @@ func (cq *CQ) Destroy(ctx context.Context) error {
 	return cq.destroy(ctx, cq.ctx, cq, "cq", func() (uint32, uint32, error) {
 		resp, err := cq.destroyCmd()
 		return resp.AsyncEventsReported, resp.CompEventsReported, err
-	}, func() error { return cq.drv.release() })
+	})
 }
 
 // CQE returns the number of entries the device granted (at least the
@@ -149,15 +157,5 @@ func (cq *CQ) UserHandle() uint64 { return cq.uh }
 // Kind returns ElementCQ.
 func (cq *CQ) Kind() ElementKind { return ElementCQ }
 
-// EventCounts returns the CQ's event bookkeeping.
-func (cq *CQ) EventCounts() *EventCounts { return &cq.events }
-
 // Context returns the context the CQ was created on.
 func (cq *CQ) Context() *Context { return cq.ctx }
-
-// alive reports whether the CQ can be used in a new command.
-func (cq *CQ) alive() bool {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	return !cq.dead
-}

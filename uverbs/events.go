@@ -3,10 +3,10 @@ package uverbs
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
+
+	"github.com/pureverbs/pureverbs/internal/core"
 )
 
 // EventType is an asynchronous event type (enum ibv_event_type,
@@ -125,102 +125,6 @@ type Affiliated interface {
 	UserHandle() uint64
 	// Kind returns ElementCQ, ElementQP, ElementSRQ or ElementWQ.
 	Kind() ElementKind
-	// EventCounts returns the object's delivered/acked bookkeeping.
-	EventCounts() *EventCounts
-}
-
-// CountKind selects one of an object's event counters.
-type CountKind int
-
-const (
-	AsyncEvents CountKind = iota // affiliated async events
-	CompEvents                   // completion-channel events (CQs only)
-)
-
-// EventCounts tracks, for one object, how many events were handed to the
-// application and how many it acknowledged, so that destroying the object
-// can wait, as libibverbs does, until every event the kernel reports as
-// read has been acknowledged.
-type EventCounts struct {
-	mu        sync.Mutex
-	changed   chan struct{} // closed and replaced on every ack
-	delivered [2]uint32
-	acked     [2]uint32
-	pending   []EventType // async event types delivered but not acked
-	abandoned bool
-	onAbandon func() // releases the object's mappings when its Context closes
-}
-
-// Delivered records that one event of kind k (async events also pass their
-// type) was handed to the application.
-func (e *EventCounts) Delivered(k CountKind, t EventType) {
-	if e == nil || !k.valid() {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.delivered[k]++
-	if k == AsyncEvents {
-		e.pending = append(e.pending, t)
-	}
-}
-
-func (k CountKind) valid() bool { return k == AsyncEvents || k == CompEvents }
-
-// Ack records n acknowledgements of kind k. It fails, changing nothing,
-// when that would acknowledge more events than were delivered.
-func (e *EventCounts) Ack(k CountKind, t EventType, n uint32) error {
-	if e == nil || !k.valid() {
-		return fmt.Errorf("%w: event counter %d", ErrInvalid, int(k))
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.acked[k]+n > e.delivered[k] || e.acked[k]+n < e.acked[k] {
-		return fmt.Errorf("%w: acknowledging %d events but only %d of %d delivered are unacknowledged",
-			ErrInvalid, n, e.delivered[k]-e.acked[k], e.delivered[k])
-	}
-	e.acked[k] += n
-	if k == AsyncEvents {
-		for m := n; m > 0; m-- {
-			i := slices.Index(e.pending, t)
-			if i < 0 {
-				break
-			}
-			e.pending = slices.Delete(e.pending, i, i+1)
-		}
-	}
-	if e.changed != nil {
-		close(e.changed)
-		e.changed = nil
-	}
-	return nil
-}
-
-// Counts returns delivered and acked for kind k.
-func (e *EventCounts) Counts(k CountKind) (delivered, acked uint32) {
-	if e == nil || !k.valid() {
-		return 0, 0
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.delivered[k], e.acked[k]
-}
-
-// abandon is called by Context.Close for every live object: waiters are
-// released and the object's close hook runs (once).
-func (e *EventCounts) abandon() {
-	e.mu.Lock()
-	e.abandoned = true
-	if e.changed != nil {
-		close(e.changed)
-		e.changed = nil
-	}
-	f := e.onAbandon
-	e.onAbandon = nil
-	e.mu.Unlock()
-	if f != nil {
-		f()
-	}
 }
 
 // UnackedError is returned when a destroy gives up waiting for events to be
@@ -252,76 +156,16 @@ func (u *UnackedError) Error() string {
 
 func (u *UnackedError) Unwrap() error { return u.Err }
 
-// WaitAcked blocks until the application has acknowledged asyncReported
-// async and compReported completion events (the counts the kernel returns
-// from destroy), or ctx ends, in which case it returns an *UnackedError
-// naming what is still outstanding.
-func (e *EventCounts) WaitAcked(ctx context.Context, object string, asyncReported, compReported uint32) error {
-	for {
-		e.mu.Lock()
-		if e.abandoned || (e.acked[AsyncEvents] >= asyncReported && e.acked[CompEvents] >= compReported) {
-			e.mu.Unlock()
-			return nil
-		}
-		if e.changed == nil {
-			e.changed = make(chan struct{})
-		}
-		ch := e.changed
-		e.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			e.mu.Lock()
-			u := &UnackedError{Object: object, Err: ctx.Err(), Pending: append([]EventType(nil), e.pending...)}
-			if asyncReported > e.acked[AsyncEvents] {
-				u.Async = asyncReported - e.acked[AsyncEvents]
-			}
-			if compReported > e.acked[CompEvents] {
-				u.Comp = compReported - e.acked[CompEvents]
-			}
-			e.mu.Unlock()
-			return u
-		}
+// waitAcked waits, bounded by ctx, until the events the kernel reported
+// for a destroyed object are acknowledged.
+func waitAcked(ctx context.Context, counts *core.Counts, object string, asyncReported, compReported uint32) error {
+	u, err := counts.WaitAcked(ctx, asyncReported, compReported)
+	if err == nil {
+		return nil
 	}
-}
-
-// Register assigns obj's user handle space: it returns a fresh non-zero
-// user handle under which obj will be found by Lookup. Object constructors
-// call it before the create command, and Unregister after destroy.
-func (c *Context) NewUserHandle() (uint64, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return 0, ErrClosed
+	ue := &UnackedError{Object: object, Async: u.Async, Comp: u.Comp, Err: err}
+	for _, t := range u.Pending {
+		ue.Pending = append(ue.Pending, EventType(t))
 	}
-	c.nextUH++
-	return c.nextUH, nil
-}
-
-// Register makes obj findable by its user handle.
-func (c *Context) Register(obj Affiliated) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return ErrClosed
-	}
-	c.objects[obj.UserHandle()] = obj
-	return nil
-}
-
-// Unregister forgets obj.
-func (c *Context) Unregister(obj Affiliated) {
-	c.mu.Lock()
-	if c.objects[obj.UserHandle()] == obj {
-		delete(c.objects, obj.UserHandle())
-	}
-	c.mu.Unlock()
-}
-
-// Lookup returns the live object registered under a user handle.
-func (c *Context) Lookup(userHandle uint64) (Affiliated, bool) {
-	c.mu.Lock()
-	o, ok := c.objects[userHandle]
-	c.mu.Unlock()
-	return o, ok
+	return ue
 }

@@ -148,7 +148,7 @@ func TestObjectArgumentErrors(t *testing.T) {
 
 	// A context of a driver without a provider; nothing here reaches the
 	// kernel.
-	c := &Context{driverID: abi.RDMA_DRIVER_UNKNOWN, numCompVectors: 1, objects: map[uint64]Affiliated{}}
+	c := &Context{driverID: abi.RDMA_DRIVER_UNKNOWN, numCompVectors: 1}
 	for _, n := range []int{0, -1} {
 		if _, err := c.CreateCQ(n, nil); !errors.Is(err, ErrInvalid) {
 			t.Errorf("CreateCQ(%d) = %v", n, err)
@@ -182,7 +182,7 @@ func TestObjectArgumentErrors(t *testing.T) {
 			t.Errorf("bad QPInitAttr %d: %v, want ErrInvalid", i, err)
 		}
 	}
-	dead := &CQ{ctx: c, lifecycle: lifecycle{dead: true}}
+	dead := &CQ{ctx: c, life: life{dead: true}}
 	a := good
 	a.SendCQ = dead
 	if _, err := pd.CreateQP(a); !errors.Is(err, ErrClosed) {

@@ -67,7 +67,7 @@ func TestVMPDCQ(t *testing.T) {
 		if cq.UserHandle() == 0 || cq.Kind() != uverbs.ElementCQ {
 			t.Errorf("cq user handle %d kind %v", cq.UserHandle(), cq.Kind())
 		}
-		if o, ok := c.Lookup(cq.UserHandle()); !ok || o != uverbs.Affiliated(cq) {
+		if o, ok := c.LookupForTest(cq.UserHandle()); !ok || o != uverbs.Affiliated(cq) {
 			t.Errorf("Lookup(%d) = %v, %v", cq.UserHandle(), o, ok)
 		}
 		cqs = append(cqs, cq)
@@ -89,7 +89,7 @@ func TestVMPDCQ(t *testing.T) {
 		if err := cq.Destroy(bg(t)); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := c.Lookup(cq.UserHandle()); ok {
+		if _, ok := c.LookupForTest(cq.UserHandle()); ok {
 			t.Error("CQ still registered after Destroy")
 		}
 		if err := cq.Destroy(bg(t)); !errors.Is(err, uverbs.ErrClosed) {
@@ -200,7 +200,7 @@ func TestVMQPLifecycle(t *testing.T) {
 		if qp.QPN() < 16 || qp.Type() != typ || qp.Kind() != uverbs.ElementQP {
 			t.Errorf("%v: QPN %d type %v kind %v", typ, qp.QPN(), qp.Type(), qp.Kind())
 		}
-		if o, ok := c.Lookup(qp.UserHandle()); !ok || o != uverbs.Affiliated(qp) {
+		if o, ok := c.LookupForTest(qp.UserHandle()); !ok || o != uverbs.Affiliated(qp) {
 			t.Errorf("Lookup(%d) = %v, %v", qp.UserHandle(), o, ok)
 		}
 		during := testkit.Resources(t, testkit.RxeDev)
@@ -227,7 +227,7 @@ func TestVMQPLifecycle(t *testing.T) {
 		if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit}, uverbs.QPAttrState); !errors.Is(err, uverbs.ErrClosed) {
 			t.Errorf("Modify after Destroy = %v, want ErrClosed", err)
 		}
-		if _, ok := c.Lookup(qp.UserHandle()); ok {
+		if _, ok := c.LookupForTest(qp.UserHandle()); ok {
 			t.Error("QP still registered after Destroy")
 		}
 	}
@@ -269,7 +269,7 @@ func TestVMSQDrainedAndDestroyWaits(t *testing.T) {
 	loopbackRTS(t, c, qp1)
 	ev1 := drainEvent(t, r, qp1)
 	t.Logf("event: %v", ev1)
-	if d, a := qp1.EventCounts().Counts(uverbs.AsyncEvents); d != 1 || a != 0 {
+	if d, a := uverbs.AsyncCountsForTest(qp1); d != 1 || a != 0 {
 		t.Errorf("qp1 counts delivered %d acked %d", d, a)
 	}
 	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

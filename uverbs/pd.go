@@ -2,7 +2,6 @@ package uverbs
 
 import (
 	"errors"
-	"sync"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -12,9 +11,7 @@ import (
 type PD struct {
 	ctx    *Context
 	handle uint32
-
-	mu   sync.Mutex
-	dead bool
+	life   // held by the creates of QPs (and later MRs, AHs, SRQs) in it
 }
 
 // AllocPD allocates a protection domain. Like libibverbs it uses the write
@@ -29,7 +26,7 @@ func (c *Context) AllocPD() (*PD, error) {
 	var req abi.IbUverbsAllocPd
 	var resp abi.IbUverbsAllocPdResp
 	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_ALLOC_PD, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
-	if err := c.ExecWrite(&w, "pd", "alloc"); err != nil {
+	if err := c.execWrite(&w, "pd", "alloc"); err != nil {
 		return nil, err
 	}
 	return &PD{ctx: c, handle: resp.PdHandle}, nil
@@ -44,13 +41,14 @@ func (pd *PD) Handle() uint32 { return pd.handle }
 // Dealloc deallocates the PD (ibv_dealloc_pd(3)). It fails with the
 // kernel's EBUSY (errors.Is(err, sys.EBUSY)) while QPs, MRs or other
 // objects still use the PD, and with an error wrapping ErrClosed when the
-// PD was already deallocated.
+// PD was already deallocated. It waits for creates in flight that use the
+// PD.
 func (pd *PD) Dealloc() error {
 	if pd == nil || pd.ctx == nil {
 		return invalidErr("pd", "dealloc", "nil PD")
 	}
-	pd.mu.Lock()
-	defer pd.mu.Unlock()
+	pd.rw.Lock()
+	defer pd.rw.Unlock()
 	if pd.dead {
 		return closedErr("pd", "dealloc")
 	}
@@ -62,7 +60,7 @@ func (pd *PD) Dealloc() error {
 	c.put(cmd)
 	if err == sys.ENOTTY || err == sys.EPROTONOSUPPORT || err == sys.EOPNOTSUPP {
 		req := abi.IbUverbsDeallocPd{PdHandle: pd.handle}
-		err = c.ExecWrite(&sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_DEALLOC_PD, Req: sys.AsBytes(&req)}, "pd", "dealloc")
+		err = c.execWrite(&sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_DEALLOC_PD, Req: sys.AsBytes(&req)}, "pd", "dealloc")
 	} else if err != nil {
 		err = c.opErr("pd", "dealloc", err)
 	}
@@ -75,11 +73,4 @@ func (pd *PD) Dealloc() error {
 	}
 	pd.dead = true
 	return nil
-}
-
-// alive reports whether the PD can be used in a new command.
-func (pd *PD) alive() bool {
-	pd.mu.Lock()
-	defer pd.mu.Unlock()
-	return !pd.dead
 }

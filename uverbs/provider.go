@@ -1,11 +1,8 @@
 package uverbs
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -109,14 +106,6 @@ func (q *rxeQueue) unmap() error {
 	return q.m.Unmap()
 }
 
-// Bytes returns the mapped ring (header + slots), or nil.
-func (q *rxeQueue) Bytes() []byte {
-	if q.m == nil {
-		return nil
-	}
-	return q.m.Bytes()
-}
-
 type rxeCQ struct {
 	resp abi.RxeCreateCqResp
 	q    rxeQueue
@@ -159,91 +148,4 @@ func (d *rxeQP) release() error {
 		return e1
 	}
 	return e2
-}
-
-// ---- shared object helpers --------------------------------------------
-
-// releaseOnClose arranges for release to run if the Context is closed
-// while the object is still live. The queues of a provider are mmaps of
-// the command fd, and every mapping holds a reference to the file: without
-// unmapping them, closing the fd would not let the kernel destroy the
-// context's objects. Context.Close abandons the EventCounts of every
-// registered object (before closing the fd), which runs release. The
-// returned stop function removes the hook (Destroy calls it); release must
-// be idempotent, as a Close racing a Destroy may run it as well.
-func releaseOnClose(ec *EventCounts, release func()) (stop func()) {
-	ec.mu.Lock()
-	if ec.abandoned {
-		// The Context closed while the object was being created.
-		ec.mu.Unlock()
-		release()
-		return func() {}
-	}
-	ec.onAbandon = release
-	ec.mu.Unlock()
-	return func() {
-		ec.mu.Lock()
-		ec.onAbandon = nil
-		ec.mu.Unlock()
-	}
-}
-
-// lifecycle is what CQ, QP (and later SRQ and WQ) share for destruction:
-// the destroyed flag under a mutex and the Context-close hook.
-type lifecycle struct {
-	mu   sync.Mutex
-	dead bool
-	stop func() // removes the releaseOnClose hook
-}
-
-// destroy is the destroy sequence of an affiliated object, as libibverbs
-// does it but bounded by ctx: under the mutex, refuse a second destroy and
-// send the kernel destroy (kernel returns the event counts the kernel
-// reports as read); then wait until the application has acknowledged that
-// many events (or ctx ends: *UnackedError), drop the close hook, release
-// the provider's mappings and forget the user handle. A kernel refusal
-// (e.g. EBUSY) leaves the object usable.
-func (l *lifecycle) destroy(ctx context.Context, c *Context, obj Affiliated, object string,
-	kernel func() (asyncReported, compReported uint32, err error), release func() error) error {
-	l.mu.Lock()
-	if l.dead {
-		l.mu.Unlock()
-		return closedErr(object, "destroy")
-	}
-	asyncRep, compRep, err := kernel()
-	if err != nil && !errors.Is(err, ErrClosed) {
-		l.mu.Unlock()
-		return err
-	}
-	l.dead = true
-	l.mu.Unlock()
-
-	var werr error
-	if err == nil {
-		werr = obj.EventCounts().WaitAcked(ctx, object, asyncRep, compRep)
-	}
-	if l.stop != nil {
-		l.stop()
-	}
-	uerr := release()
-	c.Unregister(obj)
-	switch {
-	case err != nil:
-		return err
-	case werr != nil:
-		return werr
-	case uerr != nil:
-		return c.opErr(object, "munmap", uerr)
-	}
-	return nil
-}
-
-// closedErr is the error of an operation on a destroyed object.
-func closedErr(object, method string) error {
-	return &OpError{Object: object, Method: method, Err: ErrClosed}
-}
-
-// invalidErr is the error of a call with invalid arguments.
-func invalidErr(object, method, format string, args ...any) error {
-	return &OpError{Object: object, Method: method, Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)}
 }

@@ -164,9 +164,8 @@ type QP struct {
 	qpn    uint32
 	uh     uint64
 	cap    QPCap
-	events EventCounts
 	drv    qpDriver
-	lifecycle
+	life
 }
 
 func (c QPCap) toABI() (abi.IbUverbsQpCap, bool) {
@@ -208,9 +207,6 @@ func (attr *QPInitAttr) validate(pd *PD) (abi.IbUverbsQpCap, error) {
 	if attr.SendCQ.ctx != pd.ctx || attr.RecvCQ.ctx != pd.ctx {
 		return abi.IbUverbsQpCap{}, invalidErr("qp", "create", "CQ and PD belong to different contexts")
 	}
-	if !attr.SendCQ.alive() || !attr.RecvCQ.alive() {
-		return abi.IbUverbsQpCap{}, closedErr("qp", "create")
-	}
 	cp, ok := attr.Cap.toABI()
 	if !ok {
 		return abi.IbUverbsQpCap{}, invalidErr("qp", "create", "capabilities out of range: %+v", attr.Cap)
@@ -231,24 +227,31 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !pd.alive() || c.Closed() {
+	if c.Closed() {
 		return nil, closedErr("qp", "create")
 	}
+	// The PD and CQs are held from before their handles are read until
+	// the QP is published: a concurrent destroy of one of them waits, and
+	// then fails with the kernel's EBUSY, instead of freeing a handle the
+	// kernel could give to a new object that this QP would then be bound
+	// to.
+	parents := [...]*life{&pd.life, &attr.SendCQ.life, &attr.RecvCQ.life}
+	if !holdAll(parents[:]...) {
+		return nil, closedErr("qp", "create")
+	}
+	defer dropAll(parents[:]...)
 	p, err := c.provider("qp")
 	if err != nil {
 		return nil, err
 	}
-	uh, err := c.NewUserHandle()
-	if err != nil {
-		return nil, &OpError{Object: "qp", Method: "create", Err: err}
-	}
 	drv := p.newQP()
-	qp := &QP{ctx: c, pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, typ: attr.Type, sigAll: attr.SigAll, uh: uh, drv: drv}
-	// Registered before the create command so that no event of the new
-	// object can be read before it maps back (and is counted).
-	if err := c.Register(qp); err != nil {
-		return nil, &OpError{Object: "qp", Method: "create", Err: err}
+	qp := &QP{ctx: c, pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, typ: attr.Type, sigAll: attr.SigAll, drv: drv}
+	uh, err := c.reg.Reserve(&qp.counts)
+	if err != nil {
+		return nil, closedErr("qp", "create")
 	}
+	qp.uh = uh
+	hook("qp:before-create")
 
 	var capOut abi.IbUverbsQpCap
 	var qpn uint32
@@ -277,7 +280,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	qp.handle = cmd.Handle(ha)
 	c.put(cmd)
 	if err != nil {
-		c.Unregister(qp)
+		c.reg.Abort(uh)
 		return nil, c.opErr("qp", "create", err)
 	}
 	qp.qpn = qpn
@@ -286,10 +289,15 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if err := drv.created(c, false); err != nil {
 		qp.destroyCmd()
 		drv.release()
-		c.Unregister(qp)
+		c.reg.Abort(uh)
 		return nil, err
 	}
-	qp.stop = releaseOnClose(&qp.events, func() { drv.release() })
+	qp.release = drv.release
+	hook("qp:created")
+	if err := c.reg.Publish(uh, qp); err != nil {
+		drv.release()
+		return nil, closedErr("qp", "create")
+	}
 	return qp, nil
 }
 
@@ -312,7 +320,10 @@ func (qp *QP) destroyCmd() (resp abi.IbUverbsDestroyQpResp, err error) {
 // been acknowledged (async.Reader.Ack), as libibverbs does, but only
 // until ctx ends: then it returns an *UnackedError naming the
 // unacknowledged events (the QP is destroyed and its queues unmapped
-// regardless). Destroying twice returns an error wrapping ErrClosed.
+// regardless). Destroy waits for uses of the QP in flight (a Modify, and
+// with the data path posts and doorbells) before it sends the command.
+// Destroying twice returns an error wrapping ErrClosed; a nil ctx is an
+// error wrapping ErrInvalid.
 func (qp *QP) Destroy(ctx context.Context) error {
 	if qp == nil || qp.ctx == nil {
 		return invalidErr("qp", "destroy", "nil QP")
@@ -320,7 +331,7 @@ func (qp *QP) Destroy(ctx context.Context) error {
 	return qp.destroy(ctx, qp.ctx, qp, "qp", func() (uint32, uint32, error) {
 		resp, err := qp.destroyCmd()
 		return resp.EventsReported, 0, err
-	}, func() error { return qp.drv.release() })
+	})
 }
 
 // Modify changes the QP's attributes selected by mask (ibv_modify_qp(3)),
@@ -337,13 +348,12 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		}
 		return &OpError{Object: "qp", Method: "modify", Err: ErrNotSupported}
 	}
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
-	if qp.dead {
+	if !qp.hold() {
 		return closedErr("qp", "modify")
 	}
+	defer qp.drop()
 	req := attr.encode(qp.handle, mask)
-	return qp.ctx.ExecWrite(&sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_MODIFY_QP, Req: sys.AsBytes(&req)}, "qp", "modify")
+	return qp.ctx.execWrite(&sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_MODIFY_QP, Req: sys.AsBytes(&req)}, "qp", "modify")
 }
 
 func b2u8(b bool) uint8 {
@@ -462,6 +472,3 @@ func (qp *QP) UserHandle() uint64 { return qp.uh }
 
 // Kind returns ElementQP.
 func (qp *QP) Kind() ElementKind { return ElementQP }
-
-// EventCounts returns the QP's event bookkeeping.
-func (qp *QP) EventCounts() *EventCounts { return &qp.events }

@@ -91,13 +91,13 @@ func (c *Context) QueryDevice() (*DeviceAttr, error) {
 		Req:  sys.AsBytes(&req),
 		Resp: sys.AsBytes(&resp),
 	}
-	err := c.ExecWrite(&w, "device", "query_device")
+	err := c.execWrite(&w, "device", "query_device")
 	ext := true
 	if isNotSupported(err) {
 		ext = false
 		var lreq abi.IbUverbsQueryDevice
 		w = sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_QUERY_DEVICE, Req: sys.AsBytes(&lreq), Resp: sys.AsBytes(&resp.Base)}
-		err = c.ExecWrite(&w, "device", "query_device")
+		err = c.execWrite(&w, "device", "query_device")
 	}
 	if err != nil {
 		return nil, err

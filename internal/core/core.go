@@ -1,0 +1,304 @@
+// Package core is what uverbs shares with its sibling packages (async, and
+// later cq and devx) and users must not reach: the per-Context registry of
+// affiliated objects (CQ, QP, SRQ, WQ) by user handle, the event
+// accounting that makes destroy wait for acknowledgements, and the
+// Context's event file and commands.
+//
+// uverbs registers an accessor (SetAccessor) at init; sibling packages get
+// a Context's shared state with Of. Keeping this in an internal package
+// means no exported method of uverbs lets a user read events past the
+// accounting, count a delivery twice or register a stray object.
+package core
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
+
+// Shared is the state of one uverbs.Context that sibling packages use.
+type Shared struct {
+	// Async is the context's asynchronous event file.
+	Async *sys.EventFile
+	// Objects is the context's *Registry[uverbs.Affiliated] (core cannot
+	// name uverbs' types; the user asserts once, not per event).
+	Objects any
+	// Closed reports whether the Context was closed.
+	Closed func() bool
+}
+
+var accessor func(any) (*Shared, bool)
+
+// SetAccessor is called once by uverbs' init.
+func SetAccessor(f func(any) (*Shared, bool)) { accessor = f }
+
+// Of returns the shared state of a *uverbs.Context (false for nil).
+func Of(c any) (*Shared, bool) {
+	if accessor == nil {
+		return nil, false
+	}
+	return accessor(c)
+}
+
+// CountKind selects one of an object's event counters.
+type CountKind int
+
+const (
+	AsyncEvents CountKind = iota // affiliated async events
+	CompEvents                   // completion-channel events (CQs only)
+)
+
+func (k CountKind) valid() bool { return k == AsyncEvents || k == CompEvents }
+
+// ErrOverAck is returned by Counts.Ack when more events would be
+// acknowledged than were delivered; nothing changes.
+var ErrOverAck = errors.New("acknowledging more events than were delivered")
+
+// Counts tracks, for one object, how many events were handed to the
+// application and how many it acknowledged, so that destroying the object
+// waits, as libibverbs does, until every event the kernel reports as read
+// has been acknowledged. The zero value is ready to use.
+type Counts struct {
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every ack
+	delivered [2]uint32
+	acked     [2]uint32
+	pending   []uint32 // async event types delivered but not acked, oldest first
+	abandoned bool
+}
+
+// Delivered records that one event of kind k (async events also pass their
+// type) was handed to the application.
+func (e *Counts) Delivered(k CountKind, typ uint32) {
+	if e == nil || !k.valid() {
+		return
+	}
+	e.mu.Lock()
+	e.delivered[k]++
+	if k == AsyncEvents {
+		e.pending = append(e.pending, typ)
+	}
+	e.mu.Unlock()
+}
+
+// Ack records n acknowledgements of kind k. It fails with ErrOverAck,
+// changing nothing, when that would acknowledge more events than were
+// delivered.
+func (e *Counts) Ack(k CountKind, typ uint32, n uint32) error {
+	if e == nil || !k.valid() {
+		return ErrOverAck
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.acked[k]+n > e.delivered[k] || e.acked[k]+n < e.acked[k] {
+		return ErrOverAck
+	}
+	e.acked[k] += n
+	if k == AsyncEvents {
+		for m := n; m > 0; m-- {
+			i := slices.Index(e.pending, typ)
+			if i < 0 {
+				break
+			}
+			e.pending = slices.Delete(e.pending, i, i+1)
+		}
+	}
+	if e.changed != nil {
+		close(e.changed)
+		e.changed = nil
+	}
+	return nil
+}
+
+// Counts returns delivered and acked for kind k.
+func (e *Counts) Counts(k CountKind) (delivered, acked uint32) {
+	if e == nil || !k.valid() {
+		return 0, 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.delivered[k], e.acked[k]
+}
+
+// Abandon releases every waiter for good (the Context closed).
+func (e *Counts) Abandon() {
+	e.mu.Lock()
+	e.abandoned = true
+	if e.changed != nil {
+		close(e.changed)
+		e.changed = nil
+	}
+	e.mu.Unlock()
+}
+
+// Unacked describes what a bounded wait gave up on.
+type Unacked struct {
+	Async, Comp uint32
+	Pending     []uint32 // async event types, oldest first
+}
+
+// WaitAcked blocks until asyncReported async and compReported completion
+// events (the counts the kernel returns from destroy) are acknowledged, or
+// the Counts are abandoned, or ctx ends: then it returns what is still
+// outstanding and ctx's error.
+func (e *Counts) WaitAcked(ctx context.Context, asyncReported, compReported uint32) (Unacked, error) {
+	for {
+		e.mu.Lock()
+		if e.abandoned || (e.acked[AsyncEvents] >= asyncReported && e.acked[CompEvents] >= compReported) {
+			e.mu.Unlock()
+			return Unacked{}, nil
+		}
+		if e.changed == nil {
+			e.changed = make(chan struct{})
+		}
+		ch := e.changed
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			e.mu.Lock()
+			u := Unacked{Pending: slices.Clone(e.pending)}
+			if asyncReported > e.acked[AsyncEvents] {
+				u.Async = asyncReported - e.acked[AsyncEvents]
+			}
+			if compReported > e.acked[CompEvents] {
+				u.Comp = compReported - e.acked[CompEvents]
+			}
+			e.mu.Unlock()
+			return u, ctx.Err()
+		}
+	}
+}
+
+// ErrRegistryClosed is returned by Reserve and Publish after Close.
+var ErrRegistryClosed = errors.New("registry closed")
+
+// Registry maps user handles to a Context's affiliated objects.
+//
+// An object is reserved before its create command (so that the handle
+// exists when the kernel first reports an event for it) and published
+// once it is complete (handle, sizes and mappings set). Lookup of a
+// reserved handle waits until its creator publishes or aborts it, so no
+// one ever sees a half-made object, and no event of a new object goes
+// uncounted.
+//
+// T is the type objects are handed out as (uverbs.Affiliated); being a
+// type parameter, Lookup returns it without a per-event interface
+// assertion (whose runtime cache allocates at random moments).
+type Registry[T comparable] struct {
+	mu      sync.Mutex
+	closed  bool
+	next    uint64
+	entries map[uint64]*entry[T]
+}
+
+type entry[T comparable] struct {
+	obj       T
+	counts    *Counts
+	ready     chan struct{} // closed by Publish or Abort
+	published bool
+}
+
+// Reserve allocates a fresh non-zero user handle for an object about to
+// be created, whose events are counted in counts.
+func (r *Registry[T]) Reserve(counts *Counts) (uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, ErrRegistryClosed
+	}
+	if r.entries == nil {
+		r.entries = map[uint64]*entry[T]{}
+	}
+	r.next++
+	r.entries[r.next] = &entry[T]{counts: counts, ready: make(chan struct{})}
+	return r.next, nil
+}
+
+// Publish makes the complete object obj findable under uh. After Close it
+// fails with ErrRegistryClosed and forgets uh: the creator must release
+// the object and report the Context closed.
+func (r *Registry[T]) Publish(uh uint64, obj T) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[uh]
+	if !ok {
+		return ErrRegistryClosed
+	}
+	if r.closed {
+		delete(r.entries, uh)
+		close(e.ready)
+		return ErrRegistryClosed
+	}
+	e.obj = obj
+	e.published = true
+	close(e.ready)
+	return nil
+}
+
+// Abort forgets a reserved handle whose create failed.
+func (r *Registry[T]) Abort(uh uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.entries[uh]; ok && !e.published {
+		delete(r.entries, uh)
+		close(e.ready)
+	}
+}
+
+// Remove forgets a published object (after its destroy).
+func (r *Registry[T]) Remove(uh uint64, obj T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.entries[uh]; ok && e.published && e.obj == obj {
+		delete(r.entries, uh)
+	}
+}
+
+// Lookup returns the object published under uh and its counts. A handle
+// that is reserved but not yet published makes Lookup wait for its
+// creator (a create finishes or fails within one command).
+func (r *Registry[T]) Lookup(uh uint64) (obj T, counts *Counts, ok bool) {
+	r.mu.Lock()
+	e, ok := r.entries[uh]
+	r.mu.Unlock()
+	if !ok {
+		return obj, nil, false
+	}
+	<-e.ready
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !e.published || r.entries[uh] != e {
+		return obj, nil, false
+	}
+	return e.obj, e.counts, true
+}
+
+// Close marks the registry closed and returns the published objects; the
+// creators of reserved ones see Publish fail.
+func (r *Registry[T]) Close() []T {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	var out []T
+	for uh, e := range r.entries {
+		if e.published {
+			out = append(out, e.obj)
+			delete(r.entries, uh)
+		}
+	}
+	return out
+}
+
+// Len returns the number of published and reserved handles.
+func (r *Registry[T]) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.entries)
+}

@@ -1,0 +1,43 @@
+package testkit
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+)
+
+// NoAllocs fails the test unless runs calls of f, after warm-up calls,
+// allocate nothing at all: zero heap objects and zero bytes over the whole
+// run. testing.AllocsPerRun rounds its average down, so a function that
+// allocates 64 B on every second call passes "0 allocs/op"; this does not.
+// Like AllocsPerRun it measures with GOMAXPROCS(1); the garbage collector
+// is off during the measurement, so that a collection emptying sync.Pools
+// (which refill once, not per call) cannot be mistaken for f allocating.
+//
+// The race detector makes sync.Pool drop items on purpose, so under -race
+// the measurement would be noise: NoAllocs then skips (make unit runs the
+// allocation tests a second time without -race).
+func NoAllocs(tb testing.TB, runs int, f func()) {
+	tb.Helper()
+	if raceEnabled {
+		tb.Skip("allocation counts are meaningless under -race (sync.Pool drops items); make unit runs this without -race")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for i := 0; i < 3; i++ {
+		f() // warm-up: pools, lazily grown buffers
+	}
+	runtime.GC()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	for i := 0; i < 3; i++ {
+		f() // refill pools the collection emptied
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < runs; i++ {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	if n, b := after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc; n != 0 || b != 0 {
+		tb.Errorf("%d calls allocated %d objects, %d bytes (want none)", runs, n, b)
+	}
+}

@@ -1,0 +1,30 @@
+package uverbs
+
+import "github.com/pureverbs/pureverbs/internal/core"
+
+// Test-only access for the external (uverbs_test) VM tests.
+
+// FdsForTest returns the command and async event descriptors.
+func (c *Context) FdsForTest() (cmd, async int) { return c.cmd.Int(), c.async.Fd() }
+
+// LookupForTest is the registry lookup the async reader uses.
+func (c *Context) LookupForTest(uh uint64) (Affiliated, bool) {
+	o, _, ok := c.reg.Lookup(uh)
+	return o, ok
+}
+
+// AsyncCountsForTest returns an object's delivered and acknowledged async
+// event counts.
+func AsyncCountsForTest(o Affiliated) (delivered, acked uint32) {
+	switch o := o.(type) {
+	case *CQ:
+		return o.counts.Counts(core.AsyncEvents)
+	case *QP:
+		return o.counts.Counts(core.AsyncEvents)
+	}
+	return 0, 0
+}
+
+// SetHookForTest installs f at the create paths' named points (nil removes
+// it). Not for concurrent use with creates in other tests.
+func SetHookForTest(f func(point string)) { testHook = f }

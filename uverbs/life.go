@@ -1,0 +1,161 @@
+package uverbs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/pureverbs/pureverbs/internal/core"
+)
+
+// Object lifetimes.
+//
+// Every object whose kernel handle travels in later commands, or whose
+// rings are mapped, has a life: a reader/writer lock and a dead flag.
+// Anything that uses the object's handle or rings holds it shared for the
+// duration of the use: creating a child (a QP holds its PD and CQs across
+// QP/CREATE, so a concurrent destroy cannot free a handle that the kernel
+// would hand to a new object before the create names it), modifying it,
+// and, with the data path, every post, poll and doorbell. Destroy, and
+// Context.Close for every live object, take it exclusively: they wait
+// for the uses in flight, mark the object dead and unmap its rings before
+// anyone can start a new use. The lock is per object, never per Context,
+// so unrelated objects do not contend.
+//
+// Rings are additionally memory-safe on their own (sys.Mapping keeps its
+// address range valid while reachable), so even a bug here could not turn
+// into a fault.
+type life struct {
+	rw      sync.RWMutex
+	dead    bool
+	release func() error // unmaps the provider's rings; set before publish
+	counts  core.Counts  // delivered/acked events (affiliated objects)
+}
+
+// hold takes a shared reference; false if the object is destroyed.
+func (l *life) hold() bool {
+	l.rw.RLock()
+	if l.dead {
+		l.rw.RUnlock()
+		return false
+	}
+	return true
+}
+
+// drop releases a reference taken by hold.
+func (l *life) drop() { l.rw.RUnlock() }
+
+// kill is Context.Close's end of an object: wait for uses in flight, mark
+// it dead, unmap its rings (the kernel object goes with the command fd)
+// and release destroy waiters.
+func (l *life) kill() {
+	l.rw.Lock()
+	if !l.dead {
+		l.dead = true
+		if l.release != nil {
+			l.release()
+		}
+	}
+	l.rw.Unlock()
+	l.counts.Abandon()
+}
+
+// killer is implemented by every object the registry holds.
+type killer interface{ kill() }
+
+// holdAll holds each distinct object in order; on failure it drops what
+// it took and returns false. Distinctness matters: a second shared hold of
+// the same lock would deadlock against a waiting destroy.
+func holdAll(ls ...*life) bool {
+	for i, l := range ls {
+		if l == nil || seenBefore(ls[:i], l) {
+			continue
+		}
+		if !l.hold() {
+			dropAll(ls[:i]...)
+			return false
+		}
+	}
+	return true
+}
+
+// dropAll drops the holds holdAll took.
+func dropAll(ls ...*life) {
+	for i, l := range ls {
+		if l == nil || seenBefore(ls[:i], l) {
+			continue
+		}
+		l.drop()
+	}
+}
+
+func seenBefore(ls []*life, l *life) bool {
+	for _, x := range ls {
+		if x == l {
+			return true
+		}
+	}
+	return false
+}
+
+// destroy is the destroy sequence of an affiliated object, as libibverbs
+// does it but bounded by ctx: exclusively (after the uses in flight),
+// refuse a second destroy and send the kernel destroy, which returns the
+// number of events userspace read; on success mark the object dead, unmap
+// its rings and forget its user handle; then wait until the application
+// acknowledged that many events (or ctx ends: *UnackedError). A kernel
+// refusal (e.g. EBUSY) leaves the object usable.
+func (l *life) destroy(ctx context.Context, c *Context, obj Affiliated, object string,
+	kernel func() (asyncReported, compReported uint32, err error)) error {
+	if ctx == nil {
+		return invalidErr(object, "destroy", "nil context.Context")
+	}
+	l.rw.Lock()
+	if l.dead {
+		l.rw.Unlock()
+		return closedErr(object, "destroy")
+	}
+	asyncRep, compRep, err := kernel()
+	if err != nil && !errors.Is(err, ErrClosed) {
+		l.rw.Unlock()
+		return err
+	}
+	l.dead = true
+	var uerr error
+	if l.release != nil {
+		uerr = l.release()
+	}
+	l.rw.Unlock()
+	c.reg.Remove(obj.UserHandle(), obj)
+	if err != nil {
+		return err
+	}
+	if err := waitAcked(ctx, &l.counts, object, asyncRep, compRep); err != nil {
+		return err
+	}
+	if uerr != nil {
+		return c.opErr(object, "munmap", uerr)
+	}
+	return nil
+}
+
+// testHook, when set by a test, is called at named points of the create
+// paths so tests can interleave a destroy or a Close deterministically.
+var testHook func(point string)
+
+func hook(point string) {
+	if testHook != nil {
+		testHook(point)
+	}
+}
+
+// closedErr is the error of an operation on a destroyed object.
+func closedErr(object, method string) error {
+	return &OpError{Object: object, Method: method, Err: ErrClosed}
+}
+
+// invalidErr is the error of a call with invalid arguments.
+func invalidErr(object, method, format string, args ...any) error {
+	return &OpError{Object: object, Method: method, Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)}
+}
