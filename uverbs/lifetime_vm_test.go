@@ -1,0 +1,283 @@
+package uverbs_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/async"
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// TestVMDestroyWaitsForLastAck: a QP with three SQ_DRAINED events read
+// and unacknowledged; Destroy is still blocked after two Acks (well after
+// the kernel destroy returned) and returns only after the third. A wait
+// that returned after N-1 of N acks passed the suite before this test.
+func TestVMDestroyWaitsForLastAck(t *testing.T) {
+	c := openRxe(t)
+	base := testkit.Resources(t, testkit.RxeDev)
+	r, err := async.NewReader(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp := rcQP(t, pd, cq)
+	loopbackRTS(t, c, qp)
+	const n = 3
+	var evs []async.Event
+	for i := 0; i < n; i++ {
+		evs = append(evs, drainEvent(t, r, qp))
+		if i < n-1 {
+			if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState); err != nil {
+				t.Fatalf("SQD -> RTS: %v", err)
+			}
+		}
+	}
+	if d, a := uverbs.AsyncCountsForTest(qp); d != n || a != 0 {
+		t.Fatalf("delivered %d acked %d, want %d/0", d, a, n)
+	}
+
+	returned := make(chan time.Time, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := qp.Destroy(ctx); err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+		returned <- time.Now()
+	}()
+	// The kernel's QP count back at base: the destroy command returned and
+	// Destroy is waiting for acknowledgements.
+	want := testkit.Resources(t, testkit.RxeDev)
+	want["qp"] = base["qp"]
+	waitResources(t, want)
+	for _, ev := range evs[:n-1] {
+		if err := r.Ack(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-returned:
+		t.Fatalf("Destroy returned after %d of %d acks", n-1, n)
+	case <-time.After(500 * time.Millisecond):
+	}
+	lastAck := time.Now()
+	if err := r.Ack(evs[n-1]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-returned:
+		if at.Before(lastAck) {
+			t.Fatalf("Destroy returned %v before the last Ack", lastAck.Sub(at))
+		}
+		t.Logf("Destroy returned %v after the last of %d Acks", at.Sub(lastAck).Round(time.Microsecond), n)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Destroy did not return after the last Ack")
+	}
+	if err := cq.Destroy(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Dealloc(); err != nil {
+		t.Fatal(err)
+	}
+	waitResources(t, base)
+}
+
+// TestVMDestroyNilContext: Destroy(nil) is a typed error and leaves the
+// object intact and destroyable (it used to panic half-way, after marking
+// the object dead).
+func TestVMDestroyNilContext(t *testing.T) {
+	c := openRxe(t)
+	base := testkit.Resources(t, testkit.RxeDev)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp := rcQP(t, pd, cq)
+	//lint:ignore SA1012 a nil context is the case under test
+	if err := qp.Destroy(nil); !errors.Is(err, uverbs.ErrInvalid) {
+		t.Fatalf("QP Destroy(nil) = %v, want ErrInvalid", err)
+	}
+	//lint:ignore SA1012 a nil context is the case under test
+	if err := cq.Destroy(nil); !errors.Is(err, uverbs.ErrInvalid) {
+		t.Fatalf("CQ Destroy(nil) = %v, want ErrInvalid", err)
+	}
+	if c, err := c.LookupForTest(qp.UserHandle()); !err || c != uverbs.Affiliated(qp) {
+		t.Fatal("QP unregistered by Destroy(nil)")
+	}
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1}, uverbs.QPAttrState|uverbs.QPAttrPort|uverbs.QPAttrPKeyIndex|uverbs.QPAttrAccessFlags); err != nil {
+		t.Fatalf("QP unusable after Destroy(nil): %v", err)
+	}
+	if err := qp.Destroy(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cq.Destroy(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Dealloc(); err != nil {
+		t.Fatal(err)
+	}
+	waitResources(t, base)
+}
+
+// TestVMCreateHoldsParents is defect 2: CreateQP used to check its CQ,
+// release it, then send the CQ's handle. A Destroy of that CQ and a new
+// CreateCQ in between (the kernel hands out the lowest free handle) bound
+// the QP to the new CQ. Now the CQ is held across the create: its Destroy
+// waits, then fails with EBUSY because the QP uses it, and the new CQ gets
+// another handle.
+func TestVMCreateHoldsParents(t *testing.T) {
+	c := openRxe(t)
+	base := testkit.Resources(t, testkit.RxeDev)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cqA, err := c.CreateCQ(4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := make(chan struct{})
+	resume := make(chan struct{})
+	var once sync.Once
+	uverbs.SetHookForTest(func(point string) {
+		if point == "qp:before-create" {
+			once.Do(func() {
+				close(paused)
+				<-resume
+			})
+		}
+	})
+	defer uverbs.SetHookForTest(nil)
+
+	type res struct {
+		qp  *uverbs.QP
+		err error
+	}
+	created := make(chan res, 1)
+	go func() {
+		qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cqA, RecvCQ: cqA,
+			Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		created <- res{qp, err}
+	}()
+	<-paused
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- cqA.Destroy(bg(t)) }()
+	deallocated := make(chan error, 1)
+	go func() { deallocated <- pd.Dealloc() }()
+	select {
+	case err := <-destroyed:
+		t.Fatalf("CQ Destroy completed while a QP create held it: %v", err)
+	case err := <-deallocated:
+		t.Fatalf("PD Dealloc completed while a QP create held it: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(resume)
+	r := <-created
+	if r.err != nil {
+		t.Fatalf("CreateQP: %v", r.err)
+	}
+	if err := <-destroyed; !errors.Is(err, sys.EBUSY) {
+		t.Fatalf("Destroy of a CQ in use = %v, want EBUSY", err)
+	}
+	if err := <-deallocated; !errors.Is(err, sys.EBUSY) {
+		t.Fatalf("Dealloc of a PD in use = %v, want EBUSY", err)
+	}
+	// Both survived: the CQ is still the QP's and still usable.
+	cqB, err := c.CreateCQ(4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cqB.Handle() == cqA.Handle() {
+		t.Fatalf("new CQ got the handle %d of a live CQ", cqB.Handle())
+	}
+	if err := r.qp.Destroy(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, cq := range []*uverbs.CQ{cqA, cqB} {
+		if err := cq.Destroy(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pd.Dealloc(); err != nil {
+		t.Fatal(err)
+	}
+	waitResources(t, base)
+}
+
+// TestVMCreateRacesClose is defect 4: Close between the create command and
+// the moment the object is complete used to return a live-looking CQ or
+// QP whose rings were already gone. Now the create returns ErrClosed and
+// leaves no mapping, fd or kernel object behind.
+func TestVMCreateRacesClose(t *testing.T) {
+	testkit.RequireVM(t)
+	base := testkit.Resources(t, testkit.RxeDev)
+	for _, point := range []string{"cq:created", "qp:created", "cq:before-create", "qp:before-create"} {
+		t.Run(point, func(t *testing.T) {
+			c, err := uverbs.OpenByName(testkit.RxeDev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pd *uverbs.PD
+			var cq *uverbs.CQ
+			if point[:2] == "qp" {
+				if pd, err = c.AllocPD(); err != nil {
+					t.Fatal(err)
+				}
+				if cq, err = c.CreateCQ(4, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			closed := make(chan error, 1)
+			uverbs.SetHookForTest(func(p string) {
+				if p == point {
+					// Close waits for uses of live objects in flight;
+					// run it beside the create, as a real race would.
+					go func() { closed <- c.Close() }()
+					deadline := time.Now().Add(5 * time.Second)
+					for !c.Closed() && time.Now().Before(deadline) {
+						time.Sleep(time.Millisecond)
+					}
+				}
+			})
+			defer uverbs.SetHookForTest(nil)
+			if point[:2] == "cq" {
+				got, err := c.CreateCQ(4, nil)
+				if !errors.Is(err, uverbs.ErrClosed) || got != nil {
+					t.Fatalf("CreateCQ racing Close = %v, %v; want nil, ErrClosed", got, err)
+				}
+			} else {
+				got, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+					Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+				if !errors.Is(err, uverbs.ErrClosed) || got != nil {
+					t.Fatalf("CreateQP racing Close = %v, %v; want nil, ErrClosed", got, err)
+				}
+			}
+			if err := <-closed; err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if m := sys.OpenMappings(); len(m) != 0 {
+				t.Fatalf("mappings left behind: %v", m)
+			}
+			if f := sys.OpenFDs(); len(f) != 0 {
+				t.Fatalf("fds left behind: %v", f)
+			}
+			waitResources(t, base)
+		})
+	}
+}
