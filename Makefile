@@ -19,6 +19,8 @@ export CGO_ENABLED ?= 0
 # started with, not the exported PATH: a bare `go` there is Debian's 1.19,
 # which rejects go.mod.
 GO       ?= $(shell export PATH='$(PATH)'; command -v go || echo go)
+# staticcheck, pinned; fetched through the Go module proxy by go run.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOFMT     = $(if $(filter /%,$(GO)),$(dir $(GO))gofmt,gofmt)
 KERNEL   ?= all
 # Packages run in the VM: all but the generator and abi, whose tests need the
@@ -49,6 +51,7 @@ vet: deps
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@GO=$(GO) scripts/check-imports.sh
 	@GO=$(GO) scripts/check-makefile.sh
+	$(GO) run $(STATICCHECK) ./...
 
 generate: deps
 	$(GO) run ./cmd/abigen -out abi

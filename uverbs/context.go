@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/pureverbs/pureverbs/abi"
@@ -265,12 +264,4 @@ func (c *Context) Closed() bool {
 
 func (c *Context) String() string {
 	return "uverbs.Context(" + c.dev.Name + ")"
-}
-
-// trimNUL cuts a C string at its first NUL.
-func trimNUL(s string) string {
-	if i := strings.IndexByte(s, 0); i >= 0 {
-		return s[:i]
-	}
-	return s
 }

@@ -69,17 +69,16 @@ type flexConst struct {
 }
 
 type goAgg struct {
-	Name     string
-	Root     string // C spelling for sizeof/offsetof, "" for untagged nested types
-	Agg      *Aggregate
-	Ext      *External
-	Fields   []goField // including padding
-	Methods  []goMethod
-	Flex     []flexConst
-	Size     int64
-	Align    int64
-	Doc      string
-	building bool
+	Name    string
+	Root    string // C spelling for sizeof/offsetof, "" for untagged nested types
+	Agg     *Aggregate
+	Ext     *External
+	Fields  []goField // including padding
+	Methods []goMethod
+	Flex    []flexConst
+	Size    int64
+	Align   int64
+	Doc     string
 }
 
 type emitter struct {
@@ -95,7 +94,7 @@ func newEmitter(p *Parser) *emitter {
 
 func (e *emitter) register(g *goAgg) error {
 	if old, ok := e.byName[g.Name]; ok {
-		return fmt.Errorf("Go type name %s used for both %s and %s", g.Name, describe(old), describe(g))
+		return fmt.Errorf("type name %s used for both %s and %s", g.Name, describe(old), describe(g))
 	}
 	e.byName[g.Name] = g
 	e.order = append(e.order, g)
@@ -110,15 +109,6 @@ func describe(g *goAgg) string {
 		return "an inline aggregate at " + g.Agg.Pos.String()
 	}
 	return g.Name
-}
-
-// goAlign is the alignment Go gives a field of this type on 64-bit targets.
-func goAlign(t *CType) int64 {
-	switch t.Kind {
-	case KArray:
-		return goAlign(t.Elem)
-	}
-	return t.Align
 }
 
 func memberSize(t *CType) int64 {

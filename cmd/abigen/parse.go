@@ -78,13 +78,6 @@ func (c *cursor) peek() Token {
 	return c.toks[c.i]
 }
 
-func (c *cursor) peekAt(k int) Token {
-	if c.i+k >= len(c.toks) {
-		return Token{Kind: TPunct, Text: "<EOF>", Pos: c.end}
-	}
-	return c.toks[c.i+k]
-}
-
 func (c *cursor) next() Token {
 	t := c.peek()
 	if !c.eof() {
