@@ -147,12 +147,13 @@ func run(ctx context.Context, o *options) int {
 	}
 	fmt.Printf("rxevm: built %d test binaries in %s\n", len(payload.tests), time.Since(start).Round(100*time.Millisecond))
 	if len(payload.tests) == 0 && !o.demo && o.shellCmd == "" {
-		if len(payload.broken) > 0 {
+		switch {
+		case len(payload.broken) > 0:
 			fmt.Printf("rxevm: FAIL: %d packages did not build: %s\n", len(payload.broken), strings.Join(payload.broken, " "))
-			return 1
+		default:
+			fmt.Printf("rxevm: FAIL: no test files in %s: nothing ran\n", strings.Join(o.pkgs, " "))
 		}
-		fmt.Println("rxevm: no packages with tests; nothing to run")
-		return 0
+		return 1
 	}
 
 	type summary struct {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 func TestGoTestFlagsToBinary(t *testing.T) {
@@ -66,37 +68,254 @@ kernel/drivers/net/veth.ko.xz:
 	}
 }
 
+// consoleRun feeds console lines to follow with go test binaries bins
+// expected, as runKernel does, and returns the result and what the runner
+// printed (the skip list and the summary included).
+func consoleRun(bins []string, lines ...string) (*kernelResult, string) {
+	res := &kernelResult{short: "6.1"}
+	for _, b := range bins {
+		res.bins = append(res.bins, &binResult{label: b, goTest: true})
+	}
+	var out strings.Builder
+	follow(strings.NewReader(strings.Join(lines, "\r\n")), &out, false, res, time.Now())
+	res.printSkips(&out)
+	out.WriteString(res.String())
+	return res, out.String()
+}
+
+const m = "@@PUREVERBS "
+
+// passing is a test binary's whole -test.v output for one passing test.
+func passing(label string) []string {
+	return []string{m + "BEGIN " + label + ";", "=== RUN   TestOK", "--- PASS: TestOK (0.00s)", "PASS", m + "END " + label + " rc=0;"}
+}
+
+func lines(parts ...[]string) []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+var (
+	boot = []string{"\x1bcSeaBIOS", m + "BOOT 6.1.0-57-amd64", m + "SETUP-OK"}
+	done = []string{m + "DONE", "[   30.1] reboot: Power down"}
+)
+
 func TestFollow(t *testing.T) {
-	console := strings.Join([]string{
-		"\x1bcSeaBIOS",
-		"@@PUREVERBS BOOT 6.1.0-57-amd64",
-		"@@PUREVERBS SETUP-OK",
-		"@@PUREVERBS BEGIN pkg/a",
-		"ok",
-		"[ 3.1] rxe: something@@PUREVERBS END pkg/a rc=0",
-		"@@PUREVERBS BEGIN pkg/b",
-		"@@PUREVERBS END pkg/b rc=1",
-		"@@PUREVERBS DONE",
-	}, "\r\n")
-	res := &kernelResult{}
-	tail := follow(strings.NewReader(console), io.Discard, false, res, time.Now())
+	res, out := consoleRun([]string{"pkg/a", "pkg/b"}, lines(boot,
+		[]string{m + "BEGIN pkg/a;", "=== RUN   TestOK", "partial--- PASS: TestOK (0.00s)",
+			"[ 3.1] rxe: something" + m + "END pkg/a rc=0;"},
+		[]string{m + "BEGIN pkg/b;", "=== RUN   TestX", "--- FAIL: TestX (0.00s)", m + "END pkg/b rc=1;[   12.3] rxe: after the marker"},
+		done)...)
 	if !res.setupOK || !res.done || res.ok() || len(res.bins) != 2 || res.bins[0].rc != 0 || res.bins[1].rc != 1 {
 		t.Errorf("result %+v", res)
 	}
+	if p := res.bins[0].problems(); len(p) != 0 {
+		t.Errorf("pkg/a: %v", p)
+	}
+	if !strings.Contains(out, "pkg/b (exit 1)") {
+		t.Errorf("output:\n%s", out)
+	}
+	res = &kernelResult{}
+	tail := follow(strings.NewReader(strings.Join(boot, "\r\n")), io.Discard, false, res, time.Now())
 	if tail[0] != "SeaBIOS" {
 		t.Errorf("tail[0] = %q: control sequences not stripped", tail[0])
 	}
-	res = &kernelResult{}
-	follow(strings.NewReader("@@PUREVERBS SETUP-OK\n@@PUREVERBS BEGIN x\nKernel panic - not syncing: not the kernel\n[    3.99] Kernel panic - not syncing: boom\n"), io.Discard, false, res, time.Now())
+	res, _ = consoleRun([]string{"x"}, m+"SETUP-OK", m+"BEGIN x;", "Kernel panic - not syncing: not the kernel", "[    3.99] Kernel panic - not syncing: boom")
 	if res.ok() || !res.panicked || !res.guestDied() {
 		t.Errorf("panic not detected: %+v", res)
+	}
+	res, _ = consoleRun([]string{"pkg/a"}, lines(boot, passing("pkg/a"), done)...)
+	if !res.ok() {
+		t.Errorf("a clean run fails: %s", res)
+	}
+}
+
+func TestParseMarker(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want markerLine // kind "" for an error
+	}{
+		{"BEGIN pkg/a;", markerLine{kind: "BEGIN", label: "pkg/a"}},
+		{"BEGIN pkg/a;[   12.3] rxe: x", markerLine{kind: "BEGIN", label: "pkg/a"}},
+		{"END pkg/a rc=0;", markerLine{kind: "END", label: "pkg/a", rc: 0}},
+		{"END pkg/a rc=137;", markerLine{kind: "END", label: "pkg/a", rc: 137}},
+		{"END pkg/a rc=1;[   12.3] rxe: something", markerLine{kind: "END", label: "pkg/a", rc: 1}},
+		{"SETUP-OK", markerLine{kind: "SETUP-OK"}},
+		{"SETUP-FAIL insmod x", markerLine{kind: "SETUP-FAIL", text: "insmod x"}},
+		{"DONE", markerLine{kind: "DONE"}},
+		// The rc is not proven: the digits may go on after the kernel's text.
+		{"END pkg/a rc=1[   12.3] rxe: something", markerLine{}},
+		{"END pkg/a rc=1", markerLine{}},
+		{"END pkg/a rc=[   12.3] rxe: x", markerLine{}},
+		{"END pkg/a rc=;", markerLine{}},
+		{"END pkg/a rc=01;", markerLine{}},
+		{"END pkg/a rc=256;", markerLine{}},
+		{"END pkg/a rc=-1;", markerLine{}},
+		{"END pkg/a;", markerLine{}},
+		{"END  rc=0;", markerLine{}},
+		{"BEGIN pkg/a", markerLine{}},
+		{"BEGIN pkg/a[ 1.2] x;", markerLine{}},
+		{"BEGIN ;", markerLine{}},
+		{"garbage", markerLine{}},
+		{"", markerLine{}},
+		{"\x00\xff END", markerLine{}},
+	} {
+		got, err := parseMarker(c.in)
+		if (err != nil) != (c.want.kind == "") || got != c.want {
+			t.Errorf("parseMarker(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+	}
+}
+
+// TestFollowFailsClosed: each way a console can fail to prove that every
+// test binary ran tests and passed fails the run, naming the cause.
+func TestFollowFailsClosed(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		bins  []string
+		lines []string
+		want  []string
+	}{
+		{"unparsable status", []string{"pkg/a"}, lines(boot,
+			[]string{m + "BEGIN pkg/a;", "=== RUN   TestOK", "--- PASS: TestOK (0.00s)", m + "END pkg/a rc=1[   12.3] rxe: something"}, done),
+			[]string{`pkg/a (unparsable status line "END pkg/a rc=1[   12.3] rxe: something": exit status unknown)`}},
+		{"garbage marker", []string{"pkg/a"}, lines(boot, passing("pkg/a"), []string{m + "\x00garbage"}, done),
+			[]string{`console: unparsable marker line "\x00garbage"`}},
+		{"binary never reports", []string{"pkg/a", "pkg/b"}, lines(boot, passing("pkg/a"), done),
+			[]string{"pkg/b (never started (no BEGIN marker))"}},
+		{"no END", []string{"pkg/a", "pkg/b"}, lines(boot, []string{m + "BEGIN pkg/a;", "=== RUN   TestOK"}, passing("pkg/b"), done),
+			[]string{"pkg/a (no end marker: guest died; no END marker before pkg/b began)"}},
+		{"END for another binary", []string{"pkg/a", "pkg/b"}, lines(boot, []string{m + "BEGIN pkg/a;", m + "END pkg/b rc=0;"}, done),
+			[]string{"END for pkg/b, which is not the binary running", "pkg/a (no end marker"}},
+		{"unknown binary", []string{"pkg/a"}, lines(boot, passing("pkg/a"), passing("pkg/z"), done),
+			[]string{"BEGIN for pkg/z, which is not one of this run's binaries"}},
+		{"twice", []string{"pkg/a"}, lines(boot, passing("pkg/a"), passing("pkg/a"), done),
+			[]string{"pkg/a (started twice)"}},
+		{"no DONE", []string{"pkg/a"}, lines(boot, passing("pkg/a")),
+			[]string{"guest stopped before the end marker"}},
+		{"no tests to run", []string{"pkg/a"}, lines(boot,
+			[]string{m + "BEGIN pkg/a;", "testing: warning: no tests to run", "PASS", m + "END pkg/a rc=0;"}, done),
+			[]string{"pkg/a (ran no tests (testing: warning: no tests to run))"}},
+		{"silent binary", []string{"pkg/a"}, lines(boot, []string{m + "BEGIN pkg/a;", m + "END pkg/a rc=0;"}, done),
+			[]string{"pkg/a (ran no tests)"}},
+		{"all skipped", []string{"pkg/a"}, lines(boot, []string{m + "BEGIN pkg/a;", "=== RUN   TestA",
+			"    a_test.go:5: not today", "--- SKIP: TestA (0.00s)", m + "END pkg/a rc=0;"}, done),
+			[]string{"pkg/a (ran no tests (all 1 skipped); skipped in the VM: TestA)", "SKIP pkg/a TestA: not today"}},
+		{"no result line", []string{"pkg/a"}, lines(boot, []string{m + "BEGIN pkg/a;", "=== RUN   TestOK", "--- PASS: TestOK (0.00s)",
+			"=== RUN   TestB", "=== RUN   TestB/x", "--- PA[ 3.2] rxe: x", "SS: TestB/x (0.00s)", "--- PASS: TestB (0.00s)", m + "END pkg/a rc=0;"}, done),
+			[]string{"pkg/a (no result line for TestB/x (output garbled?))"}},
+		{"FAIL with exit 0", []string{"pkg/a"}, lines(boot, []string{m + "BEGIN pkg/a;", "=== RUN   TestOK", "--- FAIL: TestOK (0.00s)", m + "END pkg/a rc=0;"}, done),
+			[]string{"--- FAIL: TestOK but exit 0"}},
+		{"skips", []string{"pkg/a"}, lines(boot, []string{m + "BEGIN pkg/a;",
+			"=== RUN   TestA", "    a_test.go:5: hello", "    a_test.go:5: skip reason A", "--- SKIP: TestA (0.00s)",
+			"=== RUN   TestB", "=== RUN   TestB/sub1", "    x_test.go:7: sub reason", "        second line",
+			"=== RUN   TestB/sub2", "=== PAUSE TestB/sub2", "=== CONT  TestB/sub2", "    x_test.go:8: x",
+			"--- PASS: TestB (0.00s)", "    --- SKIP: TestB/sub1 (0.00s)", "    --- PASS: TestB/sub2 (0.00s)",
+			"=== RUN   TestC", "=== PAUSE TestC", "=== CONT  TestC", "--- SKIP: TestC (0.00s)",
+			"=== RUN   TestVM", "    vm_test.go:9: " + testkit.SkipMessage, "--- SKIP: TestVM (0.00s)",
+			"BenchmarkS", "    x_test.go:14: bench skip", "--- SKIP: BenchmarkS",
+			"PASS", m + "END pkg/a rc=0;"}, done),
+			[]string{"5 tests skipped in the VM, 5 not on the allowlist", "1 tests ran, 5 skipped",
+				"SKIP pkg/a TestA: skip reason A\n", "SKIP pkg/a TestB/sub1: sub reason second line\n",
+				"SKIP pkg/a TestC: (no reason given)\n", "SKIP pkg/a TestVM: " + testkit.SkipMessage,
+				"SKIP pkg/a BenchmarkS: bench skip\n",
+				"NOT ALLOWED: RequireVM skipped inside the VM (the guest did not set PUREVERBS_VM=1)",
+				"pkg/a (skipped in the VM: TestA, TestB/sub1, TestC, TestVM, BenchmarkS)"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, out := consoleRun(c.bins, c.lines...)
+			if res.ok() {
+				t.Errorf("run passes:\n%s", out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+func TestFollowCountsTests(t *testing.T) {
+	res, out := consoleRun([]string{"pkg/a", "pkg/b"}, lines(boot,
+		[]string{m + "BEGIN pkg/a;", "goos: linux", "BenchmarkX", "BenchmarkX-2   \t      10\t        21.00 ns/op", "PASS", m + "END pkg/a rc=0;"},
+		[]string{m + "BEGIN pkg/b;", "=== RUN   TestD", "=== PAUSE TestD", "=== CONT  TestD", "noline--- PASS: TestD (0.00s)",
+			"=== RUN   Example_e", "--- PASS: Example_e (0.00s)", "PASS", m + "END pkg/b rc=0;"},
+		done)...)
+	if !res.ok() {
+		t.Fatalf("fails:\n%s", out)
+	}
+	if !strings.Contains(out, "3 tests ran, 0 skipped") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+func TestAllowlist(t *testing.T) {
+	list := []allowedSkip{
+		{pkg: "p", test: "TestA", reason: "host only", why: "because"},
+		{pkg: "p", test: "TestK", kernel: "6.12", reason: "not on 6.12", why: "kernel"},
+		{pkg: "p", test: "TestVM", reason: "needs the rdma_rxe VM", why: "must never apply"},
+	}
+	for _, c := range []struct {
+		kernel, pkg, test, reason string
+		want                      string
+	}{
+		{"6.1", "p", "TestA", "x: host only here", "because"},
+		{"6.1", "p", "TestA", "another reason", ""},
+		{"6.1", "q", "TestA", "host only", ""},
+		{"6.1", "p", "TestA/sub", "host only", ""},
+		{"6.12", "p", "TestK", "not on 6.12", "kernel"},
+		{"6.1", "p", "TestK", "not on 6.12", ""},
+		{"6.1", "p", "TestVM", testkit.SkipMessage, ""},
+		{"6.1", "p", "TestA", "host only; " + testkit.SkipMessage, ""},
+	} {
+		if got := allowSkip(list, c.kernel, c.pkg, c.test, c.reason); got != c.want {
+			t.Errorf("allowSkip(%s %s %s %q) = %q, want %q", c.kernel, c.pkg, c.test, c.reason, got, c.want)
+		}
+	}
+	for _, a := range vmSkipAllowlist {
+		if a.why == "" || a.reason == "" || strings.Contains(testkit.SkipMessage, a.reason) {
+			t.Errorf("allowlist entry %+v: needs a why and a reason that is not RequireVM's", a)
+		}
+	}
+	// An allowlisted skip passes and is still listed.
+	res, out := consoleRun([]string{mod + "uverbs"}, lines(boot, []string{m + "BEGIN " + mod + "uverbs;", "=== RUN   TestOK", "--- PASS: TestOK (0.00s)",
+		"=== RUN   TestDevicesHostWithoutRDMA", "    device_test.go:418: host has ib_uverbs loaded", "--- SKIP: TestDevicesHostWithoutRDMA (0.00s)",
+		"PASS", m + "END " + mod + "uverbs rc=0;"}, done)...)
+	if !res.ok() || !strings.Contains(out, "1 tests skipped in the VM, 0 not on the allowlist") || !strings.Contains(out, "allowed: host-only") {
+		t.Errorf("allowlisted skip:\n%s", out)
+	}
+}
+
+func TestNothingToRun(t *testing.T) {
+	res, out := consoleRun(nil, lines(boot, done)...)
+	if res.ok() {
+		t.Errorf("a run without binaries passes: %s", out)
+	}
+}
+
+func TestBinaryTestFlags(t *testing.T) {
+	got := binaryTestFlags([]string{"-test.run", "X", "-test.v=false", "-test.v", "-test.count=1"})
+	if want := []string{"-test.v", "-test.run", "X", "-test.count=1"}; !cmp.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	o := &options{testFlags: []string{"-test.run", "X"}, shellCmd: "true"}
+	s := runScript(o, &payload{tests: []testBinary{{label: "pkg/a", rel: "a", file: "/x/pv/t/a.test"}}})
+	for _, w := range []string{m + "BEGIN pkg/a;'", "exec /pv/t/a.test '-test.v' '-test.run' 'X')", m + "END pkg/a rc=$?;\"", m + "END shell-cmd rc=$?;\""} {
+		if !strings.Contains(s, w) {
+			t.Errorf("run.sh lacks %q:\n%s", w, s)
+		}
 	}
 }
 
 // TestRunnerReportsFailures boots VMs, so it runs only with
 // PUREVERBS_RUNNER_TEST=1 (about a minute once the cache is warm): a failing
-// test, a kernel panic and a hang must each make rxevm exit non-zero with a
-// clear report, within bounded time.
+// test, a test that skips in the VM, a binary that runs no test, a kernel
+// panic and a hang must each make rxevm exit non-zero with a clear report,
+// within bounded time; an allowlisted skip passes.
 func TestRunnerReportsFailures(t *testing.T) {
 	if os.Getenv("PUREVERBS_RUNNER_TEST") != "1" {
 		t.Skip("boots QEMU guests; set PUREVERBS_RUNNER_TEST=1 to run")
@@ -114,20 +333,26 @@ func TestRunnerReportsFailures(t *testing.T) {
 	if kernel == "" {
 		kernel = "6.1"
 	}
+	const td = "./internal/testkit/cmd/rxevm/testdata/"
 	cases := []struct {
 		name    string
 		args    []string
 		want    []string
 		maxTime time.Duration
 	}{
-		{"fail", []string{"./internal/testkit/testdata/failpkg", "--", "-v"},
-			[]string{"deliberate failure inside the VM", "FAIL kernel", "(exit 1)"}, 5 * time.Minute},
+		{"fail", []string{"./internal/testkit/testdata/failpkg", td + "skippkg", td + "emptypkg"},
+			[]string{"deliberate failure inside the VM", "FAIL kernel", "failpkg (exit 1)",
+				"SKIP " + mod + "internal/testkit/cmd/rxevm/testdata/skippkg TestSkipsInVM: deliberate skip inside the VM",
+				"RequireVM skipped inside the VM (the guest did not set PUREVERBS_VM=1)",
+				"skippkg (skipped in the VM: TestSkipsInVM, TestRequireVMWithoutMarker)",
+				"emptypkg (ran no tests)"}, 5 * time.Minute},
 		{"panic", []string{"./internal/testkit/testdata/crashpkg"},
 			[]string{"guest console tail", "Kernel panic - not syncing", "KERNEL PANIC", "no end marker"}, 5 * time.Minute},
-		{"hang", []string{"-timeout", "30s", "./internal/testkit/testdata/hangpkg", "--", "-v"},
+		{"hang", []string{"-timeout", "30s", "./internal/testkit/testdata/hangpkg"},
 			[]string{"guest console tail", "hanging until", "TIMEOUT"}, 2 * time.Minute},
-		{"pass", []string{"./internal/testkit/testdata/failpkg", "--", "-run", "TestPasses"},
-			[]string{"ok   kernel"}, 5 * time.Minute},
+		{"pass", []string{"./internal/testkit/testdata/failpkg", td + "skippkg", "--", "-run", "TestPasses|TestAllowlistedSkip"},
+			[]string{"ok   kernel", "SKIP " + mod + "internal/testkit/cmd/rxevm/testdata/skippkg TestAllowlistedSkip",
+				"allowed: the runner's self-test", "2 tests ran, 1 skipped"}, 5 * time.Minute},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

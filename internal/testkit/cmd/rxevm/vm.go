@@ -30,31 +30,44 @@ const tailLines = 60
 // ansiRe matches the terminal control sequences SeaBIOS and the kernel emit.
 var ansiRe = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)`)
 
-type binResult struct {
-	label string
-	rc    int
-	ended bool
+type kernelResult struct {
+	kernel    string // release, e.g. 6.1.0-57-amd64
+	short     string // as given to -kernel: 6.1, 6.12
+	prepErr   error
+	setupOK   bool
+	setupErr  string
+	done      bool
+	panicked  bool
+	timedOut  bool
+	qemuErr   error
+	protoErrs []string      // console markers that could not be parsed or came out of order
+	bins      []*binResult  // every program the guest was to run, in order
+	boot      time.Duration // qemu start to SETUP-OK
 }
 
-type kernelResult struct {
-	kernel   string
-	prepErr  error
-	setupOK  bool
-	setupErr string
-	done     bool
-	panicked bool
-	timedOut bool
-	qemuErr  error
-	bins     []binResult
-	boot     time.Duration // qemu start to SETUP-OK
+// newKernelResult expects a report from every test binary of p (and the
+// demo or shell command).
+func newKernelResult(short string, p *payload, o *options) *kernelResult {
+	r := &kernelResult{short: short}
+	for _, t := range p.tests {
+		r.bins = append(r.bins, &binResult{label: t.label, goTest: true})
+	}
+	if o.demo {
+		r.bins = append(r.bins, &binResult{label: "demo"})
+	}
+	if o.shellCmd != "" {
+		r.bins = append(r.bins, &binResult{label: "shell-cmd"})
+	}
+	return r
 }
 
 func (r *kernelResult) ok() bool {
-	if r.prepErr != nil || !r.setupOK || !r.done || r.panicked || r.timedOut {
+	if r.prepErr != nil || !r.setupOK || !r.done || r.panicked || r.timedOut || r.qemuErr != nil ||
+		r.setupErr != "" || len(r.protoErrs) > 0 || len(r.bins) == 0 {
 		return false
 	}
 	for _, b := range r.bins {
-		if !b.ended || b.rc != 0 {
+		if len(b.problems()) > 0 {
 			return false
 		}
 	}
@@ -84,24 +97,36 @@ func (r *kernelResult) String() string {
 	if r.timedOut {
 		parts = append(parts, "TIMEOUT")
 	}
+	if r.qemuErr != nil {
+		parts = append(parts, "qemu: "+r.qemuErr.Error())
+	}
 	if r.setupOK {
 		parts = append(parts, fmt.Sprintf("boot+setup %.1fs", r.boot.Seconds()))
 	}
+	if r.prepErr != nil {
+		return strings.Join(parts, "; ")
+	}
 	var failed []string
+	tests, skips := 0, 0
 	for _, b := range r.bins {
-		switch {
-		case !b.ended:
-			failed = append(failed, b.label+" (no end marker: guest died)")
-		case b.rc != 0:
-			failed = append(failed, fmt.Sprintf("%s (exit %d)", b.label, b.rc))
+		if p := b.problems(); len(p) > 0 {
+			failed = append(failed, b.label+" ("+strings.Join(p, "; ")+")")
 		}
+		tests += len(b.ran)
+		skips += len(b.skips)
 	}
 	if len(failed) > 0 {
 		parts = append(parts, "failed: "+strings.Join(failed, ", "))
 	} else if len(r.bins) > 0 {
 		parts = append(parts, fmt.Sprintf("%d ok", len(r.bins)))
 	}
-	if r.prepErr == nil && r.setupOK && !r.done && !r.panicked && !r.timedOut {
+	if tests > 0 || skips > 0 {
+		parts = append(parts, fmt.Sprintf("%d tests ran, %d skipped", tests, skips))
+	}
+	if len(r.protoErrs) > 0 {
+		parts = append(parts, "console: "+strings.Join(r.protoErrs, "; "))
+	}
+	if r.setupOK && !r.done && !r.panicked && !r.timedOut {
 		parts = append(parts, "guest stopped before the end marker")
 	}
 	return strings.Join(parts, "; ")
@@ -110,7 +135,7 @@ func (r *kernelResult) String() string {
 func runKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work string) *kernelResult {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	res := &kernelResult{}
+	res := newKernelResult(k.short, p, o)
 	fmt.Printf("rxevm: === kernel %s ===\n", k.short)
 	a, err := prepareKernel(ctx, o, k)
 	if err != nil {
@@ -164,6 +189,7 @@ func runKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work s
 			fmt.Printf("rxevm: qemu: %v\n", res.qemuErr)
 		}
 	}
+	res.printSkips(os.Stdout)
 	if !res.ok() && res.guestDied() {
 		fmt.Printf("rxevm: ---- guest console tail (last %d lines, kernel %s) ----\n", len(tail), a.release)
 		for _, l := range tail {
@@ -175,69 +201,18 @@ func runKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work s
 }
 
 // follow reads the console until EOF, echoing it and updating res from the
-// markers. It returns the last tailLines lines.
+// markers and the test output. It returns the last tailLines lines.
 func follow(r io.Reader, w io.Writer, verbose bool, res *kernelResult, start time.Time) []string {
-	var tail []string
+	c := newConsole(res, w, verbose, start)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	echo := verbose
 	for sc.Scan() {
-		line := ansiRe.ReplaceAllString(strings.TrimRight(sc.Text(), "\r"), "")
-		tail = append(tail, line)
-		if len(tail) > tailLines {
-			tail = tail[1:]
-		}
-		if panicRe.MatchString(line) {
-			res.panicked = true
-			echo = true
-		}
-		i := strings.Index(line, marker)
-		if i < 0 {
-			if echo {
-				fmt.Fprintln(w, line)
-			}
-			continue
-		}
-		if i > 0 && echo {
-			fmt.Fprintln(w, line[:i])
-		}
-		f := strings.Fields(line[i+len(marker):])
-		if len(f) == 0 {
-			continue
-		}
-		switch f[0] {
-		case "SETUP-OK":
-			res.setupOK = true
-			res.boot = time.Since(start)
-			echo = true
-			fmt.Fprintf(w, "rxevm: guest ready after %.1fs (rxe0 on d0, rxelo on lo)\n", res.boot.Seconds())
-		case "SETUP-FAIL":
-			res.setupErr = strings.Join(f[1:], " ")
-		case "BEGIN":
-			if len(f) > 1 {
-				res.bins = append(res.bins, binResult{label: f[1]})
-				fmt.Fprintf(w, "rxevm: --- %s\n", f[1])
-			}
-		case "END":
-			if len(f) > 2 && len(res.bins) > 0 {
-				b := &res.bins[len(res.bins)-1]
-				b.ended = true
-				b.rc, _ = strconv.Atoi(strings.TrimPrefix(f[2], "rc="))
-				st := "ok"
-				if b.rc != 0 {
-					st = fmt.Sprintf("FAIL (exit %d)", b.rc)
-				}
-				fmt.Fprintf(w, "rxevm: --- %s: %s\n", b.label, st)
-			}
-		case "DONE":
-			res.done = true
-		default:
-			if verbose {
-				fmt.Fprintln(w, line)
-			}
-		}
+		c.line(sc.Text())
 	}
-	return tail
+	if err := sc.Err(); err != nil {
+		c.protoErr("reading the console: " + err.Error())
+	}
+	return c.tail
 }
 
 // makeInitrd concatenates the cached base archive and the per-run overlay.

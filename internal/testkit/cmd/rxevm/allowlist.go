@@ -1,0 +1,56 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/pureverbs/pureverbs/internal/testkit"
+)
+
+// allowedSkip is a test that may skip inside the VM.
+type allowedSkip struct {
+	pkg    string // import path
+	test   string // full test name (TestA or TestA/sub)
+	kernel string // "6.1" or "6.12"; "" for every kernel
+	reason string // the skip message must contain this
+	why    string // printed beside the skip
+}
+
+const mod = "github.com/pureverbs/pureverbs/"
+
+// vmSkipAllowlist is the only place a test may be excused for skipping in
+// the VM; every other skip fails the run. Keep it short: each entry says why
+// the test cannot run in the VM. A skip with testkit.SkipMessage (RequireVM
+// found no PUREVERBS_VM=1) is never allowed, whatever this list says.
+var vmSkipAllowlist = []allowedSkip{
+	{
+		pkg: mod + "cmd/asyncwatch", test: "TestRunNoDeviceOnHost", reason: "this machine has RDMA devices",
+		why: "host-only: checks the no-device error, and the VM always has rxe0 and rxelo",
+	},
+	{
+		pkg: mod + "uverbs", test: "TestDevicesHostWithoutRDMA", reason: "host has ib_uverbs loaded",
+		why: "host-only: checks ErrNoDevice without ib_uverbs, which the VM always loads",
+	},
+	{
+		pkg: mod + "internal/testkit/cmd/rxevm", test: "TestRunnerReportsFailures", reason: "boots QEMU guests",
+		why: "host-only: boots QEMU itself (make runnertest)",
+	},
+	{
+		pkg: mod + "internal/testkit/cmd/rxevm/testdata/skippkg", test: "TestAllowlistedSkip", reason: "allowlisted skip for the runner's self-test",
+		why: "the runner's self-test: an allowlisted skip must not fail the run",
+	},
+}
+
+// allowSkip returns why test of pkg may skip on kernel (the short name,
+// "6.1") with reason, or "" if it may not.
+func allowSkip(list []allowedSkip, kernel, pkg, test, reason string) string {
+	if strings.Contains(reason, testkit.SkipMessage) {
+		return ""
+	}
+	for _, a := range list {
+		if a.pkg == pkg && a.test == test && (a.kernel == "" || a.kernel == kernel) &&
+			a.reason != "" && strings.Contains(reason, a.reason) {
+			return a.why
+		}
+	}
+	return ""
+}
