@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -21,6 +22,9 @@ type payload struct {
 	overlay string // directory staged for the per-run cpio
 	tests   []testBinary
 	broken  []string // packages whose test binary did not build
+	// Packages with no test that -run/-skip/-bench select, left out of
+	// the guest (none of them matching at all fails the run).
+	unmatched []string
 }
 
 // buildPayload compiles the test binaries and guest tools and stages them in
@@ -38,6 +42,7 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 		}
 	}
 	env := []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"}
+	filter := parseTestFilter(o.testFlags)
 
 	if len(o.pkgs) > 0 {
 		out, err := cmdOutput(ctx, "", nil, "go", append([]string{"list", "-e", "-f",
@@ -82,6 +87,13 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 			}
 			if o.verbose {
 				fmt.Printf("rxevm: built %s (%s)\n", f[0], time.Since(t0).Round(time.Millisecond))
+			}
+			if filter.active() && !selectsSome(ctx, filter, tb, f[1], o.verbose) {
+				p.unmatched = append(p.unmatched, f[0])
+				if err := os.Remove(tb.file); err != nil {
+					return nil, err
+				}
+				continue
 			}
 			// Tests run in (a copy of) their package directory; only testdata is copied.
 			dst := filepath.Join(p.overlay, "pv/src", rel)
@@ -220,3 +232,187 @@ echo "@@PUREVERBS SETUP-OK"
 echo "@@PUREVERBS DONE"
 off
 `
+
+// testFilter is what -test.run, -test.skip and -test.bench select, as far
+// as top-level names go: enough to tell whether a package has anything to
+// run before booting a guest for it.
+type testFilter struct {
+	run, skip, bench string
+	hasRun, hasSkip  bool
+}
+
+// parseTestFilter reads the filters from binary-form test flags
+// ("-test.run=X" or "-test.run X"; the last one counts, as in the flag
+// package).
+func parseTestFilter(flags []string) testFilter {
+	var f testFilter
+	for i := 0; i < len(flags); i++ {
+		name, val, hasVal := strings.Cut(strings.TrimPrefix(flags[i], "-"), "=")
+		var dst *string
+		switch name {
+		case "test.run":
+			dst, f.hasRun = &f.run, true
+		case "test.skip":
+			dst, f.hasSkip = &f.skip, true
+		case "test.bench":
+			dst = &f.bench
+		default:
+			continue
+		}
+		if !hasVal && i+1 < len(flags) {
+			i++
+			val = flags[i]
+		}
+		*dst = val
+	}
+	return f
+}
+
+// active reports whether the filter can leave a package with nothing to run.
+func (f testFilter) active() bool { return f.hasRun || f.hasSkip }
+
+func (f testFilter) String() string {
+	var s []string
+	if f.hasRun {
+		s = append(s, "-run "+shellQuote(f.run))
+	}
+	if f.hasSkip {
+		s = append(s, "-skip "+shellQuote(f.skip))
+	}
+	if f.bench != "" {
+		s = append(s, "-bench "+shellQuote(f.bench))
+	}
+	return strings.Join(s, " ")
+}
+
+// splitPattern splits a -run style pattern as the testing package does:
+// into alternatives at top-level '|', each a list of per-level patterns
+// split at top-level '/' (brackets, parentheses and escapes respected).
+func splitPattern(s string) [][]string {
+	var alts [][]string
+	var levels []string
+	cs, cp := 0, 0
+	for i := 0; i < len(s); {
+		switch s[i] {
+		case '[':
+			cs++
+		case ']':
+			if cs--; cs < 0 {
+				cs = 0
+			}
+		case '(':
+			if cs == 0 {
+				cp++
+			}
+		case ')':
+			if cs == 0 {
+				cp--
+			}
+		case '\\':
+			i++
+		case '/', '|':
+			if cs == 0 && cp == 0 {
+				levels = append(levels, s[:i])
+				if s[i] == '|' {
+					alts = append(alts, levels)
+					levels = nil
+				}
+				s = s[i+1:]
+				i = 0
+				continue
+			}
+		}
+		i++
+	}
+	return append(alts, append(levels, s))
+}
+
+// matchTop reports whether a top-level test name is selected by pattern
+// (some alternative's first level matches it). whole requires that the
+// alternative has only that level (for -skip: "A/B" skips only subtests).
+func matchTop(pattern, name string, whole bool) (bool, error) {
+	for _, alt := range splitPattern(pattern) {
+		if whole && len(alt) > 1 {
+			continue
+		}
+		re, err := regexp.Compile(alt[0])
+		if err != nil {
+			return false, err
+		}
+		if re.MatchString(name) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// selected returns the names (from a test binary's -test.list output) that
+// the filter runs.
+func (f testFilter) selected(names []string) ([]string, error) {
+	var out []string
+	for _, n := range names {
+		var ok bool
+		var err error
+		if strings.HasPrefix(n, "Benchmark") {
+			if f.bench != "" {
+				ok, err = matchTop(f.bench, n, false)
+			}
+		} else {
+			ok, err = matchTop(f.run, n, false)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ok && f.hasSkip && f.skip != "" {
+			skip, err := matchTop(f.skip, n, true)
+			if err != nil {
+				return nil, err
+			}
+			ok = !skip
+		}
+		if ok {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// selectsSome reports whether filter selects any test of tb, whose
+// sources are in dir. When that cannot be told (the binary does not run on
+// this host, a pattern does not compile) the package is kept: in the guest
+// it then fails if it runs nothing.
+func selectsSome(ctx context.Context, filter testFilter, tb testBinary, dir string, verbose bool) bool {
+	names, err := listedTests(ctx, tb.file, dir)
+	if err != nil {
+		fmt.Printf("rxevm: %s: cannot list its tests on the host (%v); running it\n", tb.importPath, err)
+		return true
+	}
+	sel, err := filter.selected(names)
+	if err != nil {
+		return true
+	}
+	if verbose {
+		fmt.Printf("rxevm: %s: %d of %d tests match %s\n", tb.importPath, len(sel), len(names), filter)
+	}
+	return len(sel) > 0
+}
+
+// listedTests runs the compiled test binary on the host with -test.list to
+// name its top-level tests, benchmarks, fuzz targets and examples.
+func listedTests(ctx context.Context, bin, dir string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := cmdOutput(ctx, dir, nil, bin, "-test.list", ".")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, l := range strings.Split(out, "\n") {
+		if listNameRe.MatchString(l) {
+			names = append(names, l)
+		}
+	}
+	return names, nil
+}
+
+var listNameRe = regexp.MustCompile(`^(Test|Benchmark|Fuzz|Example)[^\s/]*$`)

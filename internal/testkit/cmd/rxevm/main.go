@@ -150,10 +150,15 @@ func run(ctx context.Context, o *options) int {
 		switch {
 		case len(payload.broken) > 0:
 			fmt.Printf("rxevm: FAIL: %d packages did not build: %s\n", len(payload.broken), strings.Join(payload.broken, " "))
+		case len(payload.unmatched) > 0:
+			fmt.Printf("rxevm: FAIL: %s matches no test in %s: nothing ran\n", parseTestFilter(o.testFlags), strings.Join(payload.unmatched, " "))
 		default:
 			fmt.Printf("rxevm: FAIL: no test files in %s: nothing ran\n", strings.Join(o.pkgs, " "))
 		}
 		return 1
+	}
+	if len(payload.unmatched) > 0 {
+		fmt.Printf("rxevm: %d packages have no test matching %s; not run\n", len(payload.unmatched), parseTestFilter(o.testFlags))
 	}
 
 	type summary struct {

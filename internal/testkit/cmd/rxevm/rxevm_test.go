@@ -311,11 +311,41 @@ func TestBinaryTestFlags(t *testing.T) {
 	}
 }
 
+func TestTestFilter(t *testing.T) {
+	names := []string{"TestA", "TestAB", "TestB", "BenchmarkX", "Example_e", "FuzzF"}
+	for _, c := range []struct {
+		flags []string
+		want  []string
+	}{
+		{[]string{"-test.run", "TestA"}, []string{"TestA", "TestAB"}},
+		{[]string{"-test.run=^TestA$"}, []string{"TestA"}},
+		{[]string{"-test.run", "NoSuchTest"}, nil},
+		{[]string{"-test.run", "TestB/sub"}, []string{"TestB"}},
+		{[]string{"-test.run", "TestX/a|TestB"}, []string{"TestB"}},
+		{[]string{"-test.run", "Test[AB]/x"}, []string{"TestA", "TestAB", "TestB"}},
+		{[]string{"-test.run", "/sub"}, []string{"TestA", "TestAB", "TestB", "Example_e", "FuzzF"}},
+		{[]string{"-test.skip", "TestA"}, []string{"TestB", "Example_e", "FuzzF"}},
+		{[]string{"-test.skip", "TestA/sub"}, []string{"TestA", "TestAB", "TestB", "Example_e", "FuzzF"}},
+		{[]string{"-test.run", "^$", "-test.bench", "."}, []string{"BenchmarkX"}},
+		{[]string{"-test.run", "^$"}, nil},
+	} {
+		f := parseTestFilter(c.flags)
+		got, err := f.selected(names)
+		if err != nil || !cmp.Equal(got, c.want) || !f.active() {
+			t.Errorf("%q: %q, %v; want %q", c.flags, got, err, c.want)
+		}
+	}
+	if f := parseTestFilter([]string{"-test.count=1", "-test.bench=."}); f.active() {
+		t.Errorf("%+v is active", f)
+	}
+}
+
 // TestRunnerReportsFailures boots VMs, so it runs only with
 // PUREVERBS_RUNNER_TEST=1 (about a minute once the cache is warm): a failing
 // test, a test that skips in the VM, a binary that runs no test, a kernel
 // panic and a hang must each make rxevm exit non-zero with a clear report,
-// within bounded time; an allowlisted skip passes.
+// within bounded time; a -run that matches nothing fails before booting;
+// an allowlisted skip passes.
 func TestRunnerReportsFailures(t *testing.T) {
 	if os.Getenv("PUREVERBS_RUNNER_TEST") != "1" {
 		t.Skip("boots QEMU guests; set PUREVERBS_RUNNER_TEST=1 to run")
@@ -350,6 +380,8 @@ func TestRunnerReportsFailures(t *testing.T) {
 			[]string{"guest console tail", "Kernel panic - not syncing", "KERNEL PANIC", "no end marker"}, 5 * time.Minute},
 		{"hang", []string{"-timeout", "30s", "./internal/testkit/testdata/hangpkg"},
 			[]string{"guest console tail", "hanging until", "TIMEOUT"}, 2 * time.Minute},
+		{"norun", []string{"./internal/testkit/testdata/failpkg", "--", "-run", "NoSuchTest"},
+			[]string{"FAIL: -run 'NoSuchTest' matches no test in " + mod + "internal/testkit/testdata/failpkg: nothing ran"}, time.Minute},
 		{"pass", []string{"./internal/testkit/testdata/failpkg", td + "skippkg", "--", "-run", "TestPasses|TestAllowlistedSkip"},
 			[]string{"ok   kernel", "SKIP " + mod + "internal/testkit/cmd/rxevm/testdata/skippkg TestAllowlistedSkip",
 				"allowed: the runner's self-test", "2 tests ran, 1 skipped"}, 5 * time.Minute},
@@ -375,6 +407,9 @@ func TestRunnerReportsFailures(t *testing.T) {
 				if !strings.Contains(string(out), w) {
 					t.Errorf("output lacks %q:\n%s", w, out)
 				}
+			}
+			if c.name == "norun" && strings.Contains(string(out), "rxevm: booting") {
+				t.Errorf("booted a guest for a -run that matches nothing:\n%s", out)
 			}
 		})
 	}
