@@ -4,6 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 func nle16(v uint16) []byte { return binary.NativeEndian.AppendUint16(nil, v) }
@@ -455,19 +462,138 @@ func canceledCtx() context.Context {
 	return ctx
 }
 
-// TestNLDialReal talks to the running kernel when it has RDMA netlink; it
-// only checks that the dump and GET_CHARDEV answers parse.
+// TestNLDialReal checks the running kernel's GET dump and GET_CHARDEV
+// answers against sysfs, in the VM: the dump lists exactly the devices of
+// /sys/class/infiniband (rxe0 and rxelo among them) under distinct indexes,
+// each with sysfs's node GUID and port count; rxe0's GUID is the EUI-64 of
+// d0's MAC; both rxe devices report the rxe driver id.
 func TestNLDialReal(t *testing.T) {
-	cds, err := UverbsChardevs(context.Background())
-	if errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.EAFNOSUPPORT) {
-		t.Skipf("no RDMA netlink: %v", err)
-	}
+	testkit.RequireVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := DialNL()
 	if err != nil {
-		t.Skipf("RDMA netlink unusable here: %v", err)
+		t.Fatal(err)
 	}
-	for name, cd := range cds {
-		t.Logf("%s: index %d, %s abi %d dev %d:%d driver id %d (%v)", name, cd.Device.Index, cd.Name, cd.ABI, cd.Major, cd.Minor, cd.DriverID, cd.HasDriverID)
+	defer c.Close()
+	devs, err := c.Devices(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	byName := map[string]NLDevice{}
+	byIndex := map[uint32]string{}
+	for _, d := range devs {
+		if _, dup := byName[d.Name]; dup {
+			t.Errorf("%s listed twice", d.Name)
+		}
+		if o, dup := byIndex[d.Index]; dup {
+			t.Errorf("index %d for both %s and %s", d.Index, o, d.Name)
+		}
+		byName[d.Name] = d
+		byIndex[d.Index] = d.Name
+	}
+
+	dirs, err := filepath.Glob("/sys/class/infiniband/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sysNames, nlNames []string
+	for _, d := range dirs {
+		sysNames = append(sysNames, filepath.Base(d))
+	}
+	for n := range byName {
+		nlNames = append(nlNames, n)
+	}
+	sort.Strings(sysNames)
+	sort.Strings(nlNames)
+	if diff := cmp.Diff(sysNames, nlNames); diff != "" {
+		t.Errorf("devices (-sysfs +netlink):\n%s", diff)
+	}
+	for _, name := range []string{testkit.RxeDev, testkit.LoopDev} {
+		if _, ok := byName[name]; !ok {
+			t.Errorf("%s not in the dump %v", name, nlNames)
+		}
+	}
+	for _, name := range sysNames {
+		d, ok := byName[name]
+		if !ok {
+			continue
+		}
+		if want := sysfsGUID(t, filepath.Join("/sys/class/infiniband", name, "node_guid")); d.NodeGUID != want {
+			t.Errorf("%s: node GUID %#016x, sysfs %#016x", name, d.NodeGUID, want)
+		}
+		ports, err := os.ReadDir(filepath.Join("/sys/class/infiniband", name, "ports"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last uint32
+		for _, p := range ports {
+			n, err := strconv.ParseUint(p.Name(), 10, 32)
+			if err != nil {
+				t.Fatalf("%s: port %q: %v", name, p.Name(), err)
+			}
+			last = max(last, uint32(n))
+		}
+		if d.Ports != last || d.Ports == 0 {
+			t.Errorf("%s: %d ports, sysfs's last port %d", name, d.Ports, last)
+		}
+	}
+	mac, err := os.ReadFile("/sys/class/net/" + testkit.RxeNetdev + "/address")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := eui64(t, strings.TrimSpace(string(mac))); byName[testkit.RxeDev].NodeGUID != want {
+		t.Errorf("%s: node GUID %#016x, want %#016x (EUI-64 of %s's MAC %s)", testkit.RxeDev, byName[testkit.RxeDev].NodeGUID, want, testkit.RxeNetdev, strings.TrimSpace(string(mac)))
+	}
+
+	cds, err := UverbsChardevs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{testkit.RxeDev, testkit.LoopDev} {
+		cd, ok := cds[name]
+		if !ok {
+			t.Errorf("%s: no uverbs chardev in %v", name, cds)
+			continue
+		}
+		if !cd.HasDriverID || cd.DriverID != abi.RDMA_DRIVER_RXE {
+			t.Errorf("%s: driver id %d (reported: %v), want RDMA_DRIVER_RXE (%d)", name, cd.DriverID, cd.HasDriverID, abi.RDMA_DRIVER_RXE)
+		}
+		if cd.Device != byName[name] {
+			t.Errorf("%s: device %+v in UverbsChardevs, %+v in the dump", name, cd.Device, byName[name])
+		}
+		if !strings.HasPrefix(cd.Name, "uverbs") || cd.Major == 0 {
+			t.Errorf("%s: chardev %s %d:%d", name, cd.Name, cd.Major, cd.Minor)
+		}
+	}
+}
+
+// sysfsGUID reads a GUID sysfs prints as four big-endian hex groups
+// ("0000:00ff:fe99:0001"): the value netlink sends as a u64.
+func sysfsGUID(t *testing.T, path string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.TrimSpace(string(b))
+	v, err := strconv.ParseUint(strings.ReplaceAll(s, ":", ""), 16, 64)
+	if err != nil || strings.Count(s, ":") != 3 {
+		t.Fatalf("%s: %q: %v", path, s, err)
+	}
+	return v
+}
+
+// eui64 is the modified EUI-64 of a MAC ("02:00:00:99:00:01"), as rxe
+// makes its node GUID: ff:fe in the middle, the universal/local bit flipped.
+func eui64(t *testing.T, mac string) uint64 {
+	t.Helper()
+	hw, err := net.ParseMAC(mac)
+	if err != nil || len(hw) != 6 {
+		t.Fatalf("MAC %q: %v", mac, err)
+	}
+	b := []byte{hw[0] ^ 2, hw[1], hw[2], 0xff, 0xfe, hw[3], hw[4], hw[5]}
+	return binary.BigEndian.Uint64(b)
 }
 
 // FuzzParseNLReply feeds arbitrary datagrams through every reply parser
