@@ -1,15 +1,39 @@
 #!/bin/sh
 # Demo run inside the rdma_rxe VM by `make demo`
 # (go run ./internal/testkit/cmd/rxevm -demo). The Go tools are in /bin;
-# rdma-core's C tools run beside them for comparison. Every step tolerates
-# tools that a build does not have.
+# rdma-core's C tools run beside them for comparison. Every step runs even if
+# an earlier one failed, but the demo fails (exit status 1, and make demo
+# with it) if any step fails or a tool is missing or cannot start (exit
+# status 126/127: a missing shared library, for one).
+failed=
+fail() {
+	echo "!! $*"
+	failed="$failed
+  $*"
+}
 run() {
-	if command -v "$1" >/dev/null 2>&1; then
-		echo "+ $*"
-		"$@" || echo "(exit status $?)"
-	else
-		echo "- $1: not present in this build; skipped"
+	if ! command -v "$1" >/dev/null 2>&1; then
+		fail "$1: not in the guest"
+		return
 	fi
+	echo "+ $*"
+	"$@"
+	rc=$?
+	case $rc in
+	0) ;;
+	126 | 127) fail "$*: cannot start (exit status $rc)" ;;
+	*) fail "$*: exit status $rc" ;;
+	esac
+}
+finish() {
+	if [ -n "$failed" ]; then
+		echo
+		echo "demo: FAILED:$failed"
+		exit 1
+	fi
+	echo
+	echo "demo: every step ran"
+	exit 0
 }
 # wait_lines FILE N: wait (at most ~10 s) until FILE has N lines.
 wait_lines() {
@@ -30,8 +54,8 @@ run /bin/devinfo -d rxe0
 echo "=== Go devinfo -v -d rxelo ==="
 run /bin/devinfo -v -d rxelo
 if ! [ -x /bin/asyncwatch ]; then
-	echo "- /bin/asyncwatch: not present in this build; skipped"
-	exit 0
+	fail "/bin/asyncwatch: not in the guest"
+	finish
 fi
 echo
 echo "=== async events: Go asyncwatch and C ibv_asyncwatch on rxe0 while d0 flaps ==="
@@ -42,21 +66,28 @@ if command -v ibv_asyncwatch >/dev/null 2>&1; then
 	# On a pseudo-terminal the C tool's stdout stays line-buffered.
 	rxectl pty ibv_asyncwatch -d rxe0 >/tmp/c.log 2>&1 &
 	cpid=$!
+else
+	fail "ibv_asyncwatch: not in the guest"
 fi
 wait_lines /tmp/go.log 1
 [ -n "$cpid" ] && wait_lines /tmp/c.log 1
-# iproute2's ip (busybox's lacks nodad).
-IP=ip
+# iproute2's ip (busybox's lacks nodad; busybox sh may run its own applet
+# for a bare "ip", so take an absolute path).
+IP=
 for p in /usr/sbin/ip /sbin/ip /usr/bin/ip /bin/ip; do
 	if [ -x "$p" ] && "$p" -V 2>/dev/null | grep -q iproute2; then IP=$p; break; fi
 done
+if [ -z "$IP" ]; then
+	fail "iproute2's ip cannot run in the guest ($(/usr/bin/ip -V 2>&1 | head -1))"
+	IP=ip
+fi
 echo "+ ip link set d0 down; ip link set d0 up"
-$IP link set d0 down
-$IP link set d0 up
+$IP link set d0 down || fail "ip link set d0 down"
+$IP link set d0 up || fail "ip link set d0 up"
 echo "+ ip addr add 10.99.7.7/24 dev d0; ip -6 addr add fd00:7::7/64 dev d0 nodad; ip addr del 10.99.7.7/24 dev d0"
-$IP addr add 10.99.7.7/24 dev d0
-$IP -6 addr add fd00:7::7/64 dev d0 nodad
-$IP addr del 10.99.7.7/24 dev d0
+$IP addr add 10.99.7.7/24 dev d0 || fail "ip addr add 10.99.7.7/24 dev d0"
+$IP -6 addr add fd00:7::7/64 dev d0 nodad || fail "ip -6 addr add fd00:7::7/64 dev d0 nodad"
+$IP addr del 10.99.7.7/24 dev d0 || fail "ip addr del 10.99.7.7/24 dev d0"
 wait_lines /tmp/go.log 6
 [ -n "$cpid" ] && wait_lines /tmp/c.log 6
 # Background jobs of a script ignore SIGINT: stop the watchers with SIGTERM.
@@ -66,10 +97,13 @@ wait $gopid 2>/dev/null
 [ -n "$cpid" ] && wait $cpid 2>/dev/null
 echo "--- Go asyncwatch:"
 cat /tmp/go.log
+grep -q PORT_ACTIVE /tmp/go.log || fail "Go asyncwatch saw no IBV_EVENT_PORT_ACTIVE"
 if [ -n "$cpid" ]; then
 	echo "--- C ibv_asyncwatch:"
 	tr -d '\r' </tmp/c.log
+	grep -q PORT_ACTIVE /tmp/c.log || fail "ibv_asyncwatch saw no IBV_EVENT_PORT_ACTIVE"
 fi
 echo
 echo "=== kernel RDMA resources after the tools exited ==="
 run rdma resource show
+finish

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -57,6 +56,48 @@ var guestPackages = []string{
 	"iproute2", "strace",
 }
 
+// guestLibPackages are the Debian 12 packages of every shared library the
+// programs of guestPackages need (their DT_NEEDED entries, recursively),
+// glibc included: the guest takes nothing from the host, whose libraries
+// may be missing (libmnl0, libatm1 and libxtables12 are not on a minimal
+// Debian 12) or of another version. checkGuestLibs fails the build, naming
+// the library, when a program needs one that none of these provides.
+var guestLibPackages = []string{
+	"libc6", "libgcc-s1", // glibc; libgcc_s for pthread_cancel's unwinding
+	"libmnl0", "libbsd0", "libmd0", "libcap2", "libelf1", "zlib1g", "libbpf1", // iproute2
+	"libselinux1", "libpcre2-8-0", "libtirpc3", "libgssapi-krb5-2", "libkrb5-3", // ss
+	"libk5crypto3", "libcom-err2", "libkrb5support0", "libkeyutils1",
+	"libatm1", "libxtables12", // tc's q_atm.so and m_xt.so
+	"libdb5.3",               // arpd
+	"libudev1",               // libpci3
+	"libunwind8", "liblzma5", // strace
+}
+
+// guestPrune are paths (relative to the merged-/usr root) removed from the
+// guest: documentation, and parts of the library packages nothing in the
+// guest uses (iconv modules, Kerberos plugins, which would pull in OpenSSL).
+var guestPrune = []string{
+	"usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/lintian", "usr/share/bash-completion",
+	"usr/share/info", "usr/share/i18n", "usr/lib/x86_64-linux-gnu/gconv", "usr/lib/x86_64-linux-gnu/krb5",
+}
+
+// guestTools are the programs the test suite and the demo rely on, with
+// arguments that make each start, print something and exit. The base image
+// is not built unless each of them starts in it (checkGuestTools); the list
+// goes to the guest's /etc/pureverbs/tools, and internal/testkit's
+// TestGuestTools runs each of them in the booted guest.
+var guestTools = [][]string{
+	{"ibv_devinfo", "-l"},
+	{"ibv_rc_pingpong", "-h"},
+	{"ibv_asyncwatch", "-h"},
+	{"rdma", "-V"},
+	{"ip", "-V"},
+	{"ib_send_lat", "--version"},
+	{"ib_write_bw", "--version"},
+	{"rping", "-h"},
+	{"strace", "-V"},
+}
+
 // guestModules are loaded in this order (their dependencies first). Modules
 // marked optional may be built in or absent without failing.
 var guestModules = []struct {
@@ -71,7 +112,7 @@ var guestModules = []struct {
 
 // baseLayout is bumped whenever the base initramfs layout changes, so old
 // cached images are not reused.
-const baseLayout = "4"
+const baseLayout = "6"
 
 var hostTools = []struct{ bin, pkg string }{
 	{"qemu-system-x86_64", "qemu-system-x86"},
@@ -81,7 +122,8 @@ var hostTools = []struct{ bin, pkg string }{
 	{"xz", "xz-utils"},
 	{"apt-get", "apt"},
 	{"dpkg-deb", "dpkg"},
-	{"ldd", "libc-bin"},
+	{"ldconfig", "libc-bin"},
+	{"chroot", "coreutils"},
 	{"gzip", "gzip"},
 }
 
@@ -299,7 +341,7 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 		return nil, err
 	}
 	h := sha256.New()
-	fmt.Fprintln(h, baseLayout, pkg, guestPackages, guestModules)
+	fmt.Fprintln(h, baseLayout, pkg, guestPackages, guestLibPackages, guestPrune, guestTools, guestModules)
 	key := hex.EncodeToString(h.Sum(nil))[:12]
 	stamp := filepath.Join(o.cacheDir, "base-"+pkg+"-"+key+".release")
 	if rel, err := os.ReadFile(stamp); err == nil {
@@ -319,7 +361,8 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 		}
 	}
 	fmt.Printf("rxevm: preparing kernel %s and guest userland (first run; cached in %s)\n", pkg, o.cacheDir)
-	debs, err := fetchDebs(ctx, o.cacheDir, append([]string{pkg}, guestPackages...))
+	userland := append(slices.Clone(guestPackages), guestLibPackages...)
+	debs, err := fetchDebs(ctx, o.cacheDir, append([]string{pkg}, userland...))
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +396,7 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 	root := filepath.Join(o.cacheDir, "root-"+pkg)
 	os.RemoveAll(root)
 	defer os.RemoveAll(root)
-	for _, p := range guestPackages {
+	for _, p := range userland {
 		if err := runCmd(ctx, "", nil, "dpkg-deb", "-x", debs[p], root); err != nil {
 			return nil, err
 		}
@@ -361,13 +404,13 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 	if err := usrMerge(root); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/lintian", "usr/share/bash-completion"} {
+	for _, d := range guestPrune {
 		os.RemoveAll(filepath.Join(root, d))
 	}
 	if err := installBusybox(root); err != nil {
 		return nil, err
 	}
-	if err := copyHostLibs(ctx, root, o.verbose); err != nil {
+	if err := checkGuestLibs(root, o.verbose); err != nil {
 		return nil, err
 	}
 	mdir := filepath.Join(root, "lib/modules", release)
@@ -394,6 +437,7 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 	}
 	files := map[string]string{
 		"etc/pureverbs/modules":                  strings.Join(names, "\n") + "\n",
+		"etc/pureverbs/tools":                    toolLines(),
 		"etc/passwd":                             "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
 		"etc/group":                              "root:x:0:\nnogroup:x:65534:\n",
 		"etc/hostname":                           "rxevm\n",
@@ -422,6 +466,11 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 		if err := runCmd(ctx, "", nil, "ldconfig", "-r", root); err != nil {
 			fmt.Println("rxevm: warning:", err)
 		}
+		if err := checkGuestTools(ctx, root); err != nil {
+			return nil, err
+		}
+	} else {
+		fmt.Println("rxevm: not root: the guest tools' libraries were checked, but starting them in the guest root (chroot) was not tried")
 	}
 	a := &kernelAssets{
 		release: release,
@@ -576,76 +625,164 @@ func installBusybox(root string) error {
 	return nil
 }
 
-// copyHostLibs copies into root every shared library that ldd names for the
-// ELF files in root (glibc, ld-linux, ...) and root does not have.
-func copyHostLibs(ctx context.Context, root string, verbose bool) error {
-	var elfs []string
+// checkGuestLibs checks that every ELF program and library in root finds
+// its interpreter and each library it needs (DT_NEEDED) inside root, where
+// the guest's loader will look: the RUNPATH/RPATH of the file, the
+// multiarch directories and /usr/lib. Symlinks are followed within root.
+// The error names each missing library and the files needing it.
+func checkGuestLibs(root string, verbose bool) error {
+	type elfFile struct {
+		path   string
+		needed []string
+		interp string
+		rpaths []string
+	}
+	var files []elfFile
 	err := filepath.WalkDir(filepath.Join(root, "usr"), func(p string, e fs.DirEntry, err error) error {
 		if err != nil || !e.Type().IsRegular() {
 			return err
 		}
-		if filepath.Base(p) == "busybox" {
-			return nil
-		}
-		f, err := os.Open(p)
+		f, err := elf.Open(p)
 		if err != nil {
-			return err
+			return nil // not an ELF file
 		}
 		defer f.Close()
-		magic := make([]byte, 4)
-		if _, err := io.ReadFull(f, magic); err == nil && string(magic) == "\x7fELF" {
-			elfs = append(elfs, p)
+		ef := elfFile{path: p}
+		ef.needed, _ = f.ImportedLibraries()
+		for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+			v, _ := f.DynString(tag)
+			for _, rp := range v {
+				for _, d := range strings.Split(rp, ":") {
+					d = strings.ReplaceAll(d, "$ORIGIN", "/"+filepath.Dir(strings.TrimPrefix(p, root+"/")))
+					ef.rpaths = append(ef.rpaths, d)
+				}
+			}
 		}
+		for _, prog := range f.Progs {
+			if prog.Type == elf.PT_INTERP {
+				b, err := io.ReadAll(prog.Open())
+				if err != nil {
+					return fmt.Errorf("%s: reading PT_INTERP: %w", p, err)
+				}
+				ef.interp = strings.TrimRight(string(b), "\x00")
+			}
+		}
+		files = append(files, ef)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	libdirs := []string{
-		filepath.Join(root, "usr/lib/x86_64-linux-gnu"),
-		filepath.Join(root, "usr/lib/x86_64-linux-gnu/libibverbs"),
-	}
-	env := []string{"LD_LIBRARY_PATH=" + strings.Join(libdirs, ":")}
-	copied := map[string]bool{}
-	var notFound []string
-	for chunk := range slices.Chunk(elfs, 64) {
-		out, _ := cmdOutput(ctx, "", env, "ldd", chunk...) // exits 1 if any file is static
-		sc := bufio.NewScanner(strings.NewReader(out))
-		for sc.Scan() {
-			line := strings.TrimSpace(sc.Text())
-			var lib string
-			switch {
-			case strings.Contains(line, "=> not found"):
-				notFound = append(notFound, strings.Fields(line)[0])
-				continue
-			case strings.Contains(line, "=> /"):
-				_, rest, _ := strings.Cut(line, "=> ")
-				lib = strings.Fields(rest)[0]
-			case strings.HasPrefix(line, "/") && strings.Contains(line, "(0x"):
-				lib = strings.Fields(line)[0] // the interpreter
-			default:
-				continue
+	dirs := []string{"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib"}
+	missing := map[string][]string{}
+	for _, ef := range files {
+		rel := "/" + strings.TrimPrefix(ef.path, root+"/")
+		if ef.interp != "" && !existsInRoot(root, ef.interp) {
+			missing[ef.interp] = append(missing[ef.interp], rel)
+		}
+		for _, lib := range ef.needed {
+			found := false
+			for _, d := range append(slices.Clone(ef.rpaths), dirs...) {
+				if existsInRoot(root, filepath.Join(d, lib)) {
+					found = true
+					break
+				}
 			}
-			if strings.HasPrefix(lib, root) || copied[lib] {
-				continue
-			}
-			copied[lib] = true
-			dst := filepath.Join(root, "usr", strings.TrimPrefix(strings.TrimPrefix(lib, "/usr"), "/"))
-			if fileExists(dst) {
-				continue
-			}
-			if err := copyFile(lib, dst, 0o755); err != nil {
-				return err
-			}
-			if verbose {
-				fmt.Println("rxevm: host lib", lib)
+			if !found {
+				missing[lib] = append(missing[lib], rel)
 			}
 		}
 	}
-	if len(notFound) > 0 {
-		slices.Sort(notFound)
-		fmt.Printf("rxevm: warning: libraries not found on the host (tools needing them will not run in the guest): %s\n",
-			strings.Join(slices.Compact(notFound), " "))
+	if verbose {
+		fmt.Printf("rxevm: %d ELF files in the guest root find all their libraries\n", len(files)-len(missing))
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var lines []string
+	for lib, users := range missing {
+		if len(users) > 4 {
+			users = append(users[:4:4], fmt.Sprintf("and %d more", len(users)-4))
+		}
+		lines = append(lines, fmt.Sprintf("  %s, needed by %s", lib, strings.Join(users, ", ")))
+	}
+	slices.Sort(lines)
+	return fmt.Errorf("guest root: %d libraries are in none of the guest's Debian packages; add their packages to guestLibPackages (internal/testkit/cmd/rxevm/assets.go):\n%s",
+		len(missing), strings.Join(lines, "\n"))
+}
+
+// existsInRoot reports whether p exists inside root, following symlinks
+// (absolute targets are relative to root) as the guest will.
+func existsInRoot(root, p string) bool {
+	rest := strings.Split(strings.Trim(filepath.Clean("/"+p), "/"), "/")
+	cur := "/"
+	for hops := 0; len(rest) > 0; {
+		name := rest[0]
+		rest = rest[1:]
+		if name == "" || name == "." {
+			continue
+		}
+		if name == ".." {
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, name)
+		fi, err := os.Lstat(filepath.Join(root, next))
+		if err != nil {
+			return false
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if hops++; hops > 40 {
+			return false
+		}
+		target, err := os.Readlink(filepath.Join(root, next))
+		if err != nil {
+			return false
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(cur, target)
+		}
+		rest = append(strings.Split(strings.Trim(filepath.Clean(target), "/"), "/"), rest...)
+		cur = "/"
+	}
+	return true
+}
+
+// toolLines is guestTools for the guest's /etc/pureverbs/tools, one
+// command per line, which internal/testkit's TestGuestTools runs.
+func toolLines() string {
+	var b strings.Builder
+	for _, t := range guestTools {
+		b.WriteString(strings.Join(t, " ") + "\n")
+	}
+	return b.String()
+}
+
+// checkGuestTools runs each of guestTools in root through chroot (the
+// guest's own loader and libraries, the host's kernel) and fails, with the
+// tool's output, when one cannot start: exit status 126 or 127, or the
+// loader's "error while loading shared libraries".
+func checkGuestTools(ctx context.Context, root string) error {
+	var bad []string
+	for _, t := range guestTools {
+		cmd := exec.CommandContext(ctx, "chroot", append([]string{root}, t...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/usr/sbin:/bin:/sbin", "HOME=/", "LC_ALL=C"}
+		out, err := cmd.CombinedOutput()
+		rc := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			rc = ee.ExitCode()
+		} else if err != nil {
+			return fmt.Errorf("chroot %s %s: %w", root, strings.Join(t, " "), err)
+		}
+		if rc == 126 || rc == 127 || strings.Contains(string(out), "error while loading shared libraries") {
+			bad = append(bad, fmt.Sprintf("  %s: exit status %d: %s", strings.Join(t, " "), rc, strings.TrimSpace(string(out))))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("guest root: tools the test suite relies on cannot start:\n%s", strings.Join(bad, "\n"))
 	}
 	return nil
 }
