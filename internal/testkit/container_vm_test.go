@@ -1,0 +1,306 @@
+package testkit_test
+
+// The design promises static binaries that run in containers. These tests
+// run every cmd/ tool (abigen, the generator, aside) inside an empty root
+// that holds nothing but the tool itself and mounts of /dev, /sys and /proc,
+// as a FROM-scratch container image has, and show that rdma-core's
+// ibv_devinfo cannot even start there. See the README for such an image.
+
+import (
+	"context"
+	"debug/buildinfo"
+	"debug/elf"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pureverbs/pureverbs/internal/testkit"
+)
+
+// containerChecks has one entry per command under cmd/ except abigen:
+// what the tool must do in the empty root. TestContainerChecksCoverCmd fails
+// when a tool is added to cmd/ without an entry here.
+var containerChecks = map[string]func(t *testing.T, c *scratch){
+	"devinfo":    checkDevinfoInScratch,
+	"asyncwatch": checkAsyncwatchInScratch,
+}
+
+// cmdTools lists the module's cmd/ tools but abigen: on the host from the
+// source tree, in the VM from the Go binaries rxevm installed in /usr/bin
+// (their build info names the package).
+func cmdTools(t *testing.T) []string {
+	t.Helper()
+	var tools []string
+	if !testkit.InVM() {
+		ents, err := os.ReadDir(filepath.Join("..", "..", "cmd"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if e.IsDir() && e.Name() != "abigen" {
+				tools = append(tools, e.Name())
+			}
+		}
+		return tools
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		t.Fatal("no build info in the test binary")
+	}
+	prefix := bi.Main.Path + "/cmd/"
+	ents, err := os.ReadDir("/usr/bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		info, err := buildinfo.ReadFile(filepath.Join("/usr/bin", e.Name()))
+		if err != nil || !strings.HasPrefix(info.Path, prefix) {
+			continue // not a Go program of this module's cmd/
+		}
+		tools = append(tools, strings.TrimPrefix(info.Path, prefix))
+	}
+	if len(tools) == 0 {
+		t.Fatalf("no %s* programs in the guest's /usr/bin", prefix)
+	}
+	return tools
+}
+
+// TestContainerChecksCoverCmd: every cmd/ tool has a container check.
+func TestContainerChecksCoverCmd(t *testing.T) {
+	tools := cmdTools(t)
+	for _, name := range tools {
+		if containerChecks[name] == nil {
+			t.Errorf("cmd/%s has no entry in containerChecks (container_vm_test.go): say what it must do in an empty root", name)
+		}
+	}
+	for name := range containerChecks {
+		if !slices.Contains(tools, name) {
+			t.Errorf("containerChecks names %s, which is not a cmd/ tool (%q)", name, tools)
+		}
+	}
+}
+
+// scratch is an empty root directory with /dev, /sys and /proc, like a
+// container made FROM scratch with the RDMA device passed in
+// (docker run --device /dev/infiniband/uverbs0 ...).
+type scratch struct {
+	root string
+}
+
+// newScratch builds the root: a tmpfs /dev holding the nodes a container
+// runtime provides (null, zero, random, urandom, tty) plus
+// /dev/infiniband/*, a fresh sysfs and a fresh proc. The mounts are undone
+// at the end of the test.
+func newScratch(t *testing.T) *scratch {
+	t.Helper()
+	root := t.TempDir()
+	mount := func(src, dir, typ string) {
+		t.Helper()
+		p := filepath.Join(root, dir)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount(src, p, typ, unix.MS_NOSUID|unix.MS_NOEXEC, ""); err != nil {
+			t.Fatalf("mount %s on %s: %v", typ, p, err)
+		}
+		t.Cleanup(func() {
+			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
+				t.Errorf("umount %s: %v", p, err)
+			}
+		})
+	}
+	mount("tmpfs", "dev", "tmpfs")
+	mount("sysfs", "sys", "sysfs")
+	mount("proc", "proc", "proc")
+	nodes := []string{"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/tty"}
+	ib, _ := filepath.Glob("/dev/infiniband/*")
+	if len(ib) == 0 {
+		t.Fatal("no /dev/infiniband/* in the guest")
+	}
+	for _, n := range append(nodes, ib...) {
+		var st unix.Stat_t
+		if err := unix.Stat(n, &st); err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(root, n)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mknod(dst, st.Mode, int(st.Rdev)); err != nil {
+			t.Fatalf("mknod %s: %v", dst, err)
+		}
+	}
+	return &scratch{root: root}
+}
+
+// add copies the guest's /usr/bin/name to /name in the root, as
+// `COPY --from=build /out/name /` does.
+func (c *scratch) add(t *testing.T, name string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/usr/bin", name))
+	if err != nil {
+		t.Fatalf("%v (rxevm installs every cmd/ tool in the guest's /usr/bin)", err)
+	}
+	if err := os.WriteFile(filepath.Join(c.root, name), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// files lists the root's top level.
+func (c *scratch) files(t *testing.T) []string {
+	ents, err := os.ReadDir(c.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// command returns /name args... to run chrooted in the root, with the
+// environment a container runtime gives and nothing else.
+func (c *scratch) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "/"+name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: c.root}
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"}
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+func (c *scratch) run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := c.command(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s in the empty root: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestContainerTools runs each cmd/ tool in its own empty root.
+func TestContainerTools(t *testing.T) {
+	testkit.RequireVM(t)
+	for name, check := range containerChecks {
+		t.Run(name, func(t *testing.T) {
+			f, err := elf.Open(filepath.Join("/usr/bin", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range f.Progs {
+				if p.Type == elf.PT_INTERP {
+					t.Errorf("/usr/bin/%s has an ELF interpreter: not a static binary", name)
+				}
+			}
+			f.Close()
+			c := newScratch(t)
+			c.add(t, name)
+			want := []string{"dev", name, "proc", "sys"}
+			slices.Sort(want)
+			if got := c.files(t); !slices.Equal(got, want) {
+				t.Fatalf("root holds %q, want %q", got, want)
+			}
+			check(t, c)
+		})
+	}
+}
+
+// checkDevinfoInScratch: devinfo prints in the empty root exactly what it
+// prints in the guest (devices, ports, GIDs with their types).
+func checkDevinfoInScratch(t *testing.T, c *scratch) {
+	for _, args := range [][]string{{"-l"}, {}, {"-v", "-d", testkit.LoopDev}} {
+		in := c.run(t, "devinfo", args...)
+		out, err := exec.Command("/usr/bin/devinfo", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("devinfo %s in the guest: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		if in != string(out) {
+			t.Errorf("devinfo %s: in the empty root:\n%s\nin the guest:\n%s", strings.Join(args, " "), in, out)
+		}
+		want := []string{testkit.LoopDev}
+		if !slices.Contains(args, "-d") {
+			want = append(want, testkit.RxeDev)
+		}
+		for _, w := range want {
+			if !strings.Contains(in, w) {
+				t.Errorf("devinfo %s in the empty root does not name %s:\n%s", strings.Join(args, " "), w, in)
+			}
+		}
+	}
+	t.Logf("devinfo -l in the empty root:\n%s", c.run(t, "devinfo", "-l"))
+}
+
+// checkAsyncwatchInScratch: asyncwatch opens the device, prints its header
+// and reports the port going down and up again, then stops on SIGTERM.
+func checkAsyncwatchInScratch(t *testing.T, c *scratch) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out testkit.Output
+	cmd := c.command(ctx, "asyncwatch", "-d", testkit.RxeDev)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("asyncwatch in the empty root: %v", err)
+	}
+	done := make(chan struct{})
+	var werr error
+	go func() { werr = cmd.Wait(); close(done) }()
+	defer func() { cmd.Process.Kill(); <-done }()
+	if err := out.WaitFor(ctx, testkit.RxeDev+": async event FD ", done); err != nil {
+		t.Fatalf("no asyncwatch header: %v\n%s", err, out.String())
+	}
+	testkit.SetLink(t, testkit.RxeNetdev, false)
+	testkit.SetLink(t, testkit.RxeNetdev, true)
+	for _, ev := range []string{"IBV_EVENT_PORT_ERR (10), port 1", "IBV_EVENT_PORT_ACTIVE (9), port 1"} {
+		if err := out.WaitFor(ctx, ev, done); err != nil {
+			t.Fatalf("asyncwatch in the empty root did not print %q: %v\n%s", ev, err, out.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("asyncwatch did not stop on SIGTERM")
+	}
+	if werr != nil {
+		t.Errorf("asyncwatch: %v\n%s", werr, out.String())
+	}
+	t.Logf("asyncwatch in the empty root:\n%s", out.String())
+}
+
+// TestContainerCToolCannotStart is the contrast: rdma-core's ibv_devinfo,
+// dynamically linked against libibverbs and glibc, cannot even start in the
+// same empty root (its ELF interpreter is not there).
+func TestContainerCToolCannotStart(t *testing.T) {
+	testkit.RequireVM(t)
+	c := newScratch(t)
+	c.add(t, "ibv_devinfo")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := c.command(ctx, "ibv_devinfo", "-l").CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		t.Fatalf("ibv_devinfo ran in the empty root:\n%s", out)
+	case errors.As(err, &ee):
+		t.Fatalf("ibv_devinfo started in the empty root and failed (%v); want it not to start at all:\n%s", err, out)
+	case !errors.Is(err, fs.ErrNotExist):
+		t.Fatalf("ibv_devinfo in the empty root: %v, want ENOENT (no ELF interpreter)", err)
+	}
+	t.Logf("ibv_devinfo in the empty root: %v (it needs /lib64/ld-linux-x86-64.so.2, libibverbs, libc, ...)", err)
+}
