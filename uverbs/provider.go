@@ -28,6 +28,8 @@ type provider interface {
 
 // cqDriver is the provider half of one CQ.
 type cqDriver interface {
+	// poll reads up to len(wcs) completions (the caller holds the CQ).
+	poll(wcs []WC) int
 	// udataIn and udataOut return the UHW_IN / UHW_OUT buffers of the
 	// create command (nil for none). They must stay valid (heap) until
 	// created returns.
@@ -48,6 +50,10 @@ type qpDriver interface {
 	// takes its receives from an SRQ.
 	created(c *Context, hasSRQ bool) error
 	release() error
+	// postSend and postRecv write work requests to the queues and ring
+	// the doorbell if the device needs one (the caller holds the QP).
+	postSend(qp *QP, wrs []SendWR) error
+	postRecv(qp *QP, wrs []RecvWR) error
 }
 
 // providerFor returns the provider of a driver id.
@@ -104,48 +110,4 @@ func (q *rxeQueue) unmap() error {
 		return nil
 	}
 	return q.m.Unmap()
-}
-
-type rxeCQ struct {
-	resp abi.RxeCreateCqResp
-	q    rxeQueue
-}
-
-func (d *rxeCQ) udataIn() []byte  { return nil }
-func (d *rxeCQ) udataOut() []byte { return sys.AsBytes(&d.resp) }
-func (d *rxeCQ) created(c *Context) error {
-	d.q.mi = d.resp.Mi
-	return d.q.mapQueue(c, "cq", "cq ring")
-}
-func (d *rxeCQ) release() error { return d.q.unmap() }
-
-type rxeQP struct {
-	resp   abi.RxeCreateQpResp
-	sq, rq rxeQueue
-}
-
-// rxe requires an empty UHW_IN for QP create.
-func (d *rxeQP) udataIn() []byte  { return nil }
-func (d *rxeQP) udataOut() []byte { return sys.AsBytes(&d.resp) }
-func (d *rxeQP) created(c *Context, hasSRQ bool) error {
-	d.sq.mi = d.resp.SqMi
-	if err := d.sq.mapQueue(c, "qp", "send queue"); err != nil {
-		return err
-	}
-	if !hasSRQ {
-		d.rq.mi = d.resp.RqMi
-		if err := d.rq.mapQueue(c, "qp", "receive queue"); err != nil {
-			d.sq.unmap()
-			return err
-		}
-	}
-	return nil
-}
-func (d *rxeQP) release() error {
-	e1 := d.sq.unmap()
-	e2 := d.rq.unmap()
-	if e1 != nil {
-		return e1
-	}
-	return e2
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -165,6 +166,7 @@ type QP struct {
 	uh     uint64
 	cap    QPCap
 	drv    qpDriver
+	state  atomic.Uint32 // QPState last set by Modify (for post checks)
 	life
 }
 
@@ -353,7 +355,13 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	}
 	defer qp.drop()
 	req := attr.encode(qp.handle, mask)
-	return qp.ctx.execWrite(&sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_MODIFY_QP, Req: sys.AsBytes(&req)}, "qp", "modify")
+	if err := qp.ctx.execWrite(&sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_MODIFY_QP, Req: sys.AsBytes(&req)}, "qp", "modify"); err != nil {
+		return err
+	}
+	if mask&QPAttrState != 0 {
+		qp.state.Store(uint32(attr.State))
+	}
+	return nil
 }
 
 func b2u8(b bool) uint8 {

@@ -16,6 +16,7 @@ const (
 	EIO             = unix.EIO
 	ENODATA         = unix.ENODATA
 	ENODEV          = unix.ENODEV
+	ENOMEM          = unix.ENOMEM
 	ENOENT          = unix.ENOENT
 	ENOSPC          = unix.ENOSPC
 	ENOSYS          = unix.ENOSYS

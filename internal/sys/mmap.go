@@ -61,6 +61,10 @@ func Mmap(fd *FD, offset int64, size int, name string) (*Mapping, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newMapping(p, size, name), nil
+}
+
+func newMapping(p unsafe.Pointer, size int, name string) *Mapping {
 	m := &Mapping{base: p, size: size, name: name}
 	m.mapped.Store(true)
 	runtime.AddCleanup(m, func(r region) { unix.MunmapPtr(r.base, r.size) }, region{p, uintptr(size)})
@@ -71,7 +75,7 @@ func Mmap(fd *FD, offset int64, size int, name string) (*Mapping, error) {
 		mapped[m] = string(buf)
 		mapMu.Unlock()
 	}
-	return m, nil
+	return m
 }
 
 // Len returns the size of the mapping in bytes.

@@ -1,0 +1,49 @@
+package sys
+
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// BufAddr returns the address of b's first byte as the kernel sees it (an
+// SGE address, a registered region's start), or 0 for an empty slice. The
+// caller keeps b reachable for as long as the address is in use (an MR
+// holds its buffer).
+func BufAddr(b []byte) uint64 {
+	if len(b) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(&b[0])))
+}
+
+// AddrOf returns the address of *v (e.g. the response buffer the rxe send
+// doorbell names). The caller keeps v reachable.
+func AddrOf[T any](v *T) uint64 { return uint64(uintptr(unsafe.Pointer(v))) }
+
+// WriteHeld issues one write(2) of b on fd without taking the descriptor's
+// in-use lock. The caller guarantees that fd cannot be closed meanwhile:
+// uverbs rings a QP's send doorbell while holding the QP, and the Context
+// closes its command fd only after every QP is released. This keeps the
+// per-post doorbell free of any lock shared by all QPs. It allocates
+// nothing.
+func WriteHeld(fd *FD, b []byte) (int, error) {
+	n, err := writeRaw(int(fd.raw), b)
+	runtime.KeepAlive(fd)
+	return n, err
+}
+
+// AnonMapping returns a private anonymous read/write mapping of size bytes
+// with the accessors of a queue mapping: the in-memory rings of unit tests,
+// and rings of providers that allocate their queues in user space.
+func AnonMapping(size int, name string) (*Mapping, error) {
+	if size <= 0 {
+		return nil, unix.EINVAL
+	}
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, err
+	}
+	return newMapping(p, size, name), nil
+}

@@ -1,0 +1,70 @@
+package uverbs
+
+// PostSend posts a list of send work requests to the QP's send queue
+// (ibv_post_send(3)). The whole list is written to the ring and the
+// device is told once (for rxe: one write(2) of the POST_SEND doorbell,
+// where librxe rings it). A full queue or an invalid request stops the
+// list: the *PostError names its index (bad_wr), the requests before it
+// are posted and will complete, the others are not. Errors wrap
+// ErrQueueFull (which matches unix.ENOMEM), ErrInvalid, ErrNotReady (QP
+// in RESET, INIT or RTR), or ErrClosed.
+//
+// PostSend is safe for concurrent use; it allocates nothing, and keeps no
+// reference to wrs. Several goroutines posting to one QP are serialised on
+// the QP's send queue only.
+func (qp *QP) PostSend(wrs []SendWR) error {
+	if qp == nil || qp.ctx == nil {
+		return invalidErr("qp", "post_send", "nil QP")
+	}
+	if len(wrs) == 0 {
+		return nil
+	}
+	if !qp.hold() {
+		return &PostError{Op: "post_send", Index: 0, Err: ErrClosed}
+	}
+	defer qp.drop()
+	switch QPState(qp.state.Load()) {
+	case QPStateReset, QPStateInit, QPStateRTR:
+		return &PostError{Op: "post_send", Index: 0, Err: ErrNotReady}
+	}
+	return qp.drv.postSend(qp, wrs)
+}
+
+// PostRecv posts receive work requests to the QP's receive queue
+// (ibv_post_recv(3)): ring writes only, no system call. Errors as for
+// PostSend; a QP in RESET refuses receives (ErrNotReady), and a QP that
+// takes its receives from an SRQ has no receive queue (ErrInvalid).
+func (qp *QP) PostRecv(wrs []RecvWR) error {
+	if qp == nil || qp.ctx == nil {
+		return invalidErr("qp", "post_recv", "nil QP")
+	}
+	if len(wrs) == 0 {
+		return nil
+	}
+	if !qp.hold() {
+		return &PostError{Op: "post_recv", Index: 0, Err: ErrClosed}
+	}
+	defer qp.drop()
+	if QPState(qp.state.Load()) == QPStateReset {
+		return &PostError{Op: "post_recv", Index: 0, Err: ErrNotReady}
+	}
+	return qp.drv.postRecv(qp, wrs)
+}
+
+// Poll reads up to len(wcs) work completions into wcs and returns how many
+// it read (ibv_poll_cq(3)); 0 means the CQ is empty. It makes no system
+// call and allocates nothing. It fails only on a destroyed CQ (ErrClosed).
+func (cq *CQ) Poll(wcs []WC) (int, error) {
+	if cq == nil || cq.ctx == nil {
+		return 0, invalidErr("cq", "poll", "nil CQ")
+	}
+	if len(wcs) == 0 {
+		return 0, nil
+	}
+	if !cq.hold() {
+		return 0, closedErr("cq", "poll")
+	}
+	n := cq.drv.poll(wcs)
+	cq.drop()
+	return n, nil
+}

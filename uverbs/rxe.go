@@ -1,0 +1,330 @@
+package uverbs
+
+import (
+	"math/bits"
+	"sync"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
+
+// The rxe data path: work requests are written straight into the rings
+// the kernel mapped (rdma_user_rxe.h), as librxe does. A post list ends
+// with one store-release of the producer index and, for sends, one raw
+// write() of the POST_SEND command as the doorbell; receives and polls
+// make no system call.
+
+// Offsets in rxe WQEs beyond the fixed headers.
+const (
+	rxeSendWQEHdr = 208 // sizeof(struct rxe_send_wqe): SGEs or inline data follow
+	rxeRecvWQEHdr = 40  // sizeof(struct rxe_recv_wqe): SGEs follow
+	rxeSGESize    = 16
+	// sizeof(struct ibv_send_wr) on 64-bit, which librxe puts in the
+	// doorbell's wqe_size (kernels with the 2025 backports reject < 56).
+	rxeDoorbellWQESize = 128
+)
+
+type rxeCQ struct {
+	resp abi.RxeCreateCqResp
+	q    rxeQueue
+	mu   sync.Mutex // serialises pollers
+	ring *rxeRing
+	cqe  abi.IbUverbsWc // scratch, under mu
+}
+
+func (d *rxeCQ) udataIn() []byte  { return nil }
+func (d *rxeCQ) udataOut() []byte { return sys.AsBytes(&d.resp) }
+func (d *rxeCQ) created(c *Context) error {
+	d.q.mi = d.resp.Mi
+	if err := d.q.mapQueue(c, "cq", "cq ring"); err != nil {
+		return err
+	}
+	r, err := newRxeRing(d.q.m, false)
+	if err != nil {
+		d.q.unmap()
+		return &OpError{Object: "cq", Method: "create", Err: err}
+	}
+	d.ring = r
+	return nil
+}
+func (d *rxeCQ) release() error { return d.q.unmap() }
+
+// poll copies up to len(wcs) completions out of the ring (rxe_poll_cq).
+func (d *rxeCQ) poll(wcs []WC) int {
+	d.mu.Lock()
+	r := d.ring
+	n := min(r.ready(), uint32(min(len(wcs), 1<<30)))
+	for i := uint32(0); i < n; i++ {
+		r.m.ReadAt(sys.AsBytes(&d.cqe), r.slot(i))
+		decodeWC(&d.cqe, &wcs[i])
+	}
+	if n > 0 {
+		r.advance(n)
+	}
+	d.mu.Unlock()
+	return int(n)
+}
+
+// decodeWC converts the ib_uverbs_wc part of an rxe CQE.
+func decodeWC(c *abi.IbUverbsWc, wc *WC) {
+	*wc = WC{
+		ID:           c.WrId,
+		Status:       WCStatus(c.Status),
+		Opcode:       WCOpcode(c.Opcode),
+		VendorErr:    c.VendorErr,
+		ByteLen:      c.ByteLen,
+		QPNum:        c.QpNum,
+		SrcQP:        c.SrcQp,
+		Flags:        WCFlags(c.WcFlags),
+		PKeyIndex:    c.PkeyIndex,
+		SLID:         c.Slid,
+		SL:           c.Sl,
+		DLIDPathBits: c.DlidPathBits,
+		PortNum:      c.PortNum,
+	}
+	switch {
+	case wc.Flags&WCWithImm != 0:
+		// imm_data is big-endian on the wire and in the CQE.
+		wc.ImmData = bits.ReverseBytes32(c.Ex.ImmData())
+	case wc.Flags&WCWithInvalidate != 0:
+		wc.ImmData = c.Ex.InvalidateRkey()
+	}
+}
+
+type rxeQP struct {
+	resp   abi.RxeCreateQpResp
+	sq, rq rxeQueue
+
+	sqMu   sync.Mutex // serialises senders; guards sqRing, wqe, sge, db
+	sqRing *rxeRing
+	wqe    abi.RxeSendWqe
+	sge    abi.RxeSge
+	db     rxeDoorbell
+	dbResp abi.IbUverbsPostSendResp
+
+	rqMu   sync.Mutex // serialises receivers; guards rqRing, rwqe, rsge
+	rqRing *rxeRing
+	rwqe   abi.RxeRecvWqe
+	rsge   abi.RxeSge
+}
+
+// rxeDoorbell is the 32-byte legacy POST_SEND write librxe issues
+// (post_send_db): a header, then ib_uverbs_post_send with no work
+// requests, which makes the kernel run the QP's requester on the ring.
+type rxeDoorbell struct {
+	hdr abi.IbUverbsCmdHdr
+	cmd abi.IbUverbsPostSend
+}
+
+// rxe requires an empty UHW_IN for QP create.
+func (d *rxeQP) udataIn() []byte  { return nil }
+func (d *rxeQP) udataOut() []byte { return sys.AsBytes(&d.resp) }
+func (d *rxeQP) created(c *Context, hasSRQ bool) error {
+	d.sq.mi = d.resp.SqMi
+	if err := d.sq.mapQueue(c, "qp", "send queue"); err != nil {
+		return err
+	}
+	var err error
+	if d.sqRing, err = newRxeRing(d.sq.m, true); err != nil {
+		d.sq.unmap()
+		return &OpError{Object: "qp", Method: "create", Err: err}
+	}
+	if !hasSRQ {
+		d.rq.mi = d.resp.RqMi
+		if err := d.rq.mapQueue(c, "qp", "receive queue"); err != nil {
+			d.sq.unmap()
+			return err
+		}
+		if d.rqRing, err = newRxeRing(d.rq.m, true); err != nil {
+			d.release()
+			return &OpError{Object: "qp", Method: "create", Err: err}
+		}
+	}
+	return nil
+}
+
+func (d *rxeQP) release() error {
+	e1 := d.sq.unmap()
+	e2 := d.rq.unmap()
+	if e1 != nil {
+		return e1
+	}
+	return e2
+}
+
+// postSend writes wrs to the send queue (librxe post_one_send), publishes
+// them with one producer update and rings the doorbell once.
+func (d *rxeQP) postSend(qp *QP, wrs []SendWR) error {
+	d.sqMu.Lock()
+	defer d.sqMu.Unlock()
+	r := d.sqRing
+	free := r.free()
+	var perr error
+	n := 0
+	for i := range wrs {
+		if uint32(n) == free {
+			perr = &PostError{Op: "post_send", Index: i, Err: ErrQueueFull}
+			break
+		}
+		if err := d.writeSend(qp, r, uint32(n), &wrs[i], i); err != nil {
+			perr = err
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		return perr
+	}
+	r.advance(uint32(n))
+	if err := d.ring(qp); err != nil {
+		// The requests are in the ring; the kernel refused the doorbell
+		// (6.1 does before RTS). Report it against the first.
+		return &PostError{Op: "post_send", Index: 0, Err: qp.ctx.opErr("qp", "post_send", err)}
+	}
+	return perr
+}
+
+func (d *rxeQP) ring(qp *QP) error {
+	d.db.hdr = abi.IbUverbsCmdHdr{Command: abi.IB_USER_VERBS_CMD_POST_SEND, InWords: 8, OutWords: 1}
+	d.db.cmd = abi.IbUverbsPostSend{Response: sys.AddrOf(&d.dbResp), QpHandle: qp.handle, WqeSize: rxeDoorbellWQESize}
+	n, err := sys.WriteHeld(qp.ctx.cmd, sys.AsBytes(&d.db))
+	if err == nil && n != 32 {
+		err = sys.EIO
+	}
+	return err
+}
+
+// writeSend validates wr and writes it into slot i after the producer.
+func (d *rxeQP) writeSend(qp *QP, r *rxeRing, i uint32, wr *SendWR, idx int) error {
+	w := &d.wqe
+	*w = abi.RxeSendWqe{}
+	w.Wr.WrId = wr.ID
+	w.Wr.Opcode = uint32(wr.Opcode)
+	w.Wr.SendFlags = uint32(wr.Flags)
+	typ := qp.typ
+	switch wr.Opcode {
+	case WRSend, WRSendWithImm:
+		if typ == QPTypeUD {
+			return badWR("post_send", idx, "UD sends need an address handle (not implemented yet)")
+		}
+	case WRRDMAWrite, WRRDMAWriteWithImm:
+		if typ == QPTypeUD {
+			return badWR("post_send", idx, "%v on a UD QP", wr.Opcode)
+		}
+		w.Wr.Wr.SetRdma(abi.RxeSendWrWrRdma{RemoteAddr: wr.RemoteAddr, Rkey: wr.RKey})
+		w.Iova = wr.RemoteAddr
+	case WRRDMARead:
+		if typ != QPTypeRC {
+			return badWR("post_send", idx, "%v needs an RC QP", wr.Opcode)
+		}
+		w.Wr.Wr.SetRdma(abi.RxeSendWrWrRdma{RemoteAddr: wr.RemoteAddr, Rkey: wr.RKey})
+		w.Iova = wr.RemoteAddr
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		if typ != QPTypeRC {
+			return badWR("post_send", idx, "%v needs an RC QP", wr.Opcode)
+		}
+		if wr.RemoteAddr%8 != 0 {
+			return badWR("post_send", idx, "atomic remote address %#x is not 8-byte aligned", wr.RemoteAddr)
+		}
+		if len(wr.SGL) != 1 || wr.SGL[0].Length < 8 || wr.Flags&SendInline != 0 {
+			return badWR("post_send", idx, "an atomic takes one SGE of at least 8 bytes for the original value")
+		}
+		w.Wr.Wr.SetAtomic(abi.RxeSendWrWrAtomic{RemoteAddr: wr.RemoteAddr, CompareAdd: wr.CompareAdd, Swap: wr.Swap, Rkey: wr.RKey})
+		w.Iova = wr.RemoteAddr
+	default:
+		return badWR("post_send", idx, "opcode %v not supported by rxe", wr.Opcode)
+	}
+	if wr.Opcode == WRSendWithImm || wr.Opcode == WRRDMAWriteWithImm {
+		w.Wr.Ex.SetImmData(bits.ReverseBytes32(wr.ImmData)) // big-endian bytes
+	}
+	if wr.Flags&^(SendFence|SendSignaled|SendSolicited|SendInline) != 0 {
+		return badWR("post_send", idx, "unknown send flags %#x", uint32(wr.Flags))
+	}
+	off := r.slot(i)
+	room := r.slotSize() - rxeSendWQEHdr
+	var total uint64
+	if wr.Flags&SendInline != 0 {
+		if len(wr.SGL) != 0 {
+			return badWR("post_send", idx, "an inline request carries its payload in Inline, not in SGL")
+		}
+		if wr.Opcode == WRRDMARead {
+			return badWR("post_send", idx, "RDMA read cannot be inline")
+		}
+		if len(wr.Inline) > qp.cap.MaxInlineData || len(wr.Inline) > room {
+			return badWR("post_send", idx, "%d inline bytes, the QP takes %d", len(wr.Inline), qp.cap.MaxInlineData)
+		}
+		total = uint64(len(wr.Inline))
+		r.m.WriteAt(wr.Inline, off+rxeSendWQEHdr)
+	} else {
+		if len(wr.Inline) != 0 {
+			return badWR("post_send", idx, "Inline payload without the SendInline flag")
+		}
+		if len(wr.SGL) > qp.cap.MaxSendSGE || len(wr.SGL)*rxeSGESize > room {
+			return badWR("post_send", idx, "%d SGEs, the QP takes %d", len(wr.SGL), qp.cap.MaxSendSGE)
+		}
+		for j := range wr.SGL {
+			s := &wr.SGL[j]
+			d.sge = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			r.m.WriteAt(sys.AsBytes(&d.sge), off+rxeSendWQEHdr+j*rxeSGESize)
+			total += uint64(s.Length)
+		}
+		w.Dma.NumSge = uint32(len(wr.SGL))
+	}
+	if total > 1<<31 {
+		return badWR("post_send", idx, "message of %d bytes exceeds 2 GiB", total)
+	}
+	w.Dma.Length = uint32(total)
+	w.Dma.Resid = uint32(total)
+	r.m.WriteAt(sys.AsBytes(w), off)
+	return nil
+}
+
+// postRecv writes wrs to the receive queue (librxe rxe_post_one_recv) and
+// publishes them with one producer update; no system call.
+func (d *rxeQP) postRecv(qp *QP, wrs []RecvWR) error {
+	d.rqMu.Lock()
+	defer d.rqMu.Unlock()
+	r := d.rqRing
+	if r == nil {
+		return &PostError{Op: "post_recv", Index: 0, Err: ErrInvalid}
+	}
+	n, err := postRecvRing(r, &d.rwqe, &d.rsge, qp.cap.MaxRecvSGE, wrs, "post_recv")
+	if n > 0 {
+		r.advance(uint32(n))
+	}
+	return err
+}
+
+// postRecvRing writes receive WQEs (for a QP's RQ or an SRQ) after the
+// producer index, stopping at the first one that is invalid or does not
+// fit; it returns how many it wrote.
+func postRecvRing(r *rxeRing, w *abi.RxeRecvWqe, sge *abi.RxeSge, maxSGE int, wrs []RecvWR, op string) (int, error) {
+	free := r.free()
+	room := r.slotSize() - rxeRecvWQEHdr
+	for i := range wrs {
+		if uint32(i) == free {
+			return i, &PostError{Op: op, Index: i, Err: ErrQueueFull}
+		}
+		wr := &wrs[i]
+		if len(wr.SGL) > maxSGE || len(wr.SGL)*rxeSGESize > room {
+			return i, badWR(op, i, "%d SGEs, the queue takes %d", len(wr.SGL), maxSGE)
+		}
+		off := r.slot(uint32(i))
+		var total uint64
+		for j := range wr.SGL {
+			s := &wr.SGL[j]
+			*sge = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			r.m.WriteAt(sys.AsBytes(sge), off+rxeRecvWQEHdr+j*rxeSGESize)
+			total += uint64(s.Length)
+		}
+		if total > 1<<31 {
+			return i, badWR(op, i, "receive buffers of %d bytes exceed 2 GiB", total)
+		}
+		*w = abi.RxeRecvWqe{WrId: wr.ID}
+		w.Dma.Length = uint32(total)
+		w.Dma.Resid = uint32(total)
+		w.Dma.NumSge = uint32(len(wr.SGL))
+		r.m.WriteAt(sys.AsBytes(w), off)
+	}
+	return len(wrs), nil
+}

@@ -1,0 +1,352 @@
+package uverbs
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/internal/testkit"
+)
+
+// memRing builds an in-memory rxe queue with slots slots of 1<<shift bytes,
+// laid out as the kernel's rxe_queue_init does.
+func memRing(t testing.TB, slots int, shift uint32) *sys.Mapping {
+	t.Helper()
+	m, err := sys.AnonMapping(rxeDataOff+slots<<shift, "test ring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Unmap() })
+	m.Store32(rxeLog2ElemOff, shift)
+	m.Store32(rxeMaskOff, uint32(slots-1))
+	return m
+}
+
+func TestRxeRingHeaderChecks(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		shift, mask uint32
+		size        int
+	}{
+		{"mask not 2^n-1", 6, 6, 4096},
+		{"zero mask", 6, 0, 4096},
+		{"tiny slots", 2, 7, 4096},
+		{"slots beyond mapping", 8, 63, 4096},
+	} {
+		m, _ := sys.AnonMapping(c.size, "bad ring")
+		m.Store32(rxeLog2ElemOff, c.shift)
+		m.Store32(rxeMaskOff, c.mask)
+		if _, err := newRxeRing(m, true); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
+		}
+		m.Unmap()
+	}
+	m, _ := sys.AnonMapping(100, "short")
+	defer m.Unmap()
+	if _, err := newRxeRing(m, false); !errors.Is(err, ErrInvalid) {
+		t.Errorf("short mapping: %v", err)
+	}
+}
+
+// TestRxeRingProducerWrap fills, drains and wraps a producer ring the way
+// the kernel consumes it: full at slots-1, empty after the consumer
+// catches up, indices masked across many laps.
+func TestRxeRingProducerWrap(t *testing.T) {
+	m := memRing(t, 8, 6)
+	r, err := newRxeRing(m, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.free() != 7 || r.slots() != 8 || r.slotSize() != 64 {
+		t.Fatalf("free %d slots %d size %d", r.free(), r.slots(), r.slotSize())
+	}
+	cons := uint32(0)
+	for lap := 0; lap < 50; lap++ {
+		n := uint32(lap%7 + 1)
+		if r.free() < n {
+			t.Fatalf("lap %d: free %d < %d", lap, r.free(), n)
+		}
+		for i := uint32(0); i < n; i++ {
+			off := r.slot(i)
+			if want := rxeDataOff + int((r.own+i)&7)*64; off != want {
+				t.Fatalf("slot offset %d, want %d", off, want)
+			}
+			m.Store32(off, uint32(lap*100)+i)
+		}
+		r.advance(n)
+		if got := m.Load32(rxeProdOff); got != r.own || got > 7 {
+			t.Fatalf("published producer %d, own %d", got, r.own)
+		}
+		// The "kernel" consumes everything published.
+		for cons != m.Load32(rxeProdOff) {
+			if v := m.Load32(rxeDataOff + int(cons)*64); v/100 != uint32(lap) {
+				t.Fatalf("lap %d: consumer read %d", lap, v)
+			}
+			cons = (cons + 1) & 7
+			m.Store32(rxeConsOff, cons)
+		}
+		if r.free() != 7 {
+			t.Fatalf("after drain free %d", r.free())
+		}
+	}
+	// Full: 7 in flight, none free.
+	r.advance(7)
+	if r.free() != 0 {
+		t.Fatalf("full ring has %d free", r.free())
+	}
+}
+
+func TestRxeRingConsumerWrap(t *testing.T) {
+	m := memRing(t, 4, 7)
+	r, err := newRxeRing(m, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod := uint32(0)
+	next := uint64(0)
+	for lap := 0; lap < 40; lap++ {
+		n := lap%3 + 1
+		for i := 0; i < n; i++ {
+			m.WriteAt(binary.LittleEndian.AppendUint64(nil, uint64(lap*10+i)), rxeDataOff+int(prod)<<7)
+			prod = (prod + 1) & 3
+		}
+		m.Store32(rxeProdOff, prod)
+		if r.ready() != uint32(n) {
+			t.Fatalf("lap %d: ready %d, want %d", lap, r.ready(), n)
+		}
+		buf := make([]byte, 8)
+		for i := 0; i < n; i++ {
+			m.ReadAt(buf, r.slot(uint32(i)))
+			if got := binary.LittleEndian.Uint64(buf); got != uint64(lap*10+i) {
+				t.Fatalf("lap %d slot %d = %d", lap, i, got)
+			}
+			next++
+		}
+		r.advance(uint32(n))
+		if r.ready() != 0 || m.Load32(rxeConsOff) != prod {
+			t.Fatalf("after consume: ready %d consumer %d producer %d", r.ready(), m.Load32(rxeConsOff), prod)
+		}
+	}
+}
+
+// testQP returns a QP with an in-memory send and receive ring.
+func testQP(t testing.TB, typ QPType, shift uint32) (*QP, *rxeQP) {
+	d := &rxeQP{}
+	var err error
+	if d.sqRing, err = newRxeRing(memRing(t, 8, shift), true); err != nil {
+		t.Fatal(err)
+	}
+	if d.rqRing, err = newRxeRing(memRing(t, 8, 7), true); err != nil {
+		t.Fatal(err)
+	}
+	qp := &QP{typ: typ, drv: d, cap: QPCap{MaxSendWR: 7, MaxRecvWR: 7, MaxSendSGE: 3, MaxRecvSGE: 5, MaxInlineData: 48}}
+	return qp, d
+}
+
+// TestRxeSendWQEEncoding checks the bytes of send WQEs at the offsets of
+// struct rxe_send_wqe (whose layout abi's gcc test checks), for every
+// opcode family.
+func TestRxeSendWQEEncoding(t *testing.T) {
+	qp, d := testQP(t, QPTypeRC, 8)
+	r := d.sqRing
+	le := binary.LittleEndian
+	sgl := []SGE{{Addr: 0x1000, Length: 100, LKey: 0x11}, {Addr: 0x2000, Length: 28, LKey: 0x22}}
+	cases := []struct {
+		wr    SendWR
+		check func(t *testing.T, b []byte)
+	}{
+		{SendWR{ID: 0xabc, Opcode: WRSendWithImm, Flags: SendSignaled | SendSolicited, SGL: sgl, ImmData: 0x01020304}, func(t *testing.T, b []byte) {
+			if le.Uint32(b[12:]) != 3 || le.Uint32(b[16:]) != 6 || string(b[20:24]) != "\x01\x02\x03\x04" {
+				t.Errorf("opcode %d flags %d imm % x", le.Uint32(b[12:]), le.Uint32(b[16:]), b[20:24])
+			}
+			if le.Uint32(b[184:]) != 128 || le.Uint32(b[188:]) != 128 || le.Uint32(b[196:]) != 2 || le.Uint32(b[192:]) != 0 {
+				t.Errorf("dma length %d resid %d num_sge %d", le.Uint32(b[184:]), le.Uint32(b[188:]), le.Uint32(b[196:]))
+			}
+			if le.Uint64(b[208:]) != 0x1000 || le.Uint32(b[216:]) != 100 || le.Uint32(b[220:]) != 0x11 ||
+				le.Uint64(b[224:]) != 0x2000 || le.Uint32(b[232:]) != 28 || le.Uint32(b[236:]) != 0x22 {
+				t.Errorf("sges % x", b[208:240])
+			}
+		}},
+		{SendWR{ID: 2, Opcode: WRRDMAWrite, SGL: sgl[:1], RemoteAddr: 0xdead0000, RKey: 0x77}, func(t *testing.T, b []byte) {
+			if le.Uint32(b[12:]) != 0 || le.Uint64(b[24:]) != 0xdead0000 || le.Uint32(b[32:]) != 0x77 || le.Uint64(b[152:]) != 0xdead0000 {
+				t.Errorf("rdma: opcode %d addr %#x rkey %#x iova %#x", le.Uint32(b[12:]), le.Uint64(b[24:]), le.Uint32(b[32:]), le.Uint64(b[152:]))
+			}
+		}},
+		{SendWR{ID: 3, Opcode: WRAtomicCmpAndSwp, SGL: []SGE{{Addr: 0x3000, Length: 8, LKey: 5}}, RemoteAddr: 0x4008, RKey: 9, CompareAdd: 11, Swap: 22}, func(t *testing.T, b []byte) {
+			if le.Uint64(b[24:]) != 0x4008 || le.Uint64(b[32:]) != 11 || le.Uint64(b[40:]) != 22 || le.Uint32(b[48:]) != 9 || le.Uint64(b[152:]) != 0x4008 {
+				t.Errorf("atomic fields % x", b[24:56])
+			}
+		}},
+		{SendWR{ID: 4, Opcode: WRSend, Flags: SendInline, Inline: []byte("inline payload")}, func(t *testing.T, b []byte) {
+			if le.Uint32(b[16:]) != 8 || le.Uint32(b[184:]) != 14 || le.Uint32(b[196:]) != 0 || string(b[208:222]) != "inline payload" {
+				t.Errorf("inline: flags %d len %d num_sge %d data %q", le.Uint32(b[16:]), le.Uint32(b[184:]), le.Uint32(b[196:]), b[208:222])
+			}
+		}},
+	}
+	b := make([]byte, r.slotSize())
+	for i, c := range cases {
+		if err := d.writeSend(qp, r, 0, &c.wr, i); err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		r.m.ReadAt(b, r.slot(0))
+		if le.Uint64(b[0:]) != c.wr.ID {
+			t.Errorf("case %d: wr_id %#x", i, le.Uint64(b))
+		}
+		// The same bytes decode through the generated abi type.
+		var w abi.RxeSendWqe
+		copy(sys.AsBytes(&w), b)
+		if w.Wr.WrId != c.wr.ID || w.Wr.Opcode != uint32(c.wr.Opcode) {
+			t.Errorf("case %d: abi view %+v", i, w.Wr)
+		}
+		c.check(t, b)
+	}
+}
+
+func TestRxeSendValidation(t *testing.T) {
+	qp, d := testQP(t, QPTypeRC, 8)
+	ud, dud := testQP(t, QPTypeUD, 8)
+	uc, duc := testQP(t, QPTypeUC, 8)
+	sge := []SGE{{Addr: 1, Length: 8, LKey: 1}}
+	bad := []struct {
+		qp *QP
+		d  *rxeQP
+		wr SendWR
+	}{
+		{qp, d, SendWR{Opcode: 99}},
+		{qp, d, SendWR{Opcode: WRSend, Flags: 1 << 7}},
+		{qp, d, SendWR{Opcode: WRSend, SGL: make([]SGE, 4)}},
+		{qp, d, SendWR{Opcode: WRSend, Flags: SendInline, Inline: make([]byte, 49)}},
+		{qp, d, SendWR{Opcode: WRSend, Flags: SendInline, Inline: []byte("x"), SGL: sge}},
+		{qp, d, SendWR{Opcode: WRSend, Inline: []byte("x")}},
+		{qp, d, SendWR{Opcode: WRRDMARead, Flags: SendInline, Inline: []byte("x")}},
+		{qp, d, SendWR{Opcode: WRAtomicFetchAndAdd, SGL: sge, RemoteAddr: 4}},
+		{qp, d, SendWR{Opcode: WRAtomicFetchAndAdd, SGL: []SGE{{Length: 4}}, RemoteAddr: 8}},
+		{qp, d, SendWR{Opcode: WRAtomicFetchAndAdd, RemoteAddr: 8}},
+		{uc, duc, SendWR{Opcode: WRRDMARead, SGL: sge}},
+		{uc, duc, SendWR{Opcode: WRAtomicCmpAndSwp, SGL: sge}},
+		{ud, dud, SendWR{Opcode: WRRDMAWrite, SGL: sge}},
+		{qp, d, SendWR{Opcode: WRSend, SGL: []SGE{{Length: 1 << 31}, {Length: 1 << 31}}}},
+	}
+	for i, c := range bad {
+		err := c.d.writeSend(c.qp, c.d.sqRing, 0, &c.wr, 5)
+		var pe *PostError
+		if !errors.Is(err, ErrInvalid) || !errors.As(err, &pe) || pe.Index != 5 {
+			t.Errorf("case %d (%v): %v, want a PostError at 5 wrapping ErrInvalid", i, c.wr.Opcode, err)
+		}
+	}
+}
+
+func TestRxeRecvEncodingAndFull(t *testing.T) {
+	_, d := testQP(t, QPTypeRC, 8)
+	r := d.rqRing
+	wrs := make([]RecvWR, 9)
+	for i := range wrs {
+		wrs[i] = RecvWR{ID: uint64(100 + i), SGL: []SGE{{Addr: uint64(0x1000 * i), Length: 64, LKey: 3}, {Addr: 7, Length: 1, LKey: 4}}}
+	}
+	n, err := postRecvRing(r, &d.rwqe, &d.rsge, 5, wrs, "post_recv")
+	var pe *PostError
+	if n != 7 || !errors.Is(err, ErrQueueFull) || !errors.Is(err, sys.ENOMEM) || !errors.As(err, &pe) || pe.Index != 7 {
+		t.Fatalf("8 slots took %d of 9: %v", n, err)
+	}
+	le := binary.LittleEndian
+	b := make([]byte, r.slotSize())
+	for i := 0; i < n; i++ {
+		r.m.ReadAt(b, r.slot(uint32(i)))
+		if le.Uint64(b) != uint64(100+i) || le.Uint32(b[16:]) != 65 || le.Uint32(b[20:]) != 65 || le.Uint32(b[28:]) != 2 ||
+			le.Uint64(b[40:]) != uint64(0x1000*i) || le.Uint32(b[48:]) != 64 || le.Uint32(b[52:]) != 3 || le.Uint64(b[56:]) != 7 {
+			t.Fatalf("recv wqe %d: % x", i, b[:72])
+		}
+	}
+	if _, err := postRecvRing(r, &d.rwqe, &d.rsge, 1, wrs[:1], "post_srq_recv"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("too many SGEs: %v", err)
+	}
+}
+
+func TestRxePollDecode(t *testing.T) {
+	m := memRing(t, 4, 7)
+	r, err := newRxeRing(m, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &rxeCQ{ring: r}
+	cqes := []abi.IbUverbsWc{
+		{WrId: 1, Status: 0, Opcode: 128, ByteLen: 40 + 6, QpNum: 17, SrcQp: 18, WcFlags: 3, PortNum: 1},
+		{WrId: 2, Status: 5, QpNum: 17},
+		{WrId: 3, Opcode: 129, WcFlags: 2, ByteLen: 4096},
+	}
+	cqes[0].Ex.SetImmData(0x04030201) // big-endian 0x01020304 as stored
+	cqes[2].Ex.SetImmData(0xefbeadde)
+	for i := range cqes {
+		m.WriteAt(sys.AsBytes(&cqes[i]), rxeDataOff+i<<7)
+	}
+	m.Store32(rxeProdOff, 3)
+	wcs := make([]WC, 2)
+	if n := d.poll(wcs); n != 2 {
+		t.Fatalf("poll = %d", n)
+	}
+	want := []WC{
+		{ID: 1, Opcode: WCRecv, ByteLen: 46, QPNum: 17, SrcQP: 18, Flags: WCGRH | WCWithImm, ImmData: 0x01020304, PortNum: 1},
+		{ID: 2, Status: WCWRFlushErr, QPNum: 17},
+	}
+	if diff := cmp.Diff(want, wcs); diff != "" {
+		t.Fatalf("decoded (-want +got):\n%s", diff)
+	}
+	if wcs[1].Status.String() != "Work Request Flushed Error" || WCStatus(99).String() != "unknown" || WCSuccess.String() != "success" {
+		t.Fatalf("status text %q", wcs[1].Status)
+	}
+	if n := d.poll(wcs); n != 1 || wcs[0].ImmData != 0xdeadbeef || wcs[0].Opcode != WCRecvRDMAWithImm {
+		t.Fatalf("third = %d %+v", n, wcs[0])
+	}
+	if n := d.poll(wcs); n != 0 {
+		t.Fatalf("empty poll = %d", n)
+	}
+	testkit.NoAllocs(t, 2000, func() { d.poll(wcs) })
+}
+
+func TestRxePostNoAllocs(t *testing.T) {
+	qp, d := testQP(t, QPTypeRC, 8)
+	sgl := []SGE{{Addr: 0x1000, Length: 64, LKey: 1}}
+	swr := SendWR{Opcode: WRSend, Flags: SendSignaled, SGL: sgl}
+	rwr := []RecvWR{{ID: 1, SGL: sgl}}
+	testkit.NoAllocs(t, 2000, func() {
+		if err := d.writeSend(qp, d.sqRing, 0, &swr, 0); err != nil {
+			t.Fatal(err)
+		}
+		n, err := postRecvRing(d.rqRing, &d.rwqe, &d.rsge, 5, rwr, "post_recv")
+		if err != nil || n != 1 {
+			t.Fatal(n, err)
+		}
+		// consume as the kernel would
+		d.rqRing.m.Store32(rxeConsOff, d.rqRing.m.Load32(rxeProdOff))
+		d.rqRing.advance(1)
+		d.rqRing.m.Store32(rxeConsOff, d.rqRing.own)
+	})
+}
+
+// FuzzDecodeWC: any 48 bytes decode without panicking, and the fields
+// come from their offsets.
+func FuzzDecodeWC(f *testing.F) {
+	f.Add(make([]byte, 48))
+	f.Add([]byte("0123456789abcdef0123456789abcdef0123456789abcdef"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) < 48 {
+			return
+		}
+		var c abi.IbUverbsWc
+		copy(sys.AsBytes(&c), b)
+		var wc WC
+		decodeWC(&c, &wc)
+		le := binary.LittleEndian
+		if wc.ID != le.Uint64(b) || uint32(wc.Status) != le.Uint32(b[8:]) || wc.QPNum != le.Uint32(b[28:]) || wc.PortNum != b[46] {
+			t.Fatalf("decode mismatch %+v", wc)
+		}
+		if wc.Flags&WCWithImm != 0 && wc.ImmData != binary.BigEndian.Uint32(b[24:]) {
+			t.Fatalf("imm %#x from % x", wc.ImmData, b[24:28])
+		}
+		_ = wc.Status.String()
+		_ = wc.Opcode.String()
+	})
+}
