@@ -8,7 +8,11 @@
 //	go run ./internal/testkit/cmd/rxevm -kernel 6.1 -shell-cmd 'ibv_devinfo -l'
 //
 // TESTFLAGS are `go test` flags (-run, -v, -count, ...); they are rewritten
-// to the -test.* form the compiled test binaries understand.
+// to the -test.* form the compiled test binaries understand, and -test.v is
+// always on. The run fails closed (report.go): a skip in the VM that is not
+// on the allowlist (allowlist.go), a binary running no test, a -run
+// selecting nothing, an unparsable status line or a binary that never
+// reports fails it.
 package main
 
 import (

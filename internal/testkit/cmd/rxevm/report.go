@@ -17,7 +17,7 @@ import (
 // every test it started a result line and skipped no test that is not on
 // the allowlist (allowlist.go). Anything it cannot parse is a failure.
 
-// A skipped is one test that skipped inside the VM.
+// skipped is a test that skipped inside the VM.
 type skipped struct {
 	test    string // full name, subtests included (TestA/sub)
 	reason  string // what the test logged last before skipping ("" if nothing)
