@@ -1,7 +1,6 @@
 package uverbs
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,10 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/pureverbs/pureverbs/abi"
-	"github.com/pureverbs/pureverbs/internal/sys"
 )
 
 // Device discovery from sysfs.
@@ -47,6 +44,16 @@ import (
 // NETLINK_RDMA, kernels before 5.0 without GET_CHARDEV or
 // UVERBS_DRIVER_ID, EPERM/EOPNOTSUPP, a timeout) the sysfs value stays,
 // silently: discovery never fails because of netlink.
+//
+// Device order. Devices lists the devices in the order libibverbs'
+// ibv_get_device_list gives them (so devinfo -l prints what ibv_devinfo -l
+// prints): the order of the RDMA netlink device dump, which is creation
+// order, or, when netlink is unusable, the readdir order of
+// /sys/class/infiniband_verbs; see device_nl.go for the derivation from
+// rdma-core's source. DevicesAt, which reads a sysfs tree given by its
+// root (often a fake one in tests), sorts by Name instead: readdir order
+// depends on the file system holding the tree, and DevicesAt's result must
+// not.
 
 // Default roots used by Devices and DeviceByName.
 const (
@@ -116,17 +123,21 @@ type Device struct {
 	NodeDesc     string   // node_desc ("rxe" for rxe until changed), "" if absent
 }
 
-// Devices lists the uverbs devices under /sys, sorted by Name, with
+// Devices lists the uverbs devices under /sys in libibverbs' order (that
+// of ibv_get_device_list in a new process: the RDMA netlink device dump's
+// order, which is the order the devices were created in, or when netlink
+// is unusable the readdir order of /sys/class/infiniband_verbs), with
 // DriverID taken from RDMA netlink where the kernel reports it (see the
-// driver id notes above; netlink failures fall back to sysfs silently).
+// notes above and in device_nl.go; netlink failures fall back to sysfs
+// silently).
 func Devices() ([]Device, error) {
-	return devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkChardevs)
+	return devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkDevices)
 }
 
 // DeviceByName returns the device whose ibdev name is name, with DriverID
 // from RDMA netlink as in Devices.
 func DeviceByName(name string) (Device, error) {
-	devs, err := devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkChardevs)
+	devs, err := devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkDevices)
 	return findDevice(devs, err, name)
 }
 
@@ -136,42 +147,6 @@ func DeviceByName(name string) (Device, error) {
 func DeviceByNameAt(sysRoot, devRoot, name string) (Device, error) {
 	devs, err := DevicesAt(sysRoot, devRoot)
 	return findDevice(devs, err, name)
-}
-
-// netlinkTimeout bounds the netlink part of Devices and DeviceByName.
-const netlinkTimeout = 5 * time.Second
-
-// netlinkChardevs asks RDMA netlink for every device's uverbs char device.
-func netlinkChardevs() (map[string]sys.UverbsChardev, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), netlinkTimeout)
-	defer cancel()
-	return sys.UverbsChardevs(ctx)
-}
-
-// devicesNetlink is DevicesAt followed by applyChardevs with what nl
-// returns; an nl error leaves the sysfs driver ids in place.
-func devicesNetlink(sysRoot, devRoot string, nl func() (map[string]sys.UverbsChardev, error)) ([]Device, error) {
-	devs, err := DevicesAt(sysRoot, devRoot)
-	if err != nil {
-		return nil, err
-	}
-	if cds, err := nl(); err == nil {
-		applyChardevs(devs, cds)
-	}
-	return devs, nil
-}
-
-// applyChardevs sets DriverID from netlink's UVERBS_DRIVER_ID for each
-// device that netlink knows under the same ibdev name and uverbs char
-// device name (a device renamed or replaced between the two reads keeps
-// its sysfs value).
-func applyChardevs(devs []Device, cds map[string]sys.UverbsChardev) {
-	for i := range devs {
-		cd, ok := cds[devs[i].Name]
-		if ok && cd.HasDriverID && cd.Name == devs[i].UverbsName {
-			devs[i].DriverID = cd.DriverID
-		}
-	}
 }
 
 func findDevice(devs []Device, err error, name string) (Device, error) {
@@ -189,7 +164,10 @@ func findDevice(devs []Device, err error, name string) (Device, error) {
 }
 
 // DevicesAt lists the uverbs devices found under sysRoot (normally "/sys"),
-// with DevPath built under devRoot (normally "/dev"), sorted by Name.
+// with DevPath built under devRoot (normally "/dev"), from sysfs alone,
+// sorted by Name. The order is deliberately not libibverbs' (Devices has
+// that): it is the same whatever file system holds the tree, so a copied
+// or fake sysfs lists the same way everywhere.
 //
 // Errors:
 //   - ErrNoDevice: sysRoot/class/infiniband_verbs or its abi_version is
@@ -198,6 +176,20 @@ func findDevice(devs []Device, err error, name string) (Device, error) {
 //   - ErrSysfs: a file is unreadable or malformed; the error names the path
 //     and the bad value. One broken device fails the whole call.
 func DevicesAt(sysRoot, devRoot string) ([]Device, error) {
+	devs, err := sysfsDevices(sysRoot, devRoot, true)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(devs, func(a, b Device) int { return strings.Compare(a.Name, b.Name) })
+	return devs, nil
+}
+
+// sysfsDevices reads the uverbs devices under sysRoot (see DevicesAt for
+// the errors). With sorted, the uverbsN entries are read in name order,
+// which makes the order of the result and of joined errors independent of
+// the file system; otherwise in directory (readdir) order, the order
+// libibverbs' find_sysfs_devs gives them.
+func sysfsDevices(sysRoot, devRoot string, sorted bool) ([]Device, error) {
 	classDir := filepath.Join(sysRoot, "class", "infiniband_verbs")
 	abiPath := filepath.Join(classDir, "abi_version")
 	abiText, err := os.ReadFile(abiPath)
@@ -216,17 +208,17 @@ func DevicesAt(sysRoot, devRoot string) ([]Device, error) {
 			ErrABIVersion, abi, abiPath, SupportedABIVersion)
 	}
 
-	entries, err := os.ReadDir(classDir)
+	names, err := readDirNames(classDir, sorted)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSysfs, err)
 	}
 	var devs []Device
 	var errs []error
-	for _, e := range entries {
-		if !isUverbsName(e.Name()) {
+	for _, name := range names {
+		if !isUverbsName(name) {
 			continue
 		}
-		d, err := readDevice(sysRoot, devRoot, e.Name())
+		d, err := readDevice(sysRoot, devRoot, name)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -239,8 +231,25 @@ func DevicesAt(sysRoot, devRoot string) ([]Device, error) {
 	if len(devs) == 0 {
 		return nil, fmt.Errorf("%w: no RDMA devices found in %s: load rdma_rxe and add a link, see docs/rxe.md", ErrNoDevice, classDir)
 	}
-	slices.SortFunc(devs, func(a, b Device) int { return strings.Compare(a.Name, b.Name) })
 	return devs, nil
+}
+
+// readDirNames returns the names in dir, sorted or in directory order
+// (File.Readdirnames keeps the order getdents gives; os.ReadDir sorts).
+func readDirNames(dir string, sorted bool) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	if sorted {
+		slices.Sort(names)
+	}
+	return names, nil
 }
 
 // isUverbsName reports whether s is "uverbs" followed by decimal digits.

@@ -2,6 +2,8 @@ package uverbs
 
 import (
 	"errors"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -39,8 +41,8 @@ func irdmaTree() tree {
 
 func TestDevicesNetlinkDriverIDs(t *testing.T) {
 	root := irdmaTree().write(t)
-	cd := func(chardev string, id uint32, has bool) sys.UverbsChardev {
-		return sys.UverbsChardev{NLChardev: sys.NLChardev{Name: chardev, DriverID: id, HasDriverID: has}}
+	cd := func(name, chardev string, id uint32, has bool) nlDevice {
+		return nlDevice{NLDevice: sys.NLDevice{Name: name}, Chardev: sys.NLChardev{Name: chardev, DriverID: id, HasDriverID: has}, HasChardev: true}
 	}
 	type want struct {
 		ids       map[string]uint32
@@ -52,33 +54,36 @@ func TestDevicesNetlinkDriverIDs(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		nl   func() (map[string]sys.UverbsChardev, error)
+		nl   func() ([]nlDevice, error)
 		want want
 	}{
-		{"netlink fills the unknown driver", func() (map[string]sys.UverbsChardev, error) {
-			return map[string]sys.UverbsChardev{
-				"irdma0": cd("uverbs2", 9, true),
-				"mlx5_0": cd("uverbs1", 1, true),
-				"rxe0":   cd("uverbs0", 14, true),
+		{"netlink fills the unknown driver", func() ([]nlDevice, error) {
+			return []nlDevice{
+				cd("irdma0", "uverbs2", 9, true),
+				cd("mlx5_0", "uverbs1", 1, true),
+				cd("rxe0", "uverbs0", 14, true),
 			}, nil
 		}, want{
 			ids:       map[string]uint32{"irdma0": 9, "mlx5_0": 1, "rxe0": 14},
 			providers: map[string]string{"irdma0": "irdma", "mlx5_0": "mlx5", "rxe0": "rxe"},
 		}},
-		{"netlink is authoritative over the table", func() (map[string]sys.UverbsChardev, error) {
-			return map[string]sys.UverbsChardev{"rxe0": cd("uverbs0", 18, true)}, nil
+		{"netlink is authoritative over the table", func() ([]nlDevice, error) {
+			return []nlDevice{cd("rxe0", "uverbs0", 18, true)}, nil
 		}, want{
 			ids:       map[string]uint32{"irdma0": 0, "mlx5_0": 1, "rxe0": 18},
 			providers: map[string]string{"irdma0": "", "mlx5_0": "mlx5", "rxe0": "siw"},
 		}},
-		{"netlink fails: sysfs table", func() (map[string]sys.UverbsChardev, error) {
+		{"netlink fails: sysfs table", func() ([]nlDevice, error) {
 			return nil, sys.EOPNOTSUPP
 		}, sysfsOnly},
-		{"no UVERBS_DRIVER_ID (old kernel): sysfs table", func() (map[string]sys.UverbsChardev, error) {
-			return map[string]sys.UverbsChardev{"irdma0": cd("uverbs2", 0, false), "rxe0": cd("uverbs0", 0, false)}, nil
+		{"no UVERBS_DRIVER_ID (old kernel): sysfs table", func() ([]nlDevice, error) {
+			return []nlDevice{cd("irdma0", "uverbs2", 0, false), cd("rxe0", "uverbs0", 0, false)}, nil
 		}, sysfsOnly},
-		{"char device name mismatch (device replaced): sysfs table", func() (map[string]sys.UverbsChardev, error) {
-			return map[string]sys.UverbsChardev{"irdma0": cd("uverbs7", 9, true), "rxe0": cd("uverbs5", 18, true)}, nil
+		{"GET_CHARDEV unanswered: sysfs table", func() ([]nlDevice, error) {
+			return []nlDevice{{NLDevice: sys.NLDevice{Name: "irdma0"}}, {NLDevice: sys.NLDevice{Name: "rxe0"}}}, nil
+		}, sysfsOnly},
+		{"char device name mismatch (device replaced): sysfs table", func() ([]nlDevice, error) {
+			return []nlDevice{cd("irdma0", "uverbs7", 9, true), cd("rxe0", "uverbs5", 18, true)}, nil
 		}, sysfsOnly},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -100,7 +105,7 @@ func TestDevicesNetlinkDriverIDs(t *testing.T) {
 
 	// The netlink step is skipped when sysfs already fails.
 	called := false
-	_, err := devicesNetlink(t.TempDir(), "/dev", func() (map[string]sys.UverbsChardev, error) {
+	_, err := devicesNetlink(t.TempDir(), "/dev", func() ([]nlDevice, error) {
 		called = true
 		return nil, nil
 	})
@@ -118,5 +123,103 @@ func TestProviderNamesCoverDriverIDs(t *testing.T) {
 	}
 	if p := (Device{}).Provider(); p != "" {
 		t.Errorf("RDMA_DRIVER_UNKNOWN provider = %q", p)
+	}
+}
+
+// devNames returns the devices' names in order.
+func devNames(devs []Device) []string {
+	out := make([]string, len(devs))
+	for i, d := range devs {
+		out[i] = d.Name
+	}
+	return out
+}
+
+// dumpOf is a netlink dump of the named devices, indexes 0, 1, ...
+func dumpOf(names ...string) []nlDevice {
+	out := make([]nlDevice, len(names))
+	for i, n := range names {
+		out[i] = nlDevice{NLDevice: sys.NLDevice{Index: uint32(i), Name: n}}
+	}
+	return out
+}
+
+func TestOrderByDump(t *testing.T) {
+	devs := func(names ...string) []Device {
+		out := make([]Device, len(names))
+		for i, n := range names {
+			out[i] = Device{Name: n}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		devs []Device // in sysfs directory order
+		dump []nlDevice
+		want []string
+	}{
+		{"creation order, not name order", devs("rxe0", "rxe2", "rxelo"), dumpOf("rxe0", "rxelo", "rxe2"), []string{"rxe0", "rxelo", "rxe2"}},
+		{"dump order whatever the sysfs order", devs("rxelo", "rxe2", "mlx5_0", "rxe0"), dumpOf("mlx5_0", "rxe0", "rxelo", "rxe2"), []string{"mlx5_0", "rxe0", "rxelo", "rxe2"}},
+		{"devices the dump lacks follow in sysfs order", devs("b", "x", "a", "y"), dumpOf("a", "b"), []string{"a", "b", "x", "y"}},
+		{"dump names without a sysfs device are ignored", devs("b", "a"), dumpOf("gone", "a", "new", "b"), []string{"a", "b"}},
+		{"a name twice in the dump: the first counts", devs("b", "a"), dumpOf("a", "b", "a"), []string{"a", "b"}},
+		{"empty dump: sysfs order", devs("rxe2", "rxe0"), nil, []string{"rxe2", "rxe0"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			orderByDump(c.devs, c.dump)
+			if diff := cmp.Diff(c.want, devNames(c.devs)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDevicesOrder checks the order of devicesNetlink (Devices) against
+// DevicesAt on a tree of three rxe devices created as rxe0, rxelo, rxe2
+// (uverbs0, 1, 2), which sort by name as rxe0, rxe2, rxelo.
+func TestDevicesOrder(t *testing.T) {
+	tr := tree{files: map[string]string{"class/infiniband_verbs/abi_version": "6\n"}}
+	for i, name := range []string{"rxe0", "rxelo", "rxe2"} {
+		for k, v := range softDevice("uverbs"+string(rune('0'+i)), name, "1: CA\n", true) {
+			tr.files[k] = v
+		}
+	}
+	root := tr.write(t)
+
+	byName, err := DevicesAt(root, "/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"rxe0", "rxe2", "rxelo"}, devNames(byName)); diff != "" {
+		t.Errorf("DevicesAt: want name order (-want +got):\n%s", diff)
+	}
+
+	// Netlink answers: the dump's order (libibverbs' find_sysfs_devs_nl).
+	nl, err := devicesNetlink(root, "/dev", func() ([]nlDevice, error) { return dumpOf("rxe0", "rxelo", "rxe2"), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"rxe0", "rxelo", "rxe2"}, devNames(nl)); diff != "" {
+		t.Errorf("with netlink: want the dump's order (-want +got):\n%s", diff)
+	}
+
+	// No netlink: the directory's own order (libibverbs' find_sysfs_devs),
+	// whatever it is on the file system holding the tree.
+	sysfs, err := devicesNetlink(root, "/dev", func() ([]nlDevice, error) { return nil, sys.EPROTONOSUPPORT })
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := readDirNames(filepath.Join(root, "class", "infiniband_verbs"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, e := range entries {
+		if i := slices.IndexFunc(byName, func(d Device) bool { return d.UverbsName == e }); i >= 0 {
+			want = append(want, byName[i].Name)
+		}
+	}
+	if diff := cmp.Diff(want, devNames(sysfs)); diff != "" {
+		t.Errorf("without netlink: want directory order %q (-want +got):\n%s", entries, diff)
 	}
 }
