@@ -176,9 +176,9 @@ func TestVMCompareWithIbvDevinfo(t *testing.T) {
 				t.Fatalf("no fields parsed from ibv_devinfo output:\n%s", want)
 			}
 			compareFields(t, wf, gf)
-			if slices.Contains(args, "-d") && want != got && len(knownDifferences) == 0 && !t.Failed() {
-				// Same fields and values; for one device (no question of
-				// device order) the text must then be identical too.
+			if want != got && len(knownDifferences) == 0 && !t.Failed() {
+				// Same fields and values, and devices in the same order
+				// (libibverbs'): the text must then be identical too.
 				t.Errorf("same fields but different text:\nibv_devinfo:\n%s\ndevinfo:\n%s", want, got)
 			}
 			if t.Failed() {
@@ -193,30 +193,68 @@ func TestVMList(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	want, got := runBoth(ctx, t, "-l")
-	// libibverbs lists devices in its discovery order, devinfo by name: compare
-	// the header line and the sets of names.
-	parse := func(s string) (string, []string) {
-		lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-		var names []string
-		for _, l := range lines[1:] {
-			names = append(names, strings.TrimPrefix(l, "\t"))
-		}
-		slices.Sort(names)
-		return lines[0], names
+	// Same header, same devices in the same order (libibverbs'), same text.
+	if want != got {
+		t.Errorf("devinfo -l differs from ibv_devinfo -l:\nibv_devinfo:\n%s\ndevinfo:\n%s", want, got)
 	}
-	wh, wn := parse(want)
-	gh, gn := parse(got)
-	if wh != gh {
-		t.Errorf("header: ibv_devinfo %q, devinfo %q", wh, gh)
-	}
-	if !slices.Equal(wn, gn) {
-		t.Errorf("devices: ibv_devinfo %q, devinfo %q", wn, gn)
-	}
-	if !slices.Contains(gn, testkit.RxeDev) || !slices.Contains(gn, testkit.LoopDev) {
-		t.Errorf("devinfo -l lists %q, want %s and %s", gn, testkit.RxeDev, testkit.LoopDev)
+	if l := listed(got); !slices.Contains(l, testkit.RxeDev) || !slices.Contains(l, testkit.LoopDev) {
+		t.Errorf("devinfo -l lists %q, want %s and %s", l, testkit.RxeDev, testkit.LoopDev)
 	}
 	if !strings.HasSuffix(got, "\n\n") {
 		t.Errorf("devinfo -l output does not end with an empty line: %q", got)
+	}
+}
+
+// listed returns the device names of -l output, in order.
+func listed(out string) []string {
+	var names []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		names = append(names, strings.TrimSpace(l))
+	}
+	return names
+}
+
+// hcaIDs returns the devices of ibv_devinfo's report, in order.
+func hcaIDs(out string) []string {
+	var names []string
+	for _, l := range strings.Split(out, "\n") {
+		if id, ok := strings.CutPrefix(l, "hca_id:"); ok {
+			names = append(names, strings.TrimSpace(id))
+		}
+	}
+	return names
+}
+
+// TestVMListOrder adds rxe2 after the VM's rxe0 and rxelo, so that creation
+// order (rxe0, rxelo, rxe2: libibverbs' order, the RDMA netlink dump's) and
+// name order (rxe0, rxe2, rxelo) differ, and checks that devinfo -l and
+// devinfo without -d list the devices as ibv_devinfo does.
+func TestVMListOrder(t *testing.T) {
+	testkit.RequireVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const extra = "rxe2"
+	testkit.AddRxeDevice(t, extra)
+
+	want, got := runBoth(ctx, t, "-l")
+	wl := listed(want)
+	if !slices.Contains(wl, extra) || !slices.Contains(wl, testkit.RxeDev) || !slices.Contains(wl, testkit.LoopDev) {
+		t.Fatalf("ibv_devinfo -l lists %q, want %s, %s and %s", wl, testkit.RxeDev, testkit.LoopDev, extra)
+	}
+	if slices.IsSorted(wl) {
+		t.Fatalf("ibv_devinfo -l lists %q in name order: the test proves nothing", wl)
+	}
+	if want != got {
+		t.Errorf("devinfo -l differs from ibv_devinfo -l:\nibv_devinfo:\n%s\ndevinfo:\n%s", want, got)
+	}
+
+	want, got = runBoth(ctx, t)
+	if w, g := hcaIDs(want), hcaIDs(got); !slices.Equal(w, g) || !slices.Equal(w, wl) {
+		t.Errorf("devices of the full report: ibv_devinfo %q, devinfo %q; ibv_devinfo -l %q", w, g, wl)
+	}
+	compareFields(t, parseDevinfo(t, want), parseDevinfo(t, got))
+	if want != got && !t.Failed() {
+		t.Errorf("same fields but different text:\nibv_devinfo:\n%s\ndevinfo:\n%s", want, got)
 	}
 }
 
