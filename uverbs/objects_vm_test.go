@@ -119,7 +119,7 @@ func rcQP(t *testing.T, pd *uverbs.PD, cq *uverbs.CQ) *uverbs.QP {
 
 // loopbackRTS drives an RC QP connected to itself through rxe0's GID 1
 // (::ffff:10.99.0.1) from RESET to RTS.
-func loopbackRTS(t *testing.T, c *uverbs.Context, qp *uverbs.QP) {
+func loopbackRTS(t testing.TB, c *uverbs.Context, qp *uverbs.QP) {
 	t.Helper()
 	g, err := c.QueryGID(1, 1)
 	if err != nil {
