@@ -179,11 +179,11 @@ func OpenFDs() []string {
 	return out
 }
 
-// LeakReport returns "" when no traced FD or mapping is open, otherwise a
+// LeakReport returns "" when no traced FD, mapping or buffer is open, otherwise a
 // report naming each leaked resource and where it was created.
 func LeakReport() string {
 	fds := OpenFDs()
-	maps := OpenMappings()
+	maps := append(OpenMappings(), OpenBuffers()...)
 	if len(fds) == 0 && len(maps) == 0 {
 		return ""
 	}

@@ -1,0 +1,130 @@
+package sys
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// SliceAddr returns the address of b's first byte as the integer the
+// kernel takes in a command (the start of a memory region in REG_MR, an
+// SGE address), or 0 for an empty slice.
+//
+// The integer is invisible to the garbage collector: the caller must keep
+// b's backing array reachable, and in the heap, for as long as the kernel
+// may use the address. Storing the slice in a heap object (an MR, a
+// driver struct) before taking the address does both: escape analysis
+// then never places the array on a goroutine stack, which may move.
+func SliceAddr(b []byte) uint64 {
+	if len(b) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+}
+
+// PtrAddr returns the address of *v as an integer, under the rules of
+// SliceAddr: v must point into the heap and stay reachable while the
+// kernel may write through the address (e.g. rxe's MODIFY_SRQ, whose
+// driver payload names where the kernel writes the resized ring's mmap
+// information).
+func PtrAddr[T any](v *T) uint64 {
+	return uint64(uintptr(unsafe.Pointer(v)))
+}
+
+// PageSize is the system page size.
+var PageSize = os.Getpagesize()
+
+// Buffer is page-aligned memory outside the Go heap: a private anonymous
+// mapping, zero-filled, never moved or scanned by the garbage collector,
+// and released only by Free (there is no finalizer: the collector cannot
+// see the slices Bytes hands out, so it cannot know when they are dead).
+//
+// Leak tracing (EnableLeakTracing) records where each Buffer was
+// allocated; OpenBuffers lists those not freed.
+type Buffer struct {
+	mu    sync.Mutex
+	base  unsafe.Pointer // nil after Free
+	size  int            // requested length
+	total uintptr        // mapped length (whole pages)
+	name  string
+}
+
+var (
+	bufMu   sync.Mutex
+	buffers = map[*Buffer]string{}
+)
+
+// AllocBuffer maps size bytes (rounded up to whole pages) of private
+// anonymous read/write memory.
+func AllocBuffer(size int, name string) (*Buffer, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("sys: buffer %s: size %d: %w", name, size, unix.EINVAL)
+	}
+	ps := uintptr(PageSize)
+	total := (uintptr(size) + ps - 1) &^ (ps - 1)
+	if total < uintptr(size) {
+		return nil, fmt.Errorf("sys: buffer %s: size %d: %w", name, size, unix.EINVAL)
+	}
+	p, err := unix.MmapPtr(-1, 0, nil, total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, err
+	}
+	b := &Buffer{base: p, size: size, total: total, name: name}
+	if tracing.Load() {
+		st := make([]byte, 4096)
+		st = st[:runtime.Stack(st, false)]
+		bufMu.Lock()
+		buffers[b] = string(st)
+		bufMu.Unlock()
+	}
+	return b, nil
+}
+
+// Bytes returns the buffer's memory (length and capacity as requested),
+// or nil after Free. The slice must not be used after Free: the range is
+// then unmapped, and an access faults.
+func (b *Buffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.base == nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(b.base), b.size)
+}
+
+// Len returns the requested length.
+func (b *Buffer) Len() int { return b.size }
+
+// Free unmaps the buffer. Calling it again is a no-op.
+func (b *Buffer) Free() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.base == nil {
+		return nil
+	}
+	if err := unix.MunmapPtr(b.base, b.total); err != nil {
+		return fmt.Errorf("sys: free buffer %s: %w", b.name, err)
+	}
+	b.base = nil
+	bufMu.Lock()
+	delete(buffers, b)
+	bufMu.Unlock()
+	return nil
+}
+
+// OpenBuffers lists the traced buffers that were not freed.
+func OpenBuffers() []string {
+	bufMu.Lock()
+	defer bufMu.Unlock()
+	var out []string
+	for b, stack := range buffers {
+		out = append(out, fmt.Sprintf("buffer %s (%d bytes) allocated at:\n%s", b.name, b.size, stack))
+	}
+	sort.Strings(out)
+	return out
+}

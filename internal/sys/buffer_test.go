@@ -1,0 +1,93 @@
+package sys
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// bufferMapped reports whether /proc/self/maps has a mapping starting at
+// addr.
+func bufferMapped(t *testing.T, addr uint64) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := strconv.FormatUint(addr, 16) + "-"
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestBuffer(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		if _, err := AllocBuffer(n, "bad"); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("AllocBuffer(%d) = %v, want EINVAL", n, err)
+		}
+	}
+	size := PageSize + 100
+	b, err := AllocBuffer(size, "test buffer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := b.Bytes()
+	if len(mem) != size || cap(mem) != size || b.Len() != size {
+		t.Fatalf("len %d cap %d Len %d, want %d", len(mem), cap(mem), b.Len(), size)
+	}
+	addr := SliceAddr(mem)
+	if addr%uint64(PageSize) != 0 {
+		t.Errorf("buffer at %#x is not page aligned", addr)
+	}
+	for i, c := range mem {
+		if c != 0 {
+			t.Fatalf("byte %d = %d, want zero-filled", i, c)
+		}
+	}
+	mem[0], mem[size-1] = 1, 2
+	if !bufferMapped(t, addr) {
+		t.Fatalf("no mapping at %#x", addr)
+	}
+	if r := OpenBuffers(); len(r) != 1 || !strings.Contains(r[0], "test buffer") || !strings.Contains(r[0], "TestBuffer") {
+		t.Errorf("OpenBuffers = %q", r)
+	}
+	if !strings.Contains(LeakReport(), "test buffer") {
+		t.Errorf("LeakReport does not name the buffer: %q", LeakReport())
+	}
+	if err := b.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if bufferMapped(t, addr) {
+		t.Errorf("mapping at %#x left after Free", addr)
+	}
+	if b.Bytes() != nil {
+		t.Error("Bytes after Free is not nil")
+	}
+	if err := b.Free(); err != nil {
+		t.Errorf("second Free = %v", err)
+	}
+	if r := OpenBuffers(); len(r) != 0 {
+		t.Errorf("OpenBuffers after Free = %q", r)
+	}
+}
+
+func TestAddrs(t *testing.T) {
+	if SliceAddr(nil) != 0 || SliceAddr([]byte{}) != 0 {
+		t.Error("empty slice address is not 0")
+	}
+	b := make([]byte, 16)
+	if SliceAddr(b[4:]) != SliceAddr(b)+4 {
+		t.Error("SliceAddr of a sub-slice")
+	}
+	p := new([2]uint64)
+	if PtrAddr(&p[1]) != PtrAddr(p)+8 {
+		t.Error("PtrAddr of a field")
+	}
+}
