@@ -28,3 +28,6 @@ func AsyncCountsForTest(o Affiliated) (delivered, acked uint32) {
 // SetHookForTest installs f at the create paths' named points (nil removes
 // it). Not for concurrent use with creates in other tests.
 func SetHookForTest(f func(point string)) { testHook = f }
+
+// AHNumForTest returns the provider's number of the AH (rxe ah_num).
+func (ah *AH) AHNumForTest() uint32 { return ah.num }

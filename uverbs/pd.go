@@ -2,6 +2,10 @@ package uverbs
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -11,7 +15,8 @@ import (
 type PD struct {
 	ctx    *Context
 	handle uint32
-	life   // held by the creates of QPs (and later MRs, AHs, SRQs) in it
+	users  users // live QPs, MRs, AHs and SRQs in it, for Dealloc's EBUSY
+	life         // held by the creates of QPs, MRs, AHs and SRQs in it
 }
 
 // AllocPD allocates a protection domain. Like libibverbs it uses the write
@@ -39,10 +44,11 @@ func (pd *PD) Context() *Context { return pd.ctx }
 func (pd *PD) Handle() uint32 { return pd.handle }
 
 // Dealloc deallocates the PD (ibv_dealloc_pd(3)). It fails with the
-// kernel's EBUSY (errors.Is(err, sys.EBUSY)) while QPs, MRs or other
-// objects still use the PD, and with an error wrapping ErrClosed when the
-// PD was already deallocated. It waits for creates in flight that use the
-// PD.
+// kernel's EBUSY (errors.Is(err, unix.EBUSY)), naming what this library
+// knows still lives in the PD, while QPs, MRs, AHs or SRQs use it; the PD
+// then stays usable. It fails with an error wrapping ErrClosed when the
+// PD was already deallocated (or its Context closed). It waits for
+// creates in flight that use the PD.
 func (pd *PD) Dealloc() error {
 	if pd == nil || pd.ctx == nil {
 		return invalidErr("pd", "dealloc", "nil PD")
@@ -65,6 +71,7 @@ func (pd *PD) Dealloc() error {
 		err = c.opErr("pd", "dealloc", err)
 	}
 	if err != nil {
+		err = busyErr(err, &pd.users)
 		if errors.Is(err, ErrClosed) {
 			// The context is closed: the kernel released the PD with it.
 			pd.dead = true
@@ -73,4 +80,41 @@ func (pd *PD) Dealloc() error {
 	}
 	pd.dead = true
 	return nil
+}
+
+// users counts the live objects this library created that hold a parent
+// busy in the kernel (a PD's QPs, MRs, AHs and SRQs; an SRQ's QPs), so
+// that the kernel's EBUSY can say what is still there.
+type users struct{ qp, mr, ah, srq atomic.Int32 }
+
+func (u *users) describe() string {
+	var parts []string
+	for _, x := range []struct {
+		n    int32
+		name string
+	}{{u.qp.Load(), "QP"}, {u.mr.Load(), "MR"}, {u.ah.Load(), "AH"}, {u.srq.Load(), "SRQ"}} {
+		switch {
+		case x.n == 1:
+			parts = append(parts, "1 "+x.name)
+		case x.n > 1:
+			parts = append(parts, strconv.Itoa(int(x.n))+" "+x.name+"s")
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// busyErr turns the kernel's EBUSY for destroying a parent into an error
+// that names its live children; errors.Is(err, unix.EBUSY) still holds.
+// Other errors pass unchanged.
+func busyErr(err error, u *users) error {
+	var oe *OpError
+	if !errors.Is(err, sys.EBUSY) || !errors.As(err, &oe) {
+		return err
+	}
+	what := u.describe()
+	if what == "" {
+		what = "objects in the kernel"
+	}
+	return &OpError{Object: oe.Object, Method: oe.Method,
+		Err: fmt.Errorf("%w: still used by %s (destroy them first)", oe.Err, what)}
 }

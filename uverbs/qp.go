@@ -115,7 +115,7 @@ type QPAttr struct {
 	RQPSN            uint32
 	SQPSN            uint32
 	DestQPN          uint32
-	AccessFlags      uint32 // IBV_ACCESS_* (REMOTE_WRITE 2, REMOTE_READ 4, REMOTE_ATOMIC 8)
+	AccessFlags      Access // remote access: AccessRemoteWrite, AccessRemoteRead, AccessRemoteAtomic
 	AH               AHAttr
 	AltAH            AHAttr
 	PKeyIndex        uint16
@@ -300,6 +300,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		drv.release()
 		return nil, closedErr("qp", "create")
 	}
+	pd.users.qp.Add(1)
 	return qp, nil
 }
 
@@ -332,6 +333,9 @@ func (qp *QP) Destroy(ctx context.Context) error {
 	}
 	return qp.destroy(ctx, qp.ctx, qp, "qp", func() (uint32, uint32, error) {
 		resp, err := qp.destroyCmd()
+		if err == nil {
+			qp.pd.users.qp.Add(-1)
+		}
 		return resp.EventsReported, 0, err
 	})
 }
@@ -399,7 +403,7 @@ func (attr *QPAttr) encode(handle uint32, mask QPAttrMask) abi.IbUverbsModifyQp 
 		r.EnSqdAsyncNotify = b2u8(attr.EnSQDAsyncNotify)
 	}
 	if mask&QPAttrAccessFlags != 0 {
-		r.QpAccessFlags = attr.AccessFlags
+		r.QpAccessFlags = uint32(attr.AccessFlags)
 	}
 	if mask&QPAttrPKeyIndex != 0 {
 		r.PkeyIndex = attr.PKeyIndex

@@ -1,0 +1,224 @@
+package uverbs
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
+
+// Access is a set of memory access flags (enum ibv_access_flags), for
+// RegMR and QPAttr.AccessFlags.
+type Access uint32
+
+const (
+	AccessLocalWrite   Access = abi.IB_UVERBS_ACCESS_LOCAL_WRITE   // the device may write the memory (receives, RDMA READ responses)
+	AccessRemoteWrite  Access = abi.IB_UVERBS_ACCESS_REMOTE_WRITE  // peers may RDMA WRITE it (needs AccessLocalWrite)
+	AccessRemoteRead   Access = abi.IB_UVERBS_ACCESS_REMOTE_READ   // peers may RDMA READ it
+	AccessRemoteAtomic Access = abi.IB_UVERBS_ACCESS_REMOTE_ATOMIC // peers may run atomics on it (needs AccessLocalWrite)
+	AccessMWBind       Access = abi.IB_UVERBS_ACCESS_MW_BIND       // memory windows may be bound to it
+	AccessZeroBased    Access = abi.IB_UVERBS_ACCESS_ZERO_BASED    // addresses are offsets from the start
+	AccessOnDemand     Access = abi.IB_UVERBS_ACCESS_ON_DEMAND     // on-demand paging (ODP), if the device has it
+	AccessHugeTLB      Access = abi.IB_UVERBS_ACCESS_HUGETLB       // the memory is backed by huge pages
+	// AccessRelaxedOrdering is an optional flag: devices that do not
+	// support it ignore it; kernels without optional access flags
+	// (IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS) never see it.
+	AccessRelaxedOrdering Access = abi.IB_UVERBS_ACCESS_RELAXED_ORDERING
+
+	accessOptional = Access(abi.IB_UVERBS_ACCESS_OPTIONAL_RANGE)
+	accessKnown    = AccessHugeTLB<<1 - 1 | accessOptional
+)
+
+var accessNames = [...]string{"LOCAL_WRITE", "REMOTE_WRITE", "REMOTE_READ", "REMOTE_ATOMIC", "MW_BIND", "ZERO_BASED", "ON_DEMAND", "HUGETLB"}
+
+func (a Access) String() string {
+	if a == 0 {
+		return "0"
+	}
+	var parts []string
+	for i, n := range accessNames {
+		if a&(1<<i) != 0 {
+			parts = append(parts, n)
+		}
+	}
+	if a&AccessRelaxedOrdering != 0 {
+		parts = append(parts, "RELAXED_ORDERING")
+	}
+	if rest := a &^ (AccessHugeTLB<<1 - 1 | AccessRelaxedOrdering); rest != 0 {
+		parts = append(parts, "0x"+strconv.FormatUint(uint64(rest), 16))
+	}
+	return strings.Join(parts, "|")
+}
+
+// MR is a registered memory region (struct ibv_mr, ibv_reg_mr(3)).
+//
+// The MR keeps the registered slice reachable until it is deregistered
+// (and as long as the MR itself is reachable): the kernel pins the pages
+// and the device reads and writes them by address, so the memory must not
+// be freed while registered. Go's heap does not move objects, so any
+// []byte may be registered; AllocBuffer gives page-aligned memory outside
+// the heap for those who prefer it.
+type MR struct {
+	ctx    *Context
+	pd     *PD
+	buf    []byte // keeps the registered memory alive; immutable
+	access Access
+	handle uint32
+	lkey   uint32
+	rkey   uint32
+	life
+}
+
+// RegMR registers buf (all of its len(buf) bytes) for access by the
+// device (ibv_reg_mr(3)); its I/O virtual address is buf's address, as
+// with ibv_reg_mr. LKey goes into local scatter/gather entries, RKey and
+// Addr to peers that RDMA READ, WRITE or run atomics on it.
+//
+// The MR holds buf until Dereg: do not let the memory be reused for
+// something else meanwhile (an AllocBuffer must not be closed first).
+// Registration pins the pages and counts against RLIMIT_MEMLOCK unless the
+// process has CAP_IPC_LOCK.
+//
+// An empty buf, a nil PD or access bits this library does not know are
+// ErrInvalid before any system call. The kernel refuses (EINVAL)
+// AccessRemoteWrite or AccessRemoteAtomic without AccessLocalWrite, and
+// AccessOnDemand on devices without ODP (ErrNotSupported; 6.1 says
+// EINVAL). Optional
+// flags (AccessRelaxedOrdering) are dropped, as libibverbs does, on
+// kernels that do not accept them. RegMR uses the write command REG_MR.
+func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
+	if pd == nil || pd.ctx == nil {
+		return nil, invalidErr("mr", "reg", "nil PD")
+	}
+	if len(buf) == 0 {
+		return nil, invalidErr("mr", "reg", "empty buffer")
+	}
+	if access&^accessKnown != 0 {
+		return nil, invalidErr("mr", "reg", "unknown access flags %#x", uint32(access&^accessKnown))
+	}
+	c := pd.ctx
+	if c.coreSupport&abi.IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS == 0 {
+		access &^= accessOptional
+	}
+	if c.Closed() {
+		return nil, closedErr("mr", "reg")
+	}
+	if !pd.hold() {
+		return nil, closedErr("mr", "reg")
+	}
+	defer pd.drop()
+	// buf is stored in the (heap) MR before its address is taken: that
+	// keeps the memory reachable and, for Go memory, in the heap.
+	mr := &MR{ctx: c, pd: pd, buf: buf, access: access}
+	req := mr.regRequest(pd.handle)
+	var resp abi.IbUverbsRegMrResp
+	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_REG_MR, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
+	if err := c.execWrite(&w, "mr", "reg"); err != nil {
+		return nil, err
+	}
+	mr.handle, mr.lkey, mr.rkey = resp.MrHandle, resp.Lkey, resp.Rkey
+	pd.users.mr.Add(1)
+	return mr, nil
+}
+
+// regRequest is the REG_MR request for mr in the PD with handle pd.
+func (mr *MR) regRequest(pd uint32) abi.IbUverbsRegMr {
+	addr := sys.SliceAddr(mr.buf)
+	return abi.IbUverbsRegMr{
+		Start:       addr,
+		Length:      uint64(len(mr.buf)),
+		HcaVa:       addr,
+		PdHandle:    pd,
+		AccessFlags: uint32(mr.access),
+	}
+}
+
+// Dereg deregisters the MR (ibv_dereg_mr(3)), after the uses in flight.
+// The device then no longer accesses the memory; the MR stops keeping it
+// alive once the MR itself is unreachable. Deregistering twice, or after
+// the Context was closed (which released the MR in the kernel), returns
+// an error wrapping ErrClosed.
+func (mr *MR) Dereg() error {
+	if mr == nil || mr.ctx == nil {
+		return invalidErr("mr", "dereg", "nil MR")
+	}
+	return mr.dispose("mr", "dereg", func() error {
+		err := mr.ctx.destroyObject("mr", "dereg", abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY,
+			abi.UVERBS_ATTR_DESTROY_MR_HANDLE, mr.handle, func() *sys.WriteCmd {
+				req := abi.IbUverbsDeregMr{MrHandle: mr.handle}
+				return &sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_DEREG_MR, Req: sys.AsBytes(&req)}
+			})
+		if err == nil {
+			mr.pd.users.mr.Add(-1)
+		}
+		return err
+	})
+}
+
+// LKey returns the local key (for scatter/gather entries).
+func (mr *MR) LKey() uint32 { return mr.lkey }
+
+// RKey returns the remote key (for peers' RDMA operations).
+func (mr *MR) RKey() uint32 { return mr.rkey }
+
+// Addr returns the registered I/O virtual address: the address of the
+// first byte of the registered memory, which peers' RDMA operations name
+// together with RKey.
+func (mr *MR) Addr() uint64 { return sys.SliceAddr(mr.buf) }
+
+// Len returns the number of registered bytes.
+func (mr *MR) Len() int { return len(mr.buf) }
+
+// Bytes returns the registered memory.
+func (mr *MR) Bytes() []byte { return mr.buf }
+
+// Access returns the access flags the MR was registered with (without
+// optional flags the kernel would not accept).
+func (mr *MR) Access() Access { return mr.access }
+
+// PD returns the protection domain the MR is registered in.
+func (mr *MR) PD() *PD { return mr.pd }
+
+// Context returns the context the MR was registered on.
+func (mr *MR) Context() *Context { return mr.ctx }
+
+// Handle returns the kernel's handle of the MR.
+func (mr *MR) Handle() uint32 { return mr.handle }
+
+// dispose is the end of an object without events (PD, MR, AH):
+// exclusively, after the uses in flight, refuse a second call, run the
+// kernel destroy, and mark the object dead when it succeeded or the
+// Context is closed (the kernel released the object with the command fd).
+// A kernel refusal (EBUSY) leaves the object usable.
+func (l *life) dispose(object, method string, kernel func() error) error {
+	l.rw.Lock()
+	defer l.rw.Unlock()
+	if l.dead {
+		return closedErr(object, method)
+	}
+	err := kernel()
+	if err == nil || errors.Is(err, ErrClosed) {
+		l.dead = true
+	}
+	return err
+}
+
+// destroyObject sends the ioctl destroy method of an object without a
+// destroy response (MR, AH) and falls back to the write command that
+// fallback builds on kernels without it, as libibverbs does.
+func (c *Context) destroyObject(object, method string, obj, meth, attr uint16, handle uint32, fallback func() *sys.WriteCmd) error {
+	cmd := c.get()
+	cmd.Reset(obj, meth, c.driverID)
+	cmd.IDRIn(attr, handle, true)
+	err := cmd.Exec(c.cmd)
+	c.put(cmd)
+	switch err {
+	case nil:
+		return nil
+	case sys.ENOTTY, sys.EPROTONOSUPPORT, sys.EOPNOTSUPP:
+		return c.execWrite(fallback(), object, method)
+	}
+	return c.opErr(object, method, err)
+}

@@ -1,0 +1,220 @@
+package uverbs
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
+
+// Host tests of the MR, AH and Buffer encodings (byte offsets of the
+// gcc-checked abi structs), of PD's EBUSY message, and of the argument
+// errors that must come before any system call.
+
+func TestAccessValues(t *testing.T) {
+	// enum ibv_access_flags / ib_uverbs_access_flags.
+	want := map[Access]uint32{
+		AccessLocalWrite: 1, AccessRemoteWrite: 2, AccessRemoteRead: 4, AccessRemoteAtomic: 8,
+		AccessMWBind: 16, AccessZeroBased: 32, AccessOnDemand: 64, AccessHugeTLB: 128,
+		AccessRelaxedOrdering: 1 << 20,
+	}
+	for a, v := range want {
+		if uint32(a) != v {
+			t.Errorf("%v = %#x, want %#x", a, uint32(a), v)
+		}
+	}
+	if accessKnown != 0x3ff000ff {
+		t.Errorf("accessKnown = %#x", uint32(accessKnown))
+	}
+	for a, s := range map[Access]string{
+		0: "0", AccessLocalWrite | AccessRemoteRead: "LOCAL_WRITE|REMOTE_READ",
+		AccessRelaxedOrdering | AccessHugeTLB: "HUGETLB|RELAXED_ORDERING", 1<<9 | 1: "LOCAL_WRITE|0x200",
+	} {
+		if a.String() != s {
+			t.Errorf("%#x.String() = %q, want %q", uint32(a), a.String(), s)
+		}
+	}
+}
+
+// TestRegMREncoding: the 40-byte REG_MR request.
+func TestRegMREncoding(t *testing.T) {
+	buf := make([]byte, 100)
+	mr := &MR{buf: buf[3:], access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead}
+	req := mr.regRequest(0x17)
+	b := sys.AsBytes(&req)
+	if len(b) != 40 {
+		t.Fatalf("REG_MR request %d bytes", len(b))
+	}
+	le := binary.LittleEndian
+	addr := sys.SliceAddr(buf) + 3
+	if le.Uint64(b[0:]) != 0 || le.Uint64(b[8:]) != addr || le.Uint64(b[16:]) != 97 || le.Uint64(b[24:]) != addr ||
+		le.Uint32(b[32:]) != 0x17 || le.Uint32(b[36:]) != 7 {
+		t.Errorf("REG_MR request % x (addr %#x)", b, addr)
+	}
+	if mr.Addr() != addr || mr.Len() != 97 || &mr.Bytes()[0] != &buf[3] {
+		t.Errorf("Addr %#x Len %d", mr.Addr(), mr.Len())
+	}
+	var resp abi.IbUverbsRegMrResp
+	if len(sys.AsBytes(&resp)) != 12 {
+		t.Error("REG_MR response size")
+	}
+}
+
+// TestCreateAHEncoding: the 56-byte CREATE_AH request with a RoCE v2
+// global address.
+func TestCreateAHEncoding(t *testing.T) {
+	var dgid GID
+	copy(dgid[:], net.ParseIP("::ffff:10.99.0.1").To16())
+	attr := AHAttr{DGID: dgid, FlowLabel: 0xabcde, SGIDIndex: 1, HopLimit: 64, TrafficClass: 0x68,
+		IsGlobal: true, DLID: 0x1234, SL: 3, SrcPathBits: 5, StaticRate: 7, PortNum: 1}
+	req := abi.IbUverbsCreateAh{PdHandle: 9, Attr: attr.toABI()}
+	b := sys.AsBytes(&req)
+	if len(b) != 56 {
+		t.Fatalf("CREATE_AH request %d bytes", len(b))
+	}
+	want := make([]byte, 56)
+	le := binary.LittleEndian
+	le.PutUint32(want[16:], 9)       // pd_handle
+	copy(want[24:40], dgid[:])       // grh.dgid
+	le.PutUint32(want[40:], 0xabcde) // grh.flow_label
+	want[44] = 1                     // grh.sgid_index
+	want[45] = 64                    // grh.hop_limit
+	want[46] = 0x68                  // grh.traffic_class
+	le.PutUint16(want[48:], 0x1234)  // dlid
+	want[50] = 3                     // sl
+	want[51] = 5                     // src_path_bits
+	want[52] = 7                     // static_rate
+	want[53] = 1                     // is_global
+	want[54] = 1                     // port_num
+	for i := range want {
+		if b[i] != want[i] {
+			t.Errorf("byte %d = %#x, want %#x", i, b[i], want[i])
+		}
+	}
+	d := rxeProvider{}.newAH()
+	if n := len(d.udataOut()); n != 8 {
+		t.Errorf("rxe AH udata out %d bytes, want 8", n)
+	}
+	if _, err := d.created(); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("ah_num 0 = %v, want ErrNotSupported", err)
+	}
+	binary.LittleEndian.PutUint32(d.udataOut(), 42)
+	if n, err := d.created(); n != 42 || err != nil {
+		t.Errorf("ah_num = %d, %v", n, err)
+	}
+}
+
+func TestBusyErr(t *testing.T) {
+	var u users
+	kernel := &OpError{Object: "pd", Method: "dealloc", Err: sys.EBUSY}
+	err := busyErr(kernel, &u)
+	if !errors.Is(err, sys.EBUSY) || !strings.Contains(err.Error(), "still used by objects in the kernel") {
+		t.Errorf("busyErr with no known users = %v", err)
+	}
+	u.qp.Add(2)
+	u.mr.Add(1)
+	u.srq.Add(1)
+	err = busyErr(kernel, &u)
+	var oe *OpError
+	if !errors.Is(err, sys.EBUSY) || !errors.As(err, &oe) || oe.Object != "pd" || oe.Method != "dealloc" {
+		t.Fatalf("busyErr = %#v", err)
+	}
+	if want := "uverbs: pd dealloc: device or resource busy: still used by 2 QPs, 1 MR, 1 SRQ (destroy them first)"; err.Error() != want {
+		t.Errorf("busyErr =\n%q\nwant\n%q", err.Error(), want)
+	}
+	other := &OpError{Object: "pd", Method: "dealloc", Err: sys.EINVAL}
+	if busyErr(other, &u) != error(other) || busyErr(nil, &u) != nil {
+		t.Error("busyErr changed a non-EBUSY error")
+	}
+}
+
+func TestMRAHArgumentErrors(t *testing.T) {
+	var nilPD *PD
+	if _, err := nilPD.RegMR(make([]byte, 1), 0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil RegMR = %v", err)
+	}
+	if _, err := nilPD.CreateAH(AHAttr{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil CreateAH = %v", err)
+	}
+	var nilMR *MR
+	if err := nilMR.Dereg(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil Dereg = %v", err)
+	}
+	var nilAH *AH
+	if err := nilAH.Destroy(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil AH Destroy = %v", err)
+	}
+
+	// A context of a driver without a provider; nothing here reaches the
+	// kernel.
+	c := &Context{driverID: abi.RDMA_DRIVER_UNKNOWN, numCompVectors: 1}
+	pd := &PD{ctx: c}
+	for _, buf := range [][]byte{nil, {}} {
+		if _, err := pd.RegMR(buf, AccessLocalWrite); !errors.Is(err, ErrInvalid) {
+			t.Errorf("RegMR(len %d) = %v, want ErrInvalid", len(buf), err)
+		}
+	}
+	for _, a := range []Access{1 << 8, 1 << 9, 1 << 30, 1 << 31} {
+		if _, err := pd.RegMR(make([]byte, 8), AccessLocalWrite|a); !errors.Is(err, ErrInvalid) {
+			t.Errorf("RegMR access %#x = %v, want ErrInvalid", uint32(a), err)
+		}
+	}
+	if _, err := pd.CreateAH(AHAttr{FlowLabel: 1 << 20}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("CreateAH 21-bit flow label = %v, want ErrInvalid", err)
+	}
+	if _, err := pd.CreateAH(AHAttr{IsGlobal: true, PortNum: 1}); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("CreateAH on unknown driver = %v, want ErrNotSupported", err)
+	}
+	mr := &MR{ctx: c, pd: pd, life: life{dead: true}}
+	if err := mr.Dereg(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Dereg of a deregistered MR = %v, want ErrClosed", err)
+	}
+	ah := &AH{ctx: c, pd: pd, life: life{dead: true}}
+	if err := ah.Destroy(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Destroy of a destroyed AH = %v, want ErrClosed", err)
+	}
+	pd.dead = true
+	if _, err := pd.RegMR(make([]byte, 8), AccessLocalWrite); !errors.Is(err, ErrClosed) {
+		t.Errorf("RegMR on a deallocated PD = %v, want ErrClosed", err)
+	}
+	if _, err := pd.CreateAH(AHAttr{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("CreateAH on a deallocated PD = %v, want ErrClosed", err)
+	}
+}
+
+func TestBufferArgs(t *testing.T) {
+	for _, n := range []int{0, -5} {
+		if _, err := AllocBuffer(n); !errors.Is(err, ErrInvalid) {
+			t.Errorf("AllocBuffer(%d) = %v, want ErrInvalid", n, err)
+		}
+	}
+	var nb *Buffer
+	if nb.Bytes() != nil || nb.Len() != 0 || !errors.Is(nb.Close(), ErrInvalid) {
+		t.Error("nil Buffer")
+	}
+	b, err := AllocBuffer(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := b.Bytes()
+	if len(mem) != 10 || b.Len() != 10 || sys.SliceAddr(mem)%uint64(sys.PageSize) != 0 {
+		t.Fatalf("Bytes len %d Len %d at %#x", len(mem), b.Len(), sys.SliceAddr(mem))
+	}
+	copy(mem, "registered")
+	if r := sys.OpenBuffers(); len(r) != 1 {
+		t.Errorf("OpenBuffers = %d entries", len(r))
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b.Bytes() != nil || b.Close() != nil {
+		t.Error("Buffer after Close")
+	}
+	if r := sys.OpenBuffers(); len(r) != 0 {
+		t.Errorf("OpenBuffers after Close = %q", r)
+	}
+}
