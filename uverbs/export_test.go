@@ -21,6 +21,8 @@ func AsyncCountsForTest(o Affiliated) (delivered, acked uint32) {
 		return o.counts.Counts(core.AsyncEvents)
 	case *QP:
 		return o.counts.Counts(core.AsyncEvents)
+	case *SRQ:
+		return o.counts.Counts(core.AsyncEvents)
 	}
 	return 0, 0
 }
@@ -31,3 +33,13 @@ func SetHookForTest(f func(point string)) { testHook = f }
 
 // AHNumForTest returns the provider's number of the AH (rxe ah_num).
 func (ah *AH) AHNumForTest() uint32 { return ah.num }
+
+// SRQRingForTest reports whether the SRQ's receive ring is mapped and
+// its size in bytes.
+func (srq *SRQ) SRQRingForTest() (mapped bool, size int) {
+	d, ok := srq.drv.(*rxeSRQ)
+	if !ok || d.q.m == nil {
+		return false, 0
+	}
+	return d.q.m.Mapped(), d.q.m.Len()
+}

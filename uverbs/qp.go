@@ -146,7 +146,13 @@ type QPInitAttr struct {
 	Type   QPType
 	SendCQ *CQ
 	RecvCQ *CQ
-	Cap    QPCap
+	// SRQ, if not nil, is the shared receive queue the QP takes its
+	// receives from (ibv_create_srq(3)); the QP then has no receive
+	// queue of its own and Cap's receive sizes are ignored. The SRQ must
+	// belong to the same Context; its Destroy fails with EBUSY while the
+	// QP lives.
+	SRQ *SRQ
+	Cap QPCap
 	// SigAll makes every send work request generate a completion.
 	SigAll bool
 }
@@ -159,6 +165,7 @@ type QP struct {
 	pd     *PD
 	sendCQ *CQ
 	recvCQ *CQ
+	srq    *SRQ
 	typ    QPType
 	sigAll bool
 	handle uint32
@@ -209,6 +216,9 @@ func (attr *QPInitAttr) validate(pd *PD) (abi.IbUverbsQpCap, error) {
 	if attr.SendCQ.ctx != pd.ctx || attr.RecvCQ.ctx != pd.ctx {
 		return abi.IbUverbsQpCap{}, invalidErr("qp", "create", "CQ and PD belong to different contexts")
 	}
+	if attr.SRQ != nil && attr.SRQ.ctx != pd.ctx {
+		return abi.IbUverbsQpCap{}, invalidErr("qp", "create", "SRQ and PD belong to different contexts")
+	}
 	cp, ok := attr.Cap.toABI()
 	if !ok {
 		return abi.IbUverbsQpCap{}, invalidErr("qp", "create", "capabilities out of range: %+v", attr.Cap)
@@ -218,8 +228,9 @@ func (attr *QPInitAttr) validate(pd *PD) (abi.IbUverbsQpCap, error) {
 
 // CreateQP creates a queue pair in pd (ibv_create_qp(3)), in the RESET
 // state. It sends the QP/CREATE ioctl with the context's async event fd
-// and maps the provider's send and receive queues; if the mapping fails
-// the QP is destroyed. Cap returns what the device granted.
+// and maps the provider's send queue, and its receive queue unless
+// attr.SRQ is set; if the mapping fails the QP is destroyed. Cap returns
+// what the device granted.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if pd == nil || pd.ctx == nil {
 		return nil, invalidErr("qp", "create", "nil PD")
@@ -232,12 +243,15 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if c.Closed() {
 		return nil, closedErr("qp", "create")
 	}
-	// The PD and CQs are held from before their handles are read until
-	// the QP is published: a concurrent destroy of one of them waits, and
-	// then fails with the kernel's EBUSY, instead of freeing a handle the
-	// kernel could give to a new object that this QP would then be bound
-	// to.
-	parents := [...]*life{&pd.life, &attr.SendCQ.life, &attr.RecvCQ.life}
+	// The PD, CQs and SRQ are held from before their handles are read
+	// until the QP is published: a concurrent destroy of one of them
+	// waits, and then fails with the kernel's EBUSY, instead of freeing a
+	// handle the kernel could give to a new object that this QP would then
+	// be bound to.
+	parents := [...]*life{&pd.life, &attr.SendCQ.life, &attr.RecvCQ.life, nil}
+	if attr.SRQ != nil {
+		parents[3] = &attr.SRQ.life
+	}
 	if !holdAll(parents[:]...) {
 		return nil, closedErr("qp", "create")
 	}
@@ -247,7 +261,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		return nil, err
 	}
 	drv := p.newQP()
-	qp := &QP{ctx: c, pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, typ: attr.Type, sigAll: attr.SigAll, drv: drv}
+	qp := &QP{ctx: c, pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, typ: attr.Type, sigAll: attr.SigAll, drv: drv}
 	uh, err := c.reg.Reserve(&qp.counts)
 	if err != nil {
 		return nil, closedErr("qp", "create")
@@ -263,6 +277,9 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	cmd.IDRIn(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, pd.handle, true)
 	cmd.IDRIn(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, attr.SendCQ.handle, true)
 	cmd.IDRIn(abi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, attr.RecvCQ.handle, true)
+	if attr.SRQ != nil {
+		cmd.IDRIn(abi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, attr.SRQ.handle, true)
+	}
 	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, uh, 8, true)
 	sys.PtrIn(cmd, abi.UVERBS_ATTR_CREATE_QP_CAP, &capIn, true)
 	cmd.ConstIn(abi.UVERBS_ATTR_CREATE_QP_TYPE, uint64(attr.Type), true)
@@ -288,7 +305,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	qp.qpn = qpn
 	qp.cap = capFromABI(&capOut)
 
-	if err := drv.created(c, false); err != nil {
+	if err := drv.created(c, attr.SRQ != nil); err != nil {
 		qp.destroyCmd()
 		drv.release()
 		c.reg.Abort(uh)
@@ -301,6 +318,9 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		return nil, closedErr("qp", "create")
 	}
 	pd.users.qp.Add(1)
+	if attr.SRQ != nil {
+		attr.SRQ.users.qp.Add(1)
+	}
 	return qp, nil
 }
 
@@ -335,6 +355,9 @@ func (qp *QP) Destroy(ctx context.Context) error {
 		resp, err := qp.destroyCmd()
 		if err == nil {
 			qp.pd.users.qp.Add(-1)
+			if qp.srq != nil {
+				qp.srq.users.qp.Add(-1)
+			}
 		}
 		return resp.EventsReported, 0, err
 	})
@@ -475,6 +498,9 @@ func (qp *QP) PD() *PD { return qp.pd }
 // SendCQ and RecvCQ return the QP's completion queues.
 func (qp *QP) SendCQ() *CQ { return qp.sendCQ }
 func (qp *QP) RecvCQ() *CQ { return qp.recvCQ }
+
+// SRQ returns the shared receive queue the QP was created with, or nil.
+func (qp *QP) SRQ() *SRQ { return qp.srq }
 
 // Handle returns the kernel's handle of the QP.
 func (qp *QP) Handle() uint32 { return qp.handle }
