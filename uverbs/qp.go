@@ -104,8 +104,8 @@ type AHAttr struct {
 	PortNum      uint8
 }
 
-// QPAttr holds the attributes a Modify can change (struct ibv_qp_attr);
-// only the fields selected by the mask are sent.
+// QPAttr holds the attributes a Modify can change and Query reports
+// (struct ibv_qp_attr); Modify sends only the fields selected by the mask.
 type QPAttr struct {
 	State            QPState
 	CurState         QPState
@@ -130,6 +130,9 @@ type QPAttr struct {
 	RNRRetry         uint8
 	AltPortNum       uint8
 	AltTimeout       uint8
+	// Filled by Query only (Modify does not send them):
+	SQDraining bool  // the send queue is draining (state SQD)
+	Cap        QPCap // the work-queue sizes
 }
 
 // QPCap are the work-queue sizes of a QP (struct ibv_qp_cap).

@@ -104,6 +104,13 @@ func TestVMSRQ(t *testing.T) {
 		if n := len(sys.OpenMappings()) - before; n != 1 {
 			t.Errorf("%v QP on an SRQ mapped %d rings, want 1 (send queue only)", typ, n)
 		}
+		_, init, err := qp.Query(uverbs.QPAttrCap)
+		if err != nil {
+			t.Fatalf("Query: %v", err)
+		}
+		if init.SRQ != srq || init.Type != typ {
+			t.Errorf("%v: Query init SRQ %p type %v", typ, init.SRQ, init.Type)
+		}
 		t.Logf("%v QP %d on SRQ: caps %+v", typ, qp.QPN(), qp.Cap())
 		qps = append(qps, qp)
 	}
