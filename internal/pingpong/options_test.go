@@ -1,0 +1,182 @@
+package pingpong
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestStrtol(t *testing.T) {
+	for s, want := range map[string]int64{
+		"64": 64, "0x40": 64, "0X40": 64, "0100": 64, "  64": 64, "+64": 64, "-1": -1, "64k": 64, "abc": 0, "": 0,
+		"0x": 0, "08": 0, "0": 0, "99999999999999999999": 1<<63 - 1, "-99999999999999999999": -1 << 63,
+	} {
+		if got := strtol(s); got != want {
+			t.Errorf("strtol(%q) = %d, want %d", s, got, want)
+		}
+	}
+	for s, want := range map[string]uint64{
+		"4096": 4096, "-1": ^uint64(0), "0x10000": 65536, "99999999999999999999": ^uint64(0), "-99999999999999999999": ^uint64(0),
+	} {
+		if got := strtoul(s); got != want {
+			t.Errorf("strtoul(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+func TestGetopt(t *testing.T) {
+	longs := specs[RC].longs
+	short := specs[RC].short
+	cases := []struct {
+		args     []string
+		opts     []parsedOpt
+		operands []string
+		err      string
+	}{
+		{args: []string{"-g", "1", "-s64", "10.99.0.1", "-n", "5"},
+			opts:     []parsedOpt{{'g', "1"}, {'s', "64"}, {'n', "5"}},
+			operands: []string{"10.99.0.1"}},
+		{args: []string{"--size=64", "--gid-idx", "1", "--chk", "host"},
+			opts:     []parsedOpt{{'s', "64"}, {'g', "1"}, {'c', ""}},
+			operands: []string{"host"}},
+		{args: []string{"-ec", "-d", "rxe0"}, opts: []parsedOpt{{'e', ""}, {'c', ""}, {'d', "rxe0"}}},
+		{args: []string{"-cs", "8"}, opts: []parsedOpt{{'c', ""}, {'s', "8"}}},
+		{args: []string{"-cs8"}, opts: []parsedOpt{{'c', ""}, {'s', "8"}}},
+		{args: []string{"--it=7"}, opts: []parsedOpt{{'n', "7"}}},
+		{args: []string{"--", "-s", "x"}, operands: []string{"-s", "x"}},
+		{args: []string{"-"}, operands: []string{"-"}},
+		{args: []string{"-x"}, err: "invalid option -- 'x'"},
+		{args: []string{"-h"}, err: "invalid option -- 'h'"},
+		{args: []string{"-s"}, err: "option requires an argument -- 's'"},
+		{args: []string{"--size"}, err: "option '--size' requires an argument"},
+		{args: []string{"--chk=1"}, err: "option '--chk' doesn't allow an argument"},
+		{args: []string{"--nope"}, err: "unrecognized option '--nope'"},
+		{args: []string{"--i"}, err: "option '--i' is ambiguous; possibilities: '--ib-dev' '--ib-port' '--iters' '--iodp'"},
+		{args: []string{"--ib-p", "2"}, opts: []parsedOpt{{'i', "2"}}},
+	}
+	for _, c := range cases {
+		opts, operands, err := getopt(c.args, short, longs)
+		if c.err != "" {
+			if err == nil || err.Error() != c.err {
+				t.Errorf("getopt(%q) error = %v, want %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(opts, c.opts) || !reflect.DeepEqual(operands, c.operands) {
+			t.Errorf("getopt(%q) = %v %q %v, want %v %q", c.args, opts, operands, err, c.opts, c.operands)
+		}
+	}
+}
+
+func TestParseArgsDefaults(t *testing.T) {
+	for k, size := range map[Kind]uint32{RC: 4096, UC: 4096, UD: 1024, SRQ: 4096} {
+		o, err := ParseArgs(k, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Options{Port: 18515, IBPort: 1, Size: size, MTU: 3, RxDepth: 500, Iters: 1000, GIDIndex: -1}
+		if k == SRQ {
+			want.NumQP = 16
+		}
+		if o != want {
+			t.Errorf("%v defaults = %+v, want %+v", k, o, want)
+		}
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	o, err := ParseArgs(RC, []string{"-p", "0x4000", "-d", "rxelo", "-i", "1", "-s", "65536", "-m", "4096", "-r", "100",
+		"-n", "10", "-l", "0", "-g", "1", "-c", "-o", "-N", "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Options{Server: "127.0.0.1", Port: 0x4000, Dev: "rxelo", IBPort: 1, Size: 65536, MTU: 5, RxDepth: 100,
+		Iters: 10, GIDIndex: 1, Validate: true, ODP: true, NewSend: true}
+	if o != want {
+		t.Errorf("got %+v\nwant %+v", o, want)
+	}
+	o, err = ParseArgs(SRQ, []string{"-q", "4", "-O"})
+	if err == nil {
+		t.Errorf("srq took -O: %+v", o)
+	}
+	o, err = ParseArgs(SRQ, []string{"-q", "4", "-e"})
+	if err != nil || o.NumQP != 4 || !o.Events {
+		t.Errorf("srq -q 4 -e: %+v %v", o, err)
+	}
+	if _, err := ParseArgs(UD, []string{"-m", "1024"}); err == nil {
+		t.Error("ud took -m, which ibv_ud_pingpong does not have")
+	}
+	if o, _ := ParseArgs(RC, []string{"-O"}); !o.ODP || !o.ImplicitODP {
+		t.Errorf("-O sets both -o and implicit: %+v", o)
+	}
+	// The C tools' usage errors.
+	for _, c := range []struct {
+		k    Kind
+		args []string
+	}{
+		{RC, []string{"-p", "65536"}}, {RC, []string{"-p", "-1"}}, {UD, []string{"-p", "70000"}}, {RC, []string{"-i", "0"}},
+		{RC, []string{"-m", "1000"}}, {RC, []string{"-m", "x"}}, {SRQ, []string{"-s", "0"}}, {RC, []string{"a", "b"}},
+	} {
+		if o, err := ParseArgs(c.k, c.args); !errors.Is(err, errUsage) {
+			t.Errorf("%v %q = %+v, %v; want errUsage", c.k, c.args, o, err)
+		}
+	}
+	// rc takes size 0 (the C tool then fails later), and strtoul's
+	// reading of odd numbers.
+	if o, err := ParseArgs(RC, []string{"-s", "0", "-n", "12x"}); err != nil || o.Size != 0 || o.Iters != 12 {
+		t.Errorf("-s 0 -n 12x: %+v %v", o, err)
+	}
+}
+
+func TestMainUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main(RC, "rcpingpong", []string{"-x"}, &out, &errb); code != 1 {
+		t.Errorf("exit %d", code)
+	}
+	if errb.String() != "rcpingpong: invalid option -- 'x'\n" {
+		t.Errorf("stderr %q", errb.String())
+	}
+	if !strings.HasPrefix(out.String(), "Usage:\n  rcpingpong            start a server and wait for connection\n  rcpingpong <host>     connect to server at <host>\n\nOptions:\n  -p, --port=<port>") ||
+		!strings.HasSuffix(out.String(), "  -N, --new_send            use new post send WR API\n") {
+		t.Errorf("usage:\n%s", out.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := Main(SRQ, "srqpingpong", []string{"a", "b"}, &out, &errb); code != 1 || errb.Len() != 0 || !strings.Contains(out.String(), "-q, --num-qp=<num>") {
+		t.Errorf("srq a b: exit %d, stderr %q, stdout %q", code, errb.String(), out.String())
+	}
+}
+
+func TestMainEvents(t *testing.T) {
+	for k := range specs {
+		var out, errb bytes.Buffer
+		if code := Main(k, "tool", []string{"-e", "-d", "nosuchdev"}, &out, &errb); code != 1 {
+			t.Errorf("%v -e: exit %d", k, code)
+		}
+		if !strings.HasPrefix(errb.String(), "tool: -e (sleep on CQ events) needs a completion channel") || out.Len() != 0 {
+			t.Errorf("%v -e: stdout %q stderr %q", k, out.String(), errb.String())
+		}
+	}
+}
+
+// The srq checks and rc's option conflicts come before any device is
+// opened, with the C tools' messages.
+func TestRunChecks(t *testing.T) {
+	for _, c := range []struct {
+		k    Kind
+		args []string
+		want string
+	}{
+		{SRQ, []string{"-q", "8", "-r", "4"}, "rx_depth 4 is too small for 8 QPs -- must have at least one receive per QP."},
+		{SRQ, []string{"-q", "256", "-r", "1000"}, "num_qp 256 must be less than 255"},
+		{RC, []string{"-o", "-j"}, "DM memory region can't be on demand"},
+		{RC, []string{"-P"}, "prefetch is valid only with on-demand memory region"},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(c.k, "t", c.args, &out, &errb); code != 1 || errb.String() != c.want+"\n" || out.Len() != 0 {
+			t.Errorf("%v %q: exit %d, stderr %q, stdout %q", c.k, c.args, code, errb.String(), out.String())
+		}
+	}
+}
