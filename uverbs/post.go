@@ -68,3 +68,22 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 	cq.drop()
 	return n, nil
 }
+
+// PostRecv posts receive work requests to the shared receive queue
+// (ibv_post_srq_recv(3)): ring writes only, no system call. Every QP
+// attached to the SRQ takes its receives from here. Errors as for
+// QP.PostSend. It is safe for concurrent use and allocates nothing; a
+// resize (Modify with SRQAttrMaxWR) waits for posts in flight.
+func (srq *SRQ) PostRecv(wrs []RecvWR) error {
+	if srq == nil || srq.ctx == nil {
+		return invalidErr("srq", "post_recv", "nil SRQ")
+	}
+	if len(wrs) == 0 {
+		return nil
+	}
+	if !srq.hold() {
+		return &PostError{Op: "post_srq_recv", Index: 0, Err: ErrClosed}
+	}
+	defer srq.drop()
+	return srq.drv.postRecv(srq, wrs)
+}

@@ -205,7 +205,23 @@ func (d *rxeQP) writeSend(qp *QP, r *rxeRing, i uint32, wr *SendWR, idx int) err
 	switch wr.Opcode {
 	case WRSend, WRSendWithImm:
 		if typ == QPTypeUD {
-			return badWR("post_send", idx, "UD sends need an address handle (not implemented yet)")
+			ah := wr.AH
+			if ah == nil || ah.pd != qp.pd {
+				return badWR("post_send", idx, "a UD send needs an address handle of the QP's PD")
+			}
+			// Held while its number is written, so a concurrent Destroy
+			// cannot free a number the kernel would give the next AH.
+			if !ah.hold() {
+				return &PostError{Op: "post_send", Index: idx, Err: closedErr("ah", "post_send")}
+			}
+			if ah.num == 0 {
+				// Kernels before 5.10 return no ah_num and want the
+				// address vector in every WQE; ours all return one.
+				ah.drop()
+				return badWR("post_send", idx, "the kernel gave the AH no ah_num (legacy address vectors are not supported)")
+			}
+			w.Wr.Wr.SetUd(abi.RxeSendWrWrUd{RemoteQpn: wr.RemoteQPN, RemoteQkey: wr.RemoteQKey, AhNum: ah.num})
+			ah.drop()
 		}
 	case WRRDMAWrite, WRRDMAWriteWithImm:
 		if typ == QPTypeUD {
@@ -286,7 +302,7 @@ func (d *rxeQP) postRecv(qp *QP, wrs []RecvWR) error {
 	defer d.rqMu.Unlock()
 	r := d.rqRing
 	if r == nil {
-		return &PostError{Op: "post_recv", Index: 0, Err: ErrInvalid}
+		return badWR("post_recv", 0, "the QP takes its receives from an SRQ: post them there")
 	}
 	n, err := postRecvRing(r, &d.rwqe, &d.rsge, qp.cap.MaxRecvSGE, wrs, "post_recv")
 	if n > 0 {

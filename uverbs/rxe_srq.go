@@ -1,6 +1,8 @@
 package uverbs
 
 import (
+	"sync"
+
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
 )
@@ -29,6 +31,34 @@ type rxeSRQ struct {
 
 	cmd   abi.RxeModifySrqCmd // MODIFY_SRQ driver payload, immutable
 	newMi abi.Mminfo          // written by the kernel on a resize
+
+	mu   sync.Mutex // serialises posters; guards ring, rwqe, rsge
+	ring *rxeRing   // producer side of q.m, rebuilt after a resize
+	rwqe abi.RxeRecvWqe
+	rsge abi.RxeSge
+}
+
+// postRecv writes receive WQEs to the SRQ's ring (librxe
+// rxe_post_srq_recv); no system call. The caller holds the SRQ shared, so
+// a resize, which replaces the ring under the exclusive hold, cannot run.
+func (d *rxeSRQ) postRecv(srq *SRQ, wrs []RecvWR) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.q.m == nil {
+		return &PostError{Op: "post_srq_recv", Index: 0, Err: closedErr("srq", "post_recv")}
+	}
+	if d.ring == nil || d.ring.m != d.q.m {
+		r, err := newRxeRing(d.q.m, true)
+		if err != nil {
+			return &PostError{Op: "post_srq_recv", Index: 0, Err: err}
+		}
+		d.ring = r
+	}
+	n, err := postRecvRing(d.ring, &d.rwqe, &d.rsge, srq.attr.MaxSGE, wrs, "post_srq_recv")
+	if n > 0 {
+		d.ring.advance(uint32(n))
+	}
+	return err
 }
 
 func (d *rxeSRQ) udataIn() []byte  { return nil }

@@ -228,6 +228,8 @@ func TestRxeSendValidation(t *testing.T) {
 		{uc, duc, SendWR{Opcode: WRRDMARead, SGL: sge}},
 		{uc, duc, SendWR{Opcode: WRAtomicCmpAndSwp, SGL: sge}},
 		{ud, dud, SendWR{Opcode: WRRDMAWrite, SGL: sge}},
+		{ud, dud, SendWR{Opcode: WRSend, SGL: sge}},                     // no AH
+		{ud, dud, SendWR{Opcode: WRSend, SGL: sge, AH: &AH{pd: &PD{}}}}, // another PD's AH
 		{qp, d, SendWR{Opcode: WRSend, SGL: []SGE{{Length: 1 << 31}, {Length: 1 << 31}}}},
 	}
 	for i, c := range bad {

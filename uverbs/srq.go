@@ -75,6 +75,9 @@ type srqDriver interface {
 	modified(c *Context, mask SRQAttrMask) error
 	// release unmaps the ring; it is idempotent.
 	release() error
+	// postRecv writes receive requests to the ring (the caller holds the
+	// SRQ shared).
+	postRecv(srq *SRQ, wrs []RecvWR) error
 }
 
 // srqProvider is implemented by providers that support SRQs.

@@ -79,8 +79,10 @@ type SendWR struct {
 	// swapped in.
 	CompareAdd uint64
 	Swap       uint64
-	// UD: the remote QPN and Q_Key (wr.ud). (The address handle comes
-	// with the AH object.)
+	// UD: the address handle of the destination, its QPN and Q_Key
+	// (wr.ud). The AH must belong to the QP's PD and stay alive until the
+	// request completes (the kernel looks it up when it sends).
+	AH         *AH
 	RemoteQPN  uint32
 	RemoteQKey uint32
 }
