@@ -186,7 +186,7 @@ func (d *rxeQP) postSend(qp *QP, wrs []SendWR) error {
 
 func (d *rxeQP) ring(qp *QP) error {
 	d.db.hdr = abi.IbUverbsCmdHdr{Command: abi.IB_USER_VERBS_CMD_POST_SEND, InWords: 8, OutWords: 1}
-	d.db.cmd = abi.IbUverbsPostSend{Response: sys.AddrOf(&d.dbResp), QpHandle: qp.handle, WqeSize: rxeDoorbellWQESize}
+	d.db.cmd = abi.IbUverbsPostSend{Response: sys.PtrAddr(&d.dbResp), QpHandle: qp.handle, WqeSize: rxeDoorbellWQESize}
 	n, err := sys.WriteHeld(qp.ctx.cmd, sys.AsBytes(&d.db))
 	if err == nil && n != 32 {
 		err = sys.EIO

@@ -2,25 +2,9 @@ package sys
 
 import (
 	"runtime"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
-
-// BufAddr returns the address of b's first byte as the kernel sees it (an
-// SGE address, a registered region's start), or 0 for an empty slice. The
-// caller keeps b reachable for as long as the address is in use (an MR
-// holds its buffer).
-func BufAddr(b []byte) uint64 {
-	if len(b) == 0 {
-		return 0
-	}
-	return uint64(uintptr(unsafe.Pointer(&b[0])))
-}
-
-// AddrOf returns the address of *v (e.g. the response buffer the rxe send
-// doorbell names). The caller keeps v reachable.
-func AddrOf[T any](v *T) uint64 { return uint64(uintptr(unsafe.Pointer(v))) }
 
 // WriteHeld issues one write(2) of b on fd without taking the descriptor's
 // in-use lock. The caller guarantees that fd cannot be closed meanwhile:
