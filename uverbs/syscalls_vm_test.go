@@ -111,6 +111,36 @@ func TestVMSyscallsPerOp(t *testing.T) {
 		calls, w1-w0-costW, calls, sendWrites, polls, w3-w2-costW)
 }
 
+// TestVMDataPathNoAllocs: PostRecv, PostSend and Poll through the real
+// rings and doorbell allocate nothing when the caller reuses its values.
+func TestVMDataPathNoAllocs(t *testing.T) {
+	c := openRxe(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, cq := loopQP(t, c, pd, 64, 16, 16)
+	defer func() { qp.Destroy(bg(t)); cq.Destroy(bg(t)); pd.Dealloc() }()
+	rwr := []uverbs.RecvWR{{ID: 1}}
+	swr := []uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSendWithImm, Flags: uverbs.SendSignaled, ImmData: 5}}
+	wcs := make([]uverbs.WC, 4)
+	testkit.NoAllocs(t, 500, func() {
+		if err := qp.PostRecv(rwr); err != nil {
+			t.Fatal(err)
+		}
+		if err := qp.PostSend(swr); err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got < 2; {
+			n, err := cq.Poll(wcs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+		}
+	})
+}
+
 // BenchmarkVMSendRecvPoll: one signaled zero-length send and its receive
 // through a looped-back RC QP per iteration, polled to completion.
 func BenchmarkVMSendRecvPoll(b *testing.B) {
