@@ -1,0 +1,246 @@
+package sys
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// RecordReader reads one-record-per-read(2) event fds on the hot path: a
+// completion channel, where every ping-pong iteration waits for one
+// record. It is lighter than EventFile: the waiting goroutine itself parks
+// on the runtime poller through RawConn.Read (no watcher goroutine, no
+// channel per wake-up, no poll(2)), and reads one at a time.
+//
+// RawConn.Read calls the read first and waits for readiness only after it
+// saw EAGAIN, so a record that arrived before the wait is never slept
+// through, although the runtime poller is edge-triggered; and it keeps
+// reading until one read succeeds, so a wake-up without a record (another
+// reader took it) just waits again.
+//
+// A Read's context ends the wait: the reader registers context.AfterFunc
+// once per distinct context (and keeps it while the same context is used
+// again, which makes a loop over one context allocation-free), which moves
+// the file's read deadline into the past to wake the parked read.
+type RecordReader struct {
+	file *os.File
+	rc   interface {
+		Read(func(uintptr) bool) error
+	}
+	raw int
+
+	sem chan struct{} // one reader at a time; cap 1
+
+	// Guarded by sem.
+	buf    []byte
+	n      int
+	err    error
+	readFn func(uintptr) bool // r.read as a method value, made once
+	tryFn  func(uintptr) bool // r.try, likewise
+	stop   func() bool
+
+	mu      sync.Mutex      // guards ctx and expired against the AfterFunc
+	ctx     context.Context // the context whose AfterFunc is registered
+	expired bool            // the AfterFunc moved the deadline into the past
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// NewRecordReader takes ownership of fd (O_CLOEXEC), makes it non-blocking
+// and registers it with the runtime poller.
+func NewRecordReader(fd *FD) (*RecordReader, error) {
+	raw := fd.Int()
+	if raw < 0 {
+		return nil, ErrClosedFD
+	}
+	if err := unix.SetNonblock(raw, true); err != nil {
+		return nil, err
+	}
+	name := fd.Name()
+	fd.Disown()
+	f := os.NewFile(uintptr(raw), name)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r := &RecordReader{file: f, rc: rc, raw: raw, sem: make(chan struct{}, 1), closed: make(chan struct{})}
+	r.readFn = r.read
+	r.tryFn = r.try
+	traceOpenRR(r, name)
+	return r, nil
+}
+
+// Fd returns the descriptor (non-blocking) for the caller's own epoll.
+func (r *RecordReader) Fd() int { return r.raw }
+
+// read is the RawConn callback: one non-blocking read; false asks the
+// poller to wait for readiness.
+func (r *RecordReader) read(fd uintptr) bool {
+	r.n, r.err = readRaw(int(fd), r.buf)
+	return r.err != unix.EAGAIN
+}
+
+// try is the RawConn callback of TryRead: one read, never a wait.
+func (r *RecordReader) try(fd uintptr) bool {
+	r.n, r.err = readRaw(int(fd), r.buf)
+	return true
+}
+
+// TryRead reads one record without waiting: unix.EAGAIN when none is
+// queued, ErrFileClosed after Close. It waits for a concurrent Read to
+// finish first. It allocates nothing.
+func (r *RecordReader) TryRead(buf []byte) (int, error) {
+	select {
+	case r.sem <- struct{}{}:
+	case <-r.closed:
+		return 0, ErrFileClosed
+	}
+	defer func() { <-r.sem }()
+	r.buf = buf
+	cerr := r.rc.Read(r.tryFn)
+	r.buf = nil
+	if cerr != nil {
+		return 0, r.mapErr(cerr)
+	}
+	return r.n, r.err
+}
+
+// Read waits, parked on the runtime poller, until one record is read into
+// buf, ctx ends (ctx.Err()), or the reader is closed (ErrFileClosed).
+func (r *RecordReader) Read(ctx context.Context, buf []byte) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-r.closed:
+		return 0, ErrFileClosed
+	}
+	defer func() { <-r.sem }()
+	if err := r.watch(ctx); err != nil {
+		return 0, err
+	}
+	r.buf = buf
+	err := r.rc.Read(r.readFn)
+	r.buf = nil
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if cerr := ctx.Err(); cerr != nil {
+				return 0, cerr
+			}
+		}
+		return 0, r.mapErr(err)
+	}
+	return r.n, r.err
+}
+
+// watch makes sure ctx's end wakes a parked read (under sem).
+func (r *RecordReader) watch(ctx context.Context) error {
+	r.mu.Lock()
+	if ctx == r.ctx {
+		r.mu.Unlock()
+		return ctx.Err()
+	}
+	r.ctx = nil // an AfterFunc of the old context that runs now does nothing
+	expired := r.expired
+	r.expired = false
+	if expired {
+		r.file.SetReadDeadline(time.Time{})
+	}
+	r.mu.Unlock()
+	if r.stop != nil {
+		r.stop()
+		r.stop = nil
+	}
+	if ctx.Done() == nil {
+		return nil // never ends: nothing to register
+	}
+	r.mu.Lock()
+	r.ctx = ctx
+	r.mu.Unlock()
+	r.stop = context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.ctx != ctx {
+			return
+		}
+		r.expired = true
+		r.file.SetReadDeadline(time.Unix(1, 0))
+	})
+	return ctx.Err()
+}
+
+func (r *RecordReader) mapErr(err error) error {
+	select {
+	case <-r.closed:
+		return ErrFileClosed // RawConn reports internal/poll's ErrFileClosing
+	default:
+	}
+	if errors.Is(err, os.ErrClosed) {
+		return ErrFileClosed
+	}
+	return err
+}
+
+// Close wakes a parked Read with ErrFileClosed and closes the descriptor
+// (os.File waits for the read in flight). It is idempotent.
+func (r *RecordReader) Close() error {
+	var err error
+	r.closeOnce.Do(func() {
+		close(r.closed)
+		err = r.file.Close() // wakes a parked Read
+		// Then, once no Read runs, unregister the context watch so the
+		// reader does not stay reachable from a long-lived context.
+		r.sem <- struct{}{}
+		if r.stop != nil {
+			r.stop()
+			r.stop = nil
+		}
+		<-r.sem
+		traceCloseRR(r)
+	})
+	return err
+}
+
+var rrTraced sync.Map // *RecordReader -> *FD
+
+func traceOpenRR(r *RecordReader, name string) {
+	if !tracing.Load() {
+		return
+	}
+	fd := &FD{raw: int32(r.raw), name: name + " (record reader)"}
+	traceOpen(fd)
+	rrTraced.Store(r, fd)
+}
+
+func traceCloseRR(r *RecordReader) {
+	if v, ok := rrTraced.LoadAndDelete(r); ok {
+		traceClose(v.(*FD))
+	}
+}
+
+// NewRecordReaderPipe is NewRecordPipe for a RecordReader: a connected
+// SOCK_SEQPACKET pair whose writes are read back one record each.
+func NewRecordReaderPipe(name string) (*RecordReader, *FD, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	rd, _ := NewFD(fds[0], name+" (read end)")
+	w, _ := NewFD(fds[1], name+" (write end)")
+	r, err := NewRecordReader(rd)
+	if err != nil {
+		rd.Close()
+		w.Close()
+		return nil, nil, err
+	}
+	return r, w, nil
+}
