@@ -32,6 +32,27 @@ type Context struct {
 	mu     sync.Mutex
 	closed bool
 	reg    core.Registry[Affiliated] // user handle -> live affiliated object
+	chans  map[*CompChannel]struct{} // open completion channels (under mu)
+}
+
+// addChannel records an open completion channel so Close can close it.
+func (c *Context) addChannel(ch *CompChannel) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return closedErr("comp_channel", "create")
+	}
+	if c.chans == nil {
+		c.chans = map[*CompChannel]struct{}{}
+	}
+	c.chans[ch] = struct{}{}
+	return nil
+}
+
+func (c *Context) removeChannel(ch *CompChannel) {
+	c.mu.Lock()
+	delete(c.chans, ch)
+	c.mu.Unlock()
 }
 
 func init() {
@@ -238,9 +259,15 @@ func (c *Context) Close() error {
 		return nil
 	}
 	c.closed = true
+	chans := c.chans
+	c.chans = nil
 	c.mu.Unlock()
 	for _, o := range c.reg.Close() {
 		o.(killer).kill()
+	}
+	// Waiters in GetCQEvent wake with ErrClosed.
+	for ch := range chans {
+		ch.closeForContext()
 	}
 	// The command fd goes first: a create racing Close either finishes
 	// its ioctl (with the async fd still open) or fails with ErrClosed,

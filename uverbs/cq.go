@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/core"
 	"github.com/pureverbs/pureverbs/internal/sys"
 )
 
@@ -13,7 +14,10 @@ type CQOptions struct {
 	// CompVector is the completion vector, 0 <= CompVector <
 	// NumCompVectors().
 	CompVector int
-	// (A completion channel comes with the completion-event issue.)
+	// Channel, if not nil, is the completion channel the CQ reports to
+	// after each ReqNotify (ibv_create_cq's channel). It must belong to
+	// the same Context; one channel may serve many CQs.
+	Channel *CompChannel
 }
 
 // CQ is a completion queue (struct ibv_cq, ibv_create_cq(3)).
@@ -27,6 +31,7 @@ type CQ struct {
 	uh     uint64
 	cqe    int
 	drv    cqDriver
+	ch     *CompChannel // nil without a completion channel
 	life
 }
 
@@ -55,8 +60,11 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Channel != nil && o.Channel.ctx != c {
+		return nil, invalidErr("cq", "create", "completion channel of another context")
+	}
 	drv := p.newCQ()
-	cq := &CQ{ctx: c, drv: drv}
+	cq := &CQ{ctx: c, drv: drv, ch: o.Channel}
 	// The user handle is reserved before the create command, so that an
 	// event of the new CQ read before CreateCQ returns still finds it (the
 	// reader waits until the CQ is published, complete).
@@ -65,6 +73,14 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 		return nil, closedErr("cq", "create")
 	}
 	cq.uh = uh
+	if cq.ch != nil {
+		// Joined before the command: the channel cannot close (EBUSY)
+		// while its fd number is in flight.
+		if err := cq.ch.attach(cq); err != nil {
+			c.reg.Abort(uh)
+			return nil, err
+		}
+	}
 	hook("cq:before-create")
 
 	var granted uint32
@@ -75,6 +91,9 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, uh, 8, true)
 	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint64(o.CompVector), 4, true)
 	cmd.FDIn(abi.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.async.Fd(), false)
+	if cq.ch != nil {
+		cmd.FDIn(abi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, cq.ch.r.Fd(), false)
+	}
 	sys.PtrOut(cmd, abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, &granted, true)
 	if in := drv.udataIn(); len(in) > 0 {
 		cmd.BytesIn(abi.UVERBS_ATTR_UHW_IN, in, true)
@@ -86,6 +105,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	cq.handle = cmd.Handle(ha)
 	c.put(cmd)
 	if err != nil {
+		cq.detach()
 		c.reg.Abort(uh)
 		return nil, c.opErr("cq", "create", err)
 	}
@@ -94,6 +114,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	if err := drv.created(c); err != nil {
 		cq.destroyCmd()
 		drv.release()
+		cq.detach()
 		c.reg.Abort(uh)
 		return nil, err
 	}
@@ -103,6 +124,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 		// Close ran meanwhile: the kernel CQ goes with the command fd;
 		// unmap the ring so nothing of it is left.
 		drv.release()
+		cq.detach()
 		return nil, closedErr("cq", "create")
 	}
 	return cq, nil
@@ -140,6 +162,9 @@ func (cq *CQ) Destroy(ctx context.Context) error {
 	}
 	return cq.destroy(ctx, cq.ctx, cq, "cq", func() (uint32, uint32, error) {
 		resp, err := cq.destroyCmd()
+		if err == nil {
+			cq.detach() // the kernel dropped its unread events
+		}
 		return resp.AsyncEventsReported, resp.CompEventsReported, err
 	})
 }
@@ -159,3 +184,83 @@ func (cq *CQ) Kind() ElementKind { return ElementCQ }
 
 // Context returns the context the CQ was created on.
 func (cq *CQ) Context() *Context { return cq.ctx }
+
+// detach leaves the completion channel (if any).
+func (cq *CQ) detach() {
+	if cq.ch != nil {
+		cq.ch.detach(cq)
+	}
+}
+
+// Channel returns the CQ's completion channel, or nil.
+func (cq *CQ) Channel() *CompChannel { return cq.ch }
+
+// ReqNotify arms the CQ (ibv_req_notify_cq(3)): the next completion
+// (solicitedOnly false), or the next solicited or error completion
+// (true), makes the kernel queue one event on the CQ's channel. A
+// completion that arrived before the arm does not trigger one, so poll
+// again after arming before you wait. It is one write(2) of the
+// REQ_NOTIFY_CQ command, as librxe does, takes no lock shared by other
+// CQs, and allocates nothing. A CQ without a channel gives ErrInvalid.
+func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+	if cq == nil || cq.ctx == nil {
+		return invalidErr("cq", "req_notify", "nil CQ")
+	}
+	if cq.ch == nil {
+		return invalidErr("cq", "req_notify", "the CQ has no completion channel")
+	}
+	if !cq.hold() {
+		return closedErr("cq", "req_notify")
+	}
+	defer cq.drop()
+	var cmd struct {
+		hdr abi.IbUverbsCmdHdr
+		req abi.IbUverbsReqNotifyCq
+	}
+	cmd.hdr = abi.IbUverbsCmdHdr{Command: abi.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, InWords: 4}
+	cmd.req = abi.IbUverbsReqNotifyCq{CqHandle: cq.handle}
+	if solicitedOnly {
+		cmd.req.SolicitedOnly = 1
+	}
+	// The command fd stays open while the CQ is held (Close kills the CQ
+	// first), so no fd lock is needed.
+	if _, err := sys.WriteHeld(cq.ctx.cmd, sys.AsBytes(&cmd)); err != nil {
+		return cq.ctx.opErr("cq", "req_notify", err)
+	}
+	return nil
+}
+
+// AckEvents acknowledges n completion events of the CQ read from its
+// channel (ibv_ack_cq_events(3)); acknowledging in batches is cheaper.
+// Destroy waits until every event read has been acknowledged. More acks
+// than events read is an error wrapping ErrInvalid and changes nothing.
+func (cq *CQ) AckEvents(n int) error {
+	if cq == nil || cq.ctx == nil {
+		return invalidErr("cq", "ack_events", "nil CQ")
+	}
+	if n < 0 || n > math.MaxInt32 {
+		return invalidErr("cq", "ack_events", "%d events", n)
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := cq.counts.Ack(core.CompEvents, 0, uint32(n)); err != nil {
+		d, a := cq.counts.Counts(core.CompEvents)
+		return invalidErr("cq", "ack_events", "acknowledging %d events, %d of %d read are unacknowledged", n, d-a, d)
+	}
+	return nil
+}
+
+// Ready returns how many completions are waiting to be polled, without
+// consuming them: the check between arming and sleeping.
+func (cq *CQ) Ready() (int, error) {
+	if cq == nil || cq.ctx == nil {
+		return 0, invalidErr("cq", "ready", "nil CQ")
+	}
+	if !cq.hold() {
+		return 0, closedErr("cq", "ready")
+	}
+	n := cq.drv.ready()
+	cq.drop()
+	return n, nil
+}

@@ -30,6 +30,8 @@ type provider interface {
 type cqDriver interface {
 	// poll reads up to len(wcs) completions (the caller holds the CQ).
 	poll(wcs []WC) int
+	// ready returns how many completions wait, without consuming them.
+	ready() int
 	// udataIn and udataOut return the UHW_IN / UHW_OUT buffers of the
 	// create command (nil for none). They must stay valid (heap) until
 	// created returns.

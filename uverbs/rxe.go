@@ -65,6 +65,14 @@ func (d *rxeCQ) poll(wcs []WC) int {
 	return int(n)
 }
 
+// ready returns the number of completions waiting in the ring.
+func (d *rxeCQ) ready() int {
+	d.mu.Lock()
+	n := d.ring.ready()
+	d.mu.Unlock()
+	return int(n)
+}
+
 // decodeWC converts the ib_uverbs_wc part of an rxe CQE.
 func decodeWC(c *abi.IbUverbsWc, wc *WC) {
 	*wc = WC{

@@ -1,0 +1,230 @@
+package uverbs
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/core"
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
+
+// CompChannel is a completion event channel (struct ibv_comp_channel,
+// ibv_create_comp_channel(3)): the file descriptor on which the CQs
+// created on it report that a completion arrived, once per ReqNotify.
+// One channel may serve many CQs; each event names its CQ.
+//
+// The descriptor is non-blocking and registered with the Go runtime
+// poller: GetCQEvent parks the goroutine, not an OS thread. Fd returns it
+// for callers with their own epoll loop; when it polls readable, call
+// TryGetCQEvent.
+type CompChannel struct {
+	ctx *Context
+	r   *sys.RecordReader
+
+	// cqs maps the user handles of the channel's CQs to them; replaced
+	// (copy on write) when a CQ joins or leaves, read without a lock for
+	// every event.
+	cqs    atomic.Pointer[map[uint64]*CQ]
+	mu     sync.Mutex // serialises updates of cqs and closed
+	closed bool
+
+	recMu sync.Mutex // guards rec from a read to its decode
+	rec   [8]byte    // ib_uverbs_comp_event_desc
+}
+
+// CreateCompChannel creates a completion channel
+// (ibv_create_comp_channel(3)) with the write command CREATE_COMP_CHANNEL.
+// Close it after the CQs that use it.
+func (c *Context) CreateCompChannel() (*CompChannel, error) {
+	if c == nil {
+		return nil, errNilContext
+	}
+	if c.Closed() {
+		return nil, closedErr("comp_channel", "create")
+	}
+	var req abi.IbUverbsCreateCompChannel
+	var resp abi.IbUverbsCreateCompChannelResp
+	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
+	if err := c.execWrite(&w, "comp_channel", "create"); err != nil {
+		return nil, err
+	}
+	fd, err := sys.NewFD(int(resp.Fd), c.dev.Name+" completion channel")
+	if err != nil {
+		return nil, c.opErr("comp_channel", "create", err)
+	}
+	r, err := sys.NewRecordReader(fd)
+	if err != nil {
+		fd.Close()
+		return nil, c.opErr("comp_channel", "create", err)
+	}
+	ch := &CompChannel{ctx: c, r: r}
+	empty := map[uint64]*CQ{}
+	ch.cqs.Store(&empty)
+	if err := c.addChannel(ch); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return ch, nil
+}
+
+// Fd returns the channel's descriptor (ibv_comp_channel.fd) for the
+// caller's own poll/epoll loop, or -1 after Close. It is in non-blocking
+// mode (O_NONBLOCK): reading it directly returns EAGAIN when no event is
+// queued. Changing the mode with fcntl(2) would make this library's waits
+// block an OS thread; leave it as it is. Each event that is read must be
+// acknowledged (CQ.AckEvents), so read it with TryGetCQEvent, which counts
+// it, rather than with read(2).
+func (ch *CompChannel) Fd() int {
+	if ch == nil {
+		return -1
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed {
+		return -1
+	}
+	return ch.r.Fd()
+}
+
+// Context returns the context the channel was created on.
+func (ch *CompChannel) Context() *Context { return ch.ctx }
+
+// GetCQEvent waits, parked on the runtime poller, for the next completion
+// event and returns the CQ it concerns (ibv_get_cq_event(3)). Each event
+// must be acknowledged with that CQ's AckEvents (in batches if you like);
+// destroying the CQ waits for it. It returns ctx.Err() when ctx ends and
+// an error matching ErrClosed when the channel or its Context is closed.
+// It allocates nothing when ctx is the same across calls.
+func (ch *CompChannel) GetCQEvent(ctx context.Context) (*CQ, error) {
+	if ch == nil || ch.r == nil {
+		return nil, invalidErr("comp_channel", "get_cq_event", "nil channel")
+	}
+	if ctx == nil {
+		return nil, invalidErr("comp_channel", "get_cq_event", "nil context.Context")
+	}
+	return ch.readEvent(ctx, true)
+}
+
+// TryGetCQEvent returns the next queued completion event without waiting,
+// or an error matching ErrNoEvent (and unix.EAGAIN) when none is queued.
+func (ch *CompChannel) TryGetCQEvent() (*CQ, error) {
+	if ch == nil || ch.r == nil {
+		return nil, invalidErr("comp_channel", "get_cq_event", "nil channel")
+	}
+	return ch.readEvent(nil, false)
+}
+
+// ErrNoEvent is returned by TryGetCQEvent when no event is queued; it
+// matches unix.EAGAIN.
+var ErrNoEvent error = noEvent{}
+
+type noEvent struct{}
+
+func (noEvent) Error() string        { return "uverbs: no completion event queued" }
+func (noEvent) Is(target error) bool { return target == sys.EAGAIN }
+
+func (ch *CompChannel) readEvent(ctx context.Context, wait bool) (*CQ, error) {
+	// The record buffer is the channel's: one reader at a time reads into
+	// it (RecordReader serialises reads; recMu covers the decode).
+	ch.recMu.Lock()
+	var n int
+	var err error
+	if wait {
+		n, err = ch.r.Read(ctx, ch.rec[:])
+	} else {
+		n, err = ch.r.TryRead(ch.rec[:])
+	}
+	uh := binary.LittleEndian.Uint64(ch.rec[:])
+	ch.recMu.Unlock()
+	switch {
+	case err == sys.EAGAIN:
+		return nil, ErrNoEvent
+	case errors.Is(err, sys.ErrFileClosed):
+		return nil, closedErr("comp_channel", "get_cq_event")
+	case err == context.Canceled || err == context.DeadlineExceeded:
+		return nil, err
+	case err != nil:
+		return nil, ch.ctx.opErr("comp_channel", "get_cq_event", err)
+	case n != 8:
+		return nil, &OpError{Object: "comp_channel", Method: "get_cq_event", Err: fmt.Errorf("%w: %d-byte completion event record", ErrInvalid, n)}
+	}
+	cq := (*ch.cqs.Load())[uh]
+	if cq == nil {
+		// The kernel drops the unread events of a destroyed CQ, so this is
+		// not one of ours.
+		return nil, &OpError{Object: "comp_channel", Method: "get_cq_event", Err: fmt.Errorf("%w: event for unknown CQ user handle %d", ErrInvalid, uh)}
+	}
+	cq.counts.Delivered(core.CompEvents, 0)
+	return cq, nil
+}
+
+// attach adds cq to the channel (before its create command: an event can
+// only follow a ReqNotify on the returned CQ, but the map must be ready).
+func (ch *CompChannel) attach(cq *CQ) error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed {
+		return closedErr("cq", "create")
+	}
+	old := *ch.cqs.Load()
+	m := make(map[uint64]*CQ, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[cq.uh] = cq
+	ch.cqs.Store(&m)
+	return nil
+}
+
+// detach removes cq (after its destroy, or a failed create).
+func (ch *CompChannel) detach(cq *CQ) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	old := *ch.cqs.Load()
+	if old[cq.uh] != cq {
+		return
+	}
+	m := make(map[uint64]*CQ, len(old))
+	for k, v := range old {
+		if k != cq.uh {
+			m[k] = v
+		}
+	}
+	ch.cqs.Store(&m)
+}
+
+// Close closes the channel (ibv_destroy_comp_channel(3)). Like libibverbs
+// it refuses with an error wrapping EBUSY while CQs created on it live.
+// A goroutine blocked in GetCQEvent returns an error matching ErrClosed.
+// Closing twice is a no-op.
+func (ch *CompChannel) Close() error {
+	if ch == nil || ch.r == nil {
+		return invalidErr("comp_channel", "close", "nil channel")
+	}
+	ch.mu.Lock()
+	if ch.closed {
+		ch.mu.Unlock()
+		return nil
+	}
+	if n := len(*ch.cqs.Load()); n > 0 && !ch.ctx.Closed() {
+		ch.mu.Unlock()
+		return &OpError{Object: "comp_channel", Method: "close", Err: fmt.Errorf("%w: %d CQs still use the channel", sys.EBUSY, n)}
+	}
+	ch.closed = true
+	ch.mu.Unlock()
+	ch.ctx.removeChannel(ch)
+	return ch.r.Close()
+}
+
+// closeForContext is Context.Close's end of a channel.
+func (ch *CompChannel) closeForContext() {
+	ch.mu.Lock()
+	ch.closed = true
+	ch.mu.Unlock()
+	ch.r.Close()
+}
