@@ -364,7 +364,7 @@ func (c *pp) postRecv(n int) int {
 		batch := c.recvs[:min(n-done, len(c.recvs))]
 		var err error
 		if c.srq != nil {
-			err = postSRQRecv(c.srq, batch)
+			err = c.srq.PostRecv(batch)
 		} else {
 			err = c.qps[0].PostRecv(batch)
 		}
@@ -463,7 +463,7 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 		remoteQPN := remote[0].QPN
 		c.send[0].RemoteQPN = remoteQPN
 		c.send[0].RemoteQKey = udQKey
-		// (the address handle goes into the send once SendWR.AH is in the library)
+		c.send[0].AH = c.ah
 	}
 	for i := range nqp {
 		l.pending[i] = recvWRID
@@ -614,14 +614,4 @@ func (c *pp) release() {
 		c.buf.Close()
 		c.buf = nil
 	}
-}
-
-// postSRQRecv posts to the SRQ through SRQ.PostRecv, which the library
-// is adding (ibv_post_srq_recv); until it exists the post fails.
-func postSRQRecv(srq *uverbs.SRQ, wrs []uverbs.RecvWR) error {
-	p, ok := any(srq).(interface{ PostRecv([]uverbs.RecvWR) error })
-	if !ok {
-		return &uverbs.PostError{Op: "post_srq_recv", Err: uverbs.ErrNotSupported}
-	}
-	return p.PostRecv(wrs)
 }
