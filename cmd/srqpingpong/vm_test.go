@@ -1,0 +1,33 @@
+package main
+
+// VM tests (KERNEL=6.12 make vmtest VMPKGS=./cmd/srqpingpong): srqpingpong
+// against rdma-core's ibv_srq_pingpong in both directions on rxe0 and
+// rxelo.
+
+import (
+	"testing"
+
+	"github.com/pureverbs/pureverbs/internal/pingpong"
+	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+)
+
+var tool = pptest.Tool{Kind: pingpong.SRQ, Go: "srqpingpong", C: "ibv_srq_pingpong"}
+
+// TestVMAgainstC: Go server with C client and C server with Go client,
+// 1 B to 64 KiB, on both devices, with the default 16 QPs and -c.
+func TestVMAgainstC(t *testing.T) {
+	pptest.Matrix(t, tool, pptest.BothWays, func(string) []int { return []int{1, 64, 4096, 65536} }, 400, 16, "-c")
+}
+
+// TestVMFewQPs: 3 QPs on a receive depth of 3 (one receive per QP, the
+// least the tools accept).
+func TestVMFewQPs(t *testing.T) {
+	pptest.Matrix(t, tool, append(pptest.BothWays, pptest.Pair{Server: pptest.Go, Client: pptest.Go}),
+		func(string) []int { return []int{4096} }, 100, 3, "-q", "3", "-r", "3")
+}
+
+// TestVMQPChecks: the srq checks fail as in the C tool.
+func TestVMQPChecks(t *testing.T) {
+	pptest.SameFailure(t, tool, "rx_depth 4 is too small for 8 QPs -- must have at least one receive per QP.", "-q", "8", "-r", "4")
+	pptest.SameFailure(t, tool, "num_qp 300 must be less than 255", "-q", "300", "-r", "1000")
+}
