@@ -103,6 +103,54 @@ if [ -n "$cpid" ]; then
 	tr -d '\r' </tmp/c.log
 	grep -q PORT_ACTIVE /tmp/c.log || fail "ibv_asyncwatch saw no IBV_EVENT_PORT_ACTIVE"
 fi
+# wait_listen PORT: wait (at most ~10 s) until a TCP socket listens on PORT.
+wait_listen() {
+	hex=$(printf '%04X' "$1")
+	i=0
+	while ! awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' \
+		/proc/net/tcp /proc/net/tcp6 2>/dev/null && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+# pingpong SERVER CLIENT HOST PORT ARGS...: SERVER in the background on
+# TCP port PORT, CLIENT connecting to it at HOST, both with ARGS; print both
+# outputs, which end in the summary lines (bytes, Mbit/sec, usec/iter).
+pingpong() {
+	srv=$1 cli=$2 host=$3 port=$4
+	shift 4
+	set -- "$@" -p "$port"
+	for t in "$srv" "$cli"; do
+		if ! command -v "$t" >/dev/null 2>&1; then
+			fail "$t: not in the guest"
+			return
+		fi
+	done
+	echo "+ $srv $* &"
+	"$srv" "$@" >/tmp/pp-server.log 2>&1 &
+	spid=$!
+	wait_listen "$port"
+	echo "+ $cli $* $host"
+	"$cli" "$@" "$host" >/tmp/pp-client.log 2>&1
+	crc=$?
+	wait $spid
+	src=$?
+	echo "--- server ($srv):"
+	cat /tmp/pp-server.log
+	echo "--- client ($cli):"
+	cat /tmp/pp-client.log
+	[ $src -eq 0 ] || fail "$srv $*: exit status $src"
+	[ $crc -eq 0 ] || fail "$cli $* $host: exit status $crc"
+	for f in /tmp/pp-server.log /tmp/pp-client.log; do
+		grep -q 'usec/iter' $f || fail "$f: no summary line"
+	done
+}
+echo
+echo "=== RC ping-pong on rxe0: Go rcpingpong server, C ibv_rc_pingpong client ==="
+pingpong rcpingpong ibv_rc_pingpong 10.99.0.1 18515 -d rxe0 -g 1 -s 4096 -n 500
+echo
+echo "=== UD ping-pong on rxelo: C ibv_ud_pingpong server, Go udpingpong client ==="
+pingpong ibv_ud_pingpong udpingpong 127.0.0.1 18516 -d rxelo -g 1 -s 2048 -n 500
 echo
 echo "=== kernel RDMA resources after the tools exited ==="
 run rdma resource show
