@@ -1,0 +1,462 @@
+package cq_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+func open(t *testing.T) *uverbs.Context {
+	t.Helper()
+	testkit.RequireVM(t)
+	c, err := uverbs.OpenByName(testkit.RxeDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// connect drives qp RESET→RTS towards remote QPN dest on rxe0's GID 1.
+func connect(t *testing.T, c *uverbs.Context, qp *uverbs.QP, dest uint32) {
+	t.Helper()
+	g, err := c.QueryGID(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		attr uverbs.QPAttr
+		mask uverbs.QPAttrMask
+	}{
+		{uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessLocalWrite},
+			uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags},
+		{uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: 3, DestQPN: dest, MaxDestRdAtomic: 1, MinRNRTimer: 1,
+			AH: uverbs.AHAttr{DGID: g.GID, SGIDIndex: 1, HopLimit: 1, IsGlobal: true, PortNum: 1}},
+			uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN |
+				uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer},
+		{uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+			uverbs.QPAttrState | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry |
+				uverbs.QPAttrSQPSN | uverbs.QPAttrMaxQPRdAtomic},
+	}
+	for _, s := range steps {
+		if err := qp.Modify(&s.attr, s.mask); err != nil {
+			t.Fatalf("Modify to %v: %v", s.attr.State, err)
+		}
+	}
+}
+
+// end is one side of a connection: a QP whose sends and receives complete
+// on one cq.CQ, and a registered buffer of recv slots and send slots.
+type end struct {
+	qp   *uverbs.QP
+	q    *cq.CQ
+	mr   *uverbs.MR
+	buf  []byte
+	slot int
+	recv int // number of receive slots
+}
+
+func newEnd(t *testing.T, c *uverbs.Context, pd *uverbs.PD, opts *cq.Options, depth, slot int) *end {
+	t.Helper()
+	q, err := cq.New(c, 4*depth, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: q.Verbs(), RecvCQ: q.Verbs(),
+		Cap: uverbs.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &end{qp: qp, q: q, buf: make([]byte, 2*depth*slot), slot: slot, recv: depth}
+	if e.mr, err = pd.RegMR(e.buf, uverbs.AccessLocalWrite); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		qp.Destroy(ctx)
+		q.Close(ctx)
+		e.mr.Dereg()
+	})
+	return e
+}
+
+func (e *end) sge(i int) []uverbs.SGE {
+	return []uverbs.SGE{{Addr: e.mr.Addr() + uint64(i*e.slot), Length: uint32(e.slot), LKey: e.mr.LKey()}}
+}
+
+// stream sends n numbered messages to the peer while receiving n from it,
+// driven only by Wait and GetWC: sends are kept window deep, every
+// receive is checked (in order, each once) and reposted.
+func (e *end) stream(ctx context.Context, n, window int) error {
+	rwr := make([]uverbs.RecvWR, 1)
+	for i := 0; i < e.recv; i++ {
+		rwr[0] = uverbs.RecvWR{ID: uint64(i), SGL: e.sge(i)}
+		if err := e.qp.PostRecv(rwr); err != nil {
+			return err
+		}
+	}
+	swr := make([]uverbs.SendWR, 1)
+	wcs := make([]uverbs.WC, 32)
+	sent, acked, received := 0, 0, 0
+	for acked < n || received < n {
+		for sent < n && sent-acked < window {
+			s := e.recv + sent%e.recv
+			binary.LittleEndian.PutUint64(e.buf[s*e.slot:], uint64(sent))
+			swr[0] = uverbs.SendWR{ID: 1 << 40, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: e.sge(s)}
+			if err := e.qp.PostSend(swr); err != nil {
+				return err
+			}
+			sent++
+		}
+		k, err := e.q.GetWC(wcs)
+		if err != nil {
+			return err
+		}
+		if k == 0 {
+			if err := e.q.Wait(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, wc := range wcs[:k] {
+			if wc.Status != uverbs.WCSuccess {
+				return errors.New(wc.Status.String())
+			}
+			if wc.Opcode == uverbs.WCSend {
+				acked++
+				continue
+			}
+			i := int(wc.ID)
+			if got := binary.LittleEndian.Uint64(e.buf[i*e.slot:]); got != uint64(received) {
+				return errors.New("message out of order or repeated")
+			}
+			received++
+			rwr[0] = uverbs.RecvWR{ID: uint64(i), SGL: e.sge(i)}
+			if err := e.qp.PostRecv(rwr); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// TestVMStreamWaitGetWC: 100,000 messages each way between two QPs, both
+// sides driven only by Wait and GetWC: every completion is seen once, in
+// order. A Wait that slept past a ready completion (the re-arm race)
+// would hang here until the context ends.
+func TestVMStreamWaitGetWC(t *testing.T) {
+	c := open(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	n := 100000
+	if testing.Short() {
+		n = 10000
+	}
+	a := newEnd(t, c, pd, nil, 128, 64)
+	b := newEnd(t, c, pd, nil, 128, 64)
+	connect(t, c, a.qp, b.qp.QPN())
+	connect(t, c, b.qp, a.qp.QPN())
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, e := range []*end{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = e.stream(ctx, n, 32) }()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+	}
+	t.Logf("%d messages each way in %v", n, time.Since(start).Round(time.Millisecond))
+}
+
+// TestVMFdUserEpoll: a user's own epoll loop on Fd: readable once a
+// completion is ready; consuming it with GetWC without Wait makes the next
+// Wait return at once for the already consumed completion, harmlessly
+// (the rpma_cq_get_fd(3) note).
+func TestVMFdUserEpoll(t *testing.T) {
+	c := open(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	a := newEnd(t, c, pd, nil, 8, 64)
+	b := newEnd(t, c, pd, nil, 8, 64)
+	connect(t, c, a.qp, b.qp.QPN())
+	connect(t, c, b.qp, a.qp.QPN())
+	fd, err := b.q.Fd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := sys.IsNonblock(fd); !ok {
+		t.Fatal("Fd is not in non-blocking mode as documented")
+	}
+	if ok, _ := testkit.EpollReadable(fd, 20*time.Millisecond); ok {
+		t.Fatal("readable with nothing completed")
+	}
+	if err := b.qp.PostRecv([]uverbs.RecvWR{{ID: 0, SGL: b.sge(0)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.qp.PostSend([]uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: a.sge(9)}}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := testkit.EpollReadable(fd, 5*time.Second); !ok || err != nil {
+		t.Fatalf("epoll: %v %v", ok, err)
+	}
+	wcs := make([]uverbs.WC, 4)
+	if n, err := b.q.GetWC(wcs); n != 1 || err != nil || wcs[0].Opcode != uverbs.WCRecv {
+		t.Fatalf("GetWC after epoll = %d %v %+v", n, err, wcs[0])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := b.q.Wait(ctx); err != nil {
+		t.Fatalf("Wait for the already consumed completion = %v", err)
+	}
+	if n, _ := b.q.GetWC(wcs); n != 0 {
+		t.Fatalf("GetWC found %d after the spurious Wait", n)
+	}
+	// Nothing more is ready: the next Wait blocks until its context ends.
+	short, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	if err := b.q.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait with nothing to come = %v", err)
+	}
+	var nilCQ *cq.CQ
+	if _, err := nilCQ.Fd(); !errors.Is(err, uverbs.ErrInvalid) {
+		t.Fatalf("nil Fd = %v", err)
+	}
+	if _, err := nilCQ.GetWC(wcs); !errors.Is(err, uverbs.ErrInvalid) {
+		t.Fatalf("nil GetWC = %v", err)
+	}
+	if err := nilCQ.Wait(ctx); !errors.Is(err, uverbs.ErrInvalid) {
+		t.Fatalf("nil Wait = %v", err)
+	}
+}
+
+// TestVMSharedChannelWait: a connection's send CQ, its receive CQ and an
+// SRQ's receive CQ share one channel; Channel.Wait reports each CQ that
+// completes, and per-CQ Waits on the shared channel each wake for their
+// own CQ.
+func TestVMSharedChannelWait(t *testing.T) {
+	c := open(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	ch, err := cq.NewChannel(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scq, err := cq.New(c, 16, &cq.Options{Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcq, err := cq.New(c, 16, &cq.Options{Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: scq.Verbs(), RecvCQ: rcq.Verbs(),
+		Cap: uverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect(t, c, qp, qp.QPN())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wcs := make([]uverbs.WC, 4)
+	for round := 0; round < 10; round++ {
+		qp.PostRecv([]uverbs.RecvWR{{ID: 1}})
+		qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled}})
+		seen := map[*cq.CQ]bool{}
+		for len(seen) < 2 {
+			q, err := ch.Wait(ctx)
+			if err != nil {
+				t.Fatalf("round %d: Channel.Wait: %v", round, err)
+			}
+			n, _ := q.GetWC(wcs)
+			if n > 0 {
+				if (q == scq) != (wcs[0].Opcode == uverbs.WCSend) {
+					t.Fatalf("round %d: %v completion on the other CQ", round, wcs[0].Opcode)
+				}
+				seen[q] = true
+			}
+		}
+	}
+	// Per-CQ Waits: two goroutines, each waits on its own CQ of the
+	// shared channel; whichever reads an event hands the other's over.
+	for round := 0; round < 10; round++ {
+		var wg sync.WaitGroup
+		for _, q := range []*cq.CQ{scq, rcq} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]uverbs.WC, 4)
+				for {
+					if n, _ := q.GetWC(buf); n > 0 {
+						return
+					}
+					if err := q.Wait(ctx); err != nil {
+						t.Errorf("Wait: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		qp.PostRecv([]uverbs.RecvWR{{ID: 1}})
+		qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled}})
+		wg.Wait()
+	}
+	qp.Destroy(ctx)
+	if err := ch.Close(); !errors.Is(err, sys.EBUSY) {
+		t.Fatalf("shared channel Close with CQs = %v", err)
+	}
+	scq.Close(ctx)
+	rcq.Close(ctx)
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVMWaitCloseUnblocks: Context.Close while a goroutine is blocked in
+// Wait unblocks it with an error matching ErrClosed; nothing leaks.
+func TestVMWaitCloseUnblocks(t *testing.T) {
+	testkit.RequireVM(t)
+	base := testkit.Resources(t, testkit.RxeDev)
+	c, err := uverbs.OpenByName(testkit.RxeDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := cq.New(c, 8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- q.Wait(context.Background()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned with nothing to wait for: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, uverbs.ErrClosed) {
+			t.Fatalf("Wait across Close = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait still blocked after Close")
+	}
+	if err := q.Wait(context.Background()); !errors.Is(err, uverbs.ErrClosed) {
+		t.Fatalf("Wait after Close = %v", err)
+	}
+	if _, err := q.Fd(); !errors.Is(err, uverbs.ErrClosed) {
+		t.Fatalf("Fd after Close = %v", err)
+	}
+	for i := 0; i < 50; i++ {
+		got := testkit.Resources(t, testkit.RxeDev)
+		if got["ctx"] == base["ctx"] && got["cq"] == base["cq"] {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("resources not released: %v (base %v)", testkit.Resources(t, testkit.RxeDev), base)
+}
+
+// TestVMWaitGetWCNoAllocs: Wait (woken by a real completion event) and
+// GetWC allocate nothing per round.
+func TestVMWaitGetWCNoAllocs(t *testing.T) {
+	c := open(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	a := newEnd(t, c, pd, nil, 8, 64)
+	connect(t, c, a.qp, a.qp.QPN())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rwr := []uverbs.RecvWR{{ID: 0, SGL: a.sge(0)}}
+	swr := []uverbs.SendWR{{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: a.sge(9)}}
+	wcs := make([]uverbs.WC, 4)
+	testkit.NoAllocs(t, 300, func() {
+		a.qp.PostRecv(rwr)
+		a.qp.PostSend(swr)
+		for got := 0; got < 2; {
+			n, err := a.q.GetWC(wcs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+			if n == 0 {
+				if err := a.q.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// TestVMAllIterator: ranging over All yields every completion once, Waits
+// in between, and ends quietly when its context is cancelled.
+func TestVMAllIterator(t *testing.T) {
+	c := open(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	a := newEnd(t, c, pd, nil, 64, 64)
+	connect(t, c, a.qp, a.qp.QPN())
+	const n = 1000
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	posted := make(chan int, n)
+	go func() {
+		for i := 0; i < n; i++ {
+			<-posted // one message in flight at a time keeps the queues small
+			a.qp.PostRecv([]uverbs.RecvWR{{ID: uint64(i), SGL: a.sge(0)}})
+			a.qp.PostSend([]uverbs.SendWR{{ID: uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: a.sge(9)}})
+		}
+	}()
+	posted <- 0
+	sends, recvs := 0, 0
+	for wc, err := range a.q.All(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wc.Status != uverbs.WCSuccess {
+			t.Fatalf("completion %+v", wc)
+		}
+		if wc.Opcode == uverbs.WCSend {
+			sends++
+		} else {
+			recvs++
+		}
+		if sends == recvs && sends < n {
+			posted <- sends
+		}
+		if sends == n && recvs == n {
+			cancel()
+		}
+	}
+	if sends != n || recvs != n {
+		t.Fatalf("%d sends, %d recvs", sends, recvs)
+	}
+}
