@@ -116,7 +116,7 @@ func (ch *CompChannel) TryGetCQEvent() (*CQ, error) {
 	if ch == nil || ch.r == nil {
 		return nil, invalidErr("comp_channel", "get_cq_event", "nil channel")
 	}
-	return ch.readEvent(nil, false)
+	return ch.readEvent(context.Background(), false)
 }
 
 // ErrNoEvent is returned by TryGetCQEvent when no event is queued; it
