@@ -187,3 +187,48 @@ func TestRecordReaderNoAllocs(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkEventPath compares the two event readers on a record that a
+// writer goroutine sends only after the reader parked: the ping-pong case
+// of completion events.
+func BenchmarkEventPath(b *testing.B) {
+	b.Run("RecordReader", func(b *testing.B) {
+		r, w, err := NewRecordReaderPipe("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close()
+		defer r.Close()
+		benchPingPong(b, w, func(ctx context.Context, buf []byte) (int, error) { return r.Read(ctx, buf) })
+	})
+	b.Run("EventFile", func(b *testing.B) {
+		ef, w, err := NewRecordPipe("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close()
+		defer ef.Close()
+		benchPingPong(b, w, ef.Read)
+	})
+}
+
+func benchPingPong(b *testing.B, w *FD, read func(context.Context, []byte) (int, error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kick := make(chan struct{})
+	go func() {
+		rec := []byte("01234567")
+		for range kick {
+			Write(w, rec)
+		}
+	}()
+	defer close(kick)
+	buf := make([]byte, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		kick <- struct{}{}
+		if _, err := read(ctx, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
