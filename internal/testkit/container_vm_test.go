@@ -11,12 +11,14 @@ import (
 	"debug/buildinfo"
 	"debug/elf"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,8 +33,12 @@ import (
 // what the tool must do in the empty root. TestContainerChecksCoverCmd fails
 // when a tool is added to cmd/ without an entry here.
 var containerChecks = map[string]func(t *testing.T, c *scratch){
-	"devinfo":    checkDevinfoInScratch,
-	"asyncwatch": checkAsyncwatchInScratch,
+	"devinfo":     checkDevinfoInScratch,
+	"asyncwatch":  checkAsyncwatchInScratch,
+	"rcpingpong":  pingpongInScratch("rcpingpong", 18611),
+	"ucpingpong":  pingpongInScratch("ucpingpong", 18612),
+	"udpingpong":  pingpongInScratch("udpingpong", 18613),
+	"srqpingpong": pingpongInScratch("srqpingpong", 18614),
 }
 
 // cmdTools lists the module's cmd/ tools but abigen: on the host from the
@@ -281,6 +287,77 @@ func checkAsyncwatchInScratch(t *testing.T, c *scratch) {
 		t.Errorf("asyncwatch: %v\n%s", werr, out.String())
 	}
 	t.Logf("asyncwatch in the empty root:\n%s", out.String())
+}
+
+// pingpongInScratch: a server and a client of the ping-pong tool name, both
+// in the empty root, exchange their addresses over TCP on port and finish
+// the ping-pong on rxe0 (GID 1, RoCE v2 over 10.99.0.1), each printing its
+// addresses and the summary lines.
+func pingpongInScratch(name string, port int) func(t *testing.T, c *scratch) {
+	return func(t *testing.T, c *scratch) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		args := []string{"-d", testkit.RxeDev, "-g", "1", "-n", "100", "-p", strconv.Itoa(port)}
+		var srvOut testkit.Output
+		srv := c.command(ctx, name, args...)
+		srv.Stdout, srv.Stderr = &srvOut, &srvOut
+		if err := srv.Start(); err != nil {
+			t.Fatalf("%s server in the empty root: %v", name, err)
+		}
+		done := make(chan struct{})
+		var srvErr error
+		go func() { srvErr = srv.Wait(); close(done) }()
+		defer func() { srv.Process.Kill(); <-done }()
+		if err := waitListen(ctx, port, done); err != nil {
+			t.Fatalf("%s server does not listen on %d: %v\n%s", name, port, err, srvOut.String())
+		}
+		cliOut, cliErr := c.command(ctx, name, append(args, testkit.RxeAddr)...).CombinedOutput()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatalf("%s server did not finish:\n%s", name, srvOut.String())
+		}
+		for side, r := range map[string]struct {
+			err error
+			out string
+		}{"server": {srvErr, srvOut.String()}, "client": {cliErr, string(cliOut)}} {
+			if r.err != nil {
+				t.Errorf("%s %s in the empty root: %v\n%s", name, side, r.err, r.out)
+			}
+			for _, want := range []string{"local address:", "remote address:", "usec/iter"} {
+				if !strings.Contains(r.out, want) {
+					t.Errorf("%s %s printed no %q:\n%s", name, side, want, r.out)
+				}
+			}
+		}
+		lines := strings.Split(strings.TrimSpace(string(cliOut)), "\n")
+		t.Logf("%s client in the empty root: ... %s", name, strings.Join(lines[max(0, len(lines)-2):], " / "))
+	}
+}
+
+// waitListen waits until a TCP socket listens on port (from
+// /proc/net/tcp and tcp6; connecting to test it would take the server's
+// one connection).
+func waitListen(ctx context.Context, port int, done <-chan struct{}) error {
+	want := fmt.Sprintf(":%04X ", port)
+	for {
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			b, _ := os.ReadFile(f)
+			for _, l := range strings.Split(string(b), "\n") {
+				fs := strings.Fields(l)
+				if len(fs) > 3 && strings.HasSuffix(fs[1]+" ", want) && fs[3] == "0A" {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-done:
+			return errors.New("the server exited")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // TestContainerCToolCannotStart is the contrast: rdma-core's ibv_devinfo,
