@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -339,6 +340,7 @@ func TestVMSharedChannelWait(t *testing.T) {
 func TestVMWaitCloseUnblocks(t *testing.T) {
 	testkit.RequireVM(t)
 	base := testkit.Resources(t, testkit.RxeDev)
+	goroutines := runtime.NumGoroutine()
 	c, err := uverbs.OpenByName(testkit.RxeDev)
 	if err != nil {
 		t.Fatal(err)
@@ -369,14 +371,20 @@ func TestVMWaitCloseUnblocks(t *testing.T) {
 	if _, err := q.Fd(); !errors.Is(err, uverbs.ErrClosed) {
 		t.Fatalf("Fd after Close = %v", err)
 	}
-	for i := 0; i < 50; i++ {
+	if f := sys.OpenFDs(); len(f) != 0 {
+		t.Fatalf("fds left: %v", f)
+	}
+	for i := 0; ; i++ {
 		got := testkit.Resources(t, testkit.RxeDev)
-		if got["ctx"] == base["ctx"] && got["cq"] == base["cq"] {
+		g := runtime.NumGoroutine()
+		if got["ctx"] == base["ctx"] && got["cq"] == base["cq"] && g <= goroutines {
 			return
+		}
+		if i == 50 {
+			t.Fatalf("not released: resources %v (base %v), %d goroutines (before %d)", got, base, g, goroutines)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("resources not released: %v (base %v)", testkit.Resources(t, testkit.RxeDev), base)
 }
 
 // TestVMWaitGetWCNoAllocs: Wait (woken by a real completion event) and
