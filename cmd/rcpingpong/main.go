@@ -6,8 +6,8 @@
 //	rcpingpong [options] <host>   connect to the server at <host>
 //
 // It takes the C tool's options (-p port, -d device, -i IB port, -s size,
-// -m MTU, -r receive depth, -n iterations, -l SL, -g GID index, -c, and
-// -o, -O, -P, -t, -j, -N), exchanges the same
+// -m MTU, -r receive depth, -n iterations, -l SL, -e, -g GID index, -c,
+// and -o, -O, -P, -t, -j, -N), exchanges the same
 // "LID:QPN:PSN:GID" messages, and prints the same address and summary
 // lines, so either side can be the C tool:
 //
@@ -16,9 +16,9 @@
 //	8192000 bytes in 0.12 seconds = 530.84 Mbit/sec
 //	1000 iters in 0.12 seconds = 123.46 usec/iter
 //
-// The CQ is busy-polled. -e (sleep on CQ events) needs the completion
-// channel the library does not have yet and fails with a message saying
-// so; -O, -t and -j (implicit ODP, completion timestamps, device memory)
+// The CQ is busy-polled, or with -e the tool sleeps on its completion
+// channel before each poll (ibv_get_cq_event, ibv_req_notify_cq). -O, -t
+// and -j (implicit ODP, completion timestamps, device memory)
 // fail after the same device checks as the C tool makes, so that a device
 // without the feature, such as rxe, answers as the C tool does; -N posts
 // through PostSend (the wire traffic is the same); -P warns and

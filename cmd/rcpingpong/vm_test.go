@@ -45,3 +45,9 @@ func TestVMUnsupported(t *testing.T) {
 	}
 	pptest.SameFailure(t, tool, "IB device nosuchdev0 not found", "-d", "nosuchdev0")
 }
+
+// TestVMEvents: -e (sleep on CQ events through the completion channel) on
+// both sides, Go against C both ways and Go against Go.
+func TestVMEvents(t *testing.T) {
+	pptest.Matrix(t, tool, append(pptest.BothWays, pptest.Pair{Server: pptest.Go, Client: pptest.Go}), func(string) []int { return []int{64, 65536} }, 200, 1, "-e")
+}

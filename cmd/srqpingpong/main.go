@@ -5,14 +5,13 @@
 //	srqpingpong [options]          start a server and wait for a connection
 //	srqpingpong [options] <host>   connect to the server at <host>
 //
-// It takes the C tool's options (-p, -d, -i, -s, -m, -q, -r, -n, -l, -g,
+// It takes the C tool's options (-p, -d, -i, -s, -m, -q, -r, -n, -l, -e, -g,
 // -o, -c), exchanges the same "LID:QPN:PSN:GID" messages over TCP (always
 // 256 of them each way, the unused ones zero, as the C tool does) and
 // prints the same address lines (one per QP) and summary lines, so either
 // side can be the C tool; both sides must use the same -q. As in the C
 // tool, -n counts the exchanges of all QPs together. The CQ is
-// busy-polled; -e (sleep on CQ events) fails with a message until the
-// library has completion channels.
+// busy-polled, or with -e the tool sleeps on its completion channel.
 package main
 
 import (

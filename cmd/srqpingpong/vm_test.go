@@ -31,3 +31,9 @@ func TestVMQPChecks(t *testing.T) {
 	pptest.SameFailure(t, tool, "rx_depth 4 is too small for 8 QPs -- must have at least one receive per QP.", "-q", "8", "-r", "4")
 	pptest.SameFailure(t, tool, "num_qp 300 must be less than 255", "-q", "300", "-r", "1000")
 }
+
+// TestVMEvents: -e on both sides (one event may cover completions of
+// several QPs), Go against C both ways and Go against Go.
+func TestVMEvents(t *testing.T) {
+	pptest.Matrix(t, tool, append(pptest.BothWays, pptest.Pair{Server: pptest.Go, Client: pptest.Go}), func(string) []int { return []int{4096} }, 400, 16, "-e")
+}

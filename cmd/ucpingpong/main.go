@@ -4,11 +4,11 @@
 //	ucpingpong [options]          start a server and wait for a connection
 //	ucpingpong [options] <host>   connect to the server at <host>
 //
-// It takes the C tool's options (-p, -d, -i, -s, -m, -r, -n, -l, -g, -c),
-// exchanges the same "LID:QPN:PSN:GID" messages over TCP and prints the
-// same address and summary lines, so either side can be the C tool. The
-// CQ is busy-polled; -e (sleep on CQ events) fails with a message until
-// the library has completion channels. See cmd/rcpingpong for the output.
+// It takes the C tool's options (-p, -d, -i, -s, -m, -r, -n, -l, -e, -g,
+// -c), exchanges the same "LID:QPN:PSN:GID" messages over TCP and prints
+// the same address and summary lines, so either side can be the C tool.
+// The CQ is busy-polled, or with -e the tool sleeps on its completion
+// channel. See cmd/rcpingpong for the output.
 package main
 
 import (

@@ -23,3 +23,8 @@ func TestVMGoGo(t *testing.T) {
 	pptest.Matrix(t, tool, []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}},
 		func(string) []int { return []int{4096} }, 200, 1)
 }
+
+// TestVMEvents: -e on both sides, Go against C both ways and Go against Go.
+func TestVMEvents(t *testing.T) {
+	pptest.Matrix(t, tool, append(pptest.BothWays, pptest.Pair{Server: pptest.Go, Client: pptest.Go}), func(string) []int { return []int{4096} }, 200, 1, "-e")
+}

@@ -47,3 +47,9 @@ func TestVMTooLarge(t *testing.T) {
 			"-d", dev.Name, "-g", "1", "-s", fmt.Sprint(mtu+1))
 	}
 }
+
+// TestVMEvents: -e on both sides, Go against C both ways and Go against Go.
+func TestVMEvents(t *testing.T) {
+	testkit.RequireVM(t)
+	pptest.Matrix(t, tool, append(pptest.BothWays, pptest.Pair{Server: pptest.Go, Client: pptest.Go}), func(string) []int { return []int{64} }, 200, 1, "-e")
+}

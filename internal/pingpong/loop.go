@@ -32,19 +32,31 @@ type loop struct {
 	// parseFailed adds rc_pingpong's "parse WC failed" line to errors
 	// about a completion.
 	parseFailed bool
+	// waitEvent, with -e, sleeps until a completion event arrives and
+	// re-arms the CQ; the loop then polls once (which may find nothing)
+	// instead of polling until it finds a completion.
+	waitEvent func() error
 }
 
 // run loops until iters sends and iters receives completed, or a
 // completion fails.
 func (l *loop) run() error {
 	for l.rcnt < l.iters || l.scnt < l.iters {
+		if l.waitEvent != nil {
+			if err := l.waitEvent(); err != nil {
+				return err
+			}
+		}
 		var ne int
-		for ne == 0 {
+		for {
 			n, err := l.cq.Poll(l.wc)
 			if err != nil {
 				return msgError{"poll CQ failed: " + err.Error()}
 			}
 			ne = n
+			if ne > 0 || l.waitEvent != nil {
+				break
+			}
 		}
 		for i := 0; i < ne; i++ {
 			if err := l.complete(&l.wc[i]); err != nil {

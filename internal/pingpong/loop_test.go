@@ -1,6 +1,7 @@
 package pingpong
 
 import (
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +74,20 @@ func newWire(nqp, rxDepth int) *wire {
 	return w
 }
 
+// waitEvent is a fake -e wait: it returns once the side's CQ holds a
+// completion (the event the device would raise for it).
+func (s *fakeSide) waitEvent() error {
+	for {
+		s.w.mu.Lock()
+		n := len(s.cq)
+		s.w.mu.Unlock()
+		if n > 0 {
+			return nil
+		}
+		runtime.Gosched()
+	}
+}
+
 func (w *wire) loop(i int, iters uint32, rxDepth int, srq bool) *loop {
 	s := w.sides[i]
 	nqp := len(s.qpns)
@@ -99,10 +114,15 @@ func (w *wire) loop(i int, iters uint32, rxDepth int, srq bool) *loop {
 
 // runPair runs a server and a client loop against each other on a wire,
 // starting as the tools do: the client posts the first send on every QP.
-func runPair(t *testing.T, nqp, rxDepth int, iters uint32, srq bool) (*wire, [2]*loop) {
+func runPair(t *testing.T, nqp, rxDepth int, iters uint32, srq, events bool) (*wire, [2]*loop) {
 	t.Helper()
 	w := newWire(nqp, rxDepth)
 	ls := [2]*loop{w.loop(0, iters, rxDepth, srq), w.loop(1, iters, rxDepth, srq)}
+	if events {
+		for i, l := range ls {
+			l.waitEvent = w.sides[i].waitEvent
+		}
+	}
 	client := ls[1]
 	for q := range nqp {
 		if err := client.postSend(q); err != nil {
@@ -132,16 +152,19 @@ func TestLoopPingPong(t *testing.T) {
 		rxDepth int
 		iters   uint32
 		srq     bool
+		events  bool
 	}{
-		{"rc default depth", 1, 500, 300, false},
-		{"rc depth 1", 1, 1, 50, false},
-		{"rc depth 2", 1, 2, 50, false},
-		{"srq 16 QPs", 16, 500, 300, true},
-		{"srq 4 QPs depth 4", 4, 4, 100, true},
-		{"zero iters", 1, 10, 0, false},
+		{"rc default depth", 1, 500, 300, false, false},
+		{"rc depth 1", 1, 1, 50, false, false},
+		{"rc depth 2", 1, 2, 50, false, false},
+		{"srq 16 QPs", 16, 500, 300, true, false},
+		{"srq 4 QPs depth 4", 4, 4, 100, true, false},
+		{"zero iters", 1, 10, 0, false, false},
+		{"rc events", 1, 500, 300, false, true},
+		{"srq events", 16, 500, 300, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w, ls := runPair(t, c.nqp, c.rxDepth, c.iters, c.srq)
+			w, ls := runPair(t, c.nqp, c.rxDepth, c.iters, c.srq, c.events)
 			for i, l := range ls {
 				if l.scnt < c.iters || l.rcnt < c.iters {
 					t.Errorf("side %d: %d sends, %d receives, want %d", i, l.scnt, l.rcnt, c.iters)

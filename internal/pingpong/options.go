@@ -53,7 +53,7 @@ type Options struct {
 	RxDepth  uint32 // -r, receives posted at a time (default 500)
 	Iters    uint32 // -n, exchanges (default 1000)
 	SL       int    // -l, service level
-	Events   bool   // -e, sleep on CQ events (not available yet)
+	Events   bool   // -e, sleep on CQ events (the completion channel)
 	GIDIndex int    // -g, local GID index (-1 = none: LID only)
 	Validate bool   // -c, validate the received buffer
 	NumQP    uint32 // -q (srq only, default 16)

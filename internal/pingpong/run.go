@@ -36,12 +36,10 @@ const (
 // mark is 0. The port keeps that arithmetic rather than inventing marks.
 const sizeofChar = 1
 
-// ErrEvents is what -e reports until the library has completion channels.
-var ErrEvents = errors.New("-e (sleep on CQ events) needs a completion channel, which pureverbs does not have yet " +
-	"(it comes with the completion-channel issue); run without -e to busy-poll the CQ")
-
 // Main is a whole tool: it parses args (without the program name) as the C
-// tool does, runs the ping-pong and returns the exit status. The address
+// tool does, runs the ping-pong and returns the exit status. With -e the
+// loop sleeps on the CQ's completion channel before each poll, otherwise
+// it busy-polls. The address
 // lines, the summary and -c's findings go to stdout; usage goes to stdout
 // and errors to stderr, as the C tools print them.
 func Main(k Kind, prog string, args []string, stdout, stderr io.Writer) int {
@@ -55,11 +53,7 @@ func Main(k Kind, prog string, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if err := Run(context.Background(), k, o, stdout, stderr); err != nil {
-		if errors.Is(err, ErrEvents) {
-			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-		} else {
-			fmt.Fprintln(stderr, err)
-		}
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0
@@ -73,6 +67,7 @@ type pp struct {
 	stderr io.Writer
 
 	dev    *uverbs.Context
+	ch     *uverbs.CompChannel // -e only
 	buf    *uverbs.Buffer
 	mem    []byte // the registered bytes (size, or size+40 for ud)
 	pd     *uverbs.PD
@@ -86,6 +81,8 @@ type pp struct {
 	sendOff int // where sends start in mem (40 for ud: after the GRH room)
 	recvLen int // bytes each receive may take
 
+	events int // completion events read (-e)
+
 	send  [1]uverbs.SendWR
 	sge   [1]uverbs.SGE
 	rsge  [1]uverbs.SGE
@@ -95,8 +92,9 @@ type pp struct {
 // Run runs one side of the ping-pong with parsed options: the server when
 // o.Server is empty, else the client connecting to it. It prints what the
 // C tool prints on stdout; an error carries the lines the C tool would
-// print on stderr (warnings go to stderr directly). ctx bounds the TCP exchange only; the ping-pong itself
-// busy-polls until done, as the C tools do.
+// print on stderr (warnings go to stderr directly). ctx bounds the TCP
+// exchange and -e's waits for completion events; the busy-polling loop
+// runs until done, as in the C tools.
 func Run(ctx context.Context, k Kind, o Options, stdout, stderr io.Writer) error {
 	if _, ok := specs[k]; !ok {
 		return fmt.Errorf("unknown tool kind %v", k)
@@ -110,8 +108,6 @@ func Run(ctx context.Context, k Kind, o Options, stdout, stderr io.Writer) error
 		return msgError{fmt.Sprintf("rx_depth %d is too small for %d QPs -- must have at least one receive per QP.", int32(o.RxDepth), int32(o.NumQP))}
 	case k == SRQ && o.NumQP >= MaxQP:
 		return msgError{fmt.Sprintf("num_qp %d must be less than %d", int32(o.NumQP), MaxQP-1)}
-	case o.Events:
-		return ErrEvents
 	}
 	nqp := 1
 	if k == SRQ {
@@ -216,6 +212,12 @@ func (c *pp) init(dev uverbs.Device, nqp int) error {
 		}
 		access |= uverbs.AccessOnDemand
 	}
+	if o.Events {
+		c.ch, err = c.dev.CreateCompChannel()
+		if err != nil {
+			return fail("Couldn't create completion channel", err)
+		}
+	}
 	c.pd, err = c.dev.AllocPD()
 	if err != nil {
 		return fail("Couldn't allocate PD", err)
@@ -239,7 +241,7 @@ func (c *pp) init(dev uverbs.Device, nqp int) error {
 	if c.k == SRQ {
 		cqe = int(o.RxDepth) + nqp
 	}
-	c.cq, err = c.dev.CreateCQ(cqe, nil)
+	c.cq, err = c.dev.CreateCQ(cqe, &uverbs.CQOptions{Channel: c.ch})
 	if err != nil {
 		return fail("Couldn't create CQ", err)
 	}
@@ -392,6 +394,11 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 	if routs < int(o.RxDepth) {
 		return msgError{fmt.Sprintf("Couldn't post receive (%d)", routs)}
 	}
+	if o.Events {
+		if err := c.cq.ReqNotify(false); err != nil {
+			return fail("Couldn't request CQ notification", err)
+		}
+	}
 	pa, err := c.dev.QueryPort(o.IBPort)
 	if err != nil {
 		return fail("Couldn't get port info", err)
@@ -459,6 +466,9 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 		l.wc = make([]uverbs.WC, nqp+int(o.RxDepth))
 		l.qpIndex = c.qpIndex
 	}
+	if o.Events {
+		l.waitEvent = func() error { return c.waitEvent(ctx) }
+	}
 	if c.k == UD {
 		remoteQPN := remote[0].QPN
 		c.send[0].RemoteQPN = remoteQPN
@@ -496,6 +506,29 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 				fmt.Fprintf(c.stdout, "invalid data in page %d\n", i/ps)
 			}
 		}
+	}
+	// ibv_ack_cq_events for every event -e read (destroying the CQ waits
+	// for them).
+	if err := c.cq.AckEvents(c.events); err != nil {
+		return fail("Couldn't acknowledge CQ events", err)
+	}
+	return nil
+}
+
+// waitEvent sleeps until the CQ's channel reports a completion, counts
+// the event (acknowledged at the end, as the C tools do) and re-arms the
+// CQ: the -e loop's step before each poll.
+func (c *pp) waitEvent(ctx context.Context) error {
+	cq, err := c.ch.GetCQEvent(ctx)
+	if err != nil {
+		return fail("Failed to get cq_event", err)
+	}
+	c.events++
+	if cq != c.cq {
+		return msgError{fmt.Sprintf("CQ event for unknown CQ %p", cq)}
+	}
+	if err := c.cq.ReqNotify(false); err != nil {
+		return fail("Couldn't request CQ notification", err)
 	}
 	return nil
 }
@@ -566,7 +599,10 @@ func (c *pp) connect(local, remote []Dest) error {
 // close is pp_close_ctx after a successful run, with its messages and
 // order: QPs, SRQ, CQ, MR, AH (ud), PD, device; then the buffer.
 func (c *pp) close() error {
-	bg := context.Background()
+	// Destroying a CQ waits for the acknowledgement of its events; all
+	// were acknowledged, so this bound only turns a bug into an error.
+	bg, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	for i, qp := range c.qps {
 		if err := qp.Destroy(bg); err != nil {
 			c.release()
@@ -584,6 +620,7 @@ func (c *pp) close() error {
 		{c.mr != nil, "Couldn't deregister MR", c.mr.Dereg},
 		{c.ah != nil, "Couldn't destroy AH", c.ah.Destroy},
 		{c.pd != nil, "Couldn't deallocate PD", c.pd.Dealloc},
+		{c.ch != nil, "Couldn't destroy completion channel", c.ch.Close},
 		{c.dev != nil, "Couldn't release context", c.dev.Close},
 	}
 	for _, s := range steps {
@@ -595,7 +632,7 @@ func (c *pp) close() error {
 			return fail(s.msg, err)
 		}
 	}
-	c.srq, c.cq, c.mr, c.ah, c.pd, c.dev = nil, nil, nil, nil, nil, nil
+	c.srq, c.cq, c.mr, c.ah, c.pd, c.ch, c.dev = nil, nil, nil, nil, nil, nil, nil
 	if err := c.buf.Close(); err != nil {
 		return fail("Couldn't free the work buf.", err)
 	}
