@@ -1,0 +1,116 @@
+package main
+
+// The Go/C latency comparison of docs/performance.md. In the normal VM
+// suite it runs one short round (a smoke test of the harness); the
+// numbers in the document come from
+//
+//	KERNEL=6.12 make vmtest VMPKGS=./cmd/rcpingpong RUN=TestVMPerformance \
+//	    TESTFLAGS='-pp.rounds=7 -pp.iters=2000'
+//
+// (and the same with KERNEL=6.1).
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+	"github.com/pureverbs/pureverbs/internal/testkit"
+)
+
+var (
+	perfRounds = flag.Int("pp.rounds", 1, "TestVMPerformance: rounds of every pair and size")
+	perfIters  = flag.Int("pp.iters", 100, "TestVMPerformance: iterations per run (-n)")
+	perfSizes  = flag.String("pp.sizes", "64,4096,65536", "TestVMPerformance: message sizes (-s), comma-separated")
+	perfDev    = flag.String("pp.dev", testkit.RxeDev, "TestVMPerformance: device (rxe0 or rxelo)")
+)
+
+// perfPairs are rotated: round r starts with pair r mod 4, so that no
+// pairing always runs first (or last) after a size change.
+var perfPairs = []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}, {Server: pptest.C, Client: pptest.C},
+	{Server: pptest.Go, Client: pptest.C}, {Server: pptest.C, Client: pptest.Go}}
+
+func clocksource() string {
+	b, _ := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+	return strings.TrimSpace(string(b))
+}
+
+// TestVMPerformance measures usec/iter of rcpingpong and ibv_rc_pingpong
+// in the same VM: every round runs, for every size, the four pairings
+// Go-Go, C-C, Go server/C client and C server/Go client (in rotated
+// order), each run's figure being the mean of what its two sides print.
+// It logs the per-round figures and a table of medians with Go/C, the
+// ratio of the Go-Go median to the C-C median.
+func TestVMPerformance(t *testing.T) {
+	testkit.RequireVM(t)
+	var dev pptest.Device
+	for _, d := range pptest.Devices {
+		if d.Name == *perfDev {
+			dev = d
+		}
+	}
+	if dev.Name == "" {
+		t.Fatalf("-pp.dev %q: not one of the VM's devices", *perfDev)
+	}
+	var sizes []int
+	for _, f := range strings.Split(*perfSizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			t.Fatalf("-pp.sizes %q: %q is not a size", *perfSizes, f)
+		}
+		sizes = append(sizes, n)
+	}
+	t.Logf("kernel %s, device %s, %d rounds, %d iterations per run, clocksource %s",
+		testkit.KernelRelease(), dev.Name, *perfRounds, *perfIters, clocksource())
+	// results[size][pair] = usec/iter of each round
+	results := map[int]map[pptest.Pair][]float64{}
+	start := time.Now()
+	for round := range *perfRounds {
+		for _, size := range sizes {
+			if results[size] == nil {
+				results[size] = map[pptest.Pair][]float64{}
+			}
+			var line []string
+			for k := range perfPairs {
+				pair := perfPairs[(round+k)%len(perfPairs)]
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				r := &pptest.Run{Tool: tool, Pair: pair, Dev: dev, Size: size, Iters: *perfIters}
+				r.Do(ctx, t)
+				cancel()
+				s, c := r.Check(t, 1)
+				us := (s.USecPerIter + c.USecPerIter) / 2
+				results[size][pair] = append(results[size][pair], us)
+				line = append(line, fmt.Sprintf("%s %.2f", pair, us))
+			}
+			t.Logf("round %d size %d: %s", round+1, size, strings.Join(line, ", "))
+		}
+	}
+	var tbl strings.Builder
+	fmt.Fprintf(&tbl, "| size | Go-Go | C-C | Go server, C client | C server, Go client | Go/C |\n")
+	fmt.Fprintf(&tbl, "| ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, size := range sizes {
+		m := func(p pptest.Pair) float64 { return median(results[size][p]) }
+		gg, cc := m(perfPairs[0]), m(perfPairs[1])
+		fmt.Fprintf(&tbl, "| %d B | %.1f | %.1f | %.1f | %.1f | %.2f |\n", size, gg, cc, m(perfPairs[2]), m(perfPairs[3]), gg/cc)
+	}
+	t.Logf("medians of usec/iter over %d rounds (%s, %s, %d iterations, clocksource %s at the end, %v):\n%s",
+		*perfRounds, testkit.KernelRelease(), dev.Name, *perfIters, clocksource(), time.Since(start).Round(time.Second), tbl.String())
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
