@@ -139,14 +139,18 @@ func NewReader(c *uverbs.Context) (*Reader, error) {
 		return nil, fmt.Errorf("%w: nil *uverbs.Context", uverbs.ErrInvalid)
 	}
 	sh, ok := core.Of(c)
-	if !ok || c.Closed() || sh.Async == nil {
+	if !ok || c.Closed() {
 		return nil, uverbs.ErrClosed
 	}
 	reg, ok := sh.Objects.(*core.Registry[uverbs.Affiliated])
 	if !ok {
 		return nil, fmt.Errorf("%w: context has no object registry", uverbs.ErrInvalid)
 	}
-	return newReader(sh.Async, reg, sh.Closed), nil
+	f, err := sh.AsyncFile()
+	if err != nil {
+		return nil, err
+	}
+	return newReader(f, reg, sh.Closed), nil
 }
 
 func newReader(f *sys.EventFile, objects *core.Registry[uverbs.Affiliated], closed func() bool) *Reader {

@@ -20,7 +20,13 @@ import (
 type Context struct {
 	dev      Device
 	cmd      *sys.FD
-	async    *sys.EventFile
+	asyncRaw int // the async event fd's number, for EVENT_FD attributes
+	// The async event fd is registered with the runtime poller only when
+	// someone reads it (asyncFile): a Context whose events nobody reads
+	// pays no fcntl and epoll_ctl calls on open and close.
+	asyncMu  sync.Mutex
+	asyncFD  *sys.FD        // until the first read
+	async    *sys.EventFile // from the first read on
 	driverID uint32
 
 	numCompVectors int
@@ -61,7 +67,7 @@ func init() {
 		if !ok || c == nil {
 			return nil, false
 		}
-		return &core.Shared{Async: c.async, Objects: &c.reg, Closed: c.Closed}, true
+		return &core.Shared{AsyncFile: c.asyncFile, Objects: &c.reg, Closed: c.Closed}, true
 	})
 }
 
@@ -175,13 +181,27 @@ func (c *Context) adoptAsync(raw int) error {
 	if err != nil {
 		return c.opErr("async_event", "alloc", err)
 	}
-	ef, err := sys.NewEventFile(fd)
-	if err != nil {
-		fd.Close()
-		return c.opErr("async_event", "alloc", err)
-	}
-	c.async = ef
+	c.asyncFD, c.asyncRaw = fd, raw
 	return nil
+}
+
+// asyncFile returns the async event file, registering the fd with the
+// runtime poller on first use.
+func (c *Context) asyncFile() (*sys.EventFile, error) {
+	c.asyncMu.Lock()
+	defer c.asyncMu.Unlock()
+	if c.async != nil {
+		return c.async, nil
+	}
+	if c.asyncFD == nil || c.Closed() {
+		return nil, closedErr("async_event", "read")
+	}
+	ef, err := sys.NewEventFile(c.asyncFD)
+	if err != nil {
+		return nil, c.opErr("async_event", "read", err)
+	}
+	c.async, c.asyncFD = ef, nil
+	return ef, nil
 }
 
 func (c *Context) get() *sys.Ioctl { return c.cmds.Get().(*sys.Ioctl) }
@@ -273,9 +293,13 @@ func (c *Context) Close() error {
 	// its ioctl (with the async fd still open) or fails with ErrClosed,
 	// never passes a stale async fd number.
 	errs := []error{c.cmd.Close()}
+	c.asyncMu.Lock()
 	if c.async != nil {
 		errs = append(errs, c.async.Close())
+	} else if c.asyncFD != nil {
+		errs = append(errs, c.asyncFD.Close())
 	}
+	c.asyncMu.Unlock()
 	return errors.Join(errs...)
 }
 

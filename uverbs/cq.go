@@ -90,7 +90,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint64(cqe), 4, true)
 	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, uh, 8, true)
 	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint64(o.CompVector), 4, true)
-	cmd.FDIn(abi.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.async.Fd(), false)
+	cmd.FDIn(abi.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.asyncRaw, false)
 	if cq.ch != nil {
 		cmd.FDIn(abi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, cq.ch.r.Fd(), false)
 	}

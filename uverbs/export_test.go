@@ -5,7 +5,7 @@ import "github.com/pureverbs/pureverbs/internal/core"
 // Test-only access for the external (uverbs_test) VM tests.
 
 // FdsForTest returns the command and async event descriptors.
-func (c *Context) FdsForTest() (cmd, async int) { return c.cmd.Int(), c.async.Fd() }
+func (c *Context) FdsForTest() (cmd, async int) { return c.cmd.Int(), c.asyncRaw }
 
 // LookupForTest is the registry lookup the async reader uses.
 func (c *Context) LookupForTest(uh uint64) (Affiliated, bool) {

@@ -289,7 +289,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if attr.SigAll {
 		cmd.FlagsIn(abi.UVERBS_ATTR_CREATE_QP_FLAGS, abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL, true)
 	}
-	cmd.FDIn(abi.UVERBS_ATTR_CREATE_QP_EVENT_FD, c.async.Fd(), false)
+	cmd.FDIn(abi.UVERBS_ATTR_CREATE_QP_EVENT_FD, c.asyncRaw, false)
 	sys.PtrOut(cmd, abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, &capOut, true)
 	sys.PtrOut(cmd, abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, &qpn, true)
 	if in := drv.udataIn(); len(in) > 0 {

@@ -147,7 +147,7 @@ func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
 	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_SRQ_MAX_WR, uint64(attr.MaxWR), 4, true)
 	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_SRQ_MAX_SGE, uint64(attr.MaxSGE), 4, true)
 	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_SRQ_LIMIT, uint64(attr.Limit), 4, true)
-	cmd.FDIn(abi.UVERBS_ATTR_CREATE_SRQ_EVENT_FD, c.async.Fd(), false)
+	cmd.FDIn(abi.UVERBS_ATTR_CREATE_SRQ_EVENT_FD, c.asyncRaw, false)
 	sys.PtrOut(cmd, abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, &maxWR, true)
 	sys.PtrOut(cmd, abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, &maxSGE, true)
 	an := sys.PtrOut(cmd, abi.UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, &srqn, false)

@@ -21,8 +21,9 @@ import (
 
 // Shared is the state of one uverbs.Context that sibling packages use.
 type Shared struct {
-	// Async is the context's asynchronous event file.
-	Async *sys.EventFile
+	// AsyncFile returns the context's asynchronous event file, registering
+	// it with the runtime poller on first use.
+	AsyncFile func() (*sys.EventFile, error)
 	// Objects is the context's *Registry[uverbs.Affiliated] (core cannot
 	// name uverbs' types; the user asserts once, not per event).
 	Objects any
