@@ -35,10 +35,14 @@ type Context struct {
 
 	cmds sync.Pool // *sys.Ioctl
 
-	mu     sync.Mutex
-	closed bool
-	reg    core.Registry[Affiliated] // user handle -> live affiliated object
-	chans  map[*CompChannel]struct{} // open completion channels (under mu)
+	mlx5 *mlx5State // mlx5 devices: the GET_CONTEXT exchange (mlx5.go)
+
+	mu      sync.Mutex
+	closed  bool
+	reg     core.Registry[Affiliated] // user handle -> live affiliated object
+	chans   map[*CompChannel]struct{} // open completion channels (under mu)
+	onClose map[uint64]func()         // sibling packages' close hooks (under mu)
+	hookSeq uint64
 }
 
 // addChannel records an open completion channel so Close can close it.
@@ -67,8 +71,51 @@ func init() {
 		if !ok || c == nil {
 			return nil, false
 		}
-		return &core.Shared{AsyncFile: c.asyncFile, Objects: &c.reg, Closed: c.Closed}, true
+		return &core.Shared{AsyncFile: c.asyncFile, Objects: &c.reg, Closed: c.Closed,
+			DriverID: c.driverID, DEVX: c.mlx5 != nil && c.mlx5.devx,
+			Exec: c.execIoctl, OnClose: c.addOnClose}, true
 	})
+	core.SetOpener(func(dev any, o core.OpenOptions) (any, error) {
+		d, ok := dev.(Device)
+		if !ok {
+			return nil, fmt.Errorf("%w: open of a %T", ErrInvalid, dev)
+		}
+		return open(d, o)
+	})
+}
+
+// execIoctl runs one ioctl for a sibling package (core.Shared.Exec).
+func (c *Context) execIoctl(object, method string, build, read func(*sys.Ioctl)) error {
+	cmd := c.get()
+	defer c.put(cmd)
+	build(cmd)
+	if err := cmd.Exec(c.cmd); err != nil {
+		return c.opErr(object, method, err)
+	}
+	if read != nil {
+		read(cmd)
+	}
+	return nil
+}
+
+// addOnClose registers a sibling package's close hook (core.Shared.OnClose).
+func (c *Context) addOnClose(f func()) (func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, closedErr("context", "register")
+	}
+	if c.onClose == nil {
+		c.onClose = map[uint64]func(){}
+	}
+	c.hookSeq++
+	id := c.hookSeq
+	c.onClose[id] = f
+	return func() {
+		c.mu.Lock()
+		delete(c.onClose, id)
+		c.mu.Unlock()
+	}, nil
 }
 
 // driverIDFor returns the RDMA_DRIVER_* id to put in every ioctl header.
@@ -104,8 +151,16 @@ func OpenByName(name string) (*Context, error) {
 // allocates the kernel user context over the ioctl interface
 // (DEVICE/GET_CONTEXT) and the asynchronous event fd (ASYNC_EVENT/ALLOC).
 // Kernels without the ioctl interface get the write() GET_CONTEXT, which
-// creates the async fd itself.
-func Open(dev Device) (*Context, error) {
+// creates the async fd itself. An mlx5 device gets libmlx5's
+// GET_CONTEXT request without DEVX (devx.Open asks for DEVX).
+func Open(dev Device) (*Context, error) { return open(dev, core.OpenOptions{}) }
+
+func open(dev Device, o core.OpenOptions) (*Context, error) {
+	if o.DEVX && driverIDFor(dev) != abi.RDMA_DRIVER_MLX5 {
+		return nil, &OpError{Object: "device", Method: "open", Err: fmt.Errorf(
+			"%w: DEVX needs an mlx5 device; %s has driver %q (driver id %d)",
+			ErrNotSupported, dev.Name, dev.Driver, driverIDFor(dev))}
+	}
 	path := dev.DevPath
 	if path == "" {
 		path = filepath.Join("/dev/infiniband", dev.UverbsName)
@@ -119,39 +174,26 @@ func Open(dev Device) (*Context, error) {
 	}
 	c := &Context{dev: dev, cmd: fd, driverID: driverIDFor(dev)}
 	c.cmds.New = func() any { return sys.NewIoctl() }
-	if err := c.getContext(); err != nil {
+	if err := c.getContext(o); err != nil {
 		fd.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Context) getContext() error {
+func (c *Context) getContext(o core.OpenOptions) error {
 	cmd := c.get()
 	defer c.put(cmd)
 
-	var ncv uint32
-	var core uint64
-	cmd.Reset(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT, c.driverID)
-	a0 := sys.PtrOut(cmd, abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, &ncv, false)
-	a1 := sys.PtrOut(cmd, abi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, &core, false)
-	err := cmd.Exec(c.cmd)
-	if err == sys.ENOTTY || err == sys.EPROTONOSUPPORT {
-		return c.getContextWrite(cmd)
+	var viaWrite bool
+	var err error
+	if c.driverID == abi.RDMA_DRIVER_MLX5 {
+		viaWrite, err = c.getContextMlx5(cmd, o)
+	} else {
+		viaWrite, err = c.allocContext(cmd, nil, nil)
 	}
-	if err == sys.EINVAL && c.driverID == abi.RDMA_DRIVER_UNKNOWN {
-		return &OpError{Object: "device", Method: "get_context", Err: fmt.Errorf(
-			"%w: %s: driver %q has no RDMA driver id known to this library (the kernel refused RDMA_DRIVER_UNKNOWN): %w",
-			ErrNotSupported, c.dev.Name, c.dev.Driver, err)}
-	}
-	if err != nil {
-		return c.opErr("device", "get_context", err)
-	}
-	if cmd.Valid(a0) {
-		c.numCompVectors = int(ncv)
-	}
-	if cmd.Valid(a1) {
-		c.coreSupport = core
+	if err != nil || viaWrite {
+		return err
 	}
 	c.invokeWrite = cmd.ProbeInvokeWrite(c.cmd, c.driverID, abi.IB_USER_VERBS_CMD_QUERY_DEVICE)
 
@@ -163,12 +205,56 @@ func (c *Context) getContext() error {
 	return c.adoptAsync(cmd.NewFDNum(fa))
 }
 
+// allocContext sends DEVICE/GET_CONTEXT with the provider's private
+// request and response (UHW_IN/UHW_OUT; nil for none), falling back to
+// the write() GET_CONTEXT on kernels without ioctl, which also creates
+// the async fd (viaWrite).
+func (c *Context) allocContext(cmd *sys.Ioctl, in, out []byte) (viaWrite bool, err error) {
+	var ncv uint32
+	var core uint64
+	a0, a1 := buildGetContext(cmd, c.driverID, &ncv, &core, in, out)
+	err = cmd.Exec(c.cmd)
+	if err == sys.ENOTTY || err == sys.EPROTONOSUPPORT {
+		return true, c.getContextWrite(cmd, in, out)
+	}
+	if err == sys.EINVAL && c.driverID == abi.RDMA_DRIVER_UNKNOWN {
+		return false, &OpError{Object: "device", Method: "get_context", Err: fmt.Errorf(
+			"%w: %s: driver %q has no RDMA driver id known to this library (the kernel refused RDMA_DRIVER_UNKNOWN): %w",
+			ErrNotSupported, c.dev.Name, c.dev.Driver, err)}
+	}
+	if err != nil {
+		return false, c.opErr("device", "get_context", err)
+	}
+	if cmd.Valid(a0) {
+		c.numCompVectors = int(ncv)
+	}
+	if cmd.Valid(a1) {
+		c.coreSupport = core
+	}
+	return false, nil
+}
+
+// buildGetContext builds DEVICE/GET_CONTEXT.
+func buildGetContext(cmd *sys.Ioctl, driverID uint32, ncv *uint32, core *uint64, in, out []byte) (a0, a1 sys.Attr) {
+	cmd.Reset(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT, driverID)
+	a0 = sys.PtrOut(cmd, abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, ncv, false)
+	a1 = sys.PtrOut(cmd, abi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, core, false)
+	if len(in) > 0 {
+		cmd.BytesIn(abi.UVERBS_ATTR_UHW_IN, in, true)
+	}
+	if len(out) > 0 {
+		cmd.BytesOut(abi.UVERBS_ATTR_UHW_OUT, out, true)
+	}
+	return a0, a1
+}
+
 // getContextWrite is the write() GET_CONTEXT of kernels without ioctl
 // support; it returns the async fd directly.
-func (c *Context) getContextWrite(cmd *sys.Ioctl) error {
+func (c *Context) getContextWrite(cmd *sys.Ioctl, in, out []byte) error {
 	var req abi.IbUverbsGetContext
 	var resp abi.IbUverbsGetContextResp
-	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_GET_CONTEXT, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
+	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_GET_CONTEXT, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp),
+		UdataIn: in, UdataOut: out}
 	if err := cmd.LegacyWrite(c.cmd, &w); err != nil {
 		return c.opErr("device", "get_context", err)
 	}
@@ -281,7 +367,14 @@ func (c *Context) Close() error {
 	c.closed = true
 	chans := c.chans
 	c.chans = nil
+	hooks := c.onClose
+	c.onClose = nil
 	c.mu.Unlock()
+	// Sibling packages' objects on the context (devx event channels and
+	// command completions) wake their waiters with ErrClosed.
+	for _, f := range hooks {
+		f()
+	}
 	for _, o := range c.reg.Close() {
 		o.(killer).kill()
 	}

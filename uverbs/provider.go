@@ -63,6 +63,8 @@ func providerFor(driverID uint32) (provider, bool) {
 	switch driverID {
 	case abi.RDMA_DRIVER_RXE:
 		return rxeProvider{}, true
+	case abi.RDMA_DRIVER_MLX5:
+		return mlx5Provider{}, true
 	}
 	return nil, false
 }
@@ -73,6 +75,13 @@ func (c *Context) provider(object string) (provider, error) {
 	if !ok {
 		return nil, &OpError{Object: object, Method: "create",
 			Err: fmt.Errorf("%w: no user-space provider for driver id %d (%s)", ErrNotSupported, c.driverID, c.dev.Driver)}
+	}
+	// A provider without a data path for some objects says so before
+	// anything is sent to the kernel.
+	if u, ok := p.(interface{ unsupported(object string) error }); ok {
+		if err := u.unsupported(object); err != nil {
+			return nil, &OpError{Object: object, Method: "create", Err: err}
+		}
 	}
 	return p, nil
 }

@@ -1,8 +1,8 @@
-// Package core is what uverbs shares with its sibling packages (async, and
-// later cq and devx) and users must not reach: the per-Context registry of
+// Package core is what uverbs shares with its sibling packages (async,
+// cq, devx) and users must not reach: the per-Context registry of
 // affiliated objects (CQ, QP, SRQ, WQ) by user handle, the event
-// accounting that makes destroy wait for acknowledgements, and the
-// Context's event file and commands.
+// accounting that makes destroy wait for acknowledgements, the Context's
+// event file and commands, and opening a device with driver options.
 //
 // uverbs registers an accessor (SetAccessor) at init; sibling packages get
 // a Context's shared state with Of. Keeping this in an internal package
@@ -29,9 +29,45 @@ type Shared struct {
 	Objects any
 	// Closed reports whether the Context was closed.
 	Closed func() bool
+
+	// DriverID is the device's RDMA_DRIVER_* id (the ioctl header's).
+	DriverID uint32
+	// DEVX reports whether the kernel user context was allocated with
+	// mlx5 DEVX (MLX5_IB_ALLOC_UCTX_DEVX).
+	DEVX bool
+	// Exec runs one ioctl on the context's command fd: build fills a
+	// pooled command buffer (Reset with DriverID included), read, when
+	// not nil, collects the outputs after a successful call. A failure
+	// comes back as a *uverbs.OpError naming object and method, with the
+	// Context's errno mapping (ErrClosed, ErrNotSupported).
+	Exec func(object, method string, build, read func(*sys.Ioctl)) error
+	// OnClose registers f to run when the Context closes, before its
+	// command fd is closed; remove unregisters it. After Close it fails
+	// with an error matching uverbs.ErrClosed.
+	OnClose func(f func()) (remove func(), err error)
 }
 
 var accessor func(any) (*Shared, bool)
+
+// OpenOptions select driver options of a user context.
+type OpenOptions struct {
+	// DEVX asks an mlx5 device for a DEVX user context.
+	DEVX bool
+}
+
+var opener func(dev any, o OpenOptions) (any, error)
+
+// SetOpener is called once by uverbs' init: dev is a uverbs.Device, the
+// result a *uverbs.Context.
+func SetOpener(f func(dev any, o OpenOptions) (any, error)) { opener = f }
+
+// Open opens a uverbs.Device with options (for devx.Open).
+func Open(dev any, o OpenOptions) (any, error) {
+	if opener == nil {
+		return nil, errors.New("core: uverbs is not linked in")
+	}
+	return opener(dev, o)
+}
 
 // SetAccessor is called once by uverbs' init.
 func SetAccessor(f func(any) (*Shared, bool)) { accessor = f }
