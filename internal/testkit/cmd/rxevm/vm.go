@@ -152,7 +152,7 @@ func runKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work s
 		"-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", strconv.Itoa(o.memMB),
 		"-nographic", "-monitor", "none", "-serial", "stdio", "-no-reboot", "-nic", "none",
 		"-kernel", a.vmlinuz, "-initrd", initrd,
-		"-append", "console=ttyS0 panic=-1 oops=panic quiet",
+		"-append", "console=ttyS0 panic=-1 oops=panic quiet tsc=reliable clocksource=tsc",
 	}
 	if o.verbose {
 		fmt.Println("rxevm: qemu-system-x86_64", strings.Join(args, " "))
