@@ -28,6 +28,10 @@ type Options struct {
 	Channel *Channel
 	// CompVector is the completion vector (ibv_create_cq's comp_vector).
 	CompVector int
+	// WaitThread makes Wait on the CQ's own channel block an OS thread
+	// instead of parking on the runtime poller (uverbs.WaitThread): the
+	// opt-in lowest-latency mode. (A shared Channel has SetWaitMode.)
+	WaitThread bool
 }
 
 // CQ is a completion queue with a completion channel.
@@ -83,6 +87,9 @@ func New(c *uverbs.Context, size int, opts *Options) (*CQ, error) {
 			return nil, err
 		}
 		ch.own = true
+		if o.WaitThread {
+			ch.ch.SetWaitMode(uverbs.WaitThread)
+		}
 	}
 	vcq, err := c.CreateCQ(size, &uverbs.CQOptions{Channel: ch.ch, CompVector: o.CompVector})
 	if err != nil {
@@ -372,6 +379,15 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 		err = ctx.Err()
 	}
 	return q, err
+}
+
+// SetWaitMode sets how waits on the channel wait (uverbs.WaitPoller, the
+// default, or uverbs.WaitThread).
+func (ch *Channel) SetWaitMode(m uverbs.WaitMode) error {
+	if ch == nil || ch.ch == nil {
+		return &uverbs.OpError{Object: "cq_channel", Method: "set_wait_mode", Err: fmt.Errorf("%w: nil channel", uverbs.ErrInvalid)}
+	}
+	return ch.ch.SetWaitMode(m)
 }
 
 // Close closes the shared channel (after its CQs: EBUSY before).

@@ -154,36 +154,45 @@ func (e *end) stream(ctx context.Context, n, window int) error {
 // order. A Wait that slept past a ready completion (the re-arm race)
 // would hang here until the context ends.
 func TestVMStreamWaitGetWC(t *testing.T) {
-	c := open(t)
-	pd, err := c.AllocPD()
-	if err != nil {
-		t.Fatal(err)
+	for _, mode := range []struct {
+		name   string
+		thread bool
+		n      int
+	}{{"poller", false, 100000}, {"thread", true, 5000}} {
+		t.Run(mode.name, func(t *testing.T) {
+			c := open(t)
+			pd, err := c.AllocPD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pd.Dealloc()
+			n := mode.n
+			if testing.Short() {
+				n /= 10
+			}
+			opts := &cq.Options{WaitThread: mode.thread}
+			a := newEnd(t, c, pd, opts, 128, 64)
+			b := newEnd(t, c, pd, opts, 128, 64)
+			connect(t, c, a.qp, b.qp.QPN())
+			connect(t, c, b.qp, a.qp.QPN())
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			start := time.Now()
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for i, e := range []*end{a, b} {
+				wg.Add(1)
+				go func() { defer wg.Done(); errs[i] = e.stream(ctx, n, 32) }()
+			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					t.Fatalf("stream: %v", err)
+				}
+			}
+			t.Logf("%s waits: %d messages each way in %v", mode.name, n, time.Since(start).Round(time.Millisecond))
+		})
 	}
-	defer pd.Dealloc()
-	n := 100000
-	if testing.Short() {
-		n = 10000
-	}
-	a := newEnd(t, c, pd, nil, 128, 64)
-	b := newEnd(t, c, pd, nil, 128, 64)
-	connect(t, c, a.qp, b.qp.QPN())
-	connect(t, c, b.qp, a.qp.QPN())
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, e := range []*end{a, b} {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = e.stream(ctx, n, 32) }()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatalf("stream: %v", err)
-		}
-	}
-	t.Logf("%d messages each way in %v", n, time.Since(start).Round(time.Millisecond))
 }
 
 // TestVMFdUserEpoll: a user's own epoll loop on Fd: readable once a
@@ -338,6 +347,12 @@ func TestVMSharedChannelWait(t *testing.T) {
 // TestVMWaitCloseUnblocks: Context.Close while a goroutine is blocked in
 // Wait unblocks it with an error matching ErrClosed; nothing leaks.
 func TestVMWaitCloseUnblocks(t *testing.T) {
+	for _, thread := range []bool{false, true} {
+		t.Run(map[bool]string{false: "poller", true: "thread"}[thread], func(t *testing.T) { waitCloseUnblocks(t, thread) })
+	}
+}
+
+func waitCloseUnblocks(t *testing.T, thread bool) {
 	testkit.RequireVM(t)
 	base := testkit.Resources(t, testkit.RxeDev)
 	goroutines := runtime.NumGoroutine()
@@ -345,7 +360,7 @@ func TestVMWaitCloseUnblocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := cq.New(c, 8, nil)
+	q, err := cq.New(c, 8, &cq.Options{WaitThread: thread})
 	if err != nil {
 		t.Fatal(err)
 	}

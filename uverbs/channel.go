@@ -35,6 +35,38 @@ type CompChannel struct {
 
 	recMu sync.Mutex // guards rec from a read to its decode
 	rec   [8]byte    // ib_uverbs_comp_event_desc
+
+	thread atomic.Bool // WaitThread mode
+}
+
+// WaitMode says how GetCQEvent waits for an event that is not yet queued.
+type WaitMode int
+
+const (
+	// WaitPoller parks the goroutine on the Go runtime poller (the
+	// default): no OS thread is held, any number of goroutines may wait.
+	WaitPoller WaitMode = iota
+	// WaitThread blocks the calling goroutine's OS thread in ppoll(2) on
+	// the channel (and a wake-up eventfd for its context and Close), then
+	// reads: two system calls per event that was not yet queued, against
+	// the poller's failed read, futex sleep and wake-up. An opt-in for
+	// the few latency-critical waiters that justify a thread each; see
+	// docs/performance.md for what it buys.
+	WaitThread
+)
+
+// SetWaitMode sets how GetCQEvent waits from now on.
+func (ch *CompChannel) SetWaitMode(m WaitMode) error {
+	if ch == nil || ch.r == nil {
+		return invalidErr("comp_channel", "set_wait_mode", "nil channel")
+	}
+	switch m {
+	case WaitPoller, WaitThread:
+	default:
+		return invalidErr("comp_channel", "set_wait_mode", "unknown wait mode %d", int(m))
+	}
+	ch.thread.Store(m == WaitThread)
+	return nil
 }
 
 // CreateCompChannel creates a completion channel
@@ -135,7 +167,11 @@ func (ch *CompChannel) readEvent(ctx context.Context, wait bool) (*CQ, error) {
 	var n int
 	var err error
 	if wait {
-		n, err = ch.r.Read(ctx, ch.rec[:])
+		if ch.thread.Load() {
+			n, err = ch.r.ReadThread(ctx, ch.rec[:])
+		} else {
+			n, err = ch.r.Read(ctx, ch.rec[:])
+		}
 	} else {
 		n, err = ch.r.TryRead(ch.rec[:])
 	}

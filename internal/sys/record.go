@@ -43,9 +43,16 @@ type RecordReader struct {
 	tryFn  func(uintptr) bool // r.try, likewise
 	stop   func() bool
 
-	mu      sync.Mutex      // guards ctx and expired against the AfterFunc
+	// ReadThread's state (record_thread.go).
+	threadFn func(uintptr) bool
+	tctx     context.Context
+	tStop    func() bool
+	wake     int // eventfd, 0 until first used; guarded by mu for signal
+
+	mu      sync.Mutex      // guards ctx, expired, tWatch and wake against the AfterFuncs
 	ctx     context.Context // the context whose AfterFunc is registered
 	expired bool            // the AfterFunc moved the deadline into the past
+	tWatch  context.Context // ReadThread's watched context
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -72,6 +79,7 @@ func NewRecordReader(fd *FD) (*RecordReader, error) {
 	r := &RecordReader{file: f, rc: rc, raw: raw, sem: make(chan struct{}, 1), closed: make(chan struct{})}
 	r.readFn = r.read
 	r.tryFn = r.try
+	r.threadFn = r.thread
 	traceOpenRR(r, name)
 	return r, nil
 }
@@ -196,6 +204,7 @@ func (r *RecordReader) Close() error {
 	var err error
 	r.closeOnce.Do(func() {
 		close(r.closed)
+		r.signal()           // wakes a ReadThread in ppoll
 		err = r.file.Close() // wakes a parked Read
 		// Then, once no Read runs, unregister the context watch so the
 		// reader does not stay reachable from a long-lived context.
@@ -204,6 +213,16 @@ func (r *RecordReader) Close() error {
 			r.stop()
 			r.stop = nil
 		}
+		if r.tStop != nil {
+			r.tStop()
+			r.tStop = nil
+		}
+		r.mu.Lock()
+		if r.wake > 0 {
+			unix.Close(r.wake)
+			r.wake = -1
+		}
+		r.mu.Unlock()
 		<-r.sem
 		traceCloseRR(r)
 	})

@@ -201,6 +201,15 @@ func BenchmarkEventPath(b *testing.B) {
 		defer r.Close()
 		benchPingPong(b, w, func(ctx context.Context, buf []byte) (int, error) { return r.Read(ctx, buf) })
 	})
+	b.Run("RecordReaderThread", func(b *testing.B) {
+		r, w, err := NewRecordReaderPipe("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close()
+		defer r.Close()
+		benchPingPong(b, w, r.ReadThread)
+	})
 	b.Run("EventFile", func(b *testing.B) {
 		ef, w, err := NewRecordPipe("bench")
 		if err != nil {
@@ -231,4 +240,83 @@ func benchPingPong(b *testing.B, w *FD, read func(context.Context, []byte) (int,
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestRecordReaderThread: ReadThread wakes for a later record, ends with
+// its context (deadline and cancel), is woken by Close, and a wake-up left
+// by an earlier context does not end a later wait.
+func TestRecordReaderThread(t *testing.T) {
+	r, w, err := NewRecordReaderPipe("rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	buf := make([]byte, 8)
+	got := make(chan string)
+	go func() {
+		n, err := r.ReadThread(context.Background(), buf)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- string(buf[:n])
+	}()
+	time.Sleep(20 * time.Millisecond)
+	Write(w, []byte("thread!!"))
+	if s := <-got; s != "thread!!" {
+		t.Fatalf("ReadThread = %q", s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	start := time.Now()
+	if _, err := r.ReadThread(ctx, buf); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 25*time.Millisecond {
+		t.Fatalf("deadline: %v after %v", err, time.Since(start))
+	}
+	cancel()
+	// The cancelled context's AfterFunc may have left a wake-up: a new
+	// wait must not end because of it.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { _, err := r.ReadThread(ctx2, buf); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("ReadThread ended without a record or cancel: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel2()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancel: %v", err)
+	}
+	Write(w, []byte("again..."))
+	if n, err := r.ReadThread(context.Background(), buf); n != 8 || err != nil {
+		t.Fatalf("after cancel: %d %v", n, err)
+	}
+	go func() { _, err := r.ReadThread(context.Background(), buf); done <- err }()
+	time.Sleep(20 * time.Millisecond)
+	r.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrFileClosed) {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadThread not woken by Close")
+	}
+}
+
+func TestRecordReaderThreadNoAllocs(t *testing.T) {
+	r, w, err := NewRecordReaderPipe("rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rec := []byte("01234567")
+	buf := make([]byte, 8)
+	testkit.NoAllocs(t, 2000, func() {
+		Write(w, rec)
+		if n, err := r.ReadThread(ctx, buf); n != 8 || err != nil {
+			t.Fatal(n, err)
+		}
+	})
 }

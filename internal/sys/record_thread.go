@@ -1,0 +1,170 @@
+package sys
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ReadThread is Read's opt-in lowest-latency variant: instead of parking
+// the goroutine on the runtime poller (a failed read, then a futex sleep
+// that the netpoller's epoll wakes), it blocks the goroutine's OS thread in
+// ppoll(2) on the fd and a private wake-up eventfd, then reads: two system
+// calls per record that was not yet queued, and one if it was. The thread
+// is spent while it waits (the runtime hands the P to another thread), so
+// use it for a few latency-critical waiters, not thousands.
+//
+// The context's end and Close write the eventfd, which wakes the ppoll;
+// a context deadline also bounds the ppoll directly.
+func (r *RecordReader) ReadThread(ctx context.Context, buf []byte) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-r.closed:
+		return 0, ErrFileClosed
+	}
+	defer func() { <-r.sem }()
+	if err := r.wakeFD(); err != nil {
+		return 0, err
+	}
+	if err := r.watchThread(ctx); err != nil {
+		return 0, err
+	}
+	r.buf = buf
+	r.tctx = ctx
+	// Inside RawConn.Read the descriptor cannot be closed under the
+	// ppoll: Close writes the eventfd, then waits for this to return.
+	cerr := r.rc.Read(r.threadFn)
+	r.buf, r.tctx = nil, nil
+	if cerr != nil {
+		return 0, r.mapErr(cerr)
+	}
+	if r.err == errWoken {
+		if r.isClosed() {
+			return 0, ErrFileClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		// The deadline passed in ppoll before the context's timer fired.
+		return 0, context.DeadlineExceeded
+	}
+	return r.n, r.err
+}
+
+// errWoken marks a ReadThread that the eventfd ended.
+var errWoken = unix.ECANCELED
+
+// thread is ReadThread's RawConn callback: ppoll, then read; it always
+// returns true (the runtime poller is not used).
+func (r *RecordReader) thread(fd uintptr) bool {
+	fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(r.wake), Events: unix.POLLIN}}
+	var ts *unix.Timespec
+	var tsv unix.Timespec
+	for {
+		if d, ok := r.tctx.Deadline(); ok {
+			left := time.Until(d)
+			if left <= 0 {
+				r.n, r.err = 0, errWoken
+				return true
+			}
+			tsv = unix.NsecToTimespec(int64(left))
+			ts = &tsv
+		}
+		_, err := unix.Ppoll(fds[:], ts, nil)
+		if err != nil && err != unix.EINTR {
+			r.n, r.err = 0, err
+			return true
+		}
+		if fds[1].Revents != 0 {
+			var c [8]byte
+			readRaw(r.wake, c[:]) // reset the counter
+			if r.tctx.Err() != nil || r.isClosed() {
+				r.n, r.err = 0, errWoken
+				return true
+			}
+			fds[1].Revents = 0 // a stale wake-up from an earlier context
+		}
+		if fds[0].Revents != 0 {
+			r.n, r.err = readRaw(int(fd), r.buf)
+			if r.err != unix.EAGAIN {
+				return true
+			}
+			fds[0].Revents = 0 // another reader's TryRead took it
+		}
+		if r.tctx.Err() != nil {
+			r.n, r.err = 0, errWoken
+			return true
+		}
+	}
+}
+
+func (r *RecordReader) isClosed() bool {
+	select {
+	case <-r.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// wakeFD creates the wake-up eventfd on first use (under sem).
+func (r *RecordReader) wakeFD() error {
+	if r.wake > 0 {
+		return nil
+	}
+	for {
+		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.wake = fd
+		r.mu.Unlock()
+		return nil
+	}
+}
+
+// signal wakes a ReadThread in ppoll (any goroutine).
+func (r *RecordReader) signal() {
+	r.mu.Lock()
+	if r.wake > 0 {
+		one := [8]byte{1}
+		writeRaw(r.wake, one[:])
+	}
+	r.mu.Unlock()
+}
+
+// watchThread registers ctx's end to write the eventfd (under sem); like
+// watch, once per distinct context.
+func (r *RecordReader) watchThread(ctx context.Context) error {
+	r.mu.Lock()
+	same := ctx == r.tWatch
+	r.mu.Unlock()
+	if same {
+		return ctx.Err()
+	}
+	if r.tStop != nil {
+		r.tStop()
+		r.tStop = nil
+	}
+	r.mu.Lock()
+	r.tWatch = nil
+	r.mu.Unlock()
+	if ctx.Done() == nil {
+		return nil
+	}
+	r.mu.Lock()
+	r.tWatch = ctx
+	r.mu.Unlock()
+	r.tStop = context.AfterFunc(ctx, r.signal)
+	return ctx.Err()
+}
