@@ -110,6 +110,7 @@ func (r *RecordReader) TryRead(buf []byte) (int, error) {
 		return 0, ErrFileClosed
 	}
 	defer func() { <-r.sem }()
+	r.forgetEnded()
 	r.buf = buf
 	cerr := r.rc.Read(r.tryFn)
 	r.buf = nil
@@ -184,6 +185,22 @@ func (r *RecordReader) watch(ctx context.Context) error {
 		r.file.SetReadDeadline(time.Unix(1, 0))
 	})
 	return ctx.Err()
+}
+
+// forgetEnded drops the context of an earlier Read that has ended since
+// (under sem): its AfterFunc moved, or is about to move, the read deadline
+// into the past, which would fail a TryRead with a timeout although it
+// never waits.
+func (r *RecordReader) forgetEnded() {
+	r.mu.Lock()
+	if r.ctx != nil && r.ctx.Err() != nil {
+		r.ctx = nil // the AfterFunc, if it has yet to run, does nothing
+		if r.expired {
+			r.expired = false
+			r.file.SetReadDeadline(time.Time{})
+		}
+	}
+	r.mu.Unlock()
 }
 
 func (r *RecordReader) mapErr(err error) error {
