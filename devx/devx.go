@@ -1,0 +1,216 @@
+// Package devx drives mlx5 DEVX, the "device executes" interface of
+// ConnectX adapters (mlx5dv_devx_*(3)): PRM commands built by the caller
+// and passed through the kernel to the device's firmware, DEVX objects,
+// user memory registrations (UMEMs), asynchronous commands, and event
+// channels with subscriptions (mlx5dv_devx_subscribe_devx_event(3),
+// mlx5dv_devx_subscribe_devx_event_fd(3)).
+//
+// A Context for DEVX comes from Open, which asks the mlx5 kernel driver
+// for a DEVX user context (mlx5dv_open_device with
+// MLX5DV_CONTEXT_FLAGS_DEVX). It is an ordinary *uverbs.Context: PDs, MRs
+// and queries work on it too.
+//
+// Command buffers are the device's PRM layouts (mlx5_ifc.h): big-endian
+// bit fields the caller fills. This package moves them to the device and
+// back and does not interpret them, except to check the minimum sizes the
+// kernel enforces.
+//
+// On any device that is not mlx5 (rdma_rxe, siw, ...), or an mlx5 context
+// opened without DEVX, every call fails with an error matching
+// uverbs.ErrNotSupported that names the device and its driver, and
+// nothing is sent to the kernel. Errors of the kernel are *uverbs.OpError
+// values wrapping the errno (errors.Is(err, unix.EINVAL)); arguments the
+// kernel would refuse are rejected first with uverbs.ErrInvalid.
+//
+// See docs/devx.md for what is proved without ConnectX hardware and how.
+package devx
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/core"
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// Limits the kernel enforces on DEVX commands.
+const (
+	// MinCmdIn and MinCmdOut are the smallest command and response
+	// buffers: the PRM general command headers (general_obj_in_cmd_hdr,
+	// general_obj_out_cmd_hdr).
+	MinCmdIn  = 16
+	MinCmdOut = 16
+	// MaxCmdLen is the largest buffer one ioctl attribute can describe.
+	MaxCmdLen = 0xFFFF
+	// MaxEvents is the most event numbers one Subscribe may name
+	// (the kernel's MAX_NUM_EVENTS).
+	MaxEvents = 16
+)
+
+// Open opens dev with a DEVX user context, as mlx5dv_open_device(3) with
+// MLX5DV_CONTEXT_FLAGS_DEVX: libmlx5's GET_CONTEXT request with
+// MLX5_IB_ALLOC_UCTX_DEVX, shortened for older kernels as libmlx5 does.
+// A device that is not mlx5 fails with an error matching
+// uverbs.ErrNotSupported before anything is opened; an mlx5 device whose
+// firmware has no DEVX support fails with an error matching both
+// uverbs.ErrNotSupported and the kernel's errno. (uverbs.Open opens an
+// mlx5 device without DEVX.)
+func Open(dev uverbs.Device) (*uverbs.Context, error) {
+	x, err := core.Open(dev, core.OpenOptions{DEVX: true})
+	if err != nil {
+		return nil, err
+	}
+	c, ok := x.(*uverbs.Context)
+	if !ok {
+		return nil, fmt.Errorf("%w: devx: open returned %T", uverbs.ErrInvalid, x)
+	}
+	return c, nil
+}
+
+// OpenByName opens the device with the given ibdev name (e.g. "mlx5_0")
+// with a DEVX user context.
+func OpenByName(name string) (*uverbs.Context, error) {
+	dev, err := uverbs.DeviceByName(name)
+	if err != nil {
+		return nil, err
+	}
+	return Open(dev)
+}
+
+// Available returns nil when c has a DEVX user context, and otherwise the
+// error every DEVX call on c returns (matching uverbs.ErrNotSupported,
+// uverbs.ErrClosed or uverbs.ErrInvalid).
+func Available(c *uverbs.Context) error {
+	_, err := shared(c, "devx", "check")
+	return err
+}
+
+// execs counts the commands handed to the kernel (tests check that
+// refused calls send none).
+var execs atomic.Uint64
+
+// shared returns c's internals once c is known to have a DEVX context.
+func shared(c *uverbs.Context, object, method string) (*core.Shared, error) {
+	if c == nil {
+		return nil, &uverbs.OpError{Object: object, Method: method, Err: fmt.Errorf("%w: nil *uverbs.Context", uverbs.ErrInvalid)}
+	}
+	sh, ok := core.Of(c)
+	if !ok {
+		return nil, &uverbs.OpError{Object: object, Method: method, Err: fmt.Errorf("%w: context unknown to uverbs", uverbs.ErrInvalid)}
+	}
+	if sh.Closed() {
+		return nil, &uverbs.OpError{Object: object, Method: method, Err: uverbs.ErrClosed}
+	}
+	d := c.Device()
+	if sh.DriverID != abi.RDMA_DRIVER_MLX5 {
+		return nil, &uverbs.OpError{Object: object, Method: method, Err: fmt.Errorf(
+			"%w: DEVX needs an mlx5 device; %s has driver %q (driver id %d)",
+			uverbs.ErrNotSupported, d.Name, d.Driver, sh.DriverID)}
+	}
+	if !sh.DEVX {
+		return nil, &uverbs.OpError{Object: object, Method: method, Err: fmt.Errorf(
+			"%w: %s (driver %q) was opened without DEVX: open it with devx.Open",
+			uverbs.ErrNotSupported, d.Name, d.Driver)}
+	}
+	return sh, nil
+}
+
+// run sends one DEVX command over sh (from shared: the device check
+// comes before any argument check, so every call on a device without
+// DEVX reports that).
+func run(sh *core.Shared, object, method string, build func(cmd *sys.Ioctl, drv uint32), read func(*sys.Ioctl)) error {
+	execs.Add(1)
+	drv := sh.DriverID
+	return sh.Exec(object, method, func(cmd *sys.Ioctl) { build(cmd, drv) }, read)
+}
+
+func invalid(object, method, format string, args ...any) error {
+	return &uverbs.OpError{Object: object, Method: method, Err: fmt.Errorf("%w: "+format, append([]any{uverbs.ErrInvalid}, args...)...)}
+}
+
+func closed(object, method string) error {
+	return &uverbs.OpError{Object: object, Method: method, Err: uverbs.ErrClosed}
+}
+
+// checkCmd checks a command/response buffer pair against the kernel's
+// bounds.
+func checkCmd(object, method string, in, out []byte) error {
+	if len(in) < MinCmdIn || len(in) > MaxCmdLen {
+		return invalid(object, method, "command of %d bytes (want %d to %d)", len(in), MinCmdIn, MaxCmdLen)
+	}
+	if out != nil && (len(out) < MinCmdOut || len(out) > MaxCmdLen) {
+		return invalid(object, method, "response buffer of %d bytes (want %d to %d)", len(out), MinCmdOut, MaxCmdLen)
+	}
+	return nil
+}
+
+// GeneralCmd runs a PRM command that creates no object
+// (mlx5dv_devx_general_cmd(3)), such as QUERY_HCA_CAP: in is the command,
+// out receives the device's response. The kernel refuses commands that
+// create, modify or destroy objects here (EINVAL); a firmware error comes
+// back as the kernel's errno with the PRM status and syndrome in out.
+func GeneralCmd(c *uverbs.Context, in, out []byte) error {
+	const object, method = "devx", "general_cmd"
+	sh, err := shared(c, object, method)
+	if err != nil {
+		return err
+	}
+	if err := checkCmd(object, method, in, out); err != nil {
+		return err
+	}
+	return run(sh, object, method, func(cmd *sys.Ioctl, drv uint32) { buildGeneral(cmd, drv, in, out) }, nil)
+}
+
+// QueryEQN returns the device EQ number serving completion vector vector
+// (mlx5dv_devx_query_eqn(3)), for CQs created with DEVX.
+func QueryEQN(c *uverbs.Context, vector uint32) (uint32, error) {
+	sh, err := shared(c, "devx", "query_eqn")
+	if err != nil {
+		return 0, err
+	}
+	eqn := new(uint32)
+	err = run(sh, "devx", "query_eqn", func(cmd *sys.Ioctl, drv uint32) { buildQueryEQN(cmd, drv, vector, eqn) }, nil)
+	return *eqn, err
+}
+
+// QueryUAR returns the device's index of the context's user access
+// region page userIdx (MLX5_IB_METHOD_DEVX_QUERY_UAR, which
+// mlx5dv_devx_alloc_uar(3) uses for statically allocated UARs).
+func QueryUAR(c *uverbs.Context, userIdx uint32) (uint32, error) {
+	sh, err := shared(c, "devx", "query_uar")
+	if err != nil {
+		return 0, err
+	}
+	idx := new(uint32)
+	err = run(sh, "devx", "query_uar", func(cmd *sys.Ioctl, drv uint32) { buildQueryUAR(cmd, drv, userIdx, idx) }, nil)
+	return *idx, err
+}
+
+// life guards an object whose handle or fd travels in commands: uses hold
+// it shared for the length of their command, Destroy/Close exclusively,
+// so a handle is never sent after the kernel freed it (and maybe reused
+// it for a new object).
+type life struct {
+	rw   sync.RWMutex
+	dead bool
+}
+
+func (l *life) hold() bool {
+	l.rw.RLock()
+	if l.dead {
+		l.rw.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (l *life) release() { l.rw.RUnlock() }
+
+// sameContext reports whether two objects belong to one context.
+func sameContext(a, b *uverbs.Context) bool { return a == b }
+
+var errForeign = errors.New("object of another context")
