@@ -71,6 +71,22 @@ func Open(dev uverbs.Device) (*uverbs.Context, error) {
 	return c, nil
 }
 
+// OpenPreferred opens dev as ibv_open_device(3) does on mlx5: with a
+// DEVX user context when the device grants one, and otherwise with a
+// plain one (Available then reports ErrNotSupported). A device that is not
+// mlx5 is opened as uverbs.Open does.
+func OpenPreferred(dev uverbs.Device) (*uverbs.Context, error) {
+	x, err := core.Open(dev, core.OpenOptions{DEVX: true, DEVXOptional: true})
+	if err != nil {
+		return nil, err
+	}
+	c, ok := x.(*uverbs.Context)
+	if !ok {
+		return nil, fmt.Errorf("%w: devx: open returned %T", uverbs.ErrInvalid, x)
+	}
+	return c, nil
+}
+
 // OpenByName opens the device with the given ibdev name (e.g. "mlx5_0")
 // with a DEVX user context.
 func OpenByName(name string) (*uverbs.Context, error) {

@@ -66,6 +66,21 @@ func ExampleOpen() {
 	fmt.Println(devx.Available(c)) // <nil>
 }
 
+func ExampleOpenPreferred() {
+	dev, err := uverbs.DeviceByName("mlx5_0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := devx.OpenPreferred(dev) // what ibv_open_device does
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if err := devx.Available(c); err != nil {
+		log.Printf("verbs only: %v", err)
+	}
+}
+
 func ExampleGeneralCmd() {
 	c, err := devx.OpenByName("mlx5_0")
 	if err != nil {

@@ -57,10 +57,23 @@ func TestVMOpenDEVXOnRxe(t *testing.T) {
 	}
 	_, err = OpenByName(testkit.RxeDev)
 	notSupported(t, "OpenByName", dev, err)
+	refused := err
 	if after := sys.OpenFDs(); len(after) != len(before) {
 		t.Errorf("refused opens left fds: %v", after)
 	}
-	t.Logf("kernel %s: %v", testkit.KernelRelease(), err)
+	// OpenPreferred (ibv_open_device's way) opens rxe plainly.
+	c, err = OpenPreferred(dev)
+	if err != nil {
+		t.Fatalf("OpenPreferred(rxe0): %v", err)
+	}
+	notSupported(t, "Available after OpenPreferred", dev, Available(c))
+	if pd, err := c.AllocPD(); err != nil {
+		t.Errorf("AllocPD on the preferred-DEVX rxe context: %v", err)
+	} else {
+		pd.Dealloc()
+	}
+	c.Close()
+	t.Logf("kernel %s: %v", testkit.KernelRelease(), refused)
 }
 
 // TestVMDevxCallsOnRxe: on an rxe context every DEVX call fails with

@@ -156,6 +156,9 @@ func OpenByName(name string) (*Context, error) {
 func Open(dev Device) (*Context, error) { return open(dev, core.OpenOptions{}) }
 
 func open(dev Device, o core.OpenOptions) (*Context, error) {
+	if o.DEVX && o.DEVXOptional && driverIDFor(dev) != abi.RDMA_DRIVER_MLX5 {
+		o = core.OpenOptions{}
+	}
 	if o.DEVX && driverIDFor(dev) != abi.RDMA_DRIVER_MLX5 {
 		return nil, &OpError{Object: "device", Method: "open", Err: fmt.Errorf(
 			"%w: DEVX needs an mlx5 device; %s has driver %q (driver id %d)",

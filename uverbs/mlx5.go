@@ -65,9 +65,18 @@ var mlx5AllocContext = (*Context).allocContext
 // MLX5_IB_ALLOC_UCTX_DEVX and, as mlx5dv_open_device with
 // MLX5DV_CONTEXT_FLAGS_DEVX does, there is no fallback without it: a
 // refusal is an error matching ErrNotSupported and the kernel's errno.
-// (ibv_open_device's fallback from DEVX to no DEVX is Open's plain
-// request.)
+// With o.DEVXOptional as well, a refusal is followed by the plain request
+// (ibv_open_device's behaviour on mlx5).
 func (c *Context) getContextMlx5(cmd *sys.Ioctl, o core.OpenOptions) (viaWrite bool, err error) {
+	viaWrite, err = c.getContextMlx5Req(cmd, o.DEVX)
+	if err != nil && o.DEVX && o.DEVXOptional && !errors.Is(err, ErrClosed) {
+		return c.getContextMlx5Req(cmd, false)
+	}
+	return viaWrite, err
+}
+
+func (c *Context) getContextMlx5Req(cmd *sys.Ioctl, devx bool) (viaWrite bool, err error) {
+	o := core.OpenOptions{DEVX: devx}
 	req := mlx5ContextRequest(o.DEVX)
 	st := new(mlx5State)
 	in := sys.AsBytes(req)

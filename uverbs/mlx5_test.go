@@ -158,6 +158,25 @@ func TestMlx5ContextFallbacks(t *testing.T) {
 		t.Errorf("refused DEVX tried %v (no retry without DEVX)", calls)
 	}
 
+	// DEVX preferred (ibv_open_device): every DEVX length, then the
+	// plain request.
+	calls = nil
+	mlx5AllocContext = func(c *Context, _ *sys.Ioctl, in, out []byte) (bool, error) {
+		devx := binary.LittleEndian.Uint32(in[8:]) == 1
+		calls = append(calls, call{len(in), devx})
+		if !devx {
+			return false, nil
+		}
+		return false, c.opErr("device", "get_context", sys.EINVAL)
+	}
+	if _, err := c.getContextMlx5(nil, core.OpenOptions{DEVX: true, DEVXOptional: true}); err != nil || c.mlx5 == nil || c.mlx5.devx {
+		t.Fatalf("DEVX preferred, refused: %v %+v", err, c.mlx5)
+	}
+	if !cmp.Equal(calls, []call{{32, true}, {24, true}, {16, true}, {32, false}}) {
+		t.Errorf("DEVX preferred tried %v", calls)
+	}
+	c.mlx5 = nil
+
 	play(-1, sys.EOPNOTSUPP)
 	_, err = c.getContextMlx5(nil, core.OpenOptions{})
 	if !errors.Is(err, sys.EOPNOTSUPP) || len(calls) != 3 {

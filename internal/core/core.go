@@ -53,6 +53,9 @@ var accessor func(any) (*Shared, bool)
 type OpenOptions struct {
 	// DEVX asks an mlx5 device for a DEVX user context.
 	DEVX bool
+	// DEVXOptional, with DEVX, falls back to a plain user context when
+	// the device refuses DEVX (as ibv_open_device does on mlx5).
+	DEVXOptional bool
 }
 
 var opener func(dev any, o OpenOptions) (any, error)
