@@ -594,3 +594,70 @@ func FuzzEventChannel(f *testing.F) {
 		}
 	})
 }
+
+// TestEventChannelConcurrentReaders: with several goroutines in GetEvent,
+// each record reaches exactly one of them, none is lost, in both modes and
+// with several records per read.
+func TestEventChannelConcurrentReaders(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		for _, omit := range []bool{false, true} {
+			t.Run(fmt.Sprintf("stream=%v/omit=%v", stream, omit), func(t *testing.T) {
+				var ch *EventChannel
+				var w *sys.FD
+				if stream {
+					ch, w = streamChannel(t, omit)
+				} else {
+					ch, w = seqChannel(t, omit)
+				}
+				const readers, per = 4, 100
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				got := make(chan uint64, readers*per)
+				errc := make(chan error, readers)
+				for range readers {
+					go func() {
+						for range per {
+							ev, err := ch.GetEvent(ctx)
+							if err != nil {
+								errc <- err
+								return
+							}
+							got <- ev.Cookie
+						}
+						errc <- nil
+					}()
+				}
+				var batch []byte
+				for i := uint64(1); i <= readers*per; i++ {
+					rec := eventRec(i, !omit, 1, 0)
+					if !stream {
+						write(t, w, rec)
+						continue
+					}
+					batch = append(batch, rec...)
+					if i%7 == 0 || i == readers*per {
+						write(t, w, batch)
+						batch = nil
+					}
+				}
+				for range readers {
+					if err := <-errc; err != nil {
+						t.Fatal(err)
+					}
+				}
+				seen := map[uint64]bool{}
+				for range readers * per {
+					c := <-got
+					if seen[c] {
+						t.Fatalf("cookie %d delivered twice", c)
+					}
+					seen[c] = true
+				}
+				if len(seen) != readers*per {
+					t.Fatalf("%d distinct events, want %d", len(seen), readers*per)
+				}
+				mustNoEvent(t, ch)
+			})
+		}
+	}
+}
