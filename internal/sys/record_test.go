@@ -320,3 +320,24 @@ func TestRecordReaderThreadNoAllocs(t *testing.T) {
 		}
 	})
 }
+
+// TestRecordReaderThreadAfterEndedRead: a ReadThread after a poller Read
+// whose context ended is not failed by the deadline that context left.
+func TestRecordReaderThreadAfterEndedRead(t *testing.T) {
+	r, w, err := NewRecordReaderPipe("rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer r.Close()
+	buf := make([]byte, 8)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	if _, err := r.Read(ctx, buf); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+	cancel()
+	Write(w, []byte("x"))
+	if n, err := r.ReadThread(context.Background(), buf); n != 1 || err != nil {
+		t.Fatalf("ReadThread after an ended Read = %d, %v", n, err)
+	}
+}

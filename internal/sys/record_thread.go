@@ -29,6 +29,9 @@ func (r *RecordReader) ReadThread(ctx context.Context, buf []byte) (int, error) 
 		return 0, ErrFileClosed
 	}
 	defer func() { <-r.sem }()
+	// RawConn.Read fails at once on a past read deadline, which an ended
+	// context of an earlier poller-mode Read may have left.
+	r.forgetEnded()
 	if err := r.wakeFD(); err != nil {
 		return 0, err
 	}
