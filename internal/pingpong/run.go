@@ -264,10 +264,11 @@ func (c *pp) init(dev uverbs.Device, nqp int) error {
 			return fail("Couldn't create "+c.qpLabel(i), err)
 		}
 		c.qps = append(c.qps, qp)
-		// The C tools ask for no inline data and send inline whenever the
-		// device granted room for the message anyway (rxe grants the
-		// size of the SGE list).
-		if qp.Cap().MaxInlineData < size || c.k == RC && o.DM {
+		// The C tools ask for no inline data, then query the QP
+		// (ibv_query_qp, IBV_QP_CAP) and send inline whenever the device
+		// granted room for the message anyway (rxe grants the size of the
+		// SGE list, 16 bytes); a failed query leaves the requested 0.
+		if _, got, err := qp.Query(uverbs.QPAttrCap); err != nil || got.Cap.MaxInlineData < size || c.k == RC && o.DM {
 			c.inline = false
 		}
 	}
