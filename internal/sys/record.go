@@ -90,13 +90,13 @@ func (r *RecordReader) Fd() int { return r.raw }
 // read is the RawConn callback: one non-blocking read; false asks the
 // poller to wait for readiness.
 func (r *RecordReader) read(fd uintptr) bool {
-	r.n, r.err = readRaw(int(fd), r.buf)
+	r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf) // non-blocking fd
 	return r.err != unix.EAGAIN
 }
 
 // try is the RawConn callback of TryRead: one read, never a wait.
 func (r *RecordReader) try(fd uintptr) bool {
-	r.n, r.err = readRaw(int(fd), r.buf)
+	r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf) // non-blocking fd
 	return true
 }
 

@@ -94,7 +94,7 @@ func (r *RecordReader) thread(fd uintptr) bool {
 			fds[1].Revents = 0 // a stale wake-up from an earlier context
 		}
 		if fds[0].Revents != 0 {
-			r.n, r.err = readRaw(int(fd), r.buf)
+			r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf)
 			if r.err != unix.EAGAIN {
 				return true
 			}

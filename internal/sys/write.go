@@ -184,3 +184,28 @@ func rwRaw(trap uintptr, fd int, b []byte) (int, error) {
 		}
 	}
 }
+
+// rwQuick is rwRaw for calls that never block: reads of non-blocking
+// event fds and the rxe doorbell and REQ_NOTIFY writes, which return
+// after bounded kernel work. It uses RawSyscall, skipping the runtime's
+// entersyscall/exitsyscall: with those, a doorbell that takes a while (on
+// 6.1 rxe does the whole send inside it) let the scheduler hand the P to
+// another thread and cost the ping-pong tools hundreds of context switches
+// per run that librxe does not make.
+func rwQuick(trap uintptr, fd int, b []byte) (int, error) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	for {
+		n, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(p), uintptr(len(b)))
+		switch e {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		default:
+			return 0, e
+		}
+	}
+}
