@@ -152,6 +152,9 @@ echo
 echo "=== UD ping-pong on rxelo: C ibv_ud_pingpong server, Go udpingpong client ==="
 pingpong ibv_ud_pingpong udpingpong 127.0.0.1 18516 -d rxelo -g 1 -s 2048 -n 500
 echo
+echo "=== RC ping-pong in event mode (-e: both sleep on the completion channel): C server, Go client ==="
+pingpong ibv_rc_pingpong rcpingpong 10.99.0.1 18517 -d rxe0 -g 1 -s 4096 -n 500 -e
+echo
 echo "=== kernel RDMA resources after the tools exited ==="
 run rdma resource show
 finish
