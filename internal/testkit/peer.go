@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,13 +18,17 @@ const GuestLibPath = "/usr/lib/x86_64-linux-gnu"
 const stopGrace = 5 * time.Second
 
 // Peer is a guest program (typically an rdma-core C tool such as
-// ibv_rc_pingpong, ibv_asyncwatch or ib_write_bw) running beside the test.
-// Its stdout and stderr are captured together.
+// ibv_rc_pingpong, ibv_asyncwatch or ib_write_bw) running beside the test,
+// or on the other host of the two-host topology (Host.Start). Its stdout
+// and stderr are captured together.
 type Peer struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-	err  error         // valid after done
+	name   string
+	where  string // "" here; else the agent's address
+	args   []string
+	signal func(syscall.Signal) // to the peer's process group
+	abort  func()               // remote: drop the connection to the agent
+	done   chan struct{}        // closed when the process has exited
+	err    error                // valid after done
 
 	out Output
 }
@@ -40,64 +41,67 @@ type Peer struct {
 func StartPeer(ctx context.Context, tb testing.TB, name string, args ...string) *Peer {
 	tb.Helper()
 	RequireVM(tb)
-	p := &Peer{name: name, done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, name, args...)
-	p.cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+GuestLibPath)
-	p.cmd.WaitDelay = stopGrace
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	master, slave, err := openPTY()
+	return startLocal(ctx, tb, nil, name, args)
+}
+
+// startLocal starts a peer on this host, in the test's directory, with env
+// added to the environment.
+func startLocal(ctx context.Context, tb testing.TB, env []string, name string, args []string) *Peer {
+	tb.Helper()
+	p := &Peer{name: name, args: args, done: make(chan struct{})}
+	pr, err := startProc(name, args, env, "", &p.out)
 	if err != nil {
-		// No pty: fall back to a pipe (C tools then block-buffer stdout).
-		tb.Logf("peer %s: no pty (%v); using a pipe", name, err)
-		p.cmd.Stdout = &p.out
-		p.cmd.Stderr = &p.out
-	} else {
-		p.cmd.Stdout = slave
-		p.cmd.Stderr = slave
+		tb.Fatalf("start peer %s: %v", name, err)
 	}
-	startErr := p.cmd.Start()
-	if slave != nil {
-		slave.Close()
-	}
-	if startErr != nil {
-		if master != nil {
-			master.Close()
-		}
-		tb.Fatalf("start peer %s: %v", name, startErr)
-	}
-	copied := make(chan struct{})
-	if master != nil {
-		go func() {
-			defer close(copied)
-			// Ends with EIO once every holder of the slave side is gone.
-			io.Copy(&p.out, master)
-		}()
-	} else {
-		close(copied)
-	}
+	p.signal = pr.signal
 	go func() {
-		p.err = p.cmd.Wait()
-		if master != nil {
-			// Drain what the peer wrote; bounded in case a grandchild
-			// still holds the terminal.
-			t := time.NewTimer(stopGrace)
-			select {
-			case <-copied:
-			case <-t.C:
-			}
-			t.Stop()
-			master.Close()
-			<-copied
+		select {
+		case <-ctx.Done():
+			pr.signal(syscall.SIGKILL)
+		case <-pr.done:
 		}
+	}()
+	go func() {
+		<-pr.done
+		p.err = pr.err
 		close(p.done)
 	}()
+	p.cleanup(tb)
+	return p
+}
+
+// startRemotePeer has the agent at addr start a peer.
+func startRemotePeer(ctx context.Context, tb testing.TB, addr string, env []string, dir, name string, args []string) *Peer {
+	tb.Helper()
+	p := &Peer{name: name, where: addr, args: args, done: make(chan struct{})}
+	r, err := startRemote(ctx, addr, append([]string{name}, args...), env, dir, &p.out)
+	if err != nil {
+		tb.Fatalf("start peer %s on %s: %v", name, addr, err)
+	}
+	p.signal = r.signal
+	p.abort = func() { r.conn.Close() }
+	go func() {
+		<-r.done
+		p.err = r.err
+		close(p.done)
+	}()
+	p.cleanup(tb)
+	return p
+}
+
+// cleanup stops the peer at the end of the test and logs its output if
+// the test failed.
+func (p *Peer) cleanup(tb testing.TB) {
 	tb.Cleanup(func() {
 		p.Stop()
 		if tb.Failed() {
-			tb.Logf("peer %s %s output:\n%s", name, strings.Join(args, " "), p.Output())
+			where := ""
+			if p.where != "" {
+				where = " (on " + p.where + ")"
+			}
+			tb.Logf("peer %s %s%s output:\n%s", p.name, strings.Join(p.args, " "), where, p.Output())
 		}
 	})
-	return p
 }
 
 // Wait waits for the peer to exit and returns its exit error (nil for
@@ -121,14 +125,25 @@ func (p *Peer) Stop() {
 		return
 	default:
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT)
+	p.signal(syscall.SIGINT)
 	t := time.NewTimer(stopGrace)
 	defer t.Stop()
 	select {
 	case <-p.done:
 	case <-t.C:
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
+		p.signal(syscall.SIGKILL)
+		if p.abort == nil {
+			<-p.done
+			return
+		}
+		// A peer host that died does not answer: give up on it.
+		t.Reset(stopGrace)
+		select {
+		case <-p.done:
+		case <-t.C:
+			p.abort()
+			<-p.done
+		}
 	}
 }
 

@@ -6,19 +6,31 @@
 //	rxectl del NAME               # rdma link delete NAME
 //	rxectl list                   # index, name, node GUID, port count
 //	rxectl wait [-timeout 20s] NAME...   # until every port of NAME is ACTIVE
+//	rxectl pty CMD [ARGS...]      # run CMD on a pseudo-terminal (line-buffered C stdio)
+//
+// In the two-host topology (rxevm -hosts 2, see testkit.Host):
+//
+//	rxectl agent ADDR             # host B: serve programs to tests on host A until agent-stop
+//	rxectl agent-wait [-timeout 60s] ADDR   # until the agent at ADDR answers
+//	rxectl agent-stop ADDR        # make the agent at ADDR return (exit 0)
+//	rxectl remote [-e K=V]... ADDR CMD [ARGS...]   # run CMD through the agent; its output and exit status
+//	rxectl listening [-timeout 30s] PORT    # until a local TCP socket listens on PORT
 //
 // Run it inside a network namespace (ip netns exec) to create the link there.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,7 +40,8 @@ import (
 )
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rxectl add NAME NETDEV | del NAME | list | wait [-timeout D] NAME... | pty CMD [ARGS...]")
+	fmt.Fprintln(os.Stderr, "usage: rxectl add NAME NETDEV | del NAME | list | wait [-timeout D] NAME... | pty CMD [ARGS...]\n"+
+		"       rxectl agent ADDR | agent-wait [-timeout D] ADDR | agent-stop ADDR | remote [-e K=V]... ADDR CMD [ARGS...] | listening [-timeout D] PORT")
 	os.Exit(2)
 }
 
@@ -72,6 +85,54 @@ func main() {
 			usage()
 		}
 		err = runOnPTY(args[0], args[1:]...)
+	case "agent":
+		if len(args) != 1 {
+			usage()
+		}
+		err = serveAgent(args[0])
+	case "agent-wait":
+		fs := flag.NewFlagSet("agent-wait", flag.ExitOnError)
+		timeout := fs.Duration("timeout", time.Minute, "give up after this long")
+		fs.Parse(args)
+		if fs.NArg() != 1 {
+			usage()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		err = testkit.WaitAgent(ctx, fs.Arg(0))
+	case "agent-stop":
+		if len(args) != 1 {
+			usage()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = testkit.StopAgent(ctx, args[0])
+	case "remote":
+		var env envFlags
+		fs := flag.NewFlagSet("remote", flag.ExitOnError)
+		fs.Var(&env, "e", "K=V added to the environment (repeatable)")
+		fs.Parse(args)
+		if fs.NArg() < 2 {
+			usage()
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		err = testkit.RunRemote(ctx, fs.Arg(0), fs.Args()[1:], env, os.Stdout)
+		var re *testkit.RemoteExitError
+		if errors.As(err, &re) && re.Code > 0 {
+			os.Exit(re.Code)
+		}
+	case "listening":
+		fs := flag.NewFlagSet("listening", flag.ExitOnError)
+		timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+		fs.Parse(args)
+		port, perr := strconv.Atoi(fs.Arg(0))
+		if fs.NArg() != 1 || perr != nil {
+			usage()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		err = testkit.WaitTCPListen(ctx, port)
 	default:
 		usage()
 	}
@@ -80,6 +141,27 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// serveAgent runs the two-host agent on addr until a client stops it,
+// logging each program to stdout (the guest console).
+func serveAgent(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("agent: listening on %s\n", addr)
+	a := &testkit.Agent{Log: os.Stdout}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	err = a.Serve(ctx, l)
+	fmt.Println("agent: stopped")
+	return err
+}
+
+type envFlags []string
+
+func (e *envFlags) String() string     { return strings.Join(*e, " ") }
+func (e *envFlags) Set(v string) error { *e = append(*e, v); return nil }
 
 // withConn runs f on a fresh NETLINK_RDMA socket, bounded by a minute:
 // NEWLINK may load rdma_rxe first.
