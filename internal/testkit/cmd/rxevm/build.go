@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 type testBinary struct {
@@ -25,6 +29,12 @@ type payload struct {
 	// Packages with no test that -run/-skip/-bench select, left out of
 	// the guest (none of them matching at all fails the run).
 	unmatched []string
+	// -hosts 2: selected tests that are not TestTwoHost* (pkg.TestX); any
+	// fails the run before booting.
+	notTwoHost []string
+	// Single host: some package had nothing to run only because -run
+	// selected TestTwoHost* tests.
+	twoHostOnly bool
 }
 
 // buildPayload compiles the test binaries and guest tools and stages them in
@@ -88,12 +98,31 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 			if o.verbose {
 				fmt.Printf("rxevm: built %s (%s)\n", f[0], time.Since(t0).Round(time.Millisecond))
 			}
-			if filter.active() && !selectsSome(ctx, filter, tb, f[1], o.verbose) {
-				p.unmatched = append(p.unmatched, f[0])
-				if err := os.Remove(tb.file); err != nil {
-					return nil, err
+			if filter.active() {
+				sel, all, known := selectedTests(ctx, filter, tb, f[1], o.verbose)
+				if known && len(sel) == 0 && o.hosts == 1 {
+					// Only because single-host runs skip TestTwoHost*?
+					user := parseTestFilter(o.userTestFlags)
+					for _, n := range all {
+						if u, _ := user.selected([]string{n}); twoHostRe.MatchString(n) && len(u) > 0 {
+							p.twoHostOnly = true
+						}
+					}
 				}
-				continue
+				if known && len(sel) == 0 {
+					p.unmatched = append(p.unmatched, f[0])
+					if err := os.Remove(tb.file); err != nil {
+						return nil, err
+					}
+					continue
+				}
+				if o.hosts == 2 {
+					for _, n := range sel {
+						if !twoHostRe.MatchString(n) {
+							p.notTwoHost = append(p.notTwoHost, f[0]+"."+n)
+						}
+					}
+				}
 			}
 			// Tests run in (a copy of) their package directory; only testdata is copied.
 			dst := filepath.Join(p.overlay, "pv/src", rel)
@@ -139,10 +168,13 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 			return nil, err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(p.overlay, "init"), []byte(strings.ReplaceAll(initScript, "@@PUREVERBS ", marker)), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(p.overlay, "init"), []byte(initText()), 0o755); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(p.overlay, "pv/run.sh"), []byte(runScript(o, p)), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(p.overlay, "pv/run-b.sh"), []byte(runScriptB()), 0o644); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -192,12 +224,24 @@ func runScript(o *options, p *payload) string {
 	if o.shellCmd != "" {
 		bracket("shell-cmd", "(cd /tmp && sh -c "+shellQuote(o.shellCmd)+")")
 	}
+	if o.hosts == 2 {
+		// Host B ends once its agent stops; if this fails, B never
+		// ends and the runner fails the run.
+		fmt.Fprintf(&b, "rxectl agent-stop %s || echo 'rxevm: could not stop the agent on host B'\n", agentAddr)
+	}
 	return b.String()
 }
 
 // initScript is the guest's PID 1 (busybox sh). It loads the RDMA modules,
 // configures networking and the rxe links, runs /pv/run.sh and powers off.
 // Markers on the console (@@PUREVERBS ...) let the host follow along.
+//
+// In the two-host topology the kernel command line says pv.host=a or
+// pv.host=b: the guest then also brings up the wire (eth0, the e1000 NIC on
+// QEMU's socket netdev) with its address and an rxe device on it; host B
+// runs /pv/run-b.sh (the agent) and host A, once the agent answers,
+// /pv/run.sh (the tests). @@WIRE_A@@ and the like are filled in from
+// internal/testkit's constants (initText).
 const initScript = `#!/bin/sh
 export PATH=/usr/bin:/usr/sbin:/bin:/sbin
 export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu
@@ -217,6 +261,7 @@ mkdir -p /run/netns
 hostname rxevm
 export PUREVERBS_KERNEL="$(uname -r)"
 echo "@@PUREVERBS BOOT $PUREVERBS_KERNEL"
+host=$(sed -n 's/.*pv[.]host=\([ab]\).*/\1/p' /proc/cmdline)
 for m in $(cat /etc/pureverbs/modules); do
 	insmod "/lib/modules/$PUREVERBS_KERNEL/$m" || fail "insmod $m"
 done
@@ -227,11 +272,45 @@ ip link set d0 up || fail "d0 up"
 rxectl add rxe0 d0 || fail "rxe0"
 rxectl add rxelo lo || fail "rxelo"
 rxectl wait -timeout 30s rxe0 rxelo || fail "ports not active"
+if [ -n "$host" ]; then
+	if [ "$host" = a ]; then me=@@WIRE_A@@ peer=@@WIRE_B@@; else me=@@WIRE_B@@ peer=@@WIRE_A@@; fi
+	export PUREVERBS_HOST=$host PUREVERBS_WIRE_ADDR=$me PUREVERBS_PEER_ADDR=$peer
+	hostname rxevm-$host
+	ip link set @@WIRE_NETDEV@@ up || fail "@@WIRE_NETDEV@@ up (no e1000 NIC?)"
+	ip addr add $me/24 dev @@WIRE_NETDEV@@ || fail "addr @@WIRE_NETDEV@@"
+	rxectl add @@WIRE_DEV@@ @@WIRE_NETDEV@@ || fail "@@WIRE_DEV@@"
+	rxectl wait -timeout 60s @@WIRE_DEV@@ || fail "@@WIRE_DEV@@ not active (no carrier on @@WIRE_NETDEV@@?)"
+	if [ "$host" = a ]; then
+		rxectl agent-wait -timeout 240s $peer:@@AGENT_PORT@@ || fail "host B's agent does not answer on $peer:@@AGENT_PORT@@"
+	fi
+fi
 echo "@@PUREVERBS SETUP-OK"
-. /pv/run.sh
+if [ "$host" = b ]; then . /pv/run-b.sh; else . /pv/run.sh; fi
 echo "@@PUREVERBS DONE"
 off
 `
+
+// initText is initScript with the run's marker and the two-host topology's
+// names and addresses.
+func initText() string {
+	return strings.NewReplacer("@@PUREVERBS ", marker,
+		"@@WIRE_A@@", testkit.WireAddrA, "@@WIRE_B@@", testkit.WireAddrB,
+		"@@WIRE_NETDEV@@", testkit.WireNetdev, "@@WIRE_DEV@@", testkit.WireDev,
+		"@@AGENT_PORT@@", strconv.Itoa(testkit.AgentPort)).Replace(initScript)
+}
+
+// agentAddr is the agent's address on host B.
+var agentAddr = net.JoinHostPort(testkit.WireAddrB, strconv.Itoa(testkit.AgentPort))
+
+// runScriptB is host B's /pv/run-b.sh: the agent, bracketed like a test
+// binary, until host A's run.sh stops it.
+func runScriptB() string {
+	return fmt.Sprintf("# generated by rxevm\necho '%sBEGIN %s;'\nrxectl agent %s </dev/null\necho \"%sEND %s rc=$?;\"\n",
+		marker, agentLabel, agentAddr, marker, agentLabel)
+}
+
+// agentLabel names host B's agent in its BEGIN/END markers.
+const agentLabel = "agent"
 
 // testFilter is what -test.run, -test.skip and -test.bench select, as far
 // as top-level names go: enough to tell whether a package has anything to
@@ -377,24 +456,24 @@ func (f testFilter) selected(names []string) ([]string, error) {
 	return out, nil
 }
 
-// selectsSome reports whether filter selects any test of tb, whose
-// sources are in dir. When that cannot be told (the binary does not run on
-// this host, a pattern does not compile) the package is kept: in the guest
-// it then fails if it runs nothing.
-func selectsSome(ctx context.Context, filter testFilter, tb testBinary, dir string, verbose bool) bool {
+// selectedTests returns the top-level tests of tb (whose sources are in
+// dir) that filter selects, all of them, and whether that could be told. When it cannot
+// (the binary does not run on this host, a pattern does not compile) the
+// package is kept: in the guest it then fails if it runs nothing.
+func selectedTests(ctx context.Context, filter testFilter, tb testBinary, dir string, verbose bool) (sel, all []string, known bool) {
 	names, err := listedTests(ctx, tb.file, dir)
 	if err != nil {
 		fmt.Printf("rxevm: %s: cannot list its tests on the host (%v); running it\n", tb.importPath, err)
-		return true
+		return nil, nil, false
 	}
-	sel, err := filter.selected(names)
+	sel, err = filter.selected(names)
 	if err != nil {
-		return true
+		return nil, names, false
 	}
 	if verbose {
 		fmt.Printf("rxevm: %s: %d of %d tests match %s\n", tb.importPath, len(sel), len(names), filter)
 	}
-	return len(sel) > 0
+	return sel, names, true
 }
 
 // listedTests runs the compiled test binary on the host with -test.list to

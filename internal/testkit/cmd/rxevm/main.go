@@ -6,6 +6,7 @@
 //	go run ./internal/testkit/cmd/rxevm [-kernel 6.1|6.12|all] [-timeout 10m] [-v] PKGS... [-- TESTFLAGS...]
 //	go run ./internal/testkit/cmd/rxevm -kernel 6.1 -demo
 //	go run ./internal/testkit/cmd/rxevm -kernel 6.1 -shell-cmd 'ibv_devinfo -l'
+//	go run ./internal/testkit/cmd/rxevm -hosts 2 [-wire tcp|tcp-nagle|udp] ./internal/testkit/twohost
 //
 // TESTFLAGS are `go test` flags (-run, -v, -count, ...); they are rewritten
 // to the -test.* form the compiled test binaries understand, and -test.v is
@@ -13,6 +14,10 @@
 // on the allowlist (allowlist.go), a binary running no test, a -run
 // selecting nothing, an unparsable status line or a binary that never
 // reports fails it.
+//
+// With -hosts 2 it boots two guests per kernel joined by a virtual
+// Ethernet wire (pair.go) and runs the TestTwoHost* tests on host A, with
+// host B serving an agent; single-host runs skip those tests.
 package main
 
 import (
@@ -23,6 +28,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -37,8 +43,13 @@ type options struct {
 	shellCmd  string
 	pkgs      []string
 	testFlags []string
-	cacheDir  string
-	memMB     int
+	// userTestFlags are testFlags as given, before twoHostFilter.
+	userTestFlags []string
+	cacheDir      string
+	memMB         int
+	bootArgs      string // added to the guest kernel's command line
+	hosts         int    // 1, or 2 for the two-host topology
+	wire          string // -hosts 2: "tcp" (socket listen/connect) or "udp"
 }
 
 func parseArgs(args []string) (*options, error) {
@@ -53,9 +64,12 @@ func parseArgs(args []string) (*options, error) {
 	fs.BoolVar(&o.verbose, "v", false, "show the whole guest console (kernel boot included) and build steps")
 	fs.BoolVar(&o.demo, "demo", false, "run internal/testkit/demo.sh in the guest")
 	fs.StringVar(&o.shellCmd, "shell-cmd", "", "run this shell command in the guest and print its output")
-	fs.IntVar(&o.memMB, "mem", 1536, "guest memory in MiB")
+	fs.IntVar(&o.memMB, "mem", 1536, "guest memory in MiB (per guest)")
+	fs.StringVar(&o.bootArgs, "boot-args", "", "more kernel command-line arguments for the guests (experiments: clocksource=..., ...)")
+	fs.IntVar(&o.hosts, "hosts", 1, "1: one guest; 2: two guests joined by a virtual Ethernet wire, running the TestTwoHost* tests on host A")
+	fs.StringVar(&o.wire, "wire", "tcp", "with -hosts 2, QEMU's socket netdev as a TCP stream (tcp: host A listens, B connects; tcp-nagle: without the runner's TCP_NODELAY on A's end) or UDP datagrams (udp)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: rxevm [-kernel 6.1|6.12|all] [-timeout 10m] [-v] [-demo] [-shell-cmd CMD] PKGS... [-- TESTFLAGS...]")
+		fmt.Fprintln(fs.Output(), "usage: rxevm [-kernel 6.1|6.12|all] [-timeout 10m] [-v] [-hosts 1|2] [-wire tcp|tcp-nagle|udp] [-demo] [-shell-cmd CMD] PKGS... [-- TESTFLAGS...]")
 		fs.PrintDefaults()
 	}
 	for {
@@ -74,6 +88,16 @@ func parseArgs(args []string) (*options, error) {
 		return nil, err
 	}
 	o.kernels = ks
+	switch {
+	case o.hosts != 1 && o.hosts != 2:
+		return nil, fmt.Errorf("-hosts %d: want 1 or 2", o.hosts)
+	case o.wire != "tcp" && o.wire != "tcp-nagle" && o.wire != "udp":
+		return nil, fmt.Errorf("-wire %q: want tcp, tcp-nagle or udp", o.wire)
+	case o.hosts == 2 && o.demo:
+		return nil, errors.New("-demo runs on one host; drop -hosts 2")
+	}
+	o.userTestFlags = o.testFlags
+	o.testFlags = twoHostFilter(o.testFlags, o.hosts)
 	if len(o.pkgs) == 0 && !o.demo && o.shellCmd == "" {
 		return nil, errors.New("nothing to run: give packages, -demo or -shell-cmd (-h for usage)")
 	}
@@ -86,6 +110,29 @@ func parseArgs(args []string) (*options, error) {
 		o.cacheDir = d + "/pureverbs"
 	}
 	return o, nil
+}
+
+// twoHostPattern selects the tests that need the two-host topology.
+const twoHostPattern = "^TestTwoHost"
+
+var twoHostRe = regexp.MustCompile(twoHostPattern)
+
+// twoHostFilter keeps the TestTwoHost* tests out of single-host runs (they
+// need the peer host: an added -test.skip, so that they neither run nor
+// skip), and has two-host runs select only them unless -run says
+// otherwise (buildPayload then checks that it selects nothing else).
+func twoHostFilter(flags []string, hosts int) []string {
+	f := parseTestFilter(flags)
+	switch {
+	case hosts == 1 && f.hasSkip && f.skip != "":
+		// Top-level '|' is an alternative for the testing package too.
+		return append(flags, "-test.skip", f.skip+"|"+twoHostPattern)
+	case hosts == 1:
+		return append(flags, "-test.skip", twoHostPattern)
+	case !f.hasRun:
+		return append(flags, "-test.run", twoHostPattern)
+	}
+	return flags
 }
 
 // goTestFlags are the `go test` flags that map to -test.NAME in a test binary.
@@ -155,7 +202,11 @@ func run(ctx context.Context, o *options) int {
 		case len(payload.broken) > 0:
 			fmt.Printf("rxevm: FAIL: %d packages did not build: %s\n", len(payload.broken), strings.Join(payload.broken, " "))
 		case len(payload.unmatched) > 0:
-			fmt.Printf("rxevm: FAIL: %s matches no test in %s: nothing ran\n", parseTestFilter(o.testFlags), strings.Join(payload.unmatched, " "))
+			hint := ""
+			if payload.twoHostOnly {
+				hint = " (it selects TestTwoHost* tests, which run only with -hosts 2)"
+			}
+			fmt.Printf("rxevm: FAIL: %s matches no test in %s: nothing ran%s\n", parseTestFilter(o.testFlags), strings.Join(payload.unmatched, " "), hint)
 		default:
 			fmt.Printf("rxevm: FAIL: no test files in %s: nothing ran\n", strings.Join(o.pkgs, " "))
 		}
@@ -163,6 +214,11 @@ func run(ctx context.Context, o *options) int {
 	}
 	if len(payload.unmatched) > 0 {
 		fmt.Printf("rxevm: %d packages have no test matching %s; not run\n", len(payload.unmatched), parseTestFilter(o.testFlags))
+	}
+	if len(payload.notTwoHost) > 0 {
+		fmt.Printf("rxevm: FAIL: -hosts 2 runs only TestTwoHost* tests, and %s also selects %s\n",
+			parseTestFilter(o.testFlags), strings.Join(payload.notTwoHost, ", "))
+		return 1
 	}
 
 	type summary struct {
@@ -178,8 +234,14 @@ func run(ctx context.Context, o *options) int {
 			break
 		}
 		t0 := time.Now()
-		res := runKernel(ctx, o, k, payload, work)
-		s := summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0)}
+		var s summary
+		if o.hosts == 2 {
+			res := runPair(ctx, o, k, payload, work)
+			s = summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0)}
+		} else {
+			res := runKernel(ctx, o, k, payload, work)
+			s = summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0)}
+		}
 		if !s.ok {
 			failed = true
 		}

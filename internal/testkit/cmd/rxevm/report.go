@@ -278,7 +278,11 @@ func (c *console) line(raw string) {
 		c.res.setupOK = true
 		c.res.boot = time.Since(c.start)
 		c.echo = true
-		fmt.Fprintf(c.w, "rxevm: guest ready after %.1fs (rxe0 on d0, rxelo on lo)\n", c.res.boot.Seconds())
+		if c.res.host == "" {
+			fmt.Fprintf(c.w, "rxevm: guest ready after %.1fs (rxe0 on d0, rxelo on lo)\n", c.res.boot.Seconds())
+		} else {
+			fmt.Fprintf(c.w, "rxevm: host %s ready after %.1fs (rxe0 on d0, rxelo on lo, %s on %s)\n", c.res.host, c.res.boot.Seconds(), testkit.WireDev, testkit.WireNetdev)
+		}
 	case "SETUP-FAIL":
 		c.res.setupErr = m.text
 		if c.res.setupErr == "" {

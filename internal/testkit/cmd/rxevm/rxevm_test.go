@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/pureverbs/pureverbs/internal/testkit"
 )
@@ -29,7 +32,7 @@ func TestParseArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(o.kernels) != 2 || !o.verbose || !cmp.Equal(o.pkgs, []string{"./a", "./b/..."}) ||
-		!cmp.Equal(o.testFlags, []string{"-test.run", "X"}) {
+		!cmp.Equal(o.testFlags, []string{"-test.run", "X", "-test.skip", twoHostPattern}) || o.hosts != 1 {
 		t.Errorf("parsed %+v", o)
 	}
 	if _, err := parseArgs([]string{"-kernel", "5.10", "./a"}); err == nil {
@@ -37,6 +40,171 @@ func TestParseArgs(t *testing.T) {
 	}
 	if _, err := parseArgs([]string{"-kernel", "6.1"}); err == nil {
 		t.Error("nothing to run accepted")
+	}
+	o, err = parseArgs([]string{"-hosts", "2", "-wire", "udp", "./a"})
+	if err != nil || o.hosts != 2 || o.wire != "udp" || !cmp.Equal(o.testFlags, []string{"-test.run", twoHostPattern}) {
+		t.Errorf("-hosts 2: %+v, %v", o, err)
+	}
+	for _, bad := range [][]string{{"-hosts", "3", "./a"}, {"-hosts", "2", "-wire", "tap", "./a"}, {"-hosts", "2", "-demo"}} {
+		if _, err := parseArgs(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestTwoHostFilter: single-host runs skip the TestTwoHost* tests (added to
+// a -skip the user gave as an alternative), two-host runs select only them
+// unless -run says otherwise, and the testing package's matching agrees.
+func TestTwoHostFilter(t *testing.T) {
+	names := []string{"TestA", "TestTwoHostX", "TestTwoHostY", "TestB"}
+	for _, c := range []struct {
+		hosts int
+		in    []string
+		want  []string
+	}{
+		{1, nil, []string{"TestA", "TestB"}},
+		{1, []string{"-test.skip", "TestA"}, []string{"TestB"}},
+		{1, []string{"-test.skip=TestA/sub"}, []string{"TestA", "TestB"}},
+		{1, []string{"-test.run", "TestTwoHostX"}, nil},
+		{2, nil, []string{"TestTwoHostX", "TestTwoHostY"}},
+		{2, []string{"-test.run", "TestTwoHostY"}, []string{"TestTwoHostY"}},
+		{2, []string{"-test.run", "TestA|TestTwoHostX"}, []string{"TestA", "TestTwoHostX"}},
+	} {
+		f := parseTestFilter(twoHostFilter(c.in, c.hosts))
+		got, err := f.selected(names)
+		if err != nil || !cmp.Equal(got, c.want) {
+			t.Errorf("-hosts %d %q: selects %q (%v), want %q", c.hosts, c.in, got, err, c.want)
+		}
+	}
+}
+
+// TestPrefixWriter: host B's console lines are prefixed whole.
+func TestPrefixWriter(t *testing.T) {
+	var b strings.Builder
+	w := &prefixWriter{prefix: "B| ", w: &b}
+	w.Write([]byte("one\ntw"))
+	w.Write([]byte("o\n\nthree"))
+	w.Flush()
+	if want := "B| one\nB| two\nB| \nB| three\n"; b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
+
+// TestTwoHostScripts: the init script has every placeholder filled in, host
+// A's run script stops host B's agent at the end, host B's runs the agent
+// between markers, and the wire options pair a listener with a connector.
+func TestTwoHostScripts(t *testing.T) {
+	init := initText()
+	if strings.Contains(init, "@@WIRE") || strings.Contains(init, "@@AGENT") {
+		t.Errorf("init script keeps a placeholder:\n%s", init)
+	}
+	for _, w := range []string{"me=" + testkit.WireAddrA + " peer=" + testkit.WireAddrB, "rxectl add rxew eth0", "pv[.]host="} {
+		if !strings.Contains(init, w) {
+			t.Errorf("init script lacks %q", w)
+		}
+	}
+	o := &options{hosts: 2, testFlags: []string{"-test.run", twoHostPattern}}
+	s := runScript(o, &payload{tests: []testBinary{{label: "pkg/a", rel: "a", file: "/x/pv/t/a.test"}}})
+	if !strings.HasSuffix(s, "rxectl agent-stop "+agentAddr+" || echo 'rxevm: could not stop the agent on host B'\n") {
+		t.Errorf("host A's run.sh:\n%s", s)
+	}
+	if s := runScriptB(); !strings.Contains(s, m+"BEGIN agent;'\nrxectl agent "+agentAddr+" </dev/null\necho \""+m+"END agent rc=$?;\"") {
+		t.Errorf("host B's run-b.sh:\n%s", s)
+	}
+	for _, wire := range []string{"tcp", "tcp-nagle", "udp"} {
+		a, b, listen, err := wireArgs(wire)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sa, sb := strings.Join(a, " "), strings.Join(b, " ")
+		if !strings.Contains(sa, "mac="+wireMACA) || !strings.Contains(sb, "mac="+wireMACB) || (wire == "udp") != (listen == 0) ||
+			wire != "udp" && (!strings.Contains(sa, fmt.Sprintf("listen=127.0.0.1:%d", listen)) || !strings.Contains(sb, fmt.Sprintf("connect=127.0.0.1:%d", listen))) {
+			t.Errorf("%s: A %q, B %q, listen %d", wire, sa, sb, listen)
+		}
+	}
+}
+
+// TestSetNoDelay: the runner finds the connection a process accepted on a
+// port and switches Nagle's algorithm off in it, as it does for host A's
+// QEMU (here the process is the test itself).
+func TestSetNoDelay(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := acceptedFD(os.Getpid(), port); err == nil {
+		t.Fatal("found a connection before there was one")
+	}
+	d, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	c := (<-accepted).(*net.TCPConn)
+	defer c.Close()
+	// Go turns Nagle off by default; QEMU's accepted socket has it on.
+	if err := c.SetNoDelay(false); err != nil {
+		t.Fatal(err)
+	}
+	nodelay := func() int {
+		raw, err := c.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v int
+		raw.Control(func(fd uintptr) { v, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY) })
+		return v
+	}
+	if nodelay() != 0 {
+		t.Fatal("TCP_NODELAY still on")
+	}
+	if err := setNoDelay(ctx, os.Getpid(), port); err != nil {
+		t.Fatal(err)
+	}
+	if nodelay() == 0 {
+		t.Fatal("setNoDelay left TCP_NODELAY off")
+	}
+}
+
+// TestPairResult: a two-host run passes only if both hosts do; host B's
+// agent must report like a program, and a guest the runner stopped fails.
+func TestPairResult(t *testing.T) {
+	p := &payload{tests: []testBinary{{label: "pkg/a"}}}
+	o := &options{hosts: 2}
+	feed := func(r *kernelResult, l []string) {
+		follow(strings.NewReader(strings.Join(l, "\r\n")), io.Discard, false, r, time.Now())
+	}
+	agentOK := lines(boot, []string{m + "BEGIN agent;", "agent: listening", m + "END agent rc=0;"}, done)
+	r := newPairResult("6.1", p, o)
+	feed(r.a, lines(boot, passing("pkg/a"), done))
+	feed(r.b, agentOK)
+	if !r.ok() || !strings.Contains(r.String(), "host A: ") || !strings.Contains(r.String(), " | host B: ") {
+		t.Errorf("clean pair fails: %s", r)
+	}
+	r = newPairResult("6.1", p, o)
+	feed(r.a, lines(boot, passing("pkg/a"), done))
+	feed(r.b, lines(boot, []string{m + "BEGIN agent;", m + "END agent rc=1;"}, done))
+	if r.ok() || !strings.Contains(r.String(), "agent (exit 1)") {
+		t.Errorf("agent failure passes: %s", r)
+	}
+	r = newPairResult("6.1", p, o)
+	feed(r.a, lines(boot, []string{m + "BEGIN pkg/a;", "=== RUN   TestOK"}))
+	r.a.stopped = "host B died"
+	feed(r.b, lines(boot, []string{m + "BEGIN agent;", "[   3.99] Kernel panic - not syncing: sysrq"}))
+	if r.ok() || !r.a.guestDied() || !strings.Contains(r.String(), "stopped by the runner: host B died") || !strings.Contains(r.String(), "KERNEL PANIC") {
+		t.Errorf("dead peer passes: %s", r)
 	}
 }
 
@@ -50,6 +218,7 @@ kernel/net/ipv4/udp_tunnel.ko.xz:
 kernel/crypto/crc32_generic.ko.xz:
 kernel/drivers/net/dummy.ko.xz:
 kernel/drivers/net/veth.ko.xz:
+kernel/drivers/net/ethernet/intel/e1000/e1000.ko.xz:
 `
 	if err := os.WriteFile(filepath.Join(dir, "modules.dep"), []byte(dep), 0o644); err != nil {
 		t.Fatal(err)
@@ -62,7 +231,7 @@ kernel/drivers/net/veth.ko.xz:
 	for _, m := range mods {
 		names = append(names, m.name)
 	}
-	want := []string{"crc32_generic", "ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "rdma_rxe", "dummy", "veth"}
+	want := []string{"crc32_generic", "ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "rdma_rxe", "dummy", "veth", "e1000"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("order (-want +got):\n%s", diff)
 	}
@@ -341,11 +510,12 @@ func TestTestFilter(t *testing.T) {
 }
 
 // TestRunnerReportsFailures boots VMs, so it runs only with
-// PUREVERBS_RUNNER_TEST=1 (about a minute once the cache is warm): a failing
-// test, a test that skips in the VM, a binary that runs no test, a kernel
-// panic and a hang must each make rxevm exit non-zero with a clear report,
-// within bounded time; a -run that matches nothing fails before booting;
-// an allowlisted skip passes.
+// PUREVERBS_RUNNER_TEST=1 (about a minute and a half once the cache is
+// warm): a failing test, a test that skips in the VM, a binary that runs no
+// test, a kernel panic, a hang and, with two hosts, a panic of the peer
+// host must each make rxevm exit non-zero with a clear report, within
+// bounded time; a -run that matches nothing fails before booting; an
+// allowlisted skip passes.
 func TestRunnerReportsFailures(t *testing.T) {
 	if os.Getenv("PUREVERBS_RUNNER_TEST") != "1" {
 		t.Skip("boots QEMU guests; set PUREVERBS_RUNNER_TEST=1 to run")
@@ -381,7 +551,13 @@ func TestRunnerReportsFailures(t *testing.T) {
 		{"hang", []string{"-timeout", "30s", "./internal/testkit/testdata/hangpkg"},
 			[]string{"guest console tail", "hanging until", "TIMEOUT"}, 2 * time.Minute},
 		{"norun", []string{"./internal/testkit/testdata/failpkg", "--", "-run", "NoSuchTest"},
-			[]string{"FAIL: -run 'NoSuchTest' matches no test in " + mod + "internal/testkit/testdata/failpkg: nothing ran"}, time.Minute},
+			[]string{"FAIL: -run 'NoSuchTest' -skip '^TestTwoHost' matches no test in " + mod + "internal/testkit/testdata/failpkg: nothing ran"}, time.Minute},
+		// Two hosts: host B's kernel panics under a test on host A. Both
+		// guests must be reported (B's panic, A stopped), with both
+		// consoles' tails.
+		{"peer-dies", []string{"-hosts", "2", td + "peerdiespkg"},
+			[]string{"host B console tail", "host A console tail", "Kernel panic - not syncing", "KERNEL PANIC",
+				"host A stopped by the runner: host B died", "FAIL kernel"}, 5 * time.Minute},
 		{"pass", []string{"./internal/testkit/testdata/failpkg", td + "skippkg", "--", "-run", "TestPasses|TestAllowlistedSkip"},
 			[]string{"ok   kernel", "SKIP " + mod + "internal/testkit/cmd/rxevm/testdata/skippkg TestAllowlistedSkip",
 				"allowed: the runner's self-test", "2 tests ran, 1 skipped"}, 5 * time.Minute},

@@ -33,6 +33,7 @@ var ansiRe = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)`)
 type kernelResult struct {
 	kernel    string // release, e.g. 6.1.0-57-amd64
 	short     string // as given to -kernel: 6.1, 6.12
+	host      string // -hosts 2: "A" or "B"; "" for the single guest
 	prepErr   error
 	setupOK   bool
 	setupErr  string
@@ -40,6 +41,7 @@ type kernelResult struct {
 	panicked  bool
 	timedOut  bool
 	qemuErr   error
+	stopped   string        // -hosts 2: why the runner stopped this guest (the other one died)
 	protoErrs []string      // console markers that could not be parsed or came out of order
 	bins      []*binResult  // every program the guest was to run, in order
 	boot      time.Duration // qemu start to SETUP-OK
@@ -63,7 +65,7 @@ func newKernelResult(short string, p *payload, o *options) *kernelResult {
 
 func (r *kernelResult) ok() bool {
 	if r.prepErr != nil || !r.setupOK || !r.done || r.panicked || r.timedOut || r.qemuErr != nil ||
-		r.setupErr != "" || len(r.protoErrs) > 0 || len(r.bins) == 0 {
+		r.setupErr != "" || r.stopped != "" || len(r.protoErrs) > 0 || len(r.bins) == 0 {
 		return false
 	}
 	for _, b := range r.bins {
@@ -77,7 +79,7 @@ func (r *kernelResult) ok() bool {
 // guestDied reports a failure of the guest itself (as opposed to a failing
 // test): setup failure, panic, timeout, or no end marker.
 func (r *kernelResult) guestDied() bool {
-	return r.prepErr == nil && (r.setupErr != "" || r.panicked || r.timedOut || !r.setupOK || !r.done)
+	return r.prepErr == nil && (r.setupErr != "" || r.panicked || r.timedOut || !r.setupOK || !r.done || r.stopped != "")
 }
 
 func (r *kernelResult) String() string {
@@ -99,6 +101,9 @@ func (r *kernelResult) String() string {
 	}
 	if r.qemuErr != nil {
 		parts = append(parts, "qemu: "+r.qemuErr.Error())
+	}
+	if r.stopped != "" {
+		parts = append(parts, "stopped by the runner: "+r.stopped)
 	}
 	if r.setupOK {
 		parts = append(parts, fmt.Sprintf("boot+setup %.1fs", r.boot.Seconds()))
@@ -126,7 +131,7 @@ func (r *kernelResult) String() string {
 	if len(r.protoErrs) > 0 {
 		parts = append(parts, "console: "+strings.Join(r.protoErrs, "; "))
 	}
-	if r.setupOK && !r.done && !r.panicked && !r.timedOut {
+	if r.setupOK && !r.done && !r.panicked && !r.timedOut && r.stopped == "" {
 		parts = append(parts, "guest stopped before the end marker")
 	}
 	return strings.Join(parts, "; ")
@@ -148,12 +153,7 @@ func runKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work s
 		res.prepErr = err
 		return res
 	}
-	args := []string{
-		"-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", strconv.Itoa(o.memMB),
-		"-nographic", "-monitor", "none", "-serial", "stdio", "-no-reboot", "-nic", "none",
-		"-kernel", a.vmlinuz, "-initrd", initrd,
-		"-append", "console=ttyS0 panic=-1 oops=panic quiet tsc=reliable clocksource=tsc",
-	}
+	args := qemuArgs(o, a, initrd, "")
 	if o.verbose {
 		fmt.Println("rxevm: qemu-system-x86_64", strings.Join(args, " "))
 	}
@@ -198,6 +198,28 @@ func runKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work s
 		fmt.Println("rxevm: ---- end of guest console tail ----")
 	}
 	return res
+}
+
+// bootArgs is the kernel command line of every guest.
+const bootArgs = "console=ttyS0 panic=-1 oops=panic quiet tsc=reliable clocksource=tsc"
+
+// qemuArgs is the QEMU command line of a guest booting a's kernel with
+// initrd; extraBoot is added to the kernel command line, extra (NIC
+// options) to QEMU's.
+func qemuArgs(o *options, a *kernelAssets, initrd, extraBoot string, extra ...string) []string {
+	boot := bootArgs
+	for _, x := range []string{o.bootArgs, extraBoot} {
+		if x != "" {
+			boot += " " + x
+		}
+	}
+	args := []string{
+		"-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", strconv.Itoa(o.memMB),
+		"-nographic", "-monitor", "none", "-serial", "stdio", "-no-reboot", "-nic", "none",
+		"-kernel", a.vmlinuz, "-initrd", initrd,
+		"-append", boot,
+	}
+	return append(args, extra...)
 }
 
 // follow reads the console until EOF, echoing it and updating res from the
