@@ -3,6 +3,7 @@
 #   make demo    boot the rdma_rxe VM and run the Go tools there (or run them
 #                directly on a host that has /dev/infiniband)
 #   make test    host unit tests + the VM suite on the 6.1 and 6.12 kernels
+#                (one guest, then two guests joined by a virtual wire)
 #
 # Both install what they need (scripts/deps.sh: apt-get, Go modules).
 
@@ -32,7 +33,7 @@ TESTFLAGS ?=
 BIN      := bin
 TOOLS    := $(filter-out abigen,$(notdir $(wildcard cmd/*)))
 
-.PHONY: all deps build test unit runnertest vet fmt check-imports generate check-generate bench demo vmtest clean
+.PHONY: all deps build test unit runnertest vet fmt check-imports generate check-generate bench demo vmtest vmtest2 clean
 
 all: build
 
@@ -73,12 +74,18 @@ vmtest: deps
 	@[ -n "$(strip $(VMPKGS))" ] || { echo "make vmtest: '$(GO) list ./...' found no packages"; exit 1; }
 	$(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) $(VMFLAGS) $(VMPKGS) -- -count=1 -v $(if $(RUN),-run '$(RUN)') $(TESTFLAGS)
 
-# The runner's own proof: a failing test, a guest panic and a hang in the
-# guest each make rxevm fail on the host (boots several VMs, ~1-2 min).
+# The two-host suite: two guests joined by a virtual Ethernet wire, the
+# TestTwoHost* tests of internal/testkit/twohost on host A (docs/testing.md).
+vmtest2: deps
+	$(GO) run ./internal/testkit/cmd/rxevm -hosts 2 -kernel $(KERNEL) $(VMFLAGS) ./internal/testkit/twohost -- -count=1 -v $(if $(RUN),-run '$(RUN)') $(TESTFLAGS)
+
+# The runner's own proof: a failing test, a guest panic, a hang in the
+# guest and a dead peer host each make rxevm fail on the host (boots
+# several VMs, ~1.5-2.5 min).
 runnertest: deps
 	PUREVERBS_RUNNER_TEST=1 $(GO) test -count=1 -run TestRunnerReportsFailures -v ./internal/testkit/cmd/rxevm
 
-test: vet check-generate unit vmtest runnertest
+test: vet check-generate unit vmtest vmtest2 runnertest
 	@echo "make test: all passed"
 
 demo: build
