@@ -123,15 +123,8 @@ func (r *RecordReader) TryRead(buf []byte) (int, error) {
 // Read waits, parked on the runtime poller, until one record is read into
 // buf, ctx ends (ctx.Err()), or the reader is closed (ErrFileClosed).
 func (r *RecordReader) Read(ctx context.Context, buf []byte) (int, error) {
-	if err := ctx.Err(); err != nil {
+	if err := r.acquire(ctx); err != nil {
 		return 0, err
-	}
-	select {
-	case r.sem <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-r.closed:
-		return 0, ErrFileClosed
 	}
 	defer func() { <-r.sem }()
 	if err := r.watch(ctx); err != nil {
@@ -149,6 +142,22 @@ func (r *RecordReader) Read(ctx context.Context, buf []byte) (int, error) {
 		return 0, r.mapErr(err)
 	}
 	return r.n, r.err
+}
+
+// acquire takes the one-reader semaphore, unless ctx ends or the reader
+// closes first.
+func (r *RecordReader) acquire(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case r.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.closed:
+		return ErrFileClosed
+	}
 }
 
 // watch makes sure ctx's end wakes a parked read (under sem).

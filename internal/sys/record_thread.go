@@ -18,15 +18,8 @@ import (
 // The context's end and Close write the eventfd, which wakes the ppoll;
 // a context deadline also bounds the ppoll directly.
 func (r *RecordReader) ReadThread(ctx context.Context, buf []byte) (int, error) {
-	if err := ctx.Err(); err != nil {
+	if err := r.acquire(ctx); err != nil {
 		return 0, err
-	}
-	select {
-	case r.sem <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-r.closed:
-		return 0, ErrFileClosed
 	}
 	defer func() { <-r.sem }()
 	// RawConn.Read fails at once on a past read deadline, which an ended

@@ -167,23 +167,7 @@ func writeRaw(fd int, b []byte) (int, error) { return rwRaw(unix.SYS_WRITE, fd, 
 
 // rwRaw issues read(2) or write(2) (trap) on fd with b, retrying EINTR;
 // the errno comes back unwrapped. It allocates nothing.
-func rwRaw(trap uintptr, fd int, b []byte) (int, error) {
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
-	for {
-		n, _, e := unix.Syscall(trap, uintptr(fd), uintptr(p), uintptr(len(b)))
-		switch e {
-		case 0:
-			return int(n), nil
-		case unix.EINTR:
-			continue
-		default:
-			return 0, e
-		}
-	}
-}
+func rwRaw(trap uintptr, fd int, b []byte) (int, error) { return rw(unix.Syscall, trap, fd, b) }
 
 // rwQuick is rwRaw for calls that never block: reads of non-blocking
 // event fds and the rxe doorbell and REQ_NOTIFY writes, which return
@@ -192,13 +176,18 @@ func rwRaw(trap uintptr, fd int, b []byte) (int, error) {
 // 6.1 rxe does the whole send inside it) let the scheduler hand the P to
 // another thread and cost the ping-pong tools hundreds of context switches
 // per run that librxe does not make.
-func rwQuick(trap uintptr, fd int, b []byte) (int, error) {
+func rwQuick(trap uintptr, fd int, b []byte) (int, error) { return rw(unix.RawSyscall, trap, fd, b) }
+
+func rw(call func(trap, a1, a2, a3 uintptr) (uintptr, uintptr, unix.Errno), trap uintptr, fd int, b []byte) (int, error) {
 	var p unsafe.Pointer
 	if len(b) > 0 {
 		p = unsafe.Pointer(&b[0])
 	}
 	for {
-		n, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(p), uintptr(len(b)))
+		n, _, e := call(trap, uintptr(fd), uintptr(p), uintptr(len(b)))
+		// Called through a function value, the compiler's keep-alive of
+		// pointer-to-uintptr call arguments does not apply: keep b.
+		runtime.KeepAlive(b)
 		switch e {
 		case 0:
 			return int(n), nil
