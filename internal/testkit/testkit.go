@@ -33,12 +33,14 @@ const SkipMessage = "needs the rdma_rxe VM: run `make vmtest` (or KERNEL=6.12 ma
 // (PUREVERBS_VM=1, set by the guest's init).
 func InVM() bool { return os.Getenv("PUREVERBS_VM") == "1" }
 
-// RequireVM skips the test unless it runs inside the rxevm guest.
+// RequireVM skips the test unless it runs inside the rxevm guest. After
+// CheckLeaksPerTest, the first RequireVM of a test also starts LeakCheck.
 func RequireVM(tb testing.TB) {
 	tb.Helper()
 	if !InVM() {
 		tb.Skip(SkipMessage)
 	}
+	leakCheckOnce(tb)
 }
 
 var release = sync.OnceValue(func() string {
