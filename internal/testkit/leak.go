@@ -1,0 +1,332 @@
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
+
+// LeakSettle is how long a leak check waits for what a test released to
+// be gone (goroutines to return, the kernel to free objects of a closed
+// file) before it reports a leak.
+const LeakSettle = 10 * time.Second
+
+// LeakCheck records what the process and the kernel hold now and, when
+// the test ends (after every cleanup registered later, so after the
+// test's own), fails the test if anything more is held then:
+//
+//   - goroutines: each goroutine started since and still running is
+//     reported with its stack (the runtime's own and os/signal's are not
+//     counted);
+//   - file descriptors: /proc/self/fd, each new one named by its target;
+//   - mappings: the lines of /proc/self/maps that map a /dev/infiniband
+//     node (the rings of CQs, QPs and SRQs), and, when leak tracing is on
+//     (sys.EnableLeakTracing), every fd, mapping and buffer internal/sys
+//     traces, with the stack that created it;
+//   - in the VM, the kernel's RDMA resource counts of every device
+//     (`rdma resource show`: pd, cq, qp, mr, srq, ctx, ...).
+//
+// Releases that finish asynchronously (a goroutine that returns after the
+// close that woke it, the kernel freeing a context once its last file
+// reference is gone) get LeakSettle to finish. LeakCheck may be called
+// more than once in a test; each call checks against its own start.
+// It must not be used in tests that run in parallel with others
+// (t.Parallel): their objects would count as this test's.
+func LeakCheck(tb testing.TB) {
+	tb.Helper()
+	warmUp()
+	base := takeSnapshot(InVM())
+	tb.Cleanup(func() {
+		if d := settle(base); d != "" {
+			tb.Errorf("leak check: held after the test (waited %v):\n%s", settleFor, d)
+		}
+	})
+}
+
+// settleFor is LeakSettle; tests of LeakCheck shorten it.
+var settleFor = LeakSettle
+
+// perTest is set by CheckLeaksPerTest.
+var (
+	perTest   atomic.Bool
+	perTestMu sync.Mutex
+	checked   = map[testing.TB]bool{}
+)
+
+// CheckLeaksPerTest makes every test of the package that calls RequireVM
+// (every VM test does, directly or through this package's helpers) run
+// under LeakCheck, from its first RequireVM on; call it from TestMain
+// before m.Run. Benchmarks are not checked (their b.N rounds share
+// cleanups). Host runs are unaffected: RequireVM skips there first.
+func CheckLeaksPerTest() { perTest.Store(true) }
+
+// leakCheckOnce starts LeakCheck for tb the first time RequireVM is called
+// for it, when CheckLeaksPerTest is on.
+func leakCheckOnce(tb testing.TB) {
+	if !perTest.Load() {
+		return
+	}
+	if _, ok := tb.(*testing.T); !ok {
+		return
+	}
+	perTestMu.Lock()
+	seen := checked[tb]
+	checked[tb] = true
+	perTestMu.Unlock()
+	if seen {
+		return
+	}
+	tb.Helper()
+	// Registered first, so it runs last: the forget below runs after
+	// the check.
+	tb.Cleanup(func() {
+		perTestMu.Lock()
+		delete(checked, tb)
+		perTestMu.Unlock()
+	})
+	LeakCheck(tb)
+}
+
+// warmUp makes the runtime create what it creates once and keeps: the
+// network poller's epoll fd and wake-up fd are opened on the first file
+// registered with it, which would otherwise count as the first test's
+// leak.
+var warmUp = sync.OnceFunc(func() {
+	r, w, err := os.Pipe()
+	if err == nil {
+		r.SetReadDeadline(time.Now()) // registers with the poller
+		r.Close()
+		w.Close()
+	}
+})
+
+// snapshot is what LeakCheck compares.
+type snapshot struct {
+	goroutines map[int]string // id -> stack
+	fds        map[int]string // fd -> readlink target
+	devMaps    []string       // /proc/self/maps lines mapping /dev/infiniband
+	traced     map[string]int // internal/sys traced fds, mappings, buffers
+	resources  map[string]map[string]int
+	resErr     error
+}
+
+func takeSnapshot(kernel bool) snapshot {
+	s := snapshot{goroutines: goroutines(), fds: openFDs(), devMaps: devMappings(), traced: map[string]int{}}
+	for _, r := range slices.Concat(sys.OpenFDs(), sys.OpenMappings(), sys.OpenBuffers()) {
+		s.traced[r]++
+	}
+	if kernel {
+		s.resources, s.resErr = allResources()
+	}
+	return s
+}
+
+// settle compares until nothing is left over or LeakSettle has passed, and
+// returns what is left over ("" when nothing).
+func settle(base snapshot) string {
+	deadline := time.Now().Add(settleFor)
+	for delay := time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		// The cheap process-side checks first; the kernel's counts
+		// (an exec of rdma) once those agree.
+		now := takeSnapshot(false)
+		d := base.processDiff(now)
+		if d == "" && base.resources != nil {
+			now.resources, now.resErr = allResources()
+			d = base.kernelDiff(now)
+		}
+		if d == "" || time.Now().After(deadline) {
+			return d
+		}
+		time.Sleep(delay)
+	}
+}
+
+func (base snapshot) processDiff(now snapshot) string {
+	var b strings.Builder
+	var ids []int
+	for id := range now.goroutines {
+		if _, ok := base.goroutines[id]; !ok && !ignoredGoroutine(now.goroutines[id]) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		fmt.Fprintf(&b, "goroutine started during the test still runs:\n%s\n", indent(now.goroutines[id]))
+	}
+	for _, fd := range slices.Sorted(maps.Keys(now.fds)) {
+		if old, ok := base.fds[fd]; !ok || old != now.fds[fd] {
+			fmt.Fprintf(&b, "fd %d open (%s), was %s\n", fd, now.fds[fd], orNone(old))
+		}
+	}
+	if len(now.devMaps) > len(base.devMaps) {
+		fmt.Fprintf(&b, "%d mappings of /dev/infiniband before, %d now:\n%s\n", len(base.devMaps), len(now.devMaps),
+			indent(strings.Join(now.devMaps, "\n")))
+	}
+	for _, r := range slices.Sorted(maps.Keys(now.traced)) {
+		if now.traced[r] > base.traced[r] {
+			fmt.Fprintf(&b, "traced by internal/sys: %s\n", r)
+		}
+	}
+	return b.String()
+}
+
+func (base snapshot) kernelDiff(now snapshot) string {
+	if now.resErr != nil {
+		return fmt.Sprintf("kernel resources: %v\n", now.resErr)
+	}
+	var b strings.Builder
+	for _, dev := range slices.Sorted(maps.Keys(now.resources)) {
+		was, ok := base.resources[dev]
+		if !ok {
+			continue // a device the test created; its removal is the test's business
+		}
+		for _, k := range slices.Sorted(maps.Keys(now.resources[dev])) {
+			if n := now.resources[dev][k]; n > was[k] {
+				fmt.Fprintf(&b, "%s: %d %s objects in the kernel, %d before\n", dev, n, k, was[k])
+			}
+		}
+	}
+	return b.String()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "not open"
+	}
+	return s
+}
+
+func indent(s string) string {
+	return "\t" + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n\t")
+}
+
+// goroutines returns every goroutine's stack by id.
+func goroutines() map[int]string {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	out := map[int]string{}
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		// "goroutine 7 [chan receive]:"
+		rest, ok := bytes.CutPrefix(g, []byte("goroutine "))
+		if !ok {
+			continue
+		}
+		idText, _, ok := bytes.Cut(rest, []byte(" "))
+		if !ok {
+			continue
+		}
+		if id, err := strconv.Atoi(string(idText)); err == nil {
+			out[id] = string(g)
+		}
+	}
+	return out
+}
+
+// ignoredGoroutine reports goroutines that start once per process and
+// stay: not a test's leak.
+func ignoredGoroutine(stack string) bool {
+	for _, s := range []string{"os/signal.loop", "os/signal.signal_recv", "runtime.ensureSigM", "testing.(*M).startAlarm", "testing.runFuzzing"} {
+		if strings.Contains(stack, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// openFDs returns the process's open descriptors with their targets.
+func openFDs() map[int]string {
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	self := int(d.Fd())
+	out := map[int]string{}
+	for _, n := range names {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd == self {
+			continue
+		}
+		target, err := os.Readlink("/proc/self/fd/" + n)
+		if err != nil {
+			continue // closed in between
+		}
+		out[fd] = target
+	}
+	d.Close()
+	return out
+}
+
+// devMappings returns the lines of /proc/self/maps that map an RDMA
+// device node.
+func devMappings() []string {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "/dev/infiniband/") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// allResources returns `rdma -j resource show` for every device.
+func allResources() (map[string]map[string]int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := exec.CommandContext(ctx, "rdma", "-j", "resource", "show").Output()
+	if err != nil {
+		return nil, fmt.Errorf("rdma -j resource show: %w", err)
+	}
+	names, err := resourceDevices(js)
+	if err != nil {
+		return nil, fmt.Errorf("rdma -j resource show: %w", err)
+	}
+	out := map[string]map[string]int{}
+	for _, n := range names {
+		if out[n], err = parseResources(js, n); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// resourceDevices lists the devices in `rdma -j resource show` output.
+func resourceDevices(js []byte) ([]string, error) {
+	var rows []map[string]any
+	if err := json.Unmarshal(js, &rows); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range rows {
+		if n, ok := r["ifname"].(string); ok {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,97 @@
+package testkit
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// recTB is a testing.TB whose cleanups and errors are recorded instead of
+// acted on, to run LeakCheck against itself.
+type recTB struct {
+	*testing.T
+	cleanups []func()
+	errs     []string
+}
+
+func (r *recTB) Helper()                   {}
+func (r *recTB) Cleanup(f func())          { r.cleanups = append(r.cleanups, f) }
+func (r *recTB) Errorf(f string, a ...any) { r.errs = append(r.errs, fmt.Sprintf(f, a...)) }
+
+func (r *recTB) end() string {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+	return strings.Join(r.errs, "\n")
+}
+
+func TestLeakCheck(t *testing.T) {
+	defer func(d time.Duration) { settleFor = d }(settleFor)
+	settleFor = 300 * time.Millisecond
+
+	t.Run("clean", func(t *testing.T) {
+		r := &recTB{T: t}
+		LeakCheck(r)
+		done := make(chan struct{})
+		go func() { <-done }()
+		f, err := os.Open("/dev/null")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		// A goroutine that returns only a moment after the test: within
+		// the settle time, so no leak.
+		go func() { time.Sleep(50 * time.Millisecond); close(done) }()
+		if e := r.end(); e != "" {
+			t.Fatalf("clean test reported: %s", e)
+		}
+	})
+
+	t.Run("leaks", func(t *testing.T) {
+		r := &recTB{T: t}
+		LeakCheck(r)
+		stop := make(chan struct{})
+		defer close(stop)
+		go leakyGoroutine(stop)
+		f, err := os.Open("/dev/null")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		e := r.end()
+		for _, want := range []string{"goroutine started during the test still runs", "testkit.leakyGoroutine",
+			fmt.Sprintf("fd %d open (/dev/null), was not open", f.Fd())} {
+			if !strings.Contains(e, want) {
+				t.Errorf("report lacks %q:\n%s", want, e)
+			}
+		}
+	})
+}
+
+func leakyGoroutine(stop chan struct{}) { <-stop }
+
+func TestParseGoroutines(t *testing.T) {
+	g := goroutines()
+	found := false
+	for id, s := range g {
+		if id <= 0 || !strings.HasPrefix(s, fmt.Sprintf("goroutine %d [", id)) {
+			t.Errorf("goroutine %d: %q", id, s)
+		}
+		if strings.Contains(s, "TestParseGoroutines") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("this goroutine is not among %d", len(g))
+	}
+}
+
+func TestResourceDevices(t *testing.T) {
+	js := []byte(`[{"ifindex":0,"ifname":"rxe0","pd":1,"cq":1},{"ifindex":1,"ifname":"rxelo","pd":2}]`)
+	names, err := resourceDevices(js)
+	if err != nil || strings.Join(names, ",") != "rxe0,rxelo" {
+		t.Fatalf("resourceDevices = %v, %v", names, err)
+	}
+}
