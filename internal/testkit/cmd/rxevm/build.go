@@ -159,6 +159,10 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 			}
 		}
 	}
+	// C programs for VM tests (ctools.go).
+	if err := buildCTools(ctx, modDir, filepath.Join(p.overlay, "usr/bin"), o.verbose); err != nil {
+		return nil, err
+	}
 	if o.demo {
 		demo, err := os.ReadFile(filepath.Join(modDir, "internal/testkit/demo.sh"))
 		if err != nil {
