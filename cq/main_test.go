@@ -14,7 +14,7 @@ import (
 // (testkit.LeakCheck: goroutines, fds, mappings, kernel objects).
 func TestMain(m *testing.M) {
 	sys.EnableLeakTracing()
-	testkit.CheckLeaksPerTest()
+	testkit.CheckLeaksPerTest(sys.OpenFDs, sys.OpenMappings, sys.OpenBuffers)
 	code := m.Run()
 	if code == 0 {
 		if r := sys.LeakReport(); r != "" {

@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/pureverbs/pureverbs/internal/sys"
 )
 
 // LeakSettle is how long a leak check waits for what a test released to
@@ -35,9 +33,10 @@ const LeakSettle = 10 * time.Second
 //     counted);
 //   - file descriptors: /proc/self/fd, each new one named by its target;
 //   - mappings: the lines of /proc/self/maps that map a /dev/infiniband
-//     node (the rings of CQs, QPs and SRQs), and, when leak tracing is on
-//     (sys.EnableLeakTracing), every fd, mapping and buffer internal/sys
-//     traces, with the stack that created it;
+//     node (the rings of CQs, QPs and SRQs);
+//   - what the functions given to CheckLeaksPerTest list: internal/sys's
+//     traced fds, mappings and buffers, each with the stack that created
+//     it (testkit cannot import internal/sys, whose tests import testkit);
 //   - in the VM, the kernel's RDMA resource counts of every device
 //     (`rdma resource show`: pd, cq, qp, mr, srq, ctx, ...).
 //
@@ -61,8 +60,9 @@ func LeakCheck(tb testing.TB) {
 // settleFor is LeakSettle; tests of LeakCheck shorten it.
 var settleFor = LeakSettle
 
-// perTest is set by CheckLeaksPerTest.
+// perTest is set by CheckLeaksPerTest, traced its arguments.
 var (
+	traced    []func() []string
 	perTest   atomic.Bool
 	perTestMu sync.Mutex
 	checked   = map[testing.TB]bool{}
@@ -73,7 +73,14 @@ var (
 // under LeakCheck, from its first RequireVM on; call it from TestMain
 // before m.Run. Benchmarks are not checked (their b.N rounds share
 // cleanups). Host runs are unaffected: RequireVM skips there first.
-func CheckLeaksPerTest() { perTest.Store(true) }
+//
+// Every LeakCheck (these and others) also compares what each of list
+// returns, one string per object held (sys.OpenFDs, sys.OpenMappings,
+// sys.OpenBuffers with sys.EnableLeakTracing on).
+func CheckLeaksPerTest(list ...func() []string) {
+	traced = list
+	perTest.Store(true)
+}
 
 // leakCheckOnce starts LeakCheck for tb the first time RequireVM is called
 // for it, when CheckLeaksPerTest is on.
@@ -120,15 +127,17 @@ type snapshot struct {
 	goroutines map[int]string // id -> stack
 	fds        map[int]string // fd -> readlink target
 	devMaps    []string       // /proc/self/maps lines mapping /dev/infiniband
-	traced     map[string]int // internal/sys traced fds, mappings, buffers
+	traced     map[string]int // what the traced functions list
 	resources  map[string]map[string]int
 	resErr     error
 }
 
 func takeSnapshot(kernel bool) snapshot {
 	s := snapshot{goroutines: goroutines(), fds: openFDs(), devMaps: devMappings(), traced: map[string]int{}}
-	for _, r := range slices.Concat(sys.OpenFDs(), sys.OpenMappings(), sys.OpenBuffers()) {
-		s.traced[r]++
+	for _, f := range traced {
+		for _, r := range f() {
+			s.traced[r]++
+		}
 	}
 	if kernel {
 		s.resources, s.resErr = allResources()
@@ -179,7 +188,7 @@ func (base snapshot) processDiff(now snapshot) string {
 	}
 	for _, r := range slices.Sorted(maps.Keys(now.traced)) {
 		if now.traced[r] > base.traced[r] {
-			fmt.Fprintf(&b, "traced by internal/sys: %s\n", r)
+			fmt.Fprintf(&b, "traced: %s\n", r)
 		}
 	}
 	return b.String()

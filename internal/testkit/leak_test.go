@@ -50,8 +50,12 @@ func TestLeakCheck(t *testing.T) {
 	})
 
 	t.Run("leaks", func(t *testing.T) {
+		var objs []string
+		defer func(t []func() []string) { traced = t }(traced)
+		traced = []func() []string{func() []string { return objs }}
 		r := &recTB{T: t}
 		LeakCheck(r)
+		objs = append(objs, "fd 9 (thing) opened at: here")
 		stop := make(chan struct{})
 		defer close(stop)
 		go leakyGoroutine(stop)
@@ -62,7 +66,7 @@ func TestLeakCheck(t *testing.T) {
 		defer f.Close()
 		e := r.end()
 		for _, want := range []string{"goroutine started during the test still runs", "testkit.leakyGoroutine",
-			fmt.Sprintf("fd %d open (/dev/null), was not open", f.Fd())} {
+			fmt.Sprintf("fd %d open (/dev/null), was not open", f.Fd()), "traced: fd 9 (thing) opened at: here"} {
 			if !strings.Contains(e, want) {
 				t.Errorf("report lacks %q:\n%s", want, e)
 			}
