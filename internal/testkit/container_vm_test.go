@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -39,6 +40,9 @@ var containerChecks = map[string]func(t *testing.T, c *scratch){
 	"ucpingpong":  pingpongInScratch("ucpingpong", 18612),
 	"udpingpong":  pingpongInScratch("udpingpong", 18613),
 	"srqpingpong": pingpongInScratch("srqpingpong", 18614),
+	"writebw":     bandwidthInScratch("writebw", 18615),
+	"readbw":      bandwidthInScratch("readbw", 18616),
+	"sendbw":      bandwidthInScratch("sendbw", 18617),
 }
 
 // cmdTools lists the module's cmd/ tools but abigen: on the host from the
@@ -332,6 +336,49 @@ func pingpongInScratch(name string, port int) func(t *testing.T, c *scratch) {
 		}
 		lines := strings.Split(strings.TrimSpace(string(cliOut)), "\n")
 		t.Logf("%s client in the empty root: ... %s", name, strings.Join(lines[max(0, len(lines)-2):], " / "))
+	}
+}
+
+// bandwidthInScratch: a server and a client of the bandwidth tool name,
+// both in the empty root, exchange their addresses over TCP on port, run
+// 100 messages of 4 KiB on rxe0 (GID 1) and print the result table.
+func bandwidthInScratch(name string, port int) func(t *testing.T, c *scratch) {
+	return func(t *testing.T, c *scratch) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		args := []string{"-d", testkit.RxeDev, "-x", "1", "-n", "100", "-s", "4096", "-p", strconv.Itoa(port)}
+		var srvOut testkit.Output
+		srv := c.command(ctx, name, args...)
+		srv.Stdout, srv.Stderr = &srvOut, &srvOut
+		if err := srv.Start(); err != nil {
+			t.Fatalf("%s server in the empty root: %v", name, err)
+		}
+		done := make(chan struct{})
+		var srvErr error
+		go func() { srvErr = srv.Wait(); close(done) }()
+		defer func() { srv.Process.Kill(); <-done }()
+		if err := waitListen(ctx, port, done); err != nil {
+			t.Fatalf("%s server does not listen on %d: %v\n%s", name, port, err, srvOut.String())
+		}
+		cliOut, cliErr := c.command(ctx, name, append(args, testkit.RxeAddr)...).CombinedOutput()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatalf("%s server did not finish:\n%s", name, srvOut.String())
+		}
+		result := regexp.MustCompile(`(?m)^ 4096 +100 +[0-9.]+ +[0-9.]+`)
+		for side, r := range map[string]struct {
+			err error
+			out string
+		}{"server": {srvErr, srvOut.String()}, "client": {cliErr, string(cliOut)}} {
+			if r.err != nil {
+				t.Errorf("%s %s in the empty root: %v\n%s", name, side, r.err, r.out)
+			}
+			if !strings.Contains(r.out, "remote address:") || !result.MatchString(r.out) {
+				t.Errorf("%s %s printed no remote address or no result line for 100 x 4096 B:\n%s", name, side, r.out)
+			}
+		}
+		t.Logf("%s client in the empty root: %s", name, strings.TrimSpace(result.FindString(string(cliOut))))
 	}
 }
 

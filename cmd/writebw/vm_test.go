@@ -1,0 +1,41 @@
+package main
+
+// VM tests (KERNEL=6.12 make vmtest VMPKGS=./cmd/writebw): writebw against
+// perftest's ib_write_bw in both directions on rxe0 and rxelo.
+
+import (
+	"testing"
+
+	"github.com/pureverbs/pureverbs/internal/bw"
+	"github.com/pureverbs/pureverbs/internal/bw/bwtest"
+	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+)
+
+var tool = bwtest.Tool{Verb: bw.Write, Go: "writebw"}
+
+// TestVMAgainstC: Go server with C client and C server with Go client,
+// 2 B (completions moderated every 100 messages) and 64 KiB (every
+// message completes), on both devices: both sides exit 0, print each
+// other's QPN, PSN, rkey, address and GID, and a result line for the run.
+func TestVMAgainstC(t *testing.T) {
+	bwtest.Matrix(t, tool, pptest.BothWays, []int{2, 65536}, 100)
+}
+
+// TestVMGoGo: the Go tool against itself with other depths and
+// moderation.
+func TestVMGoGo(t *testing.T) {
+	bwtest.Matrix(t, tool, []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{4096}, 300,
+		"-t", "16", "-Q", "4")
+}
+
+// TestVMAllSizes: -a (2 B to 8 MiB, a line per size on the client, the last one on the server),
+// Go against C both ways on rxelo.
+func TestVMAllSizes(t *testing.T) {
+	bwtest.MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{65536}, 5, "-a")
+}
+
+// TestVMUnsupported: an unknown device fails in both tools with
+// perftest's message.
+func TestVMUnsupported(t *testing.T) {
+	bwtest.SameFailure(t, tool, "IB device nosuchdev0 not found", "-d", "nosuchdev0")
+}

@@ -1,0 +1,447 @@
+// Package bwtest runs the Go bandwidth tools (cmd/writebw, cmd/readbw,
+// cmd/sendbw) and perftest's ib_write_bw, ib_read_bw and ib_send_bw
+// against each other inside the rdma_rxe VMs, on one host or across the
+// two hosts, checks what both sides print, and measures: the VM tests of
+// the three tools use it, and its tables feed docs/performance.md (make
+// perf).
+package bwtest
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/internal/bw"
+	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+	"github.com/pureverbs/pureverbs/internal/testkit"
+)
+
+// Tool names one bandwidth tool in both implementations.
+type Tool struct {
+	Verb bw.Verb
+	Go   string // "writebw"
+}
+
+// C is perftest's program ("ib_write_bw").
+func (t Tool) C() string { return t.Verb.CTool() }
+
+// Bin returns the program of side s.
+func (t Tool) Bin(s pptest.Side) string {
+	if s == pptest.Go {
+		return t.Go
+	}
+	return t.C()
+}
+
+var nextPort atomic.Int32
+
+func init() { nextPort.Store(22000) }
+
+// Port returns a TCP port no earlier run of this process used.
+func Port() int { return int(nextPort.Add(1)) }
+
+// Place is where a run's two programs run: one guest (Host nil) or the
+// two hosts of the two-host topology, the server on Server and the
+// client on Client.
+type Place struct {
+	Server, Client *testkit.Host
+}
+
+// Run is one bandwidth test between a server and a client.
+type Run struct {
+	Tool  Tool
+	Pair  pptest.Pair
+	Dev   string // the device on both sides
+	Host  string // the server's address for the client
+	Size  int
+	Iters int
+	Extra []string // more arguments for both sides ("-a", "-Q", "1", ...)
+	Place Place
+	Port  int // 0: Port()
+
+	Server, Client string // outputs
+}
+
+// Args returns the command line of one side.
+func (r *Run) Args(client bool) []string {
+	a := []string{"-d", r.Dev, "-x", "1", "-p", strconv.Itoa(r.Port), "-s", strconv.Itoa(r.Size), "-n", strconv.Itoa(r.Iters)}
+	a = append(a, r.Extra...)
+	if client {
+		a = append(a, r.Host)
+	}
+	return a
+}
+
+func (r *Run) start(ctx context.Context, t testing.TB, h *testkit.Host, name string, args []string) *testkit.Peer {
+	if h == nil {
+		return testkit.StartPeer(ctx, t, name, args...)
+	}
+	return h.Start(ctx, t, name, args...)
+}
+
+// Do runs the server, waits until it listens, runs the client and waits
+// for both; it fails the test if either exits non-zero.
+func (r *Run) Do(ctx context.Context, t testing.TB) {
+	t.Helper()
+	if r.Port == 0 {
+		r.Port = Port()
+	}
+	srvBin, cliBin := r.Tool.Bin(r.Pair.Server), r.Tool.Bin(r.Pair.Client)
+	srv := r.start(ctx, t, r.Place.Server, srvBin, r.Args(false))
+	var err error
+	if r.Place.Server == nil {
+		err = testkit.WaitTCPListen(ctx, r.Port)
+	} else {
+		err = r.Place.Server.WaitListen(ctx, t, r.Port)
+	}
+	if err != nil {
+		t.Fatalf("server %s: %v\n%s", srvBin, err, srv.Output())
+	}
+	cli := r.start(ctx, t, r.Place.Client, cliBin, r.Args(true))
+	cerr := cli.Wait()
+	serr := srv.Wait()
+	r.Server = strings.ReplaceAll(srv.Output(), "\r\n", "\n")
+	r.Client = strings.ReplaceAll(cli.Output(), "\r\n", "\n")
+	if cerr != nil || serr != nil {
+		t.Fatalf("%s %s: server (%s %s): %v\n%s\nclient (%s %s): %v\n%s", r.Tool.Go, r.Pair,
+			srvBin, strings.Join(r.Args(false), " "), serr, r.Server,
+			cliBin, strings.Join(r.Args(true), " "), cerr, r.Client)
+	}
+}
+
+// Addr is one "local address" or "remote address" line and the GID line
+// after it.
+type Addr struct {
+	Remote   bool
+	LID      string
+	QPN, PSN string
+	Rest     string // " OUT 0x80 RKey ... VAddr ..." (write, read)
+	GID      string
+}
+
+var addrRE = regexp.MustCompile(`(?m)^ (local|remote) address: LID (\S+) QPN (\S+) PSN (\S+)(.*)\n GID: (\S+)$`)
+
+// Addrs returns the address lines of out, local ones first.
+func Addrs(out string) (local, remote []Addr) {
+	for _, m := range addrRE.FindAllStringSubmatch(out, -1) {
+		a := Addr{Remote: m[1] == "remote", LID: m[2], QPN: m[3], PSN: m[4], Rest: m[5], GID: m[6]}
+		if a.Remote {
+			remote = append(remote, a)
+		} else {
+			local = append(local, a)
+		}
+	}
+	return local, remote
+}
+
+// sizes are the sizes a run prints a line for.
+func (r *Run) sizes() []uint64 {
+	if slices.Contains(r.Extra, "-a") {
+		var s []uint64
+		for i := 1; i < 24; i++ {
+			s = append(s, 1<<i)
+		}
+		return s
+	}
+	return []uint64{uint64(r.Size)}
+}
+
+// Check verifies both outputs: each side's remote address is the other's
+// local one (QPN, PSN, rkey, address, GID), the GIDs are gid, every size
+// has its result line with the run's iterations and a positive rate,
+// and (write, read) the server printed the client's last line. It returns
+// the last line of each side.
+func (r *Run) Check(t testing.TB, gid string) (server, client bw.Report) {
+	t.Helper()
+	sl, sr := Addrs(r.Server)
+	cl, cr := Addrs(r.Client)
+	if len(sl) != 1 || len(sr) != 1 || len(cl) != 1 || len(cr) != 1 {
+		t.Errorf("address lines: server %d local %d remote, client %d local %d remote; want 1 each\nserver:\n%s\nclient:\n%s",
+			len(sl), len(sr), len(cl), len(cr), r.Server, r.Client)
+	} else {
+		asLocal := func(a Addr) Addr { a.Remote = false; return a }
+		if sl[0] != asLocal(cr[0]) || cl[0] != asLocal(sr[0]) {
+			t.Errorf("server local %+v remote %+v; client local %+v remote %+v", sl[0], sr[0], cl[0], cr[0])
+		}
+		if g := gidLine(gid); sl[0].GID != g.server || cl[0].GID != g.client {
+			t.Errorf("GIDs %s and %s, want %s and %s", sl[0].GID, cl[0].GID, g.server, g.client)
+		}
+	}
+	srs, crs := bw.ParseReports(r.Server), bw.ParseReports(r.Client)
+	want := r.sizes()
+	wantSrv := want
+	if r.Tool.Verb != bw.Send {
+		wantSrv = want[len(want)-1:]
+	}
+	for _, s := range []struct {
+		name string
+		rs   []bw.Report
+		want []uint64
+		out  string
+	}{{"server", srs, wantSrv, r.Server}, {"client", crs, want, r.Client}} {
+		if len(s.rs) != len(s.want) {
+			t.Errorf("%s: %d result lines, want %d:\n%s", s.name, len(s.rs), len(s.want), s.out)
+			continue
+		}
+		for i, rep := range s.rs {
+			// 5 messages of 2 B print an average of 0.00 MB/s: the message
+			// rate, with 6 decimals, shows that time passed.
+			if rep.Size != s.want[i] || rep.Iters != uint64(r.Iters) || !(rep.Avg > 0 || rep.MsgRate > 0) {
+				t.Errorf("%s: line %d: %+v, want %d bytes, %d iterations, a positive rate:\n%s", s.name, i, rep, s.want[i], r.Iters, s.out)
+			}
+		}
+	}
+	if len(srs) == 0 || len(crs) == 0 {
+		return bw.Report{}, bw.Report{}
+	}
+	server, client = srs[len(srs)-1], crs[len(crs)-1]
+	if r.Tool.Verb != bw.Send && server != client {
+		t.Errorf("the server printed %+v, the client %+v: the report exchange should carry the client's line", server, client)
+	}
+	return server, client
+}
+
+type gids struct{ server, client string }
+
+// gidLine returns how perftest prints the IPv4-mapped GIDs of the server
+// and client addresses: bytes in decimal, %02d each.
+func gidLine(g string) gids {
+	s, c, _ := strings.Cut(g, ",")
+	if c == "" {
+		c = s
+	}
+	return gids{v4GID(s), v4GID(c)}
+}
+
+func v4GID(ip string) string {
+	parts := []string{"00", "00", "00", "00", "00", "00", "00", "00", "00", "00", "255", "255"}
+	for _, p := range strings.Split(ip, ".") {
+		n, _ := strconv.Atoi(p)
+		parts = append(parts, fmt.Sprintf("%02d", n))
+	}
+	return strings.Join(parts, ":")
+}
+
+// Devices are the single-host devices: the name, the server's address
+// and the IPv4 address behind GID 1.
+var Devices = []struct {
+	Name, Host string
+}{
+	{testkit.RxeDev, testkit.RxeAddr},
+	{testkit.LoopDev, "127.0.0.1"},
+}
+
+// Matrix runs tool for every single-host device, pairing and size, as
+// subtests dev/pair/size=N, with iters iterations and extra arguments on
+// both sides, checks each run and that the kernel's resource counts of
+// each device are back where they were.
+func Matrix(t *testing.T, tool Tool, pairs []pptest.Pair, sizes []int, iters int, extra ...string) {
+	MatrixOn(t, tool, "", pairs, sizes, iters, extra...)
+}
+
+// MatrixOn is Matrix on one device (all of them for "").
+func MatrixOn(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, sizes []int, iters int, extra ...string) {
+	testkit.RequireVM(t)
+	for _, dev := range Devices {
+		if devName != "" && dev.Name != devName {
+			continue
+		}
+		t.Run(dev.Name, func(t *testing.T) {
+			before := testkit.Resources(t, dev.Name)
+			for _, pair := range pairs {
+				for _, size := range sizes {
+					t.Run(fmt.Sprintf("%s/size=%d", pair, size), func(t *testing.T) {
+						ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+						defer cancel()
+						r := &Run{Tool: tool, Pair: pair, Dev: dev.Name, Host: dev.Host, Size: size, Iters: iters, Extra: extra}
+						r.Do(ctx, t)
+						s, c := r.Check(t, dev.Host)
+						t.Logf("%s %s %d x %d B: server %.2f MB/s, client %.2f MB/s (peak %.2f)", dev.Name, pair, iters, size, s.Avg, c.Avg, c.Peak)
+					})
+				}
+			}
+			after := testkit.Resources(t, dev.Name)
+			for k, v := range before {
+				if after[k] != v {
+					t.Errorf("%s resources after the runs %v, before %v", dev.Name, after, before)
+					break
+				}
+			}
+		})
+	}
+}
+
+// SameFailure runs the Go and the C tool with args, expects both to exit
+// non-zero and the C tool's message, want, to appear in both outputs.
+func SameFailure(t *testing.T, tool Tool, want string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, s := range []pptest.Side{pptest.C, pptest.Go} {
+		out, err := testkit.RunPeer(ctx, t, tool.Bin(s), args...)
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("%s %s: %v, output %q; want a failure saying %q", tool.Bin(s), strings.Join(args, " "), err, out, want)
+		}
+	}
+}
+
+// The knobs of the bandwidth comparison (TestVMBandwidth,
+// TestTwoHostBandwidth of the three tools).
+var (
+	perfRounds = flag.Int("bw.rounds", 1, "bandwidth comparison: rounds of every pair and size")
+	perfIters  = flag.Int("bw.iters", 200, "bandwidth comparison: iterations per run (-n)")
+	perfSizes  = flag.String("bw.sizes", "65536", "bandwidth comparison: message sizes (-s), comma-separated")
+	perfDev    = flag.String("bw.dev", testkit.RxeDev, "bandwidth comparison on one host: device (rxe0 or rxelo)")
+	perfArgs   = flag.String("bw.args", "", "bandwidth comparison: more arguments for both sides, space-separated")
+)
+
+// PerfPairs are the pairings of the comparison, rotated: round r starts
+// with pair r mod 4.
+var PerfPairs = []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}, {Server: pptest.C, Client: pptest.C},
+	{Server: pptest.Go, Client: pptest.C}, {Server: pptest.C, Client: pptest.Go}}
+
+// PerfResult is what a comparison logs (one JSON line, "BWPERF {...}"),
+// for make perf's generator: per size and pairing, each round's MB/s.
+type PerfResult struct {
+	Tool        string                          `json:"tool"`
+	Kernel      string                          `json:"kernel"`
+	Place       string                          `json:"place"` // "rxe0", "rxelo", "two hosts"
+	Iters       int                             `json:"iters"`
+	Rounds      int                             `json:"rounds"`
+	Args        string                          `json:"args"`
+	Clocksource string                          `json:"clocksource"`
+	Seconds     float64                         `json:"seconds"`
+	MBs         map[string]map[string][]float64 `json:"mbs"` // size -> pair -> per round
+}
+
+func clocksource() string {
+	b, _ := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+	return strings.TrimSpace(string(b))
+}
+
+func parseSizes(t *testing.T) []int {
+	var sizes []int
+	for _, f := range strings.Split(*perfSizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			t.Fatalf("-bw.sizes %q: %q is not a size", *perfSizes, f)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
+// Perf compares tool with perftest's on one host (-bw.dev): every round
+// runs, for every size, the four pairings in rotated order; a run's
+// figure is the mean of the two sides' average MB/s. It logs every round,
+// a table of medians with Go/C, and the BWPERF line.
+func Perf(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	host := ""
+	for _, d := range Devices {
+		if d.Name == *perfDev {
+			host = d.Host
+		}
+	}
+	if host == "" {
+		t.Fatalf("-bw.dev %q: not one of the VM's devices", *perfDev)
+	}
+	perf(t, tool, *perfDev, func(r *Run) { r.Dev, r.Host = *perfDev, host }, host)
+}
+
+// PerfTwoHosts is Perf across the two hosts: the server on this host (A),
+// the client on the peer (B), over the wire device.
+func PerfTwoHosts(t *testing.T, tool Tool) {
+	a, b := testkit.ThisHost(t), testkit.PeerHost(t)
+	perf(t, tool, "two hosts", func(r *Run) {
+		r.Dev, r.Host, r.Place = testkit.WireDev, a.Addr, Place{Server: a, Client: b}
+	}, a.Addr+","+b.Addr)
+}
+
+func perf(t *testing.T, tool Tool, place string, setup func(*Run), gid string) {
+	sizes := parseSizes(t)
+	res := PerfResult{Tool: tool.Go, Kernel: testkit.KernelRelease(), Place: place, Iters: *perfIters, Rounds: *perfRounds,
+		Args: *perfArgs, Clocksource: clocksource(), MBs: map[string]map[string][]float64{}}
+	t.Logf("%s against %s: kernel %s, %s, %d rounds, %d iterations per run, arguments %q, clocksource %s",
+		tool.Go, tool.C(), res.Kernel, place, res.Rounds, res.Iters, res.Args, res.Clocksource)
+	start := time.Now()
+	for round := range *perfRounds {
+		for _, size := range sizes {
+			key := strconv.Itoa(size)
+			if res.MBs[key] == nil {
+				res.MBs[key] = map[string][]float64{}
+			}
+			var line []string
+			for k := range PerfPairs {
+				pair := PerfPairs[(round+k)%len(PerfPairs)]
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+				r := &Run{Tool: tool, Pair: pair, Size: size, Iters: *perfIters, Extra: strings.Fields(*perfArgs)}
+				setup(r)
+				r.Do(ctx, t)
+				cancel()
+				s, c := r.Check(t, gid)
+				mbs := (s.Avg + c.Avg) / 2
+				res.MBs[key][pair.String()] = append(res.MBs[key][pair.String()], mbs)
+				line = append(line, fmt.Sprintf("%s %.2f", pair, mbs))
+			}
+			t.Logf("round %d size %d: %s", round+1, size, strings.Join(line, ", "))
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	t.Logf("MB/s, median (best) over %d rounds (%s, %s, %d iterations, clocksource %s at the end, %v):\n%s",
+		res.Rounds, res.Kernel, place, res.Iters, clocksource(), time.Since(start).Round(time.Second), Table(&res, sizes))
+	js, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("BWPERF %s", js)
+}
+
+// Table is the markdown table of a comparison: per size, the median (and
+// best) MB/s of every pairing, Go/C of the medians and the median of the
+// rounds' Go-Go/C-C ratios.
+func Table(r *PerfResult, sizes []int) string {
+	var b strings.Builder
+	b.WriteString("| size | Go-Go | C-C | Go server, C client | C server, Go client | Go/C of the medians | median of the rounds' Go/C |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, size := range sizes {
+		m := r.MBs[strconv.Itoa(size)]
+		gg, cc := m[PerfPairs[0].String()], m[PerfPairs[1].String()]
+		var ratios []float64
+		for i := range min(len(gg), len(cc)) {
+			ratios = append(ratios, gg[i]/cc[i])
+		}
+		cell := func(p pptest.Pair) string {
+			v := m[p.String()]
+			if len(v) == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f (%.1f)", Median(v), slices.Max(v))
+		}
+		fmt.Fprintf(&b, "| %d B | %s | %s | %s | %s | %.2f | %.2f |\n", size, cell(PerfPairs[0]), cell(PerfPairs[1]),
+			cell(PerfPairs[2]), cell(PerfPairs[3]), Median(gg)/Median(cc), Median(ratios))
+	}
+	return b.String()
+}
+
+// Median of v (0 for none).
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

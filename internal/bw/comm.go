@@ -1,0 +1,300 @@
+package bw
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// Dest is perftest's struct pingpong_dest: what one side tells the other
+// about its QP and buffer in the handshake.
+type Dest struct {
+	LID      uint16
+	OutReads int // RDMA reads the side accepts at a time (MaxDestRdAtomic)
+	QPN      uint32
+	PSN      uint32
+	RKey     uint32
+	VAddr    uint64 // where the peer may write or read
+	GID      uverbs.GID
+	SRQN     uint32
+}
+
+// The handshake message sizes: the text and its NUL, without and with the
+// GID (perftest_communication.h).
+const (
+	keyMsgSize    = 59
+	keyMsgSizeGID = 108
+)
+
+// encodeDest formats d as perftest's ethernet_write_keys does: the
+// KEY_PRINT_FMT text (with the 16 GID bytes when withGID) in a fixed-size
+// NUL-padded message.
+func encodeDest(d *Dest, withGID bool) []byte {
+	var s string
+	var b []byte
+	if withGID {
+		var g strings.Builder
+		for _, x := range d.GID {
+			fmt.Fprintf(&g, "%02x:", x)
+		}
+		s = fmt.Sprintf("%04x:%04x:%06x:%06x:%08x:%016x:%s%08x:", d.LID, d.OutReads, d.QPN, d.PSN, d.RKey, d.VAddr, g.String(), d.SRQN)
+		b = make([]byte, keyMsgSizeGID)
+	} else {
+		s = fmt.Sprintf("%04x:%04x:%06x:%06x:%08x:%016x:%08x", d.LID, d.OutReads, d.QPN, d.PSN, d.RKey, d.VAddr, d.SRQN)
+		b = make([]byte, keyMsgSize)
+	}
+	copy(b[:len(b)-1], s)
+	return b
+}
+
+// decodeDest parses a handshake message (ethernet_read_keys).
+func decodeDest(b []byte, withGID bool) (Dest, error) {
+	text, _, _ := strings.Cut(string(b), "\x00")
+	f := strings.Split(text, ":")
+	want := 7
+	if withGID {
+		want = 6 + 16 + 1
+	}
+	if len(f) < want {
+		return Dest{}, parseErr(text)
+	}
+	var v [7]uint64
+	for i := range 6 {
+		x, err := strconv.ParseUint(f[i], 16, 64)
+		if err != nil {
+			return Dest{}, parseErr(text)
+		}
+		v[i] = x
+	}
+	d := Dest{LID: uint16(v[0]), OutReads: int(int32(v[1])), QPN: uint32(v[2]), PSN: uint32(v[3]), RKey: uint32(v[4]), VAddr: v[5]}
+	srqn := f[6]
+	if withGID {
+		for i := range 16 {
+			x, err := strconv.ParseUint(f[6+i], 16, 8)
+			if err != nil {
+				return Dest{}, parseErr(text)
+			}
+			d.GID[i] = byte(x)
+		}
+		srqn = f[22]
+	}
+	x, err := strconv.ParseUint(srqn, 16, 32)
+	if err != nil {
+		return Dest{}, parseErr(text)
+	}
+	d.SRQN = uint32(x)
+	return d, nil
+}
+
+// parseErr is ethernet_read_keys' complaint about a message.
+func parseErr(text string) error { return msgError{fmt.Sprintf("Couldn't parse line <%s>", text)} }
+
+// conn is the TCP connection of perftest's "Ethernet" data exchange
+// method. Every exchange is symmetric: the client writes its message and
+// then reads the server's; the server reads, then writes.
+type conn struct {
+	c      net.Conn
+	client bool
+}
+
+// dial connects to the server (ethernet_client_connect: IPv4 only, one
+// attempt).
+func dial(ctx context.Context, host string, port int) (*conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp4", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return nil, msgError{fmt.Sprintf("Couldn't connect to %s:%d", host, port), "Unable to open file descriptor for socket connection", "  (" + err.Error() + ")"}
+	}
+	return &conn{c: c, client: true}, nil
+}
+
+// accept listens on port (every IPv4 address) and takes one client
+// (ethernet_server_connect).
+func accept(ctx context.Context, port int) (*conn, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp4", ":"+strconv.Itoa(port))
+	if err != nil {
+		return nil, msgError{fmt.Sprintf("Couldn't listen to port %d", port), "Unable to open file descriptor for socket connection", "  (" + err.Error() + ")"}
+	}
+	defer l.Close()
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	c, err := l.Accept()
+	if err != nil {
+		return nil, msgError{"accept() failed", "  (" + err.Error() + ")"}
+	}
+	return &conn{c: c}, nil
+}
+
+func (c *conn) Close() error { return c.c.Close() }
+
+// xchg sends my and reads len(rem) bytes into rem, in the client's or the
+// server's order (ctx_xchg_data_ethernet).
+func (c *conn) xchg(my, rem []byte) error {
+	write := func() error {
+		if _, err := c.c.Write(my); err != nil {
+			return fmt.Errorf("write to the peer: %w", err)
+		}
+		return nil
+	}
+	read := func() error {
+		if _, err := io.ReadFull(c.c, rem); err != nil {
+			return fmt.Errorf("read from the peer: %w", err)
+		}
+		return nil
+	}
+	if c.client {
+		if err := write(); err != nil {
+			return err
+		}
+		return read()
+	}
+	if err := read(); err != nil {
+		return err
+	}
+	return write()
+}
+
+// handshake sends my address and returns the peer's (ctx_hand_shake); the
+// message carries a GID when withGID, as it does whenever a GID index is
+// in use (always on RoCE).
+func (c *conn) handshake(my *Dest, withGID bool) (Dest, error) {
+	msg := encodeDest(my, withGID)
+	rem := make([]byte, len(msg))
+	if err := c.xchg(msg, rem); err != nil {
+		return Dest{}, msgError{"Failed to exchange data between server and clients", "  (" + err.Error() + ")"}
+	}
+	d, err := decodeDest(rem, withGID)
+	if err != nil {
+		return Dest{}, withLines(err, "Failed to exchange data between server and clients")
+	}
+	return d, nil
+}
+
+// versions exchanges the 16-byte version strings and returns the peer's
+// version as atof reads it (exchange_versions).
+func (c *conn) versions() (string, float64, error) {
+	var my, rem [16]byte
+	copy(my[:], Version)
+	if err := c.xchg(my[:], rem[:]); err != nil {
+		return "", 0, msgError{"Failed to exchange data between server and clients", "  (" + err.Error() + ")"}
+	}
+	s, _, _ := strings.Cut(string(rem[:]), "\x00")
+	return s, atof(s), nil
+}
+
+// atof reads the longest decimal prefix of s, as C's atof does.
+func atof(s string) float64 {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	end := 0
+	dot := false
+	for end < len(s) && (s[end] >= '0' && s[end] <= '9' || s[end] == '.' && !dot || end == 0 && (s[end] == '-' || s[end] == '+')) {
+		if s[end] == '.' {
+			dot = true
+		}
+		end++
+	}
+	v, _ := strconv.ParseFloat(strings.TrimSuffix(s[:end], "."), 64)
+	return v
+}
+
+// xchgInt32 exchanges a 32-bit value in network order (check_sys_data).
+func (c *conn) xchgInt32(v int32) (int32, error) {
+	var my, rem [4]byte
+	binary.BigEndian.PutUint32(my[:], uint32(v))
+	if err := c.xchg(my[:], rem[:]); err != nil {
+		return 0, msgError{"Failed to exchange data between server and clients", "  (" + err.Error() + ")"}
+	}
+	return int32(binary.BigEndian.Uint32(rem[:])), nil
+}
+
+// xchgMTU exchanges the MTU enum as perftest 5.31 and later do: "%d" and
+// its NUL, two bytes (check_mtu). It returns the peer's value, 0 if it is
+// not a number.
+func (c *conn) xchgMTU(mtu uverbs.MTU) (int, error) {
+	var my, rem [2]byte
+	copy(my[:1], strconv.Itoa(int(mtu)))
+	if err := c.xchg(my[:], rem[:]); err != nil {
+		return 0, msgError{"Failed to exchange data between server and clients", "  (" + err.Error() + ")"}
+	}
+	s, _, _ := strings.Cut(string(rem[:]), "\x00")
+	return int(strtolPrefix(s)), nil
+}
+
+// Report is one result line (struct bw_report_data): what print_report_bw
+// computes and xchg_bw_reports sends to the peer.
+type Report struct {
+	Size    uint64
+	Iters   uint64
+	Peak    float64 // MB/s (MiB/s) or Gb/s
+	Avg     float64
+	MsgRate float64 // Mpps
+}
+
+// xchgReport exchanges reports (xchg_bw_reports for peers of version 5.33
+// and later): size, iterations and the three rates, each as its own
+// 8-byte big-endian exchange.
+func (c *conn) xchgReport(my *Report) (Report, error) {
+	var rem Report
+	vals := []struct {
+		my  uint64
+		rem *uint64
+	}{{my.Size, &rem.Size}, {my.Iters, &rem.Iters}}
+	for _, v := range vals {
+		x, err := c.xchg64(v.my)
+		if err != nil {
+			return Report{}, err
+		}
+		*v.rem = x
+	}
+	for _, f := range []struct {
+		my  float64
+		rem *float64
+	}{{my.Peak, &rem.Peak}, {my.Avg, &rem.Avg}, {my.MsgRate, &rem.MsgRate}} {
+		x, err := c.xchg64(math.Float64bits(f.my))
+		if err != nil {
+			return Report{}, err
+		}
+		*f.rem = math.Float64frombits(x)
+	}
+	return rem, nil
+}
+
+func (c *conn) xchg64(v uint64) (uint64, error) {
+	var my, rem [8]byte
+	binary.BigEndian.PutUint64(my[:], v)
+	if err := c.xchg(my[:], rem[:]); err != nil {
+		return 0, msgError{"Failed to exchange data between server and clients", "  (" + err.Error() + ")"}
+	}
+	return binary.BigEndian.Uint64(rem[:]), nil
+}
+
+// closeConn is ctx_close_connection: a last handshake, then "done" and its
+// NUL, which the peer never reads, and the socket is closed.
+func (c *conn) closeConn(my *Dest, withGID bool) error {
+	if _, err := c.handshake(my, withGID); err != nil {
+		c.Close()
+		return err
+	}
+	_, werr := c.c.Write([]byte("done\x00"))
+	cerr := c.Close()
+	if werr != nil {
+		return msgError{"Couldn't write to socket", "  (" + werr.Error() + ")"}
+	}
+	if cerr != nil {
+		return msgError{"Couldn't close the socket", "  (" + cerr.Error() + ")"}
+	}
+	return nil
+}
+
+// msgError is an error perftest reports as these lines on stderr.
+type msgError []string
+
+func (e msgError) Error() string { return strings.Join(e, "\n") }

@@ -1,0 +1,161 @@
+package bw
+
+import (
+	"context"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// The handshake messages perftest's ethernet_write_keys writes for these
+// values (KEY_PRINT_FMT_GID and KEY_PRINT_FMT, sprintf'd into 108- and
+// 59-byte buffers), as an ib_write_bw client on rxe0 sent them.
+func TestEncodeDestGolden(t *testing.T) {
+	gid := uverbs.GID{10: 0xff, 11: 0xff, 12: 10, 13: 99, 14: 0, 15: 1}
+	d := Dest{LID: 0, OutReads: 1, QPN: 0x12, PSN: 0x4a1eb0, RKey: 0x201, VAddr: 0x7fa2c5bb6000, GID: gid}
+	want := "0000:0001:000012:4a1eb0:00000201:00007fa2c5bb6000:00:00:00:00:00:00:00:00:00:00:ff:ff:0a:63:00:01:00000000:"
+	got := encodeDest(&d, true)
+	if len(got) != 108 || string(got[:len(want)]) != want || strings.Trim(string(got[len(want):]), "\x00") != "" {
+		t.Errorf("with GID: %q (%d bytes), want %q and NULs to 108", got, len(got), want)
+	}
+	back, err := decodeDest(got, true)
+	if err != nil || back != d {
+		t.Errorf("decode: %+v, %v; want %+v", back, err, d)
+	}
+	d = Dest{LID: 0x1a, OutReads: 16, QPN: 0xabcdef, PSN: 1, RKey: 0xdeadbeef, VAddr: 0x1000, SRQN: 7}
+	want = "001a:0010:abcdef:000001:deadbeef:0000000000001000:00000007"
+	got = encodeDest(&d, false)
+	if len(got) != 59 || string(got[:58]) != want || got[58] != 0 {
+		t.Errorf("without GID: %q, want %q", got, want)
+	}
+	if back, err := decodeDest(got, false); err != nil || back != d {
+		t.Errorf("decode: %+v, %v; want %+v", back, err, d)
+	}
+	if _, err := decodeDest([]byte("0000:0001:zz"), false); err == nil {
+		t.Error("garbage decoded")
+	}
+}
+
+// TestExchangeSequence runs both ends of every exchange over a real TCP
+// connection: each side gets the other's values, the client writing
+// first.
+func TestExchangeSequence(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ctx := context.Background()
+	var srv *conn
+	var serr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); srv, serr = accept(ctx, port) }()
+	var cli *conn
+	for i := 0; i < 1000; i++ { // until the server listens
+		if cli, err = dial(ctx, "127.0.0.1", port); err == nil {
+			break
+		}
+	}
+	wg.Wait()
+	if err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	type result struct {
+		ver  string
+		v    float64
+		page int32
+		mtu  int
+		dest Dest
+		rep  Report
+		err  error
+	}
+	side := func(c *conn, page int32, mtu uverbs.MTU, d Dest, r Report) (res result) {
+		if res.ver, res.v, res.err = c.versions(); res.err != nil {
+			return
+		}
+		if res.page, res.err = c.xchgInt32(page); res.err != nil {
+			return
+		}
+		if res.mtu, res.err = c.xchgMTU(mtu); res.err != nil {
+			return
+		}
+		if res.dest, res.err = c.handshake(&d, true); res.err != nil {
+			return
+		}
+		if res.rep, res.err = c.xchgReport(&r); res.err != nil {
+			return
+		}
+		res.err = c.closeConn(&d, true)
+		return
+	}
+	sd := Dest{QPN: 1, PSN: 2, RKey: 3, VAddr: 4, OutReads: 1}
+	cd := Dest{QPN: 5, PSN: 6, RKey: 7, VAddr: 8, OutReads: 128, GID: uverbs.GID{15: 9}}
+	cr := Report{Size: 65536, Iters: 5000, Peak: 32.05, Avg: 17.02, MsgRate: 0.000272}
+	var sres result
+	wg.Add(1)
+	go func() { defer wg.Done(); sres = side(srv, 4096, 3, sd, Report{}) }()
+	cres := side(cli, 65536, 5, cd, cr)
+	wg.Wait()
+	if sres.err != nil || cres.err != nil {
+		t.Fatal(sres.err, cres.err)
+	}
+	if sres.ver != "6.06" || sres.v != 6.06 || sres.page != 65536 || sres.mtu != 5 || sres.dest != cd || sres.rep != cr {
+		t.Errorf("server got %+v", sres)
+	}
+	if cres.page != 4096 || cres.mtu != 3 || cres.dest != sd || cres.rep != (Report{}) {
+		t.Errorf("client got %+v", cres)
+	}
+}
+
+// TestReportBytes: the report exchange sends each value as 8 big-endian
+// bytes, doubles bit for bit (perftest's hton_long, bswap_double).
+func TestReportBytes(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	cli := &conn{c: a, client: true}
+	go func() {
+		cli.xchgReport(&Report{Size: 2, Iters: 3, Peak: 1.5, Avg: math.Inf(1), MsgRate: -0.25})
+	}()
+	want := []uint64{2, 3, math.Float64bits(1.5), math.Float64bits(math.Inf(1)), math.Float64bits(-0.25)}
+	for i, w := range want {
+		var buf [8]byte
+		if _, err := b.Read(buf[:]); err != nil {
+			t.Fatal(err)
+		}
+		var got uint64
+		for _, x := range buf {
+			got = got<<8 | uint64(x)
+		}
+		if got != w {
+			t.Errorf("value %d: %#x, want %#x", i, got, w)
+		}
+		b.Write(make([]byte, 8))
+	}
+}
+
+func TestAtof(t *testing.T) {
+	for s, want := range map[string]float64{"6.06": 6.06, "5.70": 5.7, "5.3a": 5.3, "": 0, "x": 0, "10": 10, " 4.5.": 4.5} {
+		if got := atof(s); got != want {
+			t.Errorf("atof(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestAltHex(t *testing.T) {
+	for _, c := range []struct {
+		v     uint64
+		width int
+		want  string
+	}{{0, 4, "0000"}, {0x11, 6, "0x0011"}, {0x531021, 6, "0x531021"}, {0x36c, 8, "0x00036c"}, {0x7f9518a85000, 16, "0x007f9518a85000"}, {0x80, 4, "0x80"}} {
+		if got := altHex(c.v, c.width); got != c.want {
+			t.Errorf("altHex(%#x, %d) = %q, want %q", c.v, c.width, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,245 @@
+package bw
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// What the loops need of a QP and a CQ (*uverbs.QP, *uverbs.CQ; fakes in
+// tests).
+type (
+	sender interface {
+		PostSend(wrs []uverbs.SendWR) error
+	}
+	receiver interface {
+		PostRecv(wrs []uverbs.RecvWR) error
+	}
+	poller interface {
+		Poll(wcs []uverbs.WC) (int, error)
+	}
+)
+
+// pollBatch is how many completions one poll reads (CTX_POLL_BATCH).
+const pollBatch = 16
+
+var epoch = time.Now()
+
+// nanotime is the monotonic clock in nanoseconds since the process
+// started (perftest reads the TSC; time.Since reads the vDSO clock and
+// allocates nothing).
+func nanotime() int64 { return int64(time.Since(epoch)) }
+
+// inc is perftest's INC: a message's stride in the cycle buffer, at least
+// a cache line.
+func inc(size, cacheLine uint64) uint64 {
+	if size > cacheLine {
+		return uint64(roundUp(int(size), int(cacheLine)))
+	}
+	return cacheLine
+}
+
+// nextAddr is increase_loc_addr/increase_rem_addr: step addr to the next
+// message slot in the cycle buffer that starts at base; after cnt+1
+// messages fill the cycle buffer, start over at base.
+func nextAddr(addr, base, size, cnt, cacheLine, cycle uint64) uint64 {
+	step := inc(size, cacheLine)
+	addr += step
+	if (cnt+1)%(cycle/step) == 0 {
+		addr = base
+	}
+	return addr
+}
+
+// sendLoop is the client side of a run (run_iter_bw for one QP): keep up
+// to txDepth messages in flight, ask for a completion every cqMod
+// messages (and for the last), and count cqMod messages per completion.
+// Every value it posts and polls lives in the struct, so a run allocates
+// nothing.
+type sendLoop struct {
+	qp      sender
+	cq      poller
+	wr      [1]uverbs.SendWR
+	sge     [1]uverbs.SGE
+	wc      [pollBatch]uverbs.WC
+	verb    Verb
+	iters   uint64
+	txDepth uint64
+	cqMod   uint64
+	noPeak  bool
+	size    uint64
+	cycle   uint64
+	line    uint64 // cache line
+	myAddr  uint64 // local buffer start
+	remAddr uint64 // remote buffer start (write, read)
+	tm      timing
+	scnt    uint64
+	ccnt    uint64
+}
+
+// setup prepares the work request for size-byte messages (ctx_set_send_wqes).
+func (l *sendLoop) setup(size uint64, lkey, rkey uint32) {
+	l.size = size
+	l.sge[0] = uverbs.SGE{Addr: l.myAddr, Length: uint32(size), LKey: lkey}
+	w := &l.wr[0]
+	*w = uverbs.SendWR{ID: 0, SGL: l.sge[:]}
+	switch l.verb {
+	case Write:
+		w.Opcode = uverbs.WRRDMAWrite
+	case Read:
+		w.Opcode = uverbs.WRRDMARead
+	default:
+		w.Opcode = uverbs.WRSend
+	}
+	if l.verb != Send {
+		w.RemoteAddr, w.RKey = l.remAddr, rkey
+	}
+	if l.cqMod == 1 {
+		w.Flags = uverbs.SendSignaled
+	}
+}
+
+// run posts iters messages and waits for their completions, recording
+// the timestamps the report needs.
+func (l *sendLoop) run() error {
+	w := &l.wr[0]
+	iters, cqMod := l.iters, l.cqMod
+	l.scnt, l.ccnt = 0, 0
+	cycling := l.size <= l.cycle/2
+	if l.noPeak {
+		l.tm.posted[0] = nanotime()
+	}
+	for l.scnt < iters || l.ccnt < iters {
+		for l.scnt < iters && l.scnt-l.ccnt+1 <= l.txDepth {
+			if l.scnt%cqMod == 0 && cqMod > 1 && l.scnt != iters-1 {
+				w.Flags &^= uverbs.SendSignaled
+			}
+			if !l.noPeak {
+				l.tm.posted[l.scnt] = nanotime()
+			}
+			if err := l.qp.PostSend(l.wr[:]); err != nil {
+				return msgError{fmt.Sprintf("Couldn't post send: qp 0 scnt=%d ", l.scnt), "  (" + err.Error() + ")"}
+			}
+			if cycling {
+				l.sge[0].Addr = nextAddr(l.sge[0].Addr, l.myAddr, l.size, l.scnt, l.line, l.cycle)
+				if l.verb != Send {
+					w.RemoteAddr = nextAddr(w.RemoteAddr, l.remAddr, l.size, l.scnt, l.line, l.cycle)
+				}
+			}
+			l.scnt++
+			if l.scnt%cqMod == cqMod-1 || l.scnt == iters-1 {
+				w.Flags |= uverbs.SendSignaled
+			}
+		}
+		if l.ccnt < iters {
+			n, err := l.cq.Poll(l.wc[:])
+			if err != nil {
+				return msgError{"poll CQ failed: " + err.Error()}
+			}
+			for i := 0; i < n; i++ {
+				wc := &l.wc[i]
+				if wc.Status != uverbs.WCSuccess {
+					return msgError{" Completion with error at client",
+						fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
+						fmt.Sprintf("scnt=%d, ccnt=%d", l.scnt, l.ccnt)}
+				}
+				l.ccnt += cqMod
+				if !l.noPeak {
+					if l.ccnt > iters {
+						l.tm.completed[iters-1] = nanotime()
+					} else {
+						l.tm.completed[l.ccnt-1] = nanotime()
+					}
+				}
+			}
+		}
+	}
+	if l.noPeak {
+		l.tm.completed[0] = nanotime()
+	}
+	return nil
+}
+
+// recvLoop is the server side of ib_send_bw (run_iter_bw_server for one
+// QP): count receive completions, posting a new receive for each one
+// until iters receives are posted in all. The clock starts at the first
+// completion.
+type recvLoop struct {
+	qp     receiver
+	cq     poller
+	rwr    [1]uverbs.RecvWR
+	rsge   [1]uverbs.SGE
+	wc     [pollBatch]uverbs.WC
+	iters  uint64
+	depth  uint64 // receives posted before the run (rx depth)
+	size   uint64
+	cycle  uint64
+	line   uint64
+	rxAddr uint64 // receive area start
+	tm     timing
+	posted uint64
+	rcnt   uint64
+}
+
+// prepost posts the first depth receives for size-byte messages
+// (ctx_set_recv_wqes).
+func (l *recvLoop) prepost(size uint64, lkey uint32) error {
+	l.size = size
+	l.rsge[0] = uverbs.SGE{Addr: l.rxAddr, Length: uint32(size), LKey: lkey}
+	l.rwr[0] = uverbs.RecvWR{ID: 0, SGL: l.rsge[:]}
+	cycling := size <= l.cycle/2
+	for j := uint64(0); j < l.depth; j++ {
+		if err := l.qp.PostRecv(l.rwr[:]); err != nil {
+			return msgError{fmt.Sprintf("Couldn't post recv Qp = 0: counter=%d", j), "  (" + err.Error() + ")"}
+		}
+		if cycling {
+			l.rsge[0].Addr = nextAddr(l.rsge[0].Addr, l.rxAddr, size, j, l.line, l.cycle)
+		}
+	}
+	l.rsge[0].Addr = l.rxAddr
+	l.posted = l.depth
+	return nil
+}
+
+// run receives iters messages.
+func (l *recvLoop) run() error {
+	cycling := l.size <= l.cycle/2
+	l.rcnt = 0
+	first := true
+	for l.rcnt < l.iters {
+		for {
+			n, err := l.cq.Poll(l.wc[:])
+			if err != nil {
+				return msgError{"Poll Receive CQ failed: " + err.Error()}
+			}
+			if n == 0 {
+				break
+			}
+			if first {
+				l.tm.posted[0] = nanotime()
+				first = false
+			}
+			for i := 0; i < n; i++ {
+				wc := &l.wc[i]
+				if wc.Status != uverbs.WCSuccess {
+					return msgError{" Completion with error at server",
+						fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
+						fmt.Sprintf(" rcnt=%d", l.rcnt)}
+				}
+				l.rcnt++
+				if l.posted+1 <= l.iters {
+					if err := l.qp.PostRecv(l.rwr[:]); err != nil {
+						return msgError{fmt.Sprintf("Couldn't post recv Qp=0 rcnt=%d", l.rcnt), "  (" + err.Error() + ")"}
+					}
+					l.posted++
+					if cycling {
+						l.rsge[0].Addr = nextAddr(l.rsge[0].Addr, l.rxAddr, l.size, l.posted, l.line, l.cycle)
+					}
+				}
+			}
+		}
+	}
+	l.tm.completed[0] = nanotime()
+	return nil
+}

@@ -1,0 +1,211 @@
+package bw
+
+import (
+	"testing"
+
+	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// fakeSQ is a send queue and its CQ: every signaled request completes at
+// the next polls, a few per poll. It records what was posted without
+// allocating (fixed arrays).
+type fakeSQ struct {
+	posts    int
+	signaled [64]int // indexes of signaled posts (first 64)
+	nsig     int
+	addrs    [256]uint64 // local address of each post (first 256)
+	remotes  [256]uint64
+	pending  int // signaled, not yet polled
+	perPoll  int
+}
+
+func (f *fakeSQ) PostSend(wrs []uverbs.SendWR) error {
+	w := &wrs[0]
+	if f.posts < len(f.addrs) {
+		f.addrs[f.posts] = w.SGL[0].Addr
+		f.remotes[f.posts] = w.RemoteAddr
+	}
+	if w.Flags&uverbs.SendSignaled != 0 {
+		if f.nsig < len(f.signaled) {
+			f.signaled[f.nsig] = f.posts
+		}
+		f.nsig++
+		f.pending++
+	}
+	f.posts++
+	return nil
+}
+
+func (f *fakeSQ) Poll(wcs []uverbs.WC) (int, error) {
+	n := min(f.pending, f.perPoll, len(wcs))
+	for i := range n {
+		wcs[i] = uverbs.WC{Status: uverbs.WCSuccess}
+	}
+	f.pending -= n
+	return n, nil
+}
+
+func newSendLoop(f *fakeSQ, v Verb, iters, tx, cqMod uint64, noPeak bool) *sendLoop {
+	return &sendLoop{qp: f, cq: f, verb: v, iters: iters, txDepth: tx, cqMod: cqMod, noPeak: noPeak,
+		cycle: 4096, line: 64, myAddr: 0x10000, remAddr: 0x90000, tm: newTiming(iters, noPeak)}
+}
+
+func TestSendLoop(t *testing.T) {
+	for _, c := range []struct {
+		iters, tx, cqMod uint64
+		size             uint64
+		noPeak           bool
+	}{
+		{1000, 128, 100, 64, false},
+		{1050, 128, 100, 64, false}, // the last message is signaled on its own
+		{300, 128, 1, 65536, false},
+		{500, 16, 16, 4096, true},
+	} {
+		f := &fakeSQ{perPoll: 3}
+		l := newSendLoop(f, Write, c.iters, c.tx, c.cqMod, c.noPeak)
+		l.setup(c.size, 1, 2)
+		if err := l.run(); err != nil {
+			t.Fatal(err)
+		}
+		if f.posts != int(c.iters) || l.scnt != c.iters || l.ccnt < c.iters {
+			t.Errorf("%+v: %d posts, scnt %d ccnt %d", c, f.posts, l.scnt, l.ccnt)
+		}
+		// Signaled: every cqMod-th message and the last.
+		var want []int
+		for k := 0; k < int(c.iters); k++ {
+			if uint64(k)%c.cqMod == c.cqMod-1 || k == int(c.iters)-1 {
+				want = append(want, k)
+			}
+		}
+		if f.nsig != len(want) {
+			t.Errorf("%+v: %d signaled, want %d", c, f.nsig, len(want))
+		}
+		for i := 0; i < min(len(want), len(f.signaled)); i++ {
+			if f.signaled[i] != want[i] {
+				t.Errorf("%+v: signaled post %d is %d, want %d", c, i, f.signaled[i], want[i])
+				break
+			}
+		}
+		// Message slots cycle through the page in cache-line (or size)
+		// steps; messages over half a page stay put.
+		for k := 0; k < min(int(c.iters), len(f.addrs)); k++ {
+			off := uint64(0)
+			if c.size <= 2048 {
+				step := max(c.size, 64)
+				off = uint64(k) % (4096 / step) * step
+			}
+			if f.addrs[k] != 0x10000+off || f.remotes[k] != 0x90000+off {
+				t.Errorf("%+v: post %d at %#x -> %#x, want offset %#x", c, k, f.addrs[k], f.remotes[k], off)
+				break
+			}
+		}
+		r := computeReport(c.size, c.iters, &l.tm, int(c.cqMod), c.noPeak, false)
+		if r.Avg <= 0 || (!c.noPeak && r.Peak <= 0) {
+			t.Errorf("%+v: report %+v", c, r)
+		}
+	}
+}
+
+// TestSendLoopTxDepth: never more than tx depth messages without a
+// completion covering them.
+func TestSendLoopTxDepth(t *testing.T) {
+	f := &fakeSQ{perPoll: 1}
+	l := newSendLoop(f, Send, 1000, 32, 8, false)
+	var credit uint64
+	l.cq = pollFunc(func(wcs []uverbs.WC) (int, error) {
+		n, err := f.Poll(wcs)
+		credit += uint64(n) * 8
+		if in := l.scnt - min(credit, l.scnt); in > 32 {
+			t.Fatalf("%d in flight", in)
+		}
+		return n, err
+	})
+	l.setup(64, 1, 0)
+	if err := l.run(); err != nil {
+		t.Fatal(err)
+	}
+	if f.remotes[5] != 0 {
+		t.Errorf("send set a remote address %#x", f.remotes[5])
+	}
+}
+
+type pollFunc func([]uverbs.WC) (int, error)
+
+func (p pollFunc) Poll(wcs []uverbs.WC) (int, error) { return p(wcs) }
+
+// fakeRQ is a receive queue whose receives complete at once, a few per
+// poll.
+type fakeRQ struct {
+	posted, done int
+	addrs        [256]uint64
+	perPoll      int
+}
+
+func (f *fakeRQ) PostRecv(wrs []uverbs.RecvWR) error {
+	if f.posted < len(f.addrs) {
+		f.addrs[f.posted] = wrs[0].SGL[0].Addr
+	}
+	f.posted++
+	return nil
+}
+
+func (f *fakeRQ) Poll(wcs []uverbs.WC) (int, error) {
+	n := min(f.posted-f.done, f.perPoll, len(wcs))
+	for i := range n {
+		wcs[i] = uverbs.WC{Status: uverbs.WCSuccess}
+	}
+	f.done += n
+	return n, nil
+}
+
+func TestRecvLoop(t *testing.T) {
+	f := &fakeRQ{perPoll: 5}
+	l := &recvLoop{qp: f, cq: f, iters: 1000, depth: 512, cycle: 4096, line: 64, rxAddr: 0x20000, tm: newTiming(1, true)}
+	if err := l.prepost(128, 1); err != nil {
+		t.Fatal(err)
+	}
+	if f.posted != 512 {
+		t.Fatalf("preposted %d", f.posted)
+	}
+	if err := l.run(); err != nil {
+		t.Fatal(err)
+	}
+	if f.posted != 1000 || f.done != 1000 || l.rcnt != 1000 {
+		t.Errorf("posted %d, done %d, rcnt %d", f.posted, f.done, l.rcnt)
+	}
+	for k := range 32 {
+		if want := 0x20000 + uint64(k%32)*128; f.addrs[k] != want {
+			t.Errorf("receive %d at %#x, want %#x", k, f.addrs[k], want)
+		}
+	}
+	if l.tm.completed[0] < l.tm.posted[0] {
+		t.Errorf("timing %+v", l.tm)
+	}
+}
+
+// TestLoopsNoAllocs: a whole run of either loop, posting and polling
+// thousands of times, allocates nothing.
+func TestLoopsNoAllocs(t *testing.T) {
+	f := &fakeSQ{perPoll: 4}
+	l := newSendLoop(f, Read, 2000, 128, 100, false)
+	l.setup(64, 1, 2)
+	testkit.NoAllocs(t, 20, func() {
+		*f = fakeSQ{perPoll: 4}
+		l.setup(64, 1, 2)
+		if err := l.run(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	r := &fakeRQ{perPoll: 16}
+	rl := &recvLoop{qp: r, cq: r, iters: 2000, depth: 512, cycle: 4096, line: 64, rxAddr: 0x20000, tm: newTiming(1, true)}
+	testkit.NoAllocs(t, 20, func() {
+		*r = fakeRQ{perPoll: 16}
+		if err := rl.prepost(64, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.run(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

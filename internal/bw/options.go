@@ -1,0 +1,455 @@
+package bw
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Verb is the operation a tool measures, numbered as perftest's VerbType
+// (the number decides which address fields the tools print).
+type Verb int
+
+const (
+	Send  Verb = 0 // ib_send_bw: SEND, the server posts receives
+	Write Verb = 1 // ib_write_bw: RDMA WRITE into the server's buffer
+	Read  Verb = 2 // ib_read_bw: RDMA READ from the server's buffer
+)
+
+// String is perftest's name of the test ("RDMA_Write BW Test").
+func (v Verb) String() string {
+	switch v {
+	case Send:
+		return "Send"
+	case Write:
+		return "RDMA_Write"
+	case Read:
+		return "RDMA_Read"
+	}
+	return fmt.Sprintf("Verb(%d)", int(v))
+}
+
+// CTool is the perftest program the verb's tool mirrors.
+func (v Verb) CTool() string {
+	switch v {
+	case Send:
+		return "ib_send_bw"
+	case Write:
+		return "ib_write_bw"
+	case Read:
+		return "ib_read_bw"
+	}
+	return ""
+}
+
+// Version is the perftest version whose protocol the tools speak: it is
+// sent to the peer in the version exchange, and perftest 6.06 refuses
+// peers older than 5.70.
+const Version = "6.06"
+
+// perftest's defaults and limits (perftest_parameters.h).
+const (
+	defPort        = 18515
+	defSize        = 65536
+	defIters       = 1000
+	defItersWrite  = 5000
+	defTxDepth     = 128
+	defRxRDMA      = 1
+	defRxSend      = 512
+	defQPTimeout   = 14
+	defCQMod       = 100
+	minIter        = 5
+	maxIter        = 100000000
+	minTx          = 1
+	maxTx          = 15000
+	minRx          = 1
+	maxRx          = 16384
+	minCQMod       = 1
+	maxCQMod       = 1024
+	maxInline      = 912
+	maxGIDIndex    = 64
+	maxSL          = 15
+	maxSize        = 8388608 // -a runs sizes 2 .. maxSize
+	cqModSizeLimit = 8192    // above it, completions are not moderated
+	noPeakIters    = 20000   // above it, the peak is not computed
+	defPageSize    = 4096
+	defCacheLine   = 64
+)
+
+// Options are a tool's command line (perftest's user_param, the part the
+// Go tools implement).
+type Options struct {
+	Server    string // the operand: connect to this host; "" runs the server
+	Port      int    // -p, TCP port of the exchange (18515)
+	Dev       string // -d ("" = the first device)
+	IBPort    int    // -i (1)
+	MTU       int    // -m in bytes (0 = the port's active MTU)
+	Size      uint64 // -s (65536; "64K", "1M" accepted)
+	Iters     uint64 // -n (5000 for write, 1000 otherwise)
+	TxDepth   int    // -t (128)
+	RxDepth   int    // -r (send: 512; write/read: 1)
+	QPTimeout int    // -u (14)
+	SL        int    // -S
+	GIDIndex  int    // -x (-1 = not given)
+	All       bool   // -a: sizes 2 .. 8 MiB
+	CQMod     int    // -Q (100): a completion every CQMod sends
+	NoPeak    bool   // -N
+	Inline    int    // -I (-1 = perftest's default, which is 0 for BW tests)
+	OutReads  int    // -o (read; 0 = the device's maximum)
+	Gbits     bool   // --report_gbits
+
+	reqCQMod bool
+	reqSize  bool
+}
+
+// The options table: perftest's short option string and long options, so
+// that every perftest option is recognised; those the Go tools do not
+// implement are refused by name (see unsupported).
+const shortOpts = "w:y:p:d:i:m:s:n:t:u:S:x:c:q:I:o:M:r:Q:A:l:D:f:B:T:L:E:J:j:K:k:X:W:aFegzRvhbNVCHUOZP"
+
+var longOpts = []longOpt{
+	{"port", true, 'p'}, {"ib-dev", true, 'd'}, {"ib-port", true, 'i'}, {"mtu", true, 'm'},
+	{"size", true, 's'}, {"iters", true, 'n'}, {"tx-depth", true, 't'}, {"qp-timeout", true, 'u'},
+	{"sl", true, 'S'}, {"gid-index", true, 'x'}, {"all", false, 'a'}, {"CPU-freq", false, 'F'},
+	{"connection", true, 'c'}, {"qp", true, 'q'}, {"events", false, 'e'}, {"vector", true, 'X'},
+	{"inline_size", true, 'I'}, {"outs", true, 'o'}, {"mcg", false, 'g'}, {"comm_rdma_cm", false, 'z'},
+	{"rdma_cm", false, 'R'}, {"tos", true, 'T'}, {"hop_limit", true, 'L'}, {"help", false, 'h'},
+	{"MGID", true, 'M'}, {"rx-depth", true, 'r'}, {"bidirectional", false, 'b'}, {"cq-mod", true, 'Q'},
+	{"noPeak", false, 'N'}, {"version", false, 'V'}, {"report-cycles", false, 'C'},
+	{"report-histogrm", false, 'H'}, {"report-unsorted", false, 'U'}, {"atomic_type", true, 'A'},
+	{"dualport", false, 'O'}, {"post_list", true, 'l'}, {"duration", true, 'D'}, {"margin", true, 'f'},
+	{"source_mac", true, 'B'}, {"dest_mac", true, 'E'}, {"dest_ip", true, 'J'}, {"source_ip", true, 'j'},
+	{"dest_port", true, 'K'}, {"source_port", true, 'k'}, {"ethertype", true, 'Y'},
+	{"limit_bw", true, 'w'}, {"limit_msgrate", true, 'y'}, {"server", false, 'Z'}, {"client", false, 'P'},
+	{"mac_fwd", false, 'v'}, {"use_rss", false, 'G'}, {"report-counters", true, 'W'},
+	// Long-only options (perftest keeps them in flag variables).
+	{"force-link", true, 0}, {"remote_mac", true, 0}, {"local_mac", true, 0}, {"remote_ip", true, 0},
+	{"local_ip", true, 0}, {"remote_port", true, 0}, {"local_port", true, 0}, {"run_infinitely", false, 0},
+	{"report_gbits", false, 0}, {"use-srq", false, 0}, {"report-both", false, 0}, {"reversed", false, 0},
+	{"pkey_index", true, 0}, {"inline_recv", true, 0}, {"tcp", false, 0}, {"burst_size", true, 0},
+	{"typical_pkt_size", true, 0}, {"rate_limit", true, 0}, {"rate_limit_type", true, 0},
+	{"rate_units", true, 0}, {"output", true, 0}, {"cpu_util", false, 0}, {"out_json", false, 0},
+	{"out_json_file", true, 0}, {"latency_gap", true, 0}, {"flow_label", true, 0},
+	{"retry_count", true, 0}, {"dont_xchg_versions", false, 0}, {"mmap", true, 0},
+	{"mmap-offset", true, 0}, {"ipv6", false, 0}, {"report-per-port", false, 0}, {"odp", false, 0},
+	{"use_hugepages", false, 0}, {"use_old_post_send", false, 0}, {"promiscuous", false, 0},
+	{"raw_mcast", false, 0}, {"mr_per_qp", false, 0}, {"dlid", true, 0}, {"tclass", true, 0},
+	{"wait_destroy", true, 0}, {"flows", true, 0}, {"flows_burst", true, 0}, {"reply_every", true, 0},
+	{"perform_warm_up", false, 0}, {"vlan_en", false, 0}, {"vlan_pcp", true, 0},
+	{"recv_post_list", true, 0}, {"disable_pcie_relaxed", false, 0},
+}
+
+// errHelp and errVersion end the tool after -h or -V, with perftest's
+// exit status 1.
+var (
+	errHelp    = &usageError{}
+	errVersion = &usageError{}
+)
+
+// cValue parses an option argument as perftest's CHECK_VALUE does:
+// strtol(arg, &end, 0), which must consume the whole argument.
+func cValue(arg, name, typ string) (int64, error) {
+	s := strings.TrimLeft(arg, " \t\n\v\f\r")
+	v, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || strings.ContainsAny(s, "_oObB") {
+		return 0, &usageError{fmt.Sprintf(" %s argument %s should be %s", name, arg, typ)}
+	}
+	return v, nil
+}
+
+func inRange(arg, name string, lo, hi int64) (int64, error) {
+	v, err := cValue(arg, name, "int")
+	if err != nil {
+		return 0, err
+	}
+	if v < lo || v > hi {
+		return 0, &usageError{fmt.Sprintf(" %s should be between %d and %d", name, lo, hi)}
+	}
+	return v, nil
+}
+
+// ParseArgs parses a tool's arguments (without the program name) with
+// perftest's options, defaults, checks and dependencies. A *usageError
+// carries perftest's message; -h and -V return errHelp and errVersion
+// after the caller printed nothing yet (Main prints the usage or the
+// version).
+func ParseArgs(v Verb, args []string) (Options, error) {
+	o := Options{Port: defPort, IBPort: 1, Size: defSize, Iters: defIters, TxDepth: defTxDepth,
+		RxDepth: defRxRDMA, QPTimeout: defQPTimeout, GIDIndex: -1, CQMod: defCQMod, Inline: -1}
+	if v == Write {
+		o.Iters = defItersWrite
+	}
+	if v == Send {
+		o.RxDepth = defRxSend
+	}
+	opts, operands, err := getopt(args, shortOpts, longOpts)
+	if err != nil {
+		return Options{}, err
+	}
+	for _, p := range opts {
+		var n int64
+		switch p.val {
+		case 'p':
+			if n, err = cValue(p.arg, "Port", "int"); err == nil {
+				o.Port = int(int32(n))
+			}
+		case 'd':
+			o.Dev = p.arg
+		case 'i':
+			if n, err = cValue(p.arg, "IB Port", "uint8_t"); err == nil {
+				o.IBPort = int(uint8(n))
+				if o.IBPort < 1 {
+					err = &usageError{"IB Port can't be less than 1"}
+				}
+			}
+		case 'm':
+			if n, err = cValue(p.arg, "MTU", "int"); err == nil {
+				o.MTU = int(int32(n))
+			}
+		case 'n':
+			if n, err = inRange(p.arg, "Iteration num", minIter, maxIter); err == nil {
+				o.Iters = uint64(n)
+			}
+		case 't':
+			if n, err = inRange(p.arg, "Tx depth", minTx, maxTx); err == nil {
+				o.TxDepth = int(n)
+			}
+		case 'u':
+			if n, err = cValue(p.arg, "QP Timeout", "uint8_t"); err == nil {
+				o.QPTimeout = int(uint8(n))
+			}
+		case 'S':
+			if n, err = cValue(p.arg, "Service Level", "uint8_t"); err == nil {
+				o.SL = int(uint8(n))
+				if o.SL > maxSL {
+					err = &usageError{fmt.Sprintf(" Only %d Service levels", maxSL)}
+				}
+			}
+		case 'x':
+			if n, err = cValue(p.arg, "Gid index", "uint8_t"); err == nil {
+				o.GIDIndex = int(uint8(n))
+				if o.GIDIndex > maxGIDIndex {
+					err = &usageError{fmt.Sprintf(" Gid index should be between 0 and %d", maxGIDIndex)}
+				}
+			}
+		case 'c':
+			if p.arg != "RC" {
+				err = &usageError{fmt.Sprintf(" -c %s: this port runs RC only", p.arg)}
+			}
+		case 'q':
+			if n, err = inRange(p.arg, "num of Qps", 1, 16384); err == nil && n != 1 {
+				err = &usageError{" -q: this port runs one QP"}
+			}
+		case 'I':
+			if n, err = inRange(p.arg, "Max inline", 0, maxInline); err == nil {
+				o.Inline = int(n)
+				if v == Read {
+					err = &usageError{" Inline feature not available on READ/Atomic verbs"}
+				}
+			}
+		case 'o':
+			if n, err = cValue(p.arg, "Outstanding Reads", "int"); err == nil {
+				o.OutReads = int(int32(n))
+				if v != Read {
+					err = &usageError{" Setting Outstanding reads only available on READ verb"}
+				}
+			}
+		case 'r':
+			if n, err = inRange(p.arg, " Rx depth", minRx, maxRx); err == nil {
+				o.RxDepth = int(n)
+				if v != Send && o.RxDepth > defRxRDMA {
+					err = &usageError{" On RDMA verbs rx depth can be only 1"}
+				}
+			}
+		case 'Q':
+			if n, err = inRange(p.arg, "CQ moderation", minCQMod, maxCQMod); err == nil {
+				o.CQMod, o.reqCQMod = int(n), true
+			}
+		case 'a':
+			o.All = true
+		case 'F':
+			// perftest: do not warn about the CPU frequency; the Go tools
+			// time with the monotonic clock and never warn.
+		case 'N':
+			o.NoPeak = true
+		case 'V':
+			return o, errVersion
+		case 'h':
+			return o, errHelp
+		case 's':
+			o.Size, err = parseSize(p.arg)
+			o.reqSize = true
+		case 0:
+			switch p.name {
+			case "report_gbits":
+				o.Gbits = true
+			case "use_old_post_send", "disable_pcie_relaxed":
+				// Nothing to choose: the Go tools always post with PostSend
+				// and never ask for relaxed ordering.
+			default:
+				err = unsupported("--" + p.name)
+			}
+		default:
+			err = unsupported(fmt.Sprintf("-%c", p.val))
+		}
+		if err != nil {
+			return Options{}, err
+		}
+	}
+	switch len(operands) {
+	case 0:
+	case 1:
+		o.Server = operands[0]
+	default:
+		return Options{}, &usageError{" Invalid Command line. Please check command rerun "}
+	}
+	o.forceDependencies(v)
+	return o, nil
+}
+
+func unsupported(opt string) error {
+	return &usageError{fmt.Sprintf(" %s: not supported by this port of perftest (pureverbs)", opt)}
+}
+
+// parseSize reads -s as perftest does: strtol(arg, NULL, 0) of the
+// argument without a trailing K or M, times 1024 or 1024*1024.
+func parseSize(arg string) (uint64, error) {
+	factor := int64(1)
+	switch {
+	case strings.HasSuffix(arg, "K"):
+		arg, factor = strings.TrimSuffix(arg, "K"), 1024
+	case strings.HasSuffix(arg, "M"):
+		arg, factor = strings.TrimSuffix(arg, "M"), 1024*1024
+	}
+	n := strtolPrefix(arg) * factor
+	if n < 1 || n > (1<<32-1)/2 {
+		return 0, &usageError{fmt.Sprintf(" Message Size should be between %d and %d", 1, (1<<32-1)/2)}
+	}
+	return uint64(n), nil
+}
+
+// strtolPrefix is strtol(s, NULL, 0) for what the tools need: leading
+// space, a sign, a 0x/0 prefix, and digits up to the first other
+// character.
+func strtolPrefix(s string) int64 {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	base := int64(10)
+	switch {
+	case len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'):
+		base, s = 16, s[2:]
+	case len(s) > 1 && s[0] == '0':
+		base = 8
+	}
+	var v int64
+	for _, c := range []byte(s) {
+		d := int64(-1)
+		switch {
+		case c >= '0' && c <= '9':
+			d = int64(c - '0')
+		case c >= 'a' && c <= 'f':
+			d = int64(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			d = int64(c-'A') + 10
+		}
+		if d < 0 || d >= base || v > 1<<40 {
+			break
+		}
+		v = v*base + d
+	}
+	if neg {
+		return -v
+	}
+	return v
+}
+
+// forceDependencies is perftest's force_dependecies for what the Go tools
+// implement (RC, one QP, iterations).
+func (o *Options) forceDependencies(v Verb) {
+	if uint64(o.TxDepth) > o.Iters {
+		o.TxDepth = int(o.Iters)
+	}
+	if v == Send && uint64(o.RxDepth) > o.Iters {
+		o.RxDepth = int(o.Iters)
+	}
+	// Large messages complete one by one: moderation would make the
+	// average depend on the last group.
+	if o.Size > cqModSizeLimit && !o.All && !o.reqCQMod {
+		o.CQMod = 1
+	}
+	if o.CQMod > o.TxDepth {
+		o.CQMod = o.TxDepth
+	}
+	if v == Read {
+		o.Inline = 0
+	}
+	if o.All {
+		o.Size = maxSize
+	}
+	if v == Send && o.Server == "" {
+		o.NoPeak = true // the server times from its first receive
+	}
+	if v == Send && o.RxDepth%2 == 1 && !o.All {
+		o.RxDepth++ // perftest's "WA for a bug when rx_depth is odd in SEND"
+	}
+	if o.Iters > noPeakIters {
+		o.NoPeak = true
+	}
+	if o.Inline < 0 {
+		o.Inline = 0 // perftest's default inline size of BW tests
+	}
+}
+
+// Usage writes the tool's usage text (stdout, as perftest prints it).
+func Usage(w io.Writer, v Verb, prog string) {
+	fmt.Fprintf(w, "Usage:\n  %s            start a server and wait for connection\n  %s <host>     connect to server at <host>\n\nOptions:\n", prog, prog)
+	iters := defIters
+	if v == Write {
+		iters = defItersWrite
+	}
+	lines := []string{
+		"  -a, --all  Run sizes from 2 till 2^23",
+		"  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)",
+		"  -F, --CPU-freq  Accepted for perftest compatibility (the Go tools time with the monotonic clock)",
+		"  -h, --help  Show this help screen.",
+		"  -i, --ib-port=<port>  Use port <port> of IB device (default 1)",
+	}
+	if v != Read {
+		lines = append(lines, "  -I, --inline_size=<size>  Max size of message to be sent in inline (default 0 in BW tests)")
+	}
+	lines = append(lines,
+		"  -m, --mtu=<mtu>  MTU size : 256 - 4096 (default port mtu)",
+		fmt.Sprintf("  -n, --iters=<iters>  Number of exchanges (at least %d, default %d)", minIter, iters),
+		"  -N, --noPeak  Skip the peak bandwidth (its timestamps) in the report",
+	)
+	if v == Read {
+		lines = append(lines, "  -o, --outs=<num>  num of outstanding read/atom(default max of device)")
+	}
+	lines = append(lines,
+		"  -p, --port=<port>  Listen on/connect to port <port> (default 18515)",
+		fmt.Sprintf("  -Q, --cq-mod  Generate Cqe only after <--cq-mod> completion (default %d)", defCQMod),
+	)
+	if v == Send {
+		lines = append(lines, fmt.Sprintf("  -r, --rx-depth=<dep>  Rx queue size (default %d).", defRxSend))
+	}
+	lines = append(lines,
+		fmt.Sprintf("  -s, --size=<size>  Size of message to exchange (default %d)", defSize),
+		"  -S, --sl=<sl>  SL (default 0)",
+		fmt.Sprintf("  -t, --tx-depth=<dep>  Size of tx queue (default %d)", defTxDepth),
+		fmt.Sprintf("  -u, --qp-timeout=<timeout>  QP timeout, timeout value is 4 usec * 2 ^(timeout), default %d", defQPTimeout),
+		"  -V, --version  Display version number",
+		"  -x, --gid-index=<index>  Test uses GID with GID index",
+		"      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)",
+	)
+	lines = append(lines, "",
+		" This Go port runs RC over one QP, exchanging addresses over TCP as perftest "+Version+" does,",
+		" so either side may be "+v.CTool()+". Other perftest options are refused.")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+}

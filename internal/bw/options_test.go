@@ -1,0 +1,109 @@
+package bw
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseArgsDefaults(t *testing.T) {
+	for _, c := range []struct {
+		v      Verb
+		args   []string
+		iters  uint64
+		rx, cq int
+		server string
+		noPeak bool
+		size   uint64
+		tx     int
+		inline int
+	}{
+		// Large messages: no completion moderation.
+		{Write, nil, 5000, 1, 1, "", false, 65536, 128, 0},
+		{Read, []string{"host"}, 1000, 1, 1, "host", false, 65536, 128, 0},
+		// The send server times from its first receive, without a peak.
+		{Send, nil, 1000, 512, 1, "", true, 65536, 128, 0},
+		{Send, []string{"h"}, 1000, 512, 1, "h", false, 65536, 128, 0},
+		// Small messages keep CQ moderation 100.
+		{Write, []string{"-s", "4096", "h"}, 5000, 1, 100, "h", false, 4096, 128, 0},
+		// tx depth and rx depth are capped at the iterations, cq_mod at tx depth.
+		{Send, []string{"-n", "50", "-s", "64", "h"}, 50, 50, 50, "h", false, 64, 50, 0},
+		// An odd rx depth of SEND is made even.
+		{Send, []string{"-r", "7"}, 1000, 8, 1, "", true, 65536, 128, 0},
+		// -a: sizes up to 8 MiB, moderation kept.
+		{Write, []string{"-a", "h"}, 5000, 1, 100, "h", false, 8388608, 128, 0},
+		// Above 20000 iterations perftest drops the peak.
+		{Write, []string{"-n", "20001", "h"}, 20001, 1, 1, "h", true, 65536, 128, 0},
+		// Options after the operand (getopt permutes), clustered, long, sizes with K/M.
+		{Write, []string{"h", "-aF", "--iters=100", "--size", "2K"}, 100, 1, 100, "h", false, 8388608, 100, 0},
+		{Send, []string{"-s", "1M", "-I", "64", "--report_gbits", "h"}, 1000, 512, 1, "h", false, 1 << 20, 128, 64},
+		{Write, []string{"-s", "0x100", "-Q", "4", "h"}, 5000, 1, 4, "h", false, 256, 128, 0},
+	} {
+		o, err := ParseArgs(c.v, c.args)
+		if err != nil {
+			t.Errorf("%v %q: %v", c.v, c.args, err)
+			continue
+		}
+		if o.Iters != c.iters || o.RxDepth != c.rx || o.CQMod != c.cq || o.Server != c.server || o.NoPeak != c.noPeak ||
+			o.Size != c.size || o.TxDepth != c.tx || o.Inline != c.inline || o.Port != 18515 || o.IBPort != 1 {
+			t.Errorf("%v %q: %+v", c.v, c.args, o)
+		}
+	}
+	o, _ := ParseArgs(Send, []string{"--report_gbits", "-x", "3", "-d", "rxe0", "-p", "20001", "-i", "1", "-m", "1024", "-u", "20", "-S", "2", "-N"})
+	if !o.Gbits || o.GIDIndex != 3 || o.Dev != "rxe0" || o.Port != 20001 || o.MTU != 1024 || o.QPTimeout != 20 || o.SL != 2 || !o.NoPeak {
+		t.Errorf("%+v", o)
+	}
+	if o, _ := ParseArgs(Write, nil); o.GIDIndex != -1 {
+		t.Errorf("default GID index %d, want -1", o.GIDIndex)
+	}
+}
+
+func TestParseArgsErrors(t *testing.T) {
+	for _, c := range []struct {
+		v    Verb
+		args []string
+		want string
+	}{
+		{Write, []string{"-n", "4"}, " Iteration num should be between 5 and 100000000"},
+		{Write, []string{"-n", "12x"}, " Iteration num argument 12x should be int"},
+		{Write, []string{"-t", "0"}, " Tx depth should be between 1 and 15000"},
+		{Write, []string{"-r", "2"}, " On RDMA verbs rx depth can be only 1"},
+		{Read, []string{"-I", "8"}, " Inline feature not available on READ/Atomic verbs"},
+		{Write, []string{"-o", "4"}, " Setting Outstanding reads only available on READ verb"},
+		{Write, []string{"-s", "0"}, " Message Size should be between 1 and 2147483647"},
+		{Write, []string{"-S", "16"}, " Only 15 Service levels"},
+		{Write, []string{"-b"}, " -b: not supported by this port of perftest (pureverbs)"},
+		{Write, []string{"--run_infinitely"}, " --run_infinitely: not supported by this port of perftest (pureverbs)"},
+		{Write, []string{"-c", "UC"}, " -c UC: this port runs RC only"},
+		{Write, []string{"-q", "2"}, " -q: this port runs one QP"},
+		{Write, []string{"a", "b"}, " Invalid Command line. Please check command rerun "},
+		{Write, []string{"-k", "1"}, " -k: not supported by this port of perftest (pureverbs)"},
+		{Write, []string{"-Z"}, " -Z: not supported by this port of perftest (pureverbs)"},
+		{Write, []string{"-y"}, "option requires an argument -- 'y'"},
+		{Write, []string{"--nosuch"}, "unrecognized option '--nosuch'"},
+		{Write, []string{"--re"}, "option '--re' is ambiguous; possibilities: '--report-cycles' '--report-histogrm' '--report-unsorted' '--report-counters' '--remote_mac' '--remote_ip' '--remote_port' '--report_gbits' '--report-both' '--reversed' '--retry_count' '--report-per-port' '--reply_every' '--recv_post_list'"},
+	} {
+		_, err := ParseArgs(c.v, c.args)
+		var ue *usageError
+		if !errors.As(err, &ue) || ue.msg != c.want {
+			t.Errorf("%v %q: %v, want %q", c.v, c.args, err, c.want)
+		}
+	}
+}
+
+func TestMainHelpVersion(t *testing.T) {
+	var out, errb bytes.Buffer
+	if rc := Main(Read, "readbw", []string{"-V"}, &out, &errb); rc != 1 || out.String() != "Version: 6.06\n" {
+		t.Errorf("-V: rc %d, %q", rc, out.String())
+	}
+	out.Reset()
+	if rc := Main(Send, "sendbw", []string{"-h"}, &out, &errb); rc != 1 || !strings.Contains(out.String(), "  -r, --rx-depth=<dep>") ||
+		!strings.HasPrefix(out.String(), "Usage:\n  sendbw            start a server") {
+		t.Errorf("-h: rc %d:\n%s", rc, out.String())
+	}
+	out.Reset()
+	if rc := Main(Write, "writebw", []string{"-e"}, &out, &errb); rc != 1 || errb.String() != " -e: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n" {
+		t.Errorf("-e: rc %d, stderr %q", rc, errb.String())
+	}
+}

@@ -1,0 +1,78 @@
+package bw
+
+import (
+	"bytes"
+	"math"
+	"testing"
+)
+
+// A steady run: one message every 1000 ns (65536 B: 62.5 MiB/s), each
+// completing 5000 ns after its post.
+func steady(n int, every int64) *timing {
+	tm := &timing{posted: make([]int64, n), completed: make([]int64, n)}
+	for i := range n {
+		tm.posted[i] = 1000 + int64(i)*every
+		tm.completed[i] = tm.posted[i] + 5*every
+	}
+	return tm
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+func TestComputeReport(t *testing.T) {
+	tm := steady(1000, 1000)
+	r := computeReport(65536, 1000, tm, 1, false, false)
+	// Average: 1000 messages between the first post and the last
+	// completion (999+5 intervals).
+	wantAvg := 65536.0 * 1000 * 1e9 / (1004000.0 * 0x100000)
+	if r.Size != 65536 || r.Iters != 1000 || !near(r.Avg, wantAvg) || !near(r.MsgRate, 1000*1e9/(1004000.0*1e6)) {
+		t.Errorf("%+v, want average %v", r, wantAvg)
+	}
+	// Peak: the best stretch from a post to a later completion, 1004000/1000
+	// ns per message = 1004 (integer division, as perftest's cycles).
+	if want := 65536.0 * 1e9 / (1004 * 0x100000); !near(r.Peak, want) {
+		t.Errorf("peak %v, want %v", r.Peak, want)
+	}
+	g := computeReport(65536, 1000, tm, 1, false, true)
+	if !near(g.Avg, r.Avg*0x100000/125000000) {
+		t.Errorf("Gb/s average %v", g.Avg)
+	}
+	// Moderated: only every 100th completion has a timestamp; the others
+	// (0) never win the minimum.
+	mod := &timing{posted: tm.posted, completed: make([]int64, 1000)}
+	for j := 99; j < 1000; j += 100 {
+		mod.completed[j] = tm.completed[j]
+	}
+	m := computeReport(4096, 1000, mod, 100, false, false)
+	if m.Peak <= 0 || math.IsInf(m.Peak, 0) || !near(m.Avg, 4096.0*1000*1e9/(1004000.0*0x100000)) {
+		t.Errorf("moderated: %+v", m)
+	}
+	// Without the peak: [0] holds the start and the end.
+	np := computeReport(4096, 1000, &timing{posted: []int64{0}, completed: []int64{2e9}}, 100, true, false)
+	if np.Peak != 0 || !near(np.Avg, 4096.0*1000/2/0x100000) || !near(np.MsgRate, 500.0/1e6) {
+		t.Errorf("no peak: %+v", np)
+	}
+}
+
+// The result lines as perftest prints them (REPORT_FMT and, for averages
+// below 0.1 Gb/s, REPORT_FMT_EXT), and ParseReports reading them back.
+func TestWriteReport(t *testing.T) {
+	var b bytes.Buffer
+	writeHeader(&b, false)
+	writeReport(&b, Report{Size: 65536, Iters: 2000, Peak: 32.05, Avg: 17.02, MsgRate: 0.000272}, false)
+	want := resultLine + " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n" +
+		" 65536      2000             32.05              17.02  \t\t   0.000272\n"
+	if b.String() != want {
+		t.Errorf("got\n%q\nwant\n%q", b.String(), want)
+	}
+	b.Reset()
+	writeReport(&b, Report{Size: 2, Iters: 5000, Peak: 0.01, Avg: 0.002, MsgRate: 0.125}, true)
+	ext := " 2          5000           0.010000            0.002000            0.125000\n"
+	if b.String() != ext {
+		t.Errorf("got %q, want %q", b.String(), ext)
+	}
+	rs := ParseReports("junk\n" + ext + " 4096       300              0.00               37.03  \t\t   0.009479\n")
+	if len(rs) != 2 || rs[0].Size != 2 || rs[0].Avg != 0.002 || rs[1] != (Report{Size: 4096, Iters: 300, Avg: 37.03, MsgRate: 0.009479}) {
+		t.Errorf("ParseReports: %+v", rs)
+	}
+}

@@ -1,0 +1,712 @@
+// Package bw is the shared code of the Go bandwidth tools cmd/writebw,
+// cmd/readbw and cmd/sendbw, ports of perftest's ib_write_bw, ib_read_bw
+// and ib_send_bw (perftest 6.06, as Debian 12 ships it) over one RC QP.
+// They take perftest's options (those that make sense for one RC QP),
+// exchange QPN, PSN, GID, rkey and buffer address over TCP with perftest's
+// "Ethernet" method, message for message, and print its tables, so that
+// either side of a run may be the C tool.
+package bw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// Main is a whole tool: it parses args (without the program name) as
+// perftest does, runs the test and returns the exit status (perftest's:
+// 0, or 1 after any failure, -h and -V included).
+func Main(v Verb, prog string, args []string, stdout, stderr io.Writer) int {
+	o, err := ParseArgs(v, args)
+	switch {
+	case err == errVersion:
+		fmt.Fprintf(stdout, "Version: %s\n", Version)
+		return 1
+	case err == errHelp:
+		Usage(stdout, v, prog)
+		return 1
+	case err != nil:
+		var ue *usageError
+		if errors.As(err, &ue) && ue.msg != "" {
+			fmt.Fprintf(stderr, "%s\n", ue.msg)
+		}
+		fmt.Fprintln(stderr, " Parser function exited with Error")
+		return 1
+	}
+	if err := Run(context.Background(), v, o, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// test is one run's state (perftest's pingpong_context and the parts of
+// user_param that change during the run).
+type test struct {
+	v      Verb
+	o      Options
+	stdout io.Writer
+	stderr io.Writer
+	client bool
+
+	dev    *uverbs.Context
+	pd     *uverbs.PD
+	buf    *uverbs.Buffer
+	mem    []byte
+	mr     *uverbs.MR
+	sendCQ *uverbs.CQ
+	recvCQ *uverbs.CQ // send only
+	qp     *uverbs.QP
+	c      *conn
+
+	linkEth   bool
+	mtu       uverbs.MTU
+	outReads  int
+	gidIndex  int
+	cycle     uint64 // perftest's cycle buffer: the page size, the larger of both sides'
+	cacheLine uint64
+	bufSize   uint64 // the larger of size and the cycle buffer
+	half      uint64 // bufSize rounded up to cache lines: where the second half starts
+	my, rem   Dest
+
+	send sendLoop
+	recv recvLoop
+}
+
+// Run runs one side of the test with parsed options: the server when
+// o.Server is empty, else the client connecting to it. It prints what
+// perftest prints on stdout; an error carries the lines perftest would
+// print on stderr. ctx bounds the TCP connection set-up.
+func Run(ctx context.Context, v Verb, o Options, stdout, stderr io.Writer) error {
+	t := &test{v: v, o: o, stdout: stdout, stderr: stderr, client: o.Server != "", gidIndex: o.GIDIndex}
+	err := t.run(ctx)
+	if t.c != nil {
+		t.c.Close()
+	}
+	if err != nil {
+		t.release()
+		return err
+	}
+	return t.close()
+}
+
+func (t *test) run(ctx context.Context) error {
+	if err := t.open(); err != nil {
+		return err
+	}
+	if !t.client {
+		io.WriteString(t.stdout, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+	}
+	var err error
+	if t.client {
+		t.c, err = dial(ctx, t.o.Server, t.o.Port)
+	} else {
+		t.c, err = accept(ctx, t.o.Port)
+	}
+	if err != nil {
+		return withLines(err, " Unable to init the socket connection")
+	}
+	if err := t.exchangeParams(); err != nil {
+		return err
+	}
+	if err := t.createResources(); err != nil {
+		return err
+	}
+	if err := t.setUpConnection(); err != nil {
+		return err
+	}
+	t.printTestInfo()
+	if err := t.connect(); err != nil {
+		return err
+	}
+	if t.v == Send {
+		return t.runSend()
+	}
+	return t.runRDMA()
+}
+
+// withLines appends lines to an error's message.
+func withLines(err error, lines ...string) error {
+	var m msgError
+	if errors.As(err, &m) {
+		return append(append(msgError{}, m...), lines...)
+	}
+	return append(msgError{err.Error()}, lines...)
+}
+
+// open finds and opens the device and checks the port (ctx_find_dev,
+// ctx_open_device, check_link).
+func (t *test) open() error {
+	devs, err := uverbs.Devices()
+	if err != nil || len(devs) == 0 {
+		return msgError{" Did not detect devices ", " If device exists, check if driver is up", " Unable to find the Infiniband/RoCE device"}
+	}
+	dev := devs[0]
+	if t.o.Dev != "" {
+		found := false
+		for _, d := range devs {
+			if d.Name == t.o.Dev {
+				dev, found = d, true
+			}
+		}
+		if !found {
+			return msgError{fmt.Sprintf("IB device %s not found", t.o.Dev), " Unable to find the Infiniband/RoCE device"}
+		}
+	}
+	t.o.Dev = dev.Name
+	t.dev, err = uverbs.Open(dev)
+	if err != nil {
+		return msgError{" Couldn't get context for the device", "  (" + err.Error() + ")"}
+	}
+	pa, err := t.dev.QueryPort(t.o.IBPort)
+	if err != nil {
+		return msgError{fmt.Sprintf(" Unable to query port %d attributes", t.o.IBPort), " Couldn't set the link layer", " Couldn't get context for the device"}
+	}
+	if pa.State != uverbs.PortActive {
+		return msgError{fmt.Sprintf(" Port number %d state is %s", t.o.IBPort, pa.State), " Couldn't set the link layer", " Couldn't get context for the device"}
+	}
+	t.linkEth = pa.LinkLayer == uverbs.LinkLayerEthernet
+	if t.linkEth && t.gidIndex == -1 {
+		t.gidIndex = 0 // and set_up_connection picks the best one
+	}
+	t.mtu = pa.ActiveMTU
+	if t.o.MTU != 0 {
+		if m := mtuFromBytes(t.o.MTU); m == 0 {
+			fmt.Fprintf(t.stderr, " Invalid MTU - %d \n Please choose mtu from {256,512,1024,2048,4096}\n Will run with the port active mtu - %d\n", t.o.MTU, pa.ActiveMTU)
+		} else if m > pa.ActiveMTU {
+			fmt.Fprintf(t.stdout, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", pa.ActiveMTU)
+		} else {
+			t.mtu = m
+		}
+	}
+	t.outReads = 1
+	if t.v == Read {
+		attr, err := t.dev.QueryDevice()
+		if err != nil {
+			return msgError{" Couldn't query the device", "  (" + err.Error() + ")"}
+		}
+		t.outReads = t.o.OutReads
+		switch {
+		case t.outReads > attr.MaxQPRdAtom:
+			io.WriteString(t.stdout, resultLine)
+			fmt.Fprintf(t.stderr, " Number of outstanding reads is above max = %d\n Changing to that max value\n", attr.MaxQPRdAtom)
+			t.outReads = attr.MaxQPRdAtom
+		case t.outReads <= 0:
+			t.outReads = attr.MaxQPRdAtom
+		}
+	}
+	return nil
+}
+
+// mtuFromBytes is set_mtu's switch: 256 .. 4096 bytes, or 0.
+func mtuFromBytes(n int) uverbs.MTU {
+	switch n {
+	case 256:
+		return 1
+	case 512:
+		return 2
+	case 1024:
+		return 3
+	case 2048:
+		return 4
+	case 4096:
+		return 5
+	}
+	return 0
+}
+
+// exchangeParams runs the exchanges before the resources exist:
+// versions, page and cache line sizes, MTU (exchange_versions,
+// check_version_compatibility, check_sys_data, check_mtu).
+func (t *test) exchangeParams() error {
+	remVersion, rv, err := t.c.versions()
+	if err != nil {
+		return err
+	}
+	if rv < 5.70 {
+		return msgError{fmt.Sprintf("Current implementation is not compatible with versions older than 5.70 (the peer is %q)", remVersion)}
+	}
+	page := uint64(os.Getpagesize())
+	line := cacheLineSize()
+	rp, err := t.c.xchgInt32(int32(page))
+	if err != nil {
+		return err
+	}
+	rl, err := t.c.xchgInt32(int32(line))
+	if err != nil {
+		return err
+	}
+	t.cycle = max(page, uint64(max(rp, 0)))
+	t.cacheLine = max(line, uint64(max(rl, 0)))
+	rm, err := t.c.xchgMTU(t.mtu)
+	if err != nil {
+		return err
+	}
+	if rm >= 1 && rm <= 5 && uverbs.MTU(rm) < t.mtu {
+		t.mtu = uverbs.MTU(rm)
+	}
+	return nil
+}
+
+// cacheLineSize is get_cache_line_size: the L1 data cache line, 64 if
+// unknown.
+func cacheLineSize() uint64 {
+	b, err := os.ReadFile("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size")
+	if err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+			return uint64(n)
+		}
+	}
+	return defCacheLine
+}
+
+// createResources is alloc_ctx and ctx_init for one RC QP: a buffer of
+// two halves (the local messages, and the area the peer writes to, reads
+// from or receives into), PD, MR, CQs, the QP in INIT.
+func (t *test) createResources() error {
+	o := &t.o
+	t.bufSize = max(o.Size, t.cycle)
+	t.half = inc(t.bufSize, t.cacheLine)
+	n := t.half * 2
+	var err error
+	t.buf, err = uverbs.AllocBuffer(int(n))
+	if err != nil {
+		return msgError{"Couldn't allocate work buf.", "  (" + err.Error() + ")"}
+	}
+	t.mem = t.buf.Bytes()
+	// perftest fills the buffer with rand(); any bytes do.
+	for i := range t.mem {
+		t.mem[i] = byte(i*7 + 1)
+	}
+	t.pd, err = t.dev.AllocPD()
+	if err != nil {
+		return msgError{"Couldn't allocate PD", "  (" + err.Error() + ")"}
+	}
+	access := uverbs.AccessLocalWrite
+	switch t.v {
+	case Write:
+		access |= uverbs.AccessRemoteWrite
+	case Read:
+		access |= uverbs.AccessRemoteRead
+	}
+	t.mr, err = t.pd.RegMR(t.mem, access)
+	if err != nil {
+		return msgError{"Couldn't allocate MR", "  (" + err.Error() + ")"}
+	}
+	t.sendCQ, err = t.dev.CreateCQ(o.TxDepth, nil)
+	if err != nil {
+		return msgError{"Couldn't create CQ", "  (" + err.Error() + ")"}
+	}
+	t.recvCQ = t.sendCQ
+	if t.v == Send {
+		t.recvCQ, err = t.dev.CreateCQ(o.RxDepth, nil)
+		if err != nil {
+			return msgError{"Couldn't create a receiver CQ", "  (" + err.Error() + ")"}
+		}
+	}
+	t.qp, err = t.pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: t.sendCQ, RecvCQ: t.recvCQ,
+		Cap: uverbs.QPCap{MaxSendWR: o.TxDepth, MaxSendSGE: 1, MaxRecvWR: o.RxDepth, MaxRecvSGE: 1, MaxInlineData: o.Inline}})
+	if err != nil {
+		return msgError{"Couldn't create QP", "  (" + err.Error() + ")"}
+	}
+	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: uint8(o.IBPort)}
+	switch t.v {
+	case Read:
+		attr.AccessFlags = uverbs.AccessRemoteRead
+	case Write:
+		attr.AccessFlags = uverbs.AccessRemoteWrite
+	case Send:
+		attr.AccessFlags = uverbs.AccessRemoteWrite | uverbs.AccessLocalWrite
+	}
+	if err := t.qp.Modify(&attr, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+		return msgError{"Failed to modify QP to INIT", "  (" + err.Error() + ")", " Couldn't create IB resources"}
+	}
+	return nil
+}
+
+// setUpConnection fills in this side's address (set_up_connection): the
+// GID (the best one of the port unless -x chose it), QPN, a random PSN,
+// the rkey and the address of the buffer's second half.
+func (t *test) setUpConnection() error {
+	if t.gidIndex != -1 {
+		if t.o.GIDIndex == -1 {
+			t.gidIndex = t.bestGIDIndex()
+		}
+		e, err := t.dev.QueryGID(t.o.IBPort, t.gidIndex)
+		if err != nil {
+			return msgError{" Unable to set up socket connection", "  (" + err.Error() + ")"}
+		}
+		t.my.GID = e.GID
+	}
+	pa, err := t.dev.QueryPort(t.o.IBPort)
+	if err != nil {
+		return msgError{" Unable to set up socket connection", "  (" + err.Error() + ")"}
+	}
+	t.my.LID = pa.LID
+	t.my.QPN = t.qp.QPN()
+	t.my.PSN = rand.Uint32() & 0xffffff
+	t.my.RKey = t.mr.RKey()
+	t.my.OutReads = t.outReads
+	t.my.VAddr = t.mr.Addr() + t.bufSize
+	return nil
+}
+
+// bestGIDIndex is get_best_gid_index: prefer an IPv4-mapped GID, then
+// RoCE v2 over v1.
+func (t *test) bestGIDIndex() int {
+	tbl, err := t.dev.QueryGIDTable()
+	if err != nil {
+		return 0
+	}
+	var port []uverbs.GIDEntry
+	for _, e := range tbl {
+		if e.Port == t.o.IBPort {
+			port = append(port, e)
+		}
+	}
+	best := -1
+	for i, e := range port {
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := port[best]
+		v4, bv4 := isV4Mapped(e.GID), isV4Mapped(b.GID)
+		switch {
+		case v4 && !bv4:
+			best = i
+		case v4 == bv4 && e.Type == uverbs.GIDTypeRoCEv2 && b.Type == uverbs.GIDTypeRoCEv1:
+			best = i
+		}
+	}
+	if best < 0 {
+		return 0
+	}
+	return port[best].Index
+}
+
+func isV4Mapped(g uverbs.GID) bool {
+	for _, b := range g[:10] {
+		if b != 0 {
+			return false
+		}
+	}
+	return g[10] == 0xff && g[11] == 0xff
+}
+
+// printTestInfo is ctx_print_test_info.
+func (t *test) printTestInfo() {
+	w := t.stdout
+	o := &t.o
+	io.WriteString(w, resultLine)
+	fmt.Fprintf(w, "                    %s BW Test\n", t.v)
+	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", o.Dev)
+	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : IB\n")
+	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
+	fmt.Fprintf(w, " PCIe relax order: OFF\n")
+	fmt.Fprintf(w, " ibv_wr* API     : OFF\n")
+	if t.client {
+		fmt.Fprintf(w, " TX depth        : %d\n", o.TxDepth)
+	}
+	if t.v == Send && !t.client {
+		fmt.Fprintf(w, " RX depth        : %d\n", o.RxDepth)
+	}
+	fmt.Fprintf(w, " CQ Moderation   : %d\n", o.CQMod)
+	fmt.Fprintf(w, " Mtu             : %d[B]\n", t.mtu.Bytes())
+	link := "IB"
+	if t.linkEth {
+		link = "Ethernet"
+	}
+	fmt.Fprintf(w, " Link type       : %s\n", link)
+	if t.gidIndex != -1 {
+		fmt.Fprintf(w, " GID index       : %d\n", t.gidIndex)
+	}
+	if t.v != Read {
+		fmt.Fprintf(w, " Max inline data : %d[B]\n", o.Inline)
+	} else {
+		fmt.Fprintf(w, " Outstand reads  : %d\n", t.outReads)
+	}
+	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
+	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	io.WriteString(w, resultLine)
+}
+
+// printDest is ctx_print_pingpong_data.
+func (t *test) printDest(side string, d *Dest) {
+	var b strings.Builder
+	fmt.Fprintf(&b, " %s address: LID %s QPN %s PSN %s", side, altHex(uint64(d.LID), 4), altHex(uint64(d.QPN), 6), altHex(uint64(d.PSN), 6))
+	if t.v == Read {
+		fmt.Fprintf(&b, " OUT %s", altHex(uint64(d.OutReads), 4))
+	}
+	if t.v != Send {
+		fmt.Fprintf(&b, " RKey %s VAddr %s", altHex(uint64(d.RKey), 8), altHex(d.VAddr, 16))
+	}
+	b.WriteByte('\n')
+	if t.gidIndex > -1 {
+		b.WriteString(" GID: ")
+		for i, x := range d.GID {
+			if i > 0 {
+				b.WriteByte(':')
+			}
+			fmt.Fprintf(&b, "%02d", x)
+		}
+		b.WriteByte('\n')
+	}
+	io.WriteString(t.stdout, b.String())
+}
+
+// altHex is C's "%#0<width>x": zero-padded to width characters including
+// the 0x prefix, which a zero value does not get.
+func altHex(v uint64, width int) string {
+	if v == 0 {
+		return fmt.Sprintf("%0*x", width, 0)
+	}
+	s := strconv.FormatUint(v, 16)
+	if pad := width - 2 - len(s); pad > 0 {
+		s = strings.Repeat("0", pad) + s
+	}
+	return "0x" + s
+}
+
+// connect runs the handshakes around moving the QP to RTR (and, on the
+// client, RTS), and prints both addresses, in the order of
+// write_bw.c/read_bw.c or send_bw.c.
+func (t *test) connect() error {
+	withGID := t.gidIndex != -1
+	rem, err := t.c.handshake(&t.my, withGID)
+	if err != nil {
+		return err
+	}
+	t.rem = rem
+	if isV4Mapped(t.my.GID) != isV4Mapped(t.rem.GID) {
+		return msgError{"\n Found Incompatibility issue with GID types.", " Please Try to use a different IP version.\n"}
+	}
+	if err := t.modifyRTR(); err != nil {
+		return err
+	}
+	if t.v == Send {
+		if _, err := t.c.handshake(&t.my, withGID); err != nil {
+			return err
+		}
+	}
+	t.printDest("local", &t.my)
+	if _, err := t.c.handshake(&t.my, withGID); err != nil {
+		return err
+	}
+	t.printDest("remote", &t.rem)
+	if t.v != Send {
+		// "An additional handshake is required after moving qp to RTR."
+		if _, err := t.c.handshake(&t.my, withGID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// modifyRTR is ctx_connect for one RC QP: RTR towards the peer, and RTS
+// on the client (the server of a one-way test only receives).
+func (t *test) modifyRTR() error {
+	o := &t.o
+	attr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: t.mtu, DestQPN: t.rem.QPN, RQPSN: t.rem.PSN,
+		MaxDestRdAtomic: uint8(t.my.OutReads), MinRNRTimer: 12}
+	attr.AH = uverbs.AHAttr{DLID: t.rem.LID, SL: uint8(o.SL), PortNum: uint8(o.IBPort)}
+	if t.gidIndex != -1 {
+		attr.AH.IsGlobal = true
+		attr.AH.DGID = t.rem.GID
+		attr.AH.SGIDIndex = uint8(t.gidIndex)
+		attr.AH.HopLimit = 0xff
+	}
+	mask := uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN |
+		uverbs.QPAttrMinRNRTimer | uverbs.QPAttrMaxDestRdAtomic
+	if err := t.qp.Modify(&attr, mask); err != nil {
+		return msgError{fmt.Sprintf("Failed to modify QP %d to RTR", t.qp.QPN()), "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
+	}
+	if !t.client {
+		return nil
+	}
+	attr.State = uverbs.QPStateRTS
+	attr.SQPSN = t.my.PSN
+	attr.Timeout, attr.RetryCnt, attr.RNRRetry = uint8(o.QPTimeout), 7, 7
+	attr.MaxRdAtomic = uint8(t.rem.OutReads)
+	mask = uverbs.QPAttrState | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRdAtomic
+	if err := t.qp.Modify(&attr, mask); err != nil {
+		return msgError{"Failed to modify QP to RTS", "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
+	}
+	return nil
+}
+
+// sizes returns the message sizes of the run: -s, or with -a 2 .. 2^23
+// (ib_send_bw: up to 2^23 as well for RC).
+func (t *test) sizes() []uint64 {
+	if !t.o.All {
+		return []uint64{t.o.Size}
+	}
+	var s []uint64
+	for i := 1; i < 24; i++ {
+		s = append(s, 1<<i)
+	}
+	return s
+}
+
+// newTiming allocates the timestamps of a run of iters messages.
+func newTiming(iters uint64, noPeak bool) timing {
+	n := iters
+	if noPeak {
+		n = 1
+	}
+	return timing{posted: make([]int64, n), completed: make([]int64, n)}
+}
+
+// runRDMA is the rest of ib_write_bw and ib_read_bw: the client posts and
+// prints a line per size; the server waits, then prints the client's
+// last line, which the report exchange brings.
+func (t *test) runRDMA() error {
+	withGID := t.gidIndex != -1
+	writeHeader(t.stdout, t.o.Gbits)
+	var my Report
+	if !t.client {
+		if _, err := t.c.handshake(&t.my, withGID); err != nil {
+			return err
+		}
+		rem, err := t.c.xchgReport(&my)
+		if err != nil {
+			return err
+		}
+		writeReport(t.stdout, rem, t.o.Gbits)
+		if err := t.c.closeConn(&t.my, withGID); err != nil {
+			return withLines(err, "Failed to close connection between server and client")
+		}
+		t.c = nil
+		io.WriteString(t.stdout, resultLine)
+		return nil
+	}
+	t.send = sendLoop{qp: t.qp, cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
+		cqMod: uint64(t.o.CQMod), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
+		myAddr: t.mr.Addr(), remAddr: t.rem.VAddr, tm: newTiming(t.o.Iters, t.o.NoPeak)}
+	for _, size := range t.sizes() {
+		t.send.setup(size, t.mr.LKey(), t.rem.RKey)
+		if err := t.send.run(); err != nil {
+			return withLines(err, " Failed to complete run_iter_bw function successfully")
+		}
+		my = computeReport(size, t.o.Iters, &t.send.tm, t.o.CQMod, t.o.NoPeak, t.o.Gbits)
+		writeReport(t.stdout, my, t.o.Gbits)
+	}
+	io.WriteString(t.stdout, resultLine)
+	if _, err := t.c.handshake(&t.my, withGID); err != nil {
+		return err
+	}
+	if _, err := t.c.xchgReport(&my); err != nil {
+		return err
+	}
+	if err := t.c.closeConn(&t.my, withGID); err != nil {
+		return withLines(err, "Failed to close connection between server and client")
+	}
+	t.c = nil
+	return nil
+}
+
+// runSend is the rest of ib_send_bw: both sides print their own line per
+// size, the server's timed from its first receive; a handshake starts
+// each size (after the server posted its receives) and, with -a, ends it.
+func (t *test) runSend() error {
+	withGID := t.gidIndex != -1
+	writeHeader(t.stdout, t.o.Gbits)
+	if t.client {
+		t.send = sendLoop{qp: t.qp, cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
+			cqMod: uint64(t.o.CQMod), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
+			myAddr: t.mr.Addr(), tm: newTiming(t.o.Iters, t.o.NoPeak)}
+	} else {
+		t.recv = recvLoop{qp: t.qp, cq: t.recvCQ, iters: t.o.Iters, depth: uint64(t.o.RxDepth),
+			cycle: t.cycle, line: t.cacheLine, rxAddr: t.mr.Addr() + t.half, tm: newTiming(1, true)}
+	}
+	for _, size := range t.sizes() {
+		if t.client {
+			t.send.setup(size, t.mr.LKey(), 0)
+		} else if err := t.recv.prepost(size, t.mr.LKey()); err != nil {
+			return withLines(err, " Failed to post receive recv_wqes")
+		}
+		if _, err := t.c.handshake(&t.my, withGID); err != nil {
+			return err
+		}
+		var r Report
+		if t.client {
+			if err := t.send.run(); err != nil {
+				return err
+			}
+			r = computeReport(size, t.o.Iters, &t.send.tm, t.o.CQMod, t.o.NoPeak, t.o.Gbits)
+		} else {
+			if err := t.recv.run(); err != nil {
+				return err
+			}
+			r = computeReport(size, t.o.Iters, &t.recv.tm, t.o.CQMod, true, t.o.Gbits)
+		}
+		writeReport(t.stdout, r, t.o.Gbits)
+		if t.o.All {
+			if _, err := t.c.handshake(&t.my, withGID); err != nil {
+				return err
+			}
+		}
+	}
+	io.WriteString(t.stdout, resultLine)
+	if err := t.c.closeConn(&t.my, withGID); err != nil {
+		return withLines(err, " Failed to close connection between server and client")
+	}
+	t.c = nil
+	return nil
+}
+
+// close destroys everything in perftest's order after a successful run.
+func (t *test) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	steps := []struct {
+		live bool
+		msg  string
+		do   func() error
+	}{
+		{t.qp != nil, "Couldn't destroy QP", func() error { return t.qp.Destroy(ctx) }},
+		{t.mr != nil, "Failed to deregister MR", t.mr.Dereg},
+		{t.recvCQ != nil && t.recvCQ != t.sendCQ, "Failed to destroy recv CQ", func() error { return t.recvCQ.Destroy(ctx) }},
+		{t.sendCQ != nil, "Failed to destroy send CQ", func() error { return t.sendCQ.Destroy(ctx) }},
+		{t.pd != nil, "Failed to deallocate PD", t.pd.Dealloc},
+		{t.dev != nil, "Failed to close device context", t.dev.Close},
+	}
+	for _, s := range steps {
+		if !s.live {
+			continue
+		}
+		if err := s.do(); err != nil {
+			t.release()
+			return msgError{s.msg, "  (" + err.Error() + ")"}
+		}
+	}
+	t.qp, t.mr, t.recvCQ, t.sendCQ, t.pd, t.dev = nil, nil, nil, nil, nil, nil
+	if t.buf != nil {
+		if err := t.buf.Close(); err != nil {
+			return msgError{"Couldn't free the work buf.", "  (" + err.Error() + ")"}
+		}
+		t.buf = nil
+	}
+	return nil
+}
+
+// release frees what is left after a failure: closing the device
+// releases every object on it; the buffer goes last.
+func (t *test) release() {
+	if t.dev != nil {
+		t.dev.Close()
+		t.dev = nil
+	}
+	if t.buf != nil {
+		t.buf.Close()
+		t.buf = nil
+	}
+}

@@ -1,0 +1,121 @@
+package bw
+
+// VM tests of the hot loops on a real device (make vmtest VMPKGS=./internal/bw).
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// selfQP is an RC QP on rxelo connected to itself (GID 1,
+// ::ffff:127.0.0.1), with a buffer registered for every access and the
+// CQs of a test.
+func selfQP(t *testing.T, txDepth, rxDepth int) (*uverbs.QP, *uverbs.CQ, *uverbs.CQ, *uverbs.MR) {
+	t.Helper()
+	c, err := uverbs.OpenByName(testkit.LoopDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	buf, err := uverbs.AllocBuffer(1 << 18)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { buf.Close() })
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, err := pd.RegMR(buf.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scq, err := c.CreateCQ(txDepth, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcq, err := c.CreateCQ(rxDepth, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: scq, RecvCQ: rcq,
+		Cap: uverbs.QPCap{MaxSendWR: txDepth, MaxRecvWR: rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, err := c.QueryGID(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessLocalWrite}
+	if err := qp.Modify(&attr, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+		t.Fatal(err)
+	}
+	attr = uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: 3, DestQPN: qp.QPN(), RQPSN: 7, MaxDestRdAtomic: 16, MinRNRTimer: 12,
+		AH: uverbs.AHAttr{IsGlobal: true, DGID: gid.GID, SGIDIndex: 1, HopLimit: 0xff, PortNum: 1}}
+	if err := qp.Modify(&attr, uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|uverbs.QPAttrRQPSN|
+		uverbs.QPAttrMinRNRTimer|uverbs.QPAttrMaxDestRdAtomic); err != nil {
+		t.Fatal(err)
+	}
+	attr.State, attr.SQPSN, attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.MaxRdAtomic = uverbs.QPStateRTS, 7, 14, 7, 7, 16
+	if err := qp.Modify(&attr, uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
+		uverbs.QPAttrRNRRetry|uverbs.QPAttrMaxQPRdAtomic); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		qp.Destroy(ctx)
+	})
+	return qp, scq, rcq, mr
+}
+
+// TestVMLoopsNoAllocs runs the tools' loops on a real QP (rxelo, looped
+// back to itself): whole runs of RDMA writes, RDMA reads, and SENDs
+// received by the server loop, thousands of posts and polls, allocate
+// nothing, and every message completes.
+func TestVMLoopsNoAllocs(t *testing.T) {
+	testkit.RequireVM(t)
+	qp, scq, rcq, mr := selfQP(t, 128, 512)
+	half := mr.Addr() + 1<<17
+	for _, v := range []Verb{Write, Read} {
+		l := &sendLoop{qp: qp, cq: scq, verb: v, iters: 1000, txDepth: 128, cqMod: 100, cycle: 4096, line: 64,
+			myAddr: mr.Addr(), remAddr: half, tm: newTiming(1000, false)}
+		testkit.NoAllocs(t, 3, func() {
+			l.setup(4096, mr.LKey(), mr.RKey())
+			if err := l.run(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		r := computeReport(4096, 1000, &l.tm, 100, false, false)
+		t.Logf("%v through a looped-back QP: %.2f MB/s (peak %.2f)", v, r.Avg, r.Peak)
+		if l.scnt != 1000 || r.Avg <= 0 {
+			t.Errorf("%v: scnt %d, report %+v", v, l.scnt, r)
+		}
+	}
+	// SEND: the receive loop first preposts, then the send loop sends
+	// and the receive loop collects (one goroutine after the other: the
+	// receives are all posted before the sends start).
+	s := &sendLoop{qp: qp, cq: scq, verb: Send, iters: 400, txDepth: 128, cqMod: 100, cycle: 4096, line: 64,
+		myAddr: mr.Addr(), tm: newTiming(400, false)}
+	r := &recvLoop{qp: qp, cq: rcq, iters: 400, depth: 400, cycle: 4096, line: 64, rxAddr: half, tm: newTiming(1, true)}
+	testkit.NoAllocs(t, 3, func() {
+		if err := r.prepost(1024, mr.LKey()); err != nil {
+			t.Fatal(err)
+		}
+		s.setup(1024, mr.LKey(), 0)
+		if err := s.run(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.run(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if r.rcnt != 400 {
+		t.Errorf("received %d", r.rcnt)
+	}
+}
