@@ -33,7 +33,7 @@ TESTFLAGS ?=
 BIN      := bin
 TOOLS    := $(filter-out abigen,$(notdir $(wildcard cmd/*)))
 
-.PHONY: all deps build test unit runnertest vet fmt check-imports generate check-generate bench demo vmtest vmtest2 clean
+.PHONY: all deps build test unit runnertest vet fmt check-imports generate check-generate bench demo vmtest vmtest2 perf perfdoc clean
 
 all: build
 
@@ -75,9 +75,33 @@ vmtest: deps
 	$(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) $(VMFLAGS) $(VMPKGS) -- -count=1 -v $(if $(RUN),-run '$(RUN)') $(TESTFLAGS)
 
 # The two-host suite: two guests joined by a virtual Ethernet wire, the
-# TestTwoHost* tests of internal/testkit/twohost on host A (docs/testing.md).
+# TestTwoHost* tests of internal/testkit/twohost (and the bandwidth tools'
+# comparison across the wire, one short round) on host A (docs/testing.md).
 vmtest2: deps
-	$(GO) run ./internal/testkit/cmd/rxevm -hosts 2 -kernel $(KERNEL) $(VMFLAGS) ./internal/testkit/twohost -- -count=1 -v $(if $(RUN),-run '$(RUN)') $(TESTFLAGS)
+	$(GO) run ./internal/testkit/cmd/rxevm -hosts 2 -kernel $(KERNEL) $(VMFLAGS) ./internal/testkit/twohost $(BWPKGS) -- -count=1 -v $(if $(RUN),-run '$(RUN)') $(TESTFLAGS)
+
+# Go against C for docs/performance.md, on KERNEL (both by default): the
+# bandwidth tools against perftest on one host and across two hosts, and
+# rcpingpong's latency by message size, polling and with -e. The runs'
+# logs go to PERFLOGS; perfdoc then rewrites the document's generated
+# sections and docs/latency.svg (make perfdoc redoes only that step).
+# About an hour on a 2-core host; run it on a quiet one.
+BWPKGS   := ./cmd/writebw ./cmd/readbw ./cmd/sendbw
+PERFLOGS ?= $(or $(PUREVERBS_CACHE),$(HOME)/.cache/pureverbs)/perf
+PERF_BW  ?= -bw.rounds=5 -bw.iters=2000 -bw.sizes=64,4096,65536
+PERF_BW2 ?= -bw.rounds=3 -bw.iters=500 -bw.sizes=64,4096,65536
+PERF_LAT ?= -pp.rounds=5 -pp.iters=200 -pp.sizes=2,16,128,1024,8192,65536
+PERFRUN   = $(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) -timeout 120m
+perf: deps
+	@mkdir -p $(PERFLOGS)
+	set -o pipefail; $(PERFRUN) $(BWPKGS) -- -count=1 -v -timeout 120m -run TestVMBandwidth $(PERF_BW) | tee $(PERFLOGS)/bw.log
+	set -o pipefail; $(PERFRUN) -hosts 2 $(BWPKGS) -- -count=1 -v -timeout 120m -run TestTwoHostBandwidth $(PERF_BW2) | tee $(PERFLOGS)/bw2.log
+	set -o pipefail; $(PERFRUN) ./cmd/rcpingpong -- -count=1 -v -timeout 120m -run TestVMPerformance $(PERF_LAT) | tee $(PERFLOGS)/lat-poll.log
+	set -o pipefail; $(PERFRUN) ./cmd/rcpingpong -- -count=1 -v -timeout 120m -run TestVMPerformance $(PERF_LAT) -pp.args=-e | tee $(PERFLOGS)/lat-event.log
+	$(MAKE) --no-print-directory perfdoc
+
+perfdoc: deps
+	$(GO) run ./internal/bw/perfdoc -doc docs/performance.md -svg docs/latency.svg $(wildcard $(PERFLOGS)/bw.log $(PERFLOGS)/bw2.log $(PERFLOGS)/lat-poll.log $(PERFLOGS)/lat-event.log)
 
 # The runner's own proof: a failing test, a guest panic, a hang in the
 # guest and a dead peer host each make rxevm fail on the host (boots

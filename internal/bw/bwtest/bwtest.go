@@ -240,15 +240,11 @@ var Devices = []struct {
 	{testkit.LoopDev, "127.0.0.1"},
 }
 
-// Matrix runs tool for every single-host device, pairing and size, as
-// subtests dev/pair/size=N, with iters iterations and extra arguments on
-// both sides, checks each run and that the kernel's resource counts of
-// each device are back where they were.
-func Matrix(t *testing.T, tool Tool, pairs []pptest.Pair, sizes []int, iters int, extra ...string) {
-	MatrixOn(t, tool, "", pairs, sizes, iters, extra...)
-}
-
-// MatrixOn is Matrix on one device (all of them for "").
+// MatrixOn runs tool on the single-host device devName (every device
+// for ""), for every pairing and size, as subtests dev/pair/size=N, with
+// iters iterations and extra arguments on both sides, checks each run and
+// that the kernel's resource counts of each device are back where they
+// were.
 func MatrixOn(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, sizes []int, iters int, extra ...string) {
 	testkit.RequireVM(t)
 	for _, dev := range Devices {

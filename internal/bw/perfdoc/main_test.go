@@ -1,0 +1,76 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// A log as the runner prints it: rcpingpong's header and round lines
+// (two kernels, one with -e), a bandwidth test's header, rounds and
+// BWPERF line, and console noise.
+const sampleLog = `rxevm: === kernel 6.1 ===
+    perf_vm_test.go:61: kernel 6.1.0-57-amd64, device rxe0, 2 rounds, 200 iterations per run, arguments "", clocksource tsc
+    perf_vm_test.go:98: round 1 size 64: go-server-go-client 60.00, c-server-c-client 40.00, go-server-c-client 50.00, c-server-go-client 55.00
+    perf_vm_test.go:98: round 1 size 4096: c-server-c-client 200.00, go-server-c-client 210.00, c-server-go-client 220.00, go-server-go-client 230.00
+[   12.345678] rxe: some kernel line
+    perf_vm_test.go:98: round 2 size 64: c-server-c-client 50.00, go-server-c-client 52.00, c-server-go-client 53.00, go-server-go-client 50.00
+    perf_vm_test.go:98: round 2 size 4096: go-server-c-client 211.00, c-server-go-client 221.00, go-server-go-client 190.00, c-server-c-client 200.00
+    bwtest.go:374: writebw against ib_write_bw: kernel 6.1.0-57-amd64, rxe0, 1 rounds, 200 iterations per run, arguments "", clocksource tsc
+    bwtest.go:396: round 1 size 65536: go-server-go-client 26.64, c-server-c-client 31.96, go-server-c-client 34.68, c-server-go-client 32.52
+    bwtest.go:406: BWPERF {"tool":"writebw","kernel":"6.1.0-57-amd64","place":"rxe0","iters":200,"rounds":1,"args":"","clocksource":"tsc","seconds":6.6,"mbs":{"65536":{"c-server-c-client":[31.96],"c-server-go-client":[32.52],"go-server-c-client":[34.68],"go-server-go-client":[26.64]}}}
+rxevm: === kernel 6.12 ===
+    perf_vm_test.go:61: kernel 6.12.107+deb12-amd64, device rxe0, 1 rounds, 200 iterations per run, arguments "-e", clocksource tsc
+    perf_vm_test.go:98: round 1 size 64: go-server-go-client 300.00, c-server-c-client 250.00, go-server-c-client 260.00, c-server-go-client 270.00
+`
+
+func TestParseAndSections(t *testing.T) {
+	d := &data{lat: map[latKey]*latData{}}
+	if err := parse(strings.NewReader(sampleLog), d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.bw) != 1 || d.bw[0].Tool != "writebw" || d.bw[0].MBs["65536"]["go-server-go-client"][0] != 26.64 {
+		t.Fatalf("bandwidth: %+v", d.bw)
+	}
+	p61 := d.lat[latKey{"6.1.0-57-amd64", false}]
+	e612 := d.lat[latKey{"6.12.107+deb12-amd64", true}]
+	if len(d.lat) != 2 || p61 == nil || e612 == nil {
+		t.Fatalf("latency series: %+v", d.lat)
+	}
+	// The bandwidth test's round line is not a latency round.
+	if g := p61.USec[64][goGo]; len(g) != 2 || g[0] != 60 || g[1] != 50 || len(p61.USec[65536]) != 0 {
+		t.Errorf("6.1 polling 64 B Go-Go %v, sizes %v", g, p61.USec)
+	}
+	lat := latencySection(d, "today", "latency.svg")
+	// 64 B: Go-Go median 55 (best 50), C-C 45 (40), rounds' Go/C 1.5 and 1.0 -> 1.25.
+	for _, want := range []string{"| 64 B | 55 (50) | 45 (40) | 1.25 | - | - | - |", "| 64 B | - | - | - | 300 (300) | 250 (250) | 1.20 |",
+		"### Kernel 6.1.0-57-amd64", "### Kernel 6.12.107+deb12-amd64", "![Ping-pong latency"} {
+		if !strings.Contains(lat, want) {
+			t.Errorf("latency section lacks %q:\n%s", want, lat)
+		}
+	}
+	bwSec := bandwidthSection(d, "today")
+	for _, want := range []string{"### one host, rxe0, kernel 6.1.0-57-amd64", "| writebw | 64 KiB | 26.6 (26.6) | 32.0 (32.0) | 34.7 (34.7) | 32.5 (32.5) | 0.83 | 0.83 |",
+		"0 rows are at or above 1.0"} {
+		if !strings.Contains(bwSec, want) {
+			t.Errorf("bandwidth section lacks %q:\n%s", want, bwSec)
+		}
+	}
+	svg := plot(d)
+	for _, want := range []string{"<svg ", "kernel 6.1.0-57-amd64", "Go, events (-e)", "6.1.0-57-amd64 Go (rcpingpong), polling: 64 B 55 usec", "</svg>"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("plot lacks %q", want)
+		}
+	}
+}
+
+func TestReplaceSection(t *testing.T) {
+	doc := "# Title\n\nhand-written\n"
+	a := replaceSection(doc, "x", "one\n")
+	if want := "# Title\n\nhand-written\n\n<!-- BEGIN perf:x (make perf rewrites this section) -->\none\n<!-- END perf:x -->\n"; a != want {
+		t.Fatalf("appended:\n%q\nwant\n%q", a, want)
+	}
+	b := replaceSection(a+"\nafter\n", "x", "two\n")
+	if want := strings.Replace(a, "one\n", "two\n", 1) + "\nafter\n"; b != want {
+		t.Fatalf("replaced:\n%q\nwant\n%q", b, want)
+	}
+}
