@@ -152,6 +152,13 @@ func (r *RecordReader) acquire(ctx context.Context) error {
 	}
 	select {
 	case r.sem <- struct{}{}:
+		// select picks at random when Close has run too: a read after
+		// Close must not go on (ReadThread would make a new wake-up
+		// eventfd that nothing closes).
+		if r.isClosed() {
+			<-r.sem
+			return ErrFileClosed
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -2,6 +2,7 @@ package sys
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -37,4 +38,46 @@ func TestRecordReaderTryReadAfterEndedContext(t *testing.T) {
 			t.Fatalf("round %d: TryRead of a queued record = %d %v", i, n, err)
 		}
 	}
+}
+
+// TestRecordReaderReadAfterClose: reads after Close fail with
+// ErrFileClosed every time and open nothing (ReadThread once created its
+// wake-up eventfd anew after Close, when acquire's select picked the
+// free semaphore over the closed channel).
+func TestRecordReaderReadAfterClose(t *testing.T) {
+	r, w, err := NewRecordReaderPipe("rc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	buf := make([]byte, 16)
+	ctx := context.Background()
+	// A thread-mode read that times out: the reader has its eventfd.
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if _, err := r.ReadThread(tctx, buf); err != context.DeadlineExceeded {
+		t.Fatalf("ReadThread with nothing to read: %v", err)
+	}
+	r.Close()
+	before := countFDs(t)
+	for i := 0; i < 50; i++ {
+		if _, err := r.ReadThread(ctx, buf); err != ErrFileClosed {
+			t.Fatalf("ReadThread after Close: %v", err)
+		}
+		if _, err := r.Read(ctx, buf); err != ErrFileClosed {
+			t.Fatalf("Read after Close: %v", err)
+		}
+	}
+	if after := countFDs(t); after != before {
+		t.Fatalf("%d fds open after reads on a closed reader, %d before", after, before)
+	}
+}
+
+func countFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
