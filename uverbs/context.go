@@ -173,7 +173,7 @@ func open(dev Device, o core.OpenOptions) (*Context, error) {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrNoDevice, dev.Name, err)
 		}
-		return nil, &OpError{Object: "device", Method: "open", Err: err}
+		return nil, &OpError{Object: "device", Method: "open", Err: openErr(path, err)}
 	}
 	c := &Context{dev: dev, cmd: fd, driverID: driverIDFor(dev)}
 	c.cmds.New = func() any { return sys.NewIoctl() }

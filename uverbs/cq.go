@@ -107,7 +107,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	if err != nil {
 		cq.detach()
 		c.reg.Abort(uh)
-		return nil, c.opErr("cq", "create", err)
+		return nil, c.limitErr(c.opErr("cq", "create", err), "cq")
 	}
 	cq.cqe = int(granted)
 

@@ -116,7 +116,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	var resp abi.IbUverbsRegMrResp
 	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_REG_MR, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
 	if err := c.execWrite(&w, "mr", "reg"); err != nil {
-		return nil, err
+		return nil, c.limitErr(memlockErr(err, len(buf)), "mr")
 	}
 	mr.handle, mr.lkey, mr.rkey = resp.MrHandle, resp.Lkey, resp.Rkey
 	pd.users.mr.Add(1)

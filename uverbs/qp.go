@@ -303,7 +303,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	c.put(cmd)
 	if err != nil {
 		c.reg.Abort(uh)
-		return nil, c.opErr("qp", "create", err)
+		return nil, c.limitErr(c.opErr("qp", "create", err), "qp")
 	}
 	qp.qpn = qpn
 	qp.cap = capFromABI(&capOut)

@@ -165,7 +165,7 @@ func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
 	c.put(cmd)
 	if err != nil {
 		c.reg.Abort(uh)
-		return nil, c.opErr("srq", "create", err)
+		return nil, c.limitErr(c.opErr("srq", "create", err), "srq")
 	}
 	srq.attr = SRQAttr{MaxWR: int(maxWR), MaxSGE: int(maxSGE), Limit: attr.Limit}
 	srq.srqn = drv.srqNum()
