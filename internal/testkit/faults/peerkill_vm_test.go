@@ -1,0 +1,162 @@
+package faults_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+var peerQPN = regexp.MustCompile(`(?m)^qpn (\d+)`)
+
+// startPeer starts this test binary as a fault-peer process streaming to
+// e's QP (window sends in flight, from its first receive on) and connects
+// e to it. Ending ctx kills the peer (SIGKILL).
+func startPeer(ctx context.Context, t *testing.T, c *uverbs.Context, e *end, window int) *testkit.Peer {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testkit.StartPeer(ctx, t, exe, peerArg, strconv.FormatUint(uint64(e.qp.QPN()), 10), strconv.Itoa(window))
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.WaitForOutput(wctx, "qpn "); err != nil {
+		t.Fatal(err)
+	}
+	m := peerQPN.FindStringSubmatch(p.Output())
+	if m == nil {
+		t.Fatalf("no QPN in the peer's output %q", p.Output())
+	}
+	qpn, _ := strconv.ParseUint(m[1], 10, 32)
+	if err := connectRC(c, e.qp, uint32(qpn), 1, quickTimers); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestVMPeerKilledMidTransfer streams between this process and a peer
+// process (this binary as fault-peer, on rxe0 too) and kills the peer
+// with SIGKILL mid-transfer. The survivor gets errors, not a hang, and
+// cleans up: the leak check then finds the kernel's objects (the peer's,
+// released by its death, and ours) back at their counts before.
+//
+//   - sending: the survivor has 32 sends in flight when the peer dies.
+//     Its RC QP retries (quickTimers: about a second) and fails the send
+//     with IBV_WC_RETRY_EXC_ERR; every other request, receives included,
+//     completes flushed, and the QP is in ERR.
+//   - receiving: the survivor only receives. Nothing tells it that the
+//     sender died: its wait ends when its context does, with the
+//     context's error, and its QP is still RTS.
+//
+// The second peer host powering off needs two hosts: the two-host suite
+// (internal/testkit/twohost) covers it.
+func TestVMPeerKilledMidTransfer(t *testing.T) {
+	t.Run("sending", func(t *testing.T) { peerKilled(t, true) })
+	t.Run("receiving", func(t *testing.T) { peerKilled(t, false) })
+}
+
+func peerKilled(t *testing.T, sending bool) {
+	c := openRxe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	e, err := newEnd("survivor", c, pd, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := e.close(ctx); err != nil {
+			t.Errorf("survivor cleanup: %v", err)
+		}
+	}()
+	window := 32
+	if !sending {
+		e.maxSends, window = 1, 1 // one message to start the peer
+	}
+	pctx, kill := context.WithCancel(ctx)
+	defer kill()
+	p := startPeer(pctx, t, c, e, 32)
+
+	// The survivor's own bound: its whole context when sending (the
+	// transport must end the stream), 3 s after the kill when receiving.
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	res := make(chan error, 1)
+	go func() { res <- e.stream(sctx, -1, window, false) }()
+	for deadline := time.Now().Add(time.Minute); e.progress.Load() < 200; {
+		select {
+		case err := <-res:
+			t.Fatalf("the stream ended before the peer was killed: %v; %s", err, e.state())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no traffic: %s", e.state())
+		}
+	}
+	kill()
+	killed := time.Now()
+	<-p.Done()
+	if !sending {
+		time.AfterFunc(3*time.Second, scancel)
+	}
+	var serr error
+	select {
+	case serr = <-res:
+	case <-ctx.Done():
+		t.Fatalf("the survivor hangs: %s", e.state())
+	}
+	took := time.Since(killed).Round(time.Millisecond)
+	t.Logf("%s; stream returned %v, %v after the kill", e.state(), errors.Unwrap(serr), took)
+	attr, _, err := e.qp.Query(uverbs.QPAttrState)
+	if err != nil {
+		t.Fatalf("Query: %v", err)
+	}
+	if sending {
+		if serr != nil {
+			t.Fatalf("stream: %v", serr)
+		}
+		if len(e.bad) == 0 || e.bad[0].Status != uverbs.WCRetryExcErr {
+			t.Fatalf("first failure %s, want %v", e.statuses(), uverbs.WCRetryExcErr)
+		}
+		for _, wc := range e.bad[1:] {
+			if wc.Status != uverbs.WCWRFlushErr {
+				t.Fatalf("after the first failure a completion with %v, want flushes only", wc.Status)
+			}
+		}
+		if len(e.out) != 0 {
+			t.Fatalf("%d requests never completed", len(e.out))
+		}
+		if e.forced {
+			t.Logf("the kernel left %d requests unflushed for %v (QP state %v): moved the QP to ERR, which flushed them",
+				e.stalledOut, flushStall, e.stalledState)
+			attr.State = e.stalledState
+		}
+		if attr.State != uverbs.QPStateErr {
+			t.Fatalf("QP state %v, want ERR", attr.State)
+		}
+		return
+	}
+	if !errors.Is(serr, context.Canceled) {
+		t.Fatalf("stream: %v, want the context's end", serr)
+	}
+	if took < 3*time.Second || took > 20*time.Second {
+		t.Errorf("the wait ended %v after the kill, its context 3s after", took)
+	}
+	if len(e.bad) != 0 {
+		t.Errorf("failed completions: %s", e.statuses())
+	}
+	if attr.State != uverbs.QPStateRTS {
+		t.Errorf("QP state %v, want RTS (nothing failed on this side)", attr.State)
+	}
+}
