@@ -52,6 +52,13 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 		}
 	}
 	env := []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"}
+	// Test binaries: static, or with -race linked against glibc (the
+	// race runtime needs cgo), which the guest root has.
+	testEnv, testBuild := env, []string{"test", "-c"}
+	if o.race {
+		testEnv = []string{"CGO_ENABLED=1", "GOOS=linux", "GOARCH=amd64"}
+		testBuild = append(testBuild, "-race")
+	}
 	filter := parseTestFilter(o.testFlags)
 
 	if len(o.pkgs) > 0 {
@@ -86,7 +93,7 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 			tb := testBinary{importPath: f[0], rel: rel, label: f[0],
 				file: filepath.Join(p.overlay, "pv/t", label+".test")}
 			t0 := time.Now()
-			if err := runCmd(ctx, "", env, "go", "test", "-c", "-o", tb.file, f[0]); err != nil {
+			if err := runCmd(ctx, "", testEnv, "go", append(testBuild, "-o", tb.file, f[0])...); err != nil {
 				if ctx.Err() != nil {
 					return nil, err
 				}
