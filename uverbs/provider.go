@@ -116,9 +116,13 @@ func (q *rxeQueue) mapQueue(c *Context, object, name string) error {
 	return nil
 }
 
+// unmap ends the ring's use (destroy, Close, a failed create). It is
+// sys.Mapping.Retire: no system call now; the range is munmapped when the
+// Mapping is collected, or replaced when Context.Close closes the command
+// fd, so the kernel can still tear the context down at once.
 func (q *rxeQueue) unmap() error {
 	if q.m == nil {
 		return nil
 	}
-	return q.m.Unmap()
+	return q.m.Retire()
 }

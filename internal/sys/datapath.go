@@ -29,5 +29,5 @@ func AnonMapping(size int, name string) (*Mapping, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newMapping(p, size, name), nil
+	return newMapping(p, size, nil, name), nil
 }

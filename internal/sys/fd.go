@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,6 +29,11 @@ type FD struct {
 	// reused by another open) while a call is in flight.
 	inUse sync.RWMutex
 	name  string
+
+	// Retired mappings of this fd still in place (mmap.go): base ->
+	// size. Close replaces them before it closes the number.
+	retMu   sync.Mutex
+	retired map[unsafe.Pointer]uintptr
 }
 
 // NewFD takes ownership of raw. name describes the fd in leak reports.
@@ -82,11 +88,14 @@ func (fd *FD) acquire() (int, bool) {
 func (fd *FD) release() { fd.inUse.RUnlock() }
 
 // Close closes the descriptor once no system call using it is in flight.
-// Closing twice returns nil.
+// Mappings of it that were retired (Mapping.Retire) and are still in place
+// are replaced first, so that none keeps the file open. Closing twice
+// returns nil.
 func (fd *FD) Close() error {
 	if fd == nil || !fd.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	fd.replaceRetired()
 	fd.inUse.Lock()
 	defer fd.inUse.Unlock()
 	traceClose(fd)
@@ -99,6 +108,7 @@ func (fd *FD) Disown() int {
 	if !fd.closed.CompareAndSwap(false, true) {
 		return -1
 	}
+	fd.replaceRetired()
 	fd.inUse.Lock()
 	defer fd.inUse.Unlock()
 	traceClose(fd)

@@ -14,13 +14,21 @@ import (
 // Mapping is an owned shared mapping of a uverbs fd (e.g. an rxe queue).
 //
 // Its address range stays valid for as long as the *Mapping is reachable,
-// whatever other goroutines do: Unmap does not munmap the range but
-// atomically replaces it (mmap MAP_FIXED) with private anonymous memory,
-// which drops the mapping's reference to the file (so the kernel can tear
-// the context down) while a goroutine that is still reading or writing the
-// ring touches harmless zero-filled memory instead of faulting, or, once
-// the range is reused, someone else's memory. The range itself is returned
-// to the kernel by a cleanup when the Mapping becomes unreachable.
+// whatever other goroutines do: neither Unmap nor Retire munmaps the
+// range. Unmap atomically replaces it (mmap MAP_FIXED) with private
+// anonymous memory, which drops the mapping's reference to the file (so the
+// kernel can tear the context down) while a goroutine that is still
+// reading or writing the ring touches harmless zero-filled memory instead
+// of faulting, or, once the range is reused, someone else's memory.
+// Retire, what destroying an object uses, makes no system call at all: the
+// dead ring stays mapped, unused, and a late access touches only its own
+// pages, which the kernel no longer reads; the fd's Close replaces every
+// retired range still there as Unmap does, so the context can still be
+// torn down, and Retire falls back to Unmap beyond a bound (retireMaxBytes,
+// retireMaxCount), so dead rings cannot pin unbounded kernel memory
+// between garbage collections. The range itself is returned to the kernel
+// (munmap) by a cleanup when the Mapping becomes unreachable: destroying a
+// ring costs one munmap in all, as in libibverbs, only later.
 //
 // The memory is reached only through the bounds-checked accessors below;
 // no slice or pointer into it leaves this package, so no user of a ring
@@ -30,6 +38,7 @@ import (
 type Mapping struct {
 	base   unsafe.Pointer // immutable: start of the range
 	size   int            // immutable
+	fd     *FD            // immutable: the mapped fd (nil in tests of placeholders)
 	name   string
 	mapped atomic.Bool // the file is mapped (false after Unmap)
 	mu     sync.Mutex  // serialises Unmap
@@ -40,7 +49,35 @@ type Mapping struct {
 type region struct {
 	base unsafe.Pointer
 	size uintptr
+	fd   *FD
 }
+
+// release is the cleanup: forget the range if it is retired, then munmap
+// it. Forgetting first (under the fd's retMu) keeps the fd's Close from
+// replacing a range that is being returned to the kernel, which might by
+// then be someone else's.
+func (r region) release() {
+	if r.fd != nil {
+		r.fd.retMu.Lock()
+		if _, ok := r.fd.retired[r.base]; ok {
+			delete(r.fd.retired, r.base)
+			retiredBytes.Add(-int64(r.size))
+			retiredCount.Add(-1)
+		}
+		r.fd.retMu.Unlock()
+	}
+	unix.MunmapPtr(r.base, r.size)
+}
+
+// Bounds on retired rings not yet returned by their cleanup (process-wide):
+// beyond them Retire replaces the range at once, as Unmap does. Variables
+// for tests.
+var (
+	retireMaxBytes int64 = 32 << 20
+	retireMaxCount int64 = 4096
+)
+
+var retiredBytes, retiredCount atomic.Int64
 
 var (
 	mapMu  sync.Mutex
@@ -61,13 +98,13 @@ func Mmap(fd *FD, offset int64, size int, name string) (*Mapping, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newMapping(p, size, name), nil
+	return newMapping(p, size, fd, name), nil
 }
 
-func newMapping(p unsafe.Pointer, size int, name string) *Mapping {
-	m := &Mapping{base: p, size: size, name: name}
+func newMapping(p unsafe.Pointer, size int, fd *FD, name string) *Mapping {
+	m := &Mapping{base: p, size: size, fd: fd, name: name}
 	m.mapped.Store(true)
-	runtime.AddCleanup(m, func(r region) { unix.MunmapPtr(r.base, r.size) }, region{p, uintptr(size)})
+	runtime.AddCleanup(m, region.release, region{p, uintptr(size), fd})
 	if tracing.Load() {
 		buf := make([]byte, 4096)
 		buf = buf[:runtime.Stack(buf, false)]
@@ -81,29 +118,101 @@ func newMapping(p unsafe.Pointer, size int, name string) *Mapping {
 // Len returns the size of the mapping in bytes.
 func (m *Mapping) Len() int { return m.size }
 
-// Mapped reports whether the file is still mapped (Unmap not called).
+// Mapped reports whether the mapping is in use (neither Unmap nor Retire
+// called).
 func (m *Mapping) Mapped() bool { return m.mapped.Load() }
 
 // Unmap drops the mapping of the file: the range is replaced by anonymous
 // zero-filled memory in one atomic mmap, so concurrent accesses never
-// fault. Calling it twice is a no-op.
+// fault. Calling it twice, or after Retire, is a no-op.
 func (m *Mapping) Unmap() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.mapped.Load() {
 		return nil
 	}
-	_, err := unix.MmapPtr(-1, 0, m.base, uintptr(m.size), unix.PROT_READ|unix.PROT_WRITE,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
-	if err != nil {
+	if err := placeholder(m.base, uintptr(m.size)); err != nil {
 		// Without the placeholder the file stays mapped; keep it so.
 		return fmt.Errorf("sys: unmap %s: %w", m.name, err)
 	}
-	m.mapped.Store(false)
-	mapMu.Lock()
-	delete(mapped, m)
-	mapMu.Unlock()
+	m.done()
 	return nil
+}
+
+// Retire ends the use of the mapping without a system call: the range
+// keeps mapping the file until the Mapping is unreachable (its cleanup
+// munmaps it) or the fd closes (Close replaces it as Unmap does). Past the
+// process-wide bound on retired rings, or once the fd is closed, it is
+// Unmap. Calling it twice, or after Unmap, is a no-op.
+func (m *Mapping) Retire() error {
+	m.mu.Lock()
+	if !m.mapped.Load() {
+		m.mu.Unlock()
+		return nil
+	}
+	if fd := m.fd; fd != nil {
+		fd.retMu.Lock()
+		// Close sets closed before it takes retMu to replace the
+		// retired ranges: seen open here, this one is among them.
+		if !fd.closed.Load() && retiredCount.Load() < retireMaxCount &&
+			retiredBytes.Load()+int64(m.size) <= retireMaxBytes {
+			if fd.retired == nil {
+				fd.retired = map[unsafe.Pointer]uintptr{}
+			}
+			fd.retired[m.base] = uintptr(m.size)
+			retiredBytes.Add(int64(m.size))
+			retiredCount.Add(1)
+			fd.retMu.Unlock()
+			m.done()
+			m.mu.Unlock()
+			return nil
+		}
+		fd.retMu.Unlock()
+	}
+	m.mu.Unlock()
+	return m.Unmap()
+}
+
+// done marks the mapping out of use and forgets it in the leak tracer
+// (under m.mu).
+func (m *Mapping) done() {
+	m.mapped.Store(false)
+	if tracing.Load() {
+		mapMu.Lock()
+		delete(mapped, m)
+		mapMu.Unlock()
+	}
+}
+
+// placeholder replaces [base, base+size) with private anonymous memory in
+// one atomic mmap (MAP_FIXED), dropping whatever file it mapped.
+func placeholder(base unsafe.Pointer, size uintptr) error {
+	_, err := unix.MmapPtr(-1, 0, base, size, unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
+	return err
+}
+
+// replaceRetired replaces every retired range of fd that is still mapped
+// (fd.Close, after it marked the fd closed, before it closes the number):
+// then no mapping holds the file and the kernel can release it.
+func (fd *FD) replaceRetired() {
+	fd.retMu.Lock()
+	defer fd.retMu.Unlock()
+	for base, size := range fd.retired {
+		if placeholder(base, size) != nil {
+			// The file stays mapped until the cleanup munmaps it.
+			continue
+		}
+		delete(fd.retired, base)
+		retiredBytes.Add(-int64(size))
+		retiredCount.Add(-1)
+	}
+}
+
+// RetiredMappings returns the number of retired mappings not yet returned
+// and their bytes (process-wide), for tests and reports.
+func RetiredMappings() (n int, bytes int64) {
+	return int(retiredCount.Load()), retiredBytes.Load()
 }
 
 // at panics with a clear message on an access outside the mapping:

@@ -2,10 +2,12 @@ package sys
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -130,5 +132,179 @@ func TestMappingUnmapUnderUse(t *testing.T) {
 				t.Fatalf("leak tracer still lists the unmapped ring:\n%s", s)
 			}
 		}
+	}
+}
+
+// gcUntil runs garbage collections until cond holds (cleanups run
+// asynchronously after a collection) or a few seconds passed.
+func gcUntil(t *testing.T, cond func() bool) bool {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		if cond() {
+			return true
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cond()
+}
+
+// TestMappingRetire: Retire makes no system call, leaves the file mapped
+// (a late access reads the dead ring's own memory) and the fd's Close
+// replaces the range, so nothing holds the file afterwards.
+func TestMappingRetire(t *testing.T) {
+	fd, m := memfdMapping(t)
+	n0, b0 := RetiredMappings()
+	m.Store32(0, 42)
+	if err := m.Retire(); err != nil {
+		t.Fatal(err)
+	}
+	if m.Mapped() {
+		t.Fatal("Mapped after Retire")
+	}
+	if !fileMapped(t) {
+		t.Fatal("Retire unmapped the file (it should stay until the cleanup or Close)")
+	}
+	if v := m.Load32(0); v != 42 {
+		t.Fatalf("late read after Retire = %d, want the ring's 42", v)
+	}
+	if n, b := RetiredMappings(); n != n0+1 || b != b0+8192 {
+		t.Fatalf("RetiredMappings = %d, %d; want %d, %d", n, b, n0+1, b0+8192)
+	}
+	if err := m.Retire(); err != nil || m.Unmap() != nil {
+		t.Fatal("second Retire or Unmap after Retire failed")
+	}
+	if tracing.Load() {
+		for _, s := range OpenMappings() {
+			if strings.Contains(s, "test ring") {
+				t.Fatalf("leak tracer still lists the retired ring:\n%s", s)
+			}
+		}
+	}
+	if err := fd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fileMapped(t) {
+		t.Fatal("memfd still mapped after the fd's Close")
+	}
+	if n, b := RetiredMappings(); n != n0 || b != b0 {
+		t.Fatalf("after Close RetiredMappings = %d, %d; want %d, %d", n, b, n0, b0)
+	}
+	m.Store32(0, 7) // the private placeholder
+	if v := m.Load32(0); v != 7 {
+		t.Fatalf("placeholder read %d", v)
+	}
+}
+
+// TestMappingRetireCleanup: a retired Mapping that becomes unreachable is
+// munmapped by its cleanup, and the fd's Close then has nothing to do.
+func TestMappingRetireCleanup(t *testing.T) {
+	raw, err := unix.MemfdCreate("pureverbs-ring", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Skipf("memfd_create: %v", err)
+	}
+	fd, _ := NewFD(raw, "memfd ring")
+	defer fd.Close()
+	if err := unix.Ftruncate(raw, 8192); err != nil {
+		t.Fatal(err)
+	}
+	n0, _ := RetiredMappings()
+	func() {
+		m, err := Mmap(fd, 0, 8192, "test ring")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Retire(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	if !gcUntil(t, func() bool { return !fileMapped(t) }) {
+		t.Fatal("the retired ring is still mapped after its Mapping was collected")
+	}
+	if !gcUntil(t, func() bool { n, _ := RetiredMappings(); return n == n0 }) {
+		n, _ := RetiredMappings()
+		t.Fatalf("RetiredMappings = %d after the cleanup, want %d", n, n0)
+	}
+	fd.retMu.Lock()
+	left := len(fd.retired)
+	fd.retMu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d retired ranges left on the fd", left)
+	}
+}
+
+// TestMappingRetireBounds: past the bound on retired rings, and on a
+// closed fd, Retire unmaps at once (Unmap's placeholder).
+func TestMappingRetireBounds(t *testing.T) {
+	fd, m := memfdMapping(t)
+	old := retireMaxBytes
+	retireMaxBytes = 0
+	defer func() { retireMaxBytes = old }()
+	if err := m.Retire(); err != nil {
+		t.Fatal(err)
+	}
+	if fileMapped(t) {
+		t.Fatal("over the bound, Retire left the file mapped")
+	}
+	retireMaxBytes = old
+	m2, err := Mmap(fd, 0, 8192, "test ring 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd.Close()
+	if err := m2.Retire(); err != nil {
+		t.Fatal(err)
+	}
+	if fileMapped(t) {
+		t.Fatal("Retire after the fd's Close left the file mapped")
+	}
+}
+
+// TestMappingRetireCloseRace: Retire, the cleanup and the fd's Close run
+// concurrently; every range ends unmapped from the file, none is touched
+// twice, and the counters return to where they were.
+func TestMappingRetireCloseRace(t *testing.T) {
+	n0, b0 := RetiredMappings()
+	for round := 0; round < 50; round++ {
+		raw, err := unix.MemfdCreate("pureverbs-ring", unix.MFD_CLOEXEC)
+		if err != nil {
+			t.Skipf("memfd_create: %v", err)
+		}
+		fd, _ := NewFD(raw, "memfd ring")
+		unix.Ftruncate(raw, 4096)
+		var wg, started sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			started.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 8; i++ {
+					m, err := Mmap(fd, 0, 4096, "race ring")
+					if err != nil {
+						if i == 0 {
+							started.Done()
+						}
+						return // the fd closed
+					}
+					m.Retire()
+					if i == 0 {
+						started.Done()
+					}
+					if i%2 == 0 {
+						runtime.GC()
+					}
+				}
+			}()
+		}
+		started.Wait()
+		fd.Close()
+		wg.Wait()
+	}
+	if !gcUntil(t, func() bool { return !fileMapped(t) }) {
+		t.Fatal("a memfd is still mapped")
+	}
+	if !gcUntil(t, func() bool { n, b := RetiredMappings(); return n == n0 && b == b0 }) {
+		n, b := RetiredMappings()
+		t.Fatalf("RetiredMappings = %d, %d; want %d, %d", n, b, n0, b0)
 	}
 }
