@@ -6,6 +6,9 @@ import (
 	"testing"
 )
 
+// RaceSkipMessage is the reason NoAllocs skips under the race detector.
+const RaceSkipMessage = "allocation counts are meaningless under -race (sync.Pool drops items); make unit runs this without -race"
+
 // NoAllocs fails the test unless runs calls of f, after warm-up calls,
 // allocate nothing at all: zero heap objects and zero bytes over the whole
 // run. testing.AllocsPerRun rounds its average down, so a function that
@@ -20,7 +23,7 @@ import (
 func NoAllocs(tb testing.TB, runs int, f func()) {
 	tb.Helper()
 	if raceEnabled {
-		tb.Skip("allocation counts are meaningless under -race (sync.Pool drops items); make unit runs this without -race")
+		tb.Skip(RaceSkipMessage)
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	for i := 0; i < 3; i++ {

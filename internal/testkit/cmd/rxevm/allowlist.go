@@ -40,11 +40,19 @@ var vmSkipAllowlist = []allowedSkip{
 	},
 }
 
+// raceSkips is set by -race: the test binaries have the race detector,
+// under which testkit.NoAllocs skips (testkit.RaceSkipMessage), in any
+// test; the run without -race measures those allocations.
+var raceSkips bool
+
 // allowSkip returns why test of pkg may skip on kernel (the short name,
 // "6.1") with reason, or "" if it may not.
 func allowSkip(list []allowedSkip, kernel, pkg, test, reason string) string {
 	if strings.Contains(reason, testkit.SkipMessage) {
 		return ""
+	}
+	if raceSkips && strings.Contains(reason, testkit.RaceSkipMessage) {
+		return "-race: allocation counts need a build without the race detector (the run without -race measures them)"
 	}
 	for _, a := range list {
 		if a.pkg == pkg && a.test == test && (a.kernel == "" || a.kernel == kernel) &&

@@ -85,6 +85,7 @@ func parseArgs(args []string) (*options, error) {
 		o.pkgs = append(o.pkgs, rest[0])
 		args = rest[1:]
 	}
+	raceSkips = o.race
 	ks, err := selectKernels(*kernel)
 	if err != nil {
 		return nil, err
