@@ -6,8 +6,23 @@ import (
 	"testing"
 )
 
+// RaceSkipMarker is in the reason of every skip under the race detector
+// (NoAllocs, SkipUnderRace); rxevm -race allows those skips, and only
+// those.
+const RaceSkipMarker = "meaningless under -race"
+
 // RaceSkipMessage is the reason NoAllocs skips under the race detector.
-const RaceSkipMessage = "allocation counts are meaningless under -race (sync.Pool drops items); make unit runs this without -race"
+const RaceSkipMessage = "allocation counts are " + RaceSkipMarker + " (sync.Pool drops items); make unit runs this without -race"
+
+// SkipUnderRace skips the test when it is built with the race detector,
+// which makes what it measures (what, e.g. "system call counts") mean
+// nothing; the run without -race (make vmtest) checks it.
+func SkipUnderRace(tb testing.TB, what string) {
+	tb.Helper()
+	if raceEnabled {
+		tb.Skip(what + " are " + RaceSkipMarker + "; make vmtest measures them without it")
+	}
+}
 
 // NoAllocs fails the test unless runs calls of f, after warm-up calls,
 // allocate nothing at all: zero heap objects and zero bytes over the whole

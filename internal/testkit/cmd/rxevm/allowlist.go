@@ -41,8 +41,9 @@ var vmSkipAllowlist = []allowedSkip{
 }
 
 // raceSkips is set by -race: the test binaries have the race detector,
-// under which testkit.NoAllocs skips (testkit.RaceSkipMessage), in any
-// test; the run without -race measures those allocations.
+// under which testkit.NoAllocs and testkit.SkipUnderRace skip (the reason
+// has testkit.RaceSkipMarker), in any test; the run without -race
+// measures what they skip.
 var raceSkips bool
 
 // allowSkip returns why test of pkg may skip on kernel (the short name,
@@ -51,8 +52,8 @@ func allowSkip(list []allowedSkip, kernel, pkg, test, reason string) string {
 	if strings.Contains(reason, testkit.SkipMessage) {
 		return ""
 	}
-	if raceSkips && strings.Contains(reason, testkit.RaceSkipMessage) {
-		return "-race: allocation counts need a build without the race detector (the run without -race measures them)"
+	if raceSkips && strings.Contains(reason, testkit.RaceSkipMarker) {
+		return "-race: measured by the run without the race detector"
 	}
 	for _, a := range list {
 		if a.pkg == pkg && a.test == test && (a.kernel == "" || a.kernel == kernel) &&
