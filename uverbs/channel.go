@@ -26,11 +26,14 @@ type CompChannel struct {
 	ctx *Context
 	r   *sys.RecordReader
 
-	// cqs maps the user handles of the channel's CQs to them; replaced
-	// (copy on write) when a CQ joins or leaves, read without a lock for
-	// every event.
-	cqs    atomic.Pointer[map[uint64]*CQ]
-	mu     sync.Mutex // serialises updates of cqs and closed
+	// cqs maps the user handles of the channel's CQs to them: read
+	// (shared lock) for every event, written when a CQ joins or leaves.
+	// Joining costs O(1) however many CQs share the channel (a
+	// copy-on-write map made creating the 1,000th CQ twice as slow as
+	// the first: docs/performance.md, "Scale").
+	cqsMu  sync.RWMutex
+	cqs    map[uint64]*CQ
+	mu     sync.Mutex // serialises attach, detach and closed
 	closed bool
 
 	recMu sync.Mutex // guards rec from a read to its decode
@@ -94,9 +97,7 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		fd.Close()
 		return nil, c.opErr("comp_channel", "create", err)
 	}
-	ch := &CompChannel{ctx: c, r: r}
-	empty := map[uint64]*CQ{}
-	ch.cqs.Store(&empty)
+	ch := &CompChannel{ctx: c, r: r, cqs: map[uint64]*CQ{}}
 	if err := c.addChannel(ch); err != nil {
 		r.Close()
 		return nil, err
@@ -189,7 +190,9 @@ func (ch *CompChannel) readEvent(ctx context.Context, wait bool) (*CQ, error) {
 	case n != 8:
 		return nil, &OpError{Object: "comp_channel", Method: "get_cq_event", Err: fmt.Errorf("%w: %d-byte completion event record", ErrInvalid, n)}
 	}
-	cq := (*ch.cqs.Load())[uh]
+	ch.cqsMu.RLock()
+	cq := ch.cqs[uh]
+	ch.cqsMu.RUnlock()
 	if cq == nil {
 		// The kernel drops the unread events of a destroyed CQ, so this is
 		// not one of ours.
@@ -207,13 +210,9 @@ func (ch *CompChannel) attach(cq *CQ) error {
 	if ch.closed {
 		return closedErr("cq", "create")
 	}
-	old := *ch.cqs.Load()
-	m := make(map[uint64]*CQ, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[cq.uh] = cq
-	ch.cqs.Store(&m)
+	ch.cqsMu.Lock()
+	ch.cqs[cq.uh] = cq
+	ch.cqsMu.Unlock()
 	return nil
 }
 
@@ -221,17 +220,11 @@ func (ch *CompChannel) attach(cq *CQ) error {
 func (ch *CompChannel) detach(cq *CQ) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	old := *ch.cqs.Load()
-	if old[cq.uh] != cq {
-		return
+	ch.cqsMu.Lock()
+	if ch.cqs[cq.uh] == cq {
+		delete(ch.cqs, cq.uh)
 	}
-	m := make(map[uint64]*CQ, len(old))
-	for k, v := range old {
-		if k != cq.uh {
-			m[k] = v
-		}
-	}
-	ch.cqs.Store(&m)
+	ch.cqsMu.Unlock()
 }
 
 // Close closes the channel (ibv_destroy_comp_channel(3)). Like libibverbs
@@ -247,7 +240,10 @@ func (ch *CompChannel) Close() error {
 		ch.mu.Unlock()
 		return nil
 	}
-	if n := len(*ch.cqs.Load()); n > 0 && !ch.ctx.Closed() {
+	ch.cqsMu.RLock()
+	n := len(ch.cqs)
+	ch.cqsMu.RUnlock()
+	if n > 0 && !ch.ctx.Closed() {
 		ch.mu.Unlock()
 		return &OpError{Object: "comp_channel", Method: "close", Err: fmt.Errorf("%w: %d CQs still use the channel", sys.EBUSY, n)}
 	}
