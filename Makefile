@@ -33,7 +33,7 @@ TESTFLAGS ?=
 BIN      := bin
 TOOLS    := $(filter-out abigen,$(notdir $(wildcard cmd/*)))
 
-.PHONY: all deps build test unit runnertest vet fmt check-imports generate check-generate bench demo vmtest vmtest2 perf perfdoc clean
+.PHONY: all deps build test unit fuzz runnertest vet fmt check-imports generate check-generate bench demo vmtest vmtest-race vmtest2 perf perfdoc clean
 
 all: build
 
@@ -66,6 +66,11 @@ unit: deps
 	@# Allocation assertions skip under -race (sync.Pool drops items there).
 	$(GO) test -count=1 -run 'Alloc' ./...
 
+# Every fuzz target (func FuzzX in a _test.go file) for FUZZTIME each.
+FUZZTIME ?= 5s
+fuzz: deps
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
@@ -73,6 +78,14 @@ bench: deps
 vmtest: deps
 	@[ -n "$(strip $(VMPKGS))" ] || { echo "make vmtest: '$(GO) list ./...' found no packages"; exit 1; }
 	$(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) $(VMFLAGS) $(VMPKGS) -- -count=1 -v $(if $(RUN),-run '$(RUN)') $(TESTFLAGS)
+
+# The VM suite's library packages with the race detector (rxevm -race:
+# cgo test binaries linked against the guest's glibc), -short; make test
+# runs it on RACEKERNEL. The whole suite: make vmtest VMFLAGS=-race.
+RACEKERNEL ?= 6.12
+RACEPKGS   ?= ./uverbs ./async ./cq ./devx ./internal/sys ./internal/core ./internal/testkit/faults
+vmtest-race: deps
+	$(GO) run ./internal/testkit/cmd/rxevm -race -timeout 20m -kernel $(RACEKERNEL) $(VMFLAGS) $(RACEPKGS) -- -count=1 -v -short -timeout 15m $(if $(RUN),-run '$(RUN)') $(TESTFLAGS)
 
 # The two-host suite: two guests joined by a virtual Ethernet wire, the
 # TestTwoHost* tests of internal/testkit/twohost (and the bandwidth tools'
@@ -88,8 +101,8 @@ vmtest2: deps
 # About an hour on a 2-core host; run it on a quiet one.
 BWPKGS   := ./cmd/writebw ./cmd/readbw ./cmd/sendbw
 PERFLOGS ?= $(or $(PUREVERBS_CACHE),$(HOME)/.cache/pureverbs)/perf
-PERF_BW  ?= -bw.rounds=5 -bw.iters=2000 -bw.sizes=64,4096,65536
-PERF_BW2 ?= -bw.rounds=3 -bw.iters=500 -bw.sizes=64,4096,65536
+PERF_BW  ?= -bw.rounds=5 -bw.sizes=64,4096,65536 -bw.iters=20000,5000,2000
+PERF_BW2 ?= -bw.rounds=3 -bw.sizes=64,4096,65536 -bw.iters=5000,2000,500
 PERF_LAT ?= -pp.rounds=5 -pp.iters=200 -pp.sizes=2,16,128,1024,8192,65536
 PERFRUN   = $(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) -timeout 120m
 perf: deps

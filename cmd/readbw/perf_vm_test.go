@@ -5,7 +5,7 @@ package main
 // it with more rounds and sizes on both kernels:
 //
 //	KERNEL=6.12 make vmtest VMPKGS=./cmd/readbw RUN=TestVMBandwidth \
-//	    TESTFLAGS='-bw.rounds=5 -bw.iters=2000 -bw.sizes=4096,65536,1048576'
+//	    TESTFLAGS='-bw.rounds=5 -bw.sizes=64,4096,65536 -bw.iters=20000,5000,2000'
 
 import (
 	"testing"

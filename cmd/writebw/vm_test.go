@@ -21,11 +21,14 @@ func TestVMAgainstC(t *testing.T) {
 	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2, 65536}, 100)
 }
 
-// TestVMGoGo: the Go tool against itself on rxelo, with other depths and
-// moderation.
+// TestVMGoGo: the Go tool against itself on rxelo, with other depths,
+// moderation, and inline messages.
 func TestVMGoGo(t *testing.T) {
 	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{4096}, 300,
 		"-t", "16", "-Q", "4")
+	// Inline messages (perftest disables -I on devices it does not know,
+	// rxe among them; the Go tools send inline whatever the QP allows).
+	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 300, "-I", "64")
 }
 
 // TestVMAllSizes: -a (2 B to 8 MiB, a line per size on the client, the last one on the server),

@@ -73,6 +73,8 @@ type sendLoop struct {
 	line    uint64 // cache line
 	myAddr  uint64 // local buffer start
 	remAddr uint64 // remote buffer start (write, read)
+	local   []byte // the registered memory at myAddr (inline sends copy from it)
+	inline  int    // send and write messages up to this size inline
 	tm      timing
 	scnt    uint64
 	ccnt    uint64
@@ -94,6 +96,13 @@ func (l *sendLoop) setup(size uint64, lkey, rkey uint32) {
 	}
 	if l.verb != Send {
 		w.RemoteAddr, w.RKey = l.remAddr, rkey
+	}
+	if l.verb != Read && size <= uint64(l.inline) {
+		// IBV_SEND_INLINE: the bytes go into the queue at post time, so
+		// the request names them instead of an SGE.
+		w.Flags |= uverbs.SendInline
+		w.SGL = nil
+		w.Inline = l.local[:size]
 	}
 	if l.cqMod == 1 {
 		w.Flags = uverbs.SendSignaled
@@ -123,6 +132,10 @@ func (l *sendLoop) run() error {
 			}
 			if cycling {
 				l.sge[0].Addr = nextAddr(l.sge[0].Addr, l.myAddr, l.size, l.scnt, l.line, l.cycle)
+				if w.Inline != nil {
+					off := l.sge[0].Addr - l.myAddr
+					w.Inline = l.local[off : off+l.size]
+				}
 				if l.verb != Send {
 					w.RemoteAddr = nextAddr(w.RemoteAddr, l.remAddr, l.size, l.scnt, l.line, l.cycle)
 				}

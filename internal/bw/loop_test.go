@@ -16,14 +16,19 @@ type fakeSQ struct {
 	nsig     int
 	addrs    [256]uint64 // local address of each post (first 256)
 	remotes  [256]uint64
-	pending  int // signaled, not yet polled
+	inline   [256]int // inline sends: cap of the payload slice (its offset from the end of the memory)
+	pending  int      // signaled, not yet polled
 	perPoll  int
 }
 
 func (f *fakeSQ) PostSend(wrs []uverbs.SendWR) error {
 	w := &wrs[0]
 	if f.posts < len(f.addrs) {
-		f.addrs[f.posts] = w.SGL[0].Addr
+		if w.Flags&uverbs.SendInline != 0 {
+			f.inline[f.posts] = cap(w.Inline)
+		} else {
+			f.addrs[f.posts] = w.SGL[0].Addr
+		}
 		f.remotes[f.posts] = w.RemoteAddr
 	}
 	if w.Flags&uverbs.SendSignaled != 0 {
@@ -104,6 +109,31 @@ func TestSendLoop(t *testing.T) {
 		if r.Avg <= 0 || (!c.noPeak && r.Peak <= 0) {
 			t.Errorf("%+v: report %+v", c, r)
 		}
+	}
+}
+
+// TestSendLoopInline: messages up to the inline size go inline, from the
+// same cycling slots of the local memory.
+func TestSendLoopInline(t *testing.T) {
+	f := &fakeSQ{perPoll: 3}
+	l := newSendLoop(f, Write, 300, 64, 10, false)
+	l.local, l.inline = make([]byte, 8192), 128
+	l.setup(100, 1, 2)
+	if err := l.run(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 100 {
+		off := k % (4096 / 128) * 128
+		if f.inline[k] != 8192-off || f.remotes[k] != 0x90000+uint64(off) {
+			t.Fatalf("post %d: inline payload cap %d, remote %#x; want offset %d", k, f.inline[k], f.remotes[k], off)
+		}
+	}
+	f2 := &fakeSQ{perPoll: 3}
+	l = newSendLoop(f2, Write, 10, 64, 10, false)
+	l.local, l.inline = make([]byte, 8192), 128
+	l.setup(129, 1, 2)
+	if err := l.run(); err != nil || f2.inline[0] != 0 || f2.addrs[0] != 0x10000 {
+		t.Errorf("129 B with inline 128: %v, inline %d, address %#x", err, f2.inline[0], f2.addrs[0])
 	}
 }
 

@@ -317,6 +317,10 @@ func (t *test) createResources() error {
 	if err != nil {
 		return msgError{"Couldn't create QP", "  (" + err.Error() + ")"}
 	}
+	if got := t.qp.Cap().MaxInlineData; o.Inline > got {
+		fmt.Fprintf(t.stdout, "  Actual inline-size(%d) > requested inline-size(%d)\n", got, o.Inline)
+		o.Inline = got
+	}
 	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: uint8(o.IBPort)}
 	switch t.v {
 	case Read:
@@ -590,7 +594,7 @@ func (t *test) runRDMA() error {
 	}
 	t.send = sendLoop{qp: t.qp, cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
 		cqMod: uint64(t.o.CQMod), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
-		myAddr: t.mr.Addr(), remAddr: t.rem.VAddr, tm: newTiming(t.o.Iters, t.o.NoPeak)}
+		myAddr: t.mr.Addr(), remAddr: t.rem.VAddr, local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters, t.o.NoPeak)}
 	for _, size := range t.sizes() {
 		t.send.setup(size, t.mr.LKey(), t.rem.RKey)
 		if err := t.send.run(); err != nil {
@@ -622,7 +626,7 @@ func (t *test) runSend() error {
 	if t.client {
 		t.send = sendLoop{qp: t.qp, cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
 			cqMod: uint64(t.o.CQMod), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
-			myAddr: t.mr.Addr(), tm: newTiming(t.o.Iters, t.o.NoPeak)}
+			myAddr: t.mr.Addr(), local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters, t.o.NoPeak)}
 	} else {
 		t.recv = recvLoop{qp: t.qp, cq: t.recvCQ, iters: t.o.Iters, depth: uint64(t.o.RxDepth),
 			cycle: t.cycle, line: t.cacheLine, rxAddr: t.mr.Addr() + t.half, tm: newTiming(1, true)}

@@ -195,7 +195,11 @@ func bandwidthSection(d *data, when string) string {
 				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n", r.Tool, sizeStr(size), cell(goGo), cell(cC), cell(goC), cell(cGo),
 					bwtest.Median(m[goGo])/bwtest.Median(m[cC]), rr)
 			}
-			notes = append(notes, fmt.Sprintf("%s %d rounds of %d iterations (%s)", r.Tool, r.Rounds, r.Iters, (time.Duration(r.Seconds)*time.Second).String()))
+			var its []string
+			for _, size := range sizes {
+				its = append(its, fmt.Sprintf("%d x %s", r.Iters[strconv.Itoa(size)], sizeStr(size)))
+			}
+			notes = append(notes, fmt.Sprintf("%s: %d rounds of %s (%s)", r.Tool, r.Rounds, strings.Join(its, ", "), (time.Duration(r.Seconds)*time.Second).String()))
 		}
 		fmt.Fprintf(&b, "\n%s; clocksource %s.\n\n", strings.Join(notes, ", "), r0.Clocksource)
 	}
