@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/core"
@@ -33,6 +34,11 @@ type Context struct {
 	coreSupport    uint64
 	invokeWrite    bool // the kernel has the INVOKE_WRITE ioctl bridge
 
+	// Command buffers: one cached in cmd1 (an atomic swap to take, a
+	// compare-and-swap to return), the rest, for concurrent commands, in
+	// cmds. sync.Pool alone costs about 0.35 us per command under QEMU's
+	// TCG, 4 % of a QUERY_PORT.
+	cmd1 atomic.Pointer[sys.Ioctl]
 	cmds sync.Pool // *sys.Ioctl
 
 	mlx5 *mlx5State // mlx5 devices: the GET_CONTEXT exchange (mlx5.go)
@@ -298,13 +304,20 @@ func (c *Context) asyncFile() (*sys.EventFile, error) {
 	return ef, nil
 }
 
-func (c *Context) get() *sys.Ioctl { return c.cmds.Get().(*sys.Ioctl) }
+func (c *Context) get() *sys.Ioctl {
+	if i := c.cmd1.Swap(nil); i != nil {
+		return i
+	}
+	return c.cmds.Get().(*sys.Ioctl)
+}
 
 // put returns a command buffer to the pool, dropping its references to the
 // caller's buffers so the pool does not keep them alive.
 func (c *Context) put(i *sys.Ioctl) {
 	i.Clear()
-	c.cmds.Put(i)
+	if !c.cmd1.CompareAndSwap(nil, i) {
+		c.cmds.Put(i)
+	}
 }
 
 // errNilContext is returned by the methods of a nil *Context.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -293,23 +292,23 @@ func (c *Context) QueryPortInto(port int, pa *PortAttr) error {
 	}
 	cmd := c.get()
 	defer c.put(cmd)
-	resp := scratchPool.Get().(*cmdScratch)
-	defer scratchPool.Put(resp)
-	resp.port = abi.IbUverbsQueryPortRespEx{}
+	// The response lives in the command's own (heap) scratch: no buffer
+	// of its own, no second pool.
+	resp := sys.Scratch[abi.IbUverbsQueryPortRespEx](cmd)
 	cmd.Reset(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, c.driverID)
 	cmd.ConstIn(abi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port), true)
-	sys.PtrOut(cmd, abi.UVERBS_ATTR_QUERY_PORT_RESP, &resp.port, true)
+	sys.PtrOut(cmd, abi.UVERBS_ATTR_QUERY_PORT_RESP, resp, true)
 	err := cmd.Exec(c.cmd)
 	if err == sys.EPROTONOSUPPORT || err == sys.ENOTTY {
 		var req abi.IbUverbsQueryPort
 		req.PortNum = uint8(port)
-		w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_QUERY_PORT, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp.port.LegacyResp)}
+		w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_QUERY_PORT, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp.LegacyResp)}
 		err = cmd.LegacyWrite(c.cmd, &w)
 	}
 	if err != nil {
 		return c.opErr("device", "query_port", err)
 	}
-	r := &resp.port.LegacyResp
+	r := &resp.LegacyResp
 	*pa = PortAttr{
 		State: PortState(r.State), MaxMTU: MTU(r.MaxMtu), ActiveMTU: MTU(r.ActiveMtu),
 		GIDTblLen: int(r.GidTblLen), PortCapFlags: r.PortCapFlags, MaxMsgSz: r.MaxMsgSz,
@@ -317,18 +316,10 @@ func (c *Context) QueryPortInto(port int, pa *PortAttr) error {
 		LID: r.Lid, SMLID: r.SmLid, LMC: r.Lmc, MaxVLNum: r.MaxVlNum, SMSL: r.SmSl,
 		SubnetTimeout: r.SubnetTimeout, InitTypeReply: r.InitTypeReply, ActiveWidth: r.ActiveWidth,
 		ActiveSpeed: r.ActiveSpeed, PhysState: r.PhysState, LinkLayer: LinkLayer(r.LinkLayer),
-		Flags: r.Flags, PortCapFlags2: resp.port.PortCapFlags2,
+		Flags: r.Flags, PortCapFlags2: resp.PortCapFlags2,
 	}
 	return nil
 }
-
-// cmdScratch holds response buffers in the heap so that their addresses,
-// handed to the kernel as integers, stay valid; it is pooled.
-type cmdScratch struct {
-	port abi.IbUverbsQueryPortRespEx
-}
-
-var scratchPool = sync.Pool{New: func() any { return new(cmdScratch) }}
 
 // GIDType is the type of a GID table entry (IBV_GID_TYPE_*).
 type GIDType uint32

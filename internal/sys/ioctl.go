@@ -68,6 +68,25 @@ type Ioctl struct {
 	// as an integer inside the request image: it must never be on a stack
 	// (which may move), whatever the Ioctl itself lives in.
 	scratch *writeScratch
+
+	// out is a small response buffer inside the (heap) Ioctl, handed out
+	// by Scratch: a command's output needs no buffer of its own.
+	out [scratchWords]uint64
+}
+
+const scratchWords = 32 // 256 bytes, 8-byte aligned
+
+// Scratch returns a zeroed *T inside c, for a command's response (PtrOut):
+// it lives as long as c and is reused by the next command, so read it
+// before returning c to its pool. T must be plain data of at most 256
+// bytes (a larger T is a bug: Scratch panics).
+func Scratch[T any](c *Ioctl) *T {
+	var zero T
+	if unsafe.Sizeof(zero) > unsafe.Sizeof(c.out) {
+		panic("sys: Scratch type larger than the command's scratch")
+	}
+	clear(c.out[:(unsafe.Sizeof(zero)+7)/8])
+	return (*T)(unsafe.Pointer(&c.out))
 }
 
 // NewIoctl returns a reset command buffer.
