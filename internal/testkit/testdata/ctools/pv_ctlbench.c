@@ -16,9 +16,11 @@
  * when ITERS is 0, so that "pv_ctlbench DEV OP 0" makes only the set-up's
  * system calls, which the test subtracts). It prints one line:
  *
- *   ctlbench op=OP iters=N ops=M ns_per_op=X
+ *   ctlbench op=OP iters=N ops=M ns_per_op=X vcsw_per_op=V ivcsw_per_op=I
  *
- * where M counts the warm-up iterations too (for the system call counts).
+ * where M counts the warm-up iterations too (for the system call counts)
+ * and V and I are the process's voluntary and involuntary context
+ * switches during the timed loop (getrusage), per iteration.
  *
  * The rxevm runner compiles every .c file of this directory on the host
  * (gcc -O2, linked against libibverbs.so.1 of Debian's rdma-core 44, as in
@@ -29,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <infiniband/verbs.h>
 
 static int one(const char *op, struct ibv_device *dev, struct ibv_context *ctx)
@@ -69,6 +72,7 @@ int main(int argc, char **argv)
 	struct ibv_context *ctx = NULL;
 	long iters, i;
 	long long t0, t1;
+	struct rusage r0, r1;
 	int n, rc;
 
 	if (argc != 4) {
@@ -100,6 +104,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s (warm-up): %s\n", argv[2], strerror(rc));
 			return 1;
 		}
+	getrusage(RUSAGE_SELF, &r0);
 	t0 = now();
 	for (i = 0; i < iters; i++)
 		if ((rc = one(argv[2], dev, ctx)) != 0) {
@@ -107,8 +112,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	t1 = now();
-	printf("ctlbench op=%s iters=%ld ops=%ld ns_per_op=%.0f\n", argv[2], iters,
-	       iters > 0 ? iters + iters / 10 + 1 : 0, iters ? (double)(t1 - t0) / iters : 0.0);
+	getrusage(RUSAGE_SELF, &r1);
+	printf("ctlbench op=%s iters=%ld ops=%ld ns_per_op=%.0f vcsw_per_op=%.3f ivcsw_per_op=%.3f\n", argv[2], iters,
+	       iters > 0 ? iters + iters / 10 + 1 : 0, iters ? (double)(t1 - t0) / iters : 0.0,
+	       iters ? (double)(r1.ru_nvcsw - r0.ru_nvcsw) / iters : 0.0,
+	       iters ? (double)(r1.ru_nivcsw - r0.ru_nivcsw) / iters : 0.0);
 	if (ctx)
 		ibv_close_device(ctx);
 	ibv_free_device_list(list);

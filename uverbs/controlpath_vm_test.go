@@ -1,0 +1,497 @@
+package uverbs_test
+
+// The control-path comparison of docs/performance.md ("Control path"):
+// the same loops through libibverbs (pv_ctlbench, a C program the rxevm
+// runner compiles from internal/testkit/testdata/ctools) and through this
+// library (this test binary re-executed with PUREVERBS_CTLBENCH set, so
+// that neither the testing package nor TestMain's leak tracing runs), in
+// the same VM: time per operation, and system calls per operation under
+// strace -f -c. In the normal VM suite it runs one short round; the
+// numbers in the document come from
+//
+//	KERNEL=6.1 make vmtest VMPKGS=./uverbs RUN=TestVMControlPath \
+//	    VMFLAGS='-timeout 30m' TESTFLAGS='-timeout 30m -ctl.rounds=7 -ctl.iters=2000'
+//
+// (and the same with KERNEL=6.12).
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+var (
+	ctlRounds = flag.Int("ctl.rounds", 1, "TestVMControlPath: timed rounds of every operation, Go and C")
+	ctlIters  = flag.Int("ctl.iters", 200, "TestVMControlPath: iterations per timed run")
+	ctlStrace = flag.Int("ctl.strace", 200, "TestVMControlPath: iterations of the runs under strace")
+	ctlDev    = flag.String("ctl.dev", testkit.LoopDev, "TestVMControlPath: device")
+	ctlOpList = flag.String("ctl.ops", "query_port,cq,open", "TestVMControlPath: operations, comma-separated")
+)
+
+// ctlOps are the operations compared, as pv_ctlbench names them.
+var ctlOps = []string{"query_port", "cq", "open"}
+
+const ctlEnv = "PUREVERBS_CTLBENCH" // "DEVICE OP ITERS [traced]": run the Go loop and exit
+
+func init() {
+	if v := os.Getenv(ctlEnv); v != "" {
+		os.Exit(ctlBenchMain(strings.Fields(v)))
+	}
+}
+
+// ctlBenchMain is the Go twin of pv_ctlbench: same set-up, warm-up, loop
+// and output line.
+func ctlBenchMain(args []string) int {
+	if len(args) < 3 || len(args) > 4 {
+		fmt.Fprintf(os.Stderr, "%s: want DEVICE OP ITERS [traced], got %q\n", ctlEnv, args)
+		return 2
+	}
+	traced := len(args) == 4 && args[3] == "traced"
+	op := args[1]
+	iters, err := strconv.Atoi(args[2])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	dev, err := uverbs.DeviceByName(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var c *uverbs.Context
+	if op != "open" {
+		if c, err = uverbs.Open(dev); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	var pa uverbs.PortAttr
+	bg := context.Background()
+	var one func() error
+	switch op {
+	case "query_port":
+		one = func() error { return c.QueryPortInto(1, &pa) }
+	case "cq":
+		one = func() error {
+			cq, err := c.CreateCQ(16, nil)
+			if err != nil {
+				return err
+			}
+			return cq.Destroy(bg)
+		}
+	case "open":
+		one = func() error {
+			c, err := uverbs.Open(dev)
+			if err != nil {
+				return err
+			}
+			return c.Close()
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "unknown op %q\n", op)
+		return 2
+	}
+	for i := 0; iters > 0 && i < iters/10+1; i++ {
+		if err := one(); err != nil {
+			fmt.Fprintf(os.Stderr, "%s (warm-up): %v\n", op, err)
+			return 1
+		}
+	}
+	runtime.GC() // the warm-up's garbage is not the loop's
+	waitCleanups()
+	// Context switches are counted from /proc (files read before and
+	// after the loop), except under strace, whose counts those reads
+	// would blur.
+	var v0, iv0, v1, iv1 int
+	if !traced {
+		v0, iv0 = ctxSwitches()
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	t0 := time.Now()
+	for range iters {
+		if err := one(); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", op, err)
+			return 1
+		}
+	}
+	loop := time.Since(t0)
+	runtime.ReadMemStats(&m1)
+	if !traced {
+		v1, iv1 = ctxSwitches()
+	}
+	// The address ranges of destroyed rings go back to the kernel from
+	// cleanups after a collection (sys.Mapping): their time counts, as
+	// C's munmaps do. The collection itself is not the operation's: a
+	// program collects when it allocated enough (allocs_per_op tells how
+	// often), so it is reported apart (gc_ms).
+	t1 := time.Now()
+	runtime.GC()
+	t2 := time.Now()
+	waitCleanups()
+	cleanups := time.Since(t2)
+	gc := t2.Sub(t1)
+	ops, ns, loopNs := 0, 0.0, 0.0
+	if iters > 0 {
+		ops = iters + iters/10 + 1
+		ns = float64((loop + cleanups).Nanoseconds()) / float64(iters)
+		loopNs = float64(loop.Nanoseconds()) / float64(iters)
+	}
+	if c != nil {
+		c.Close()
+	}
+	// Every cleanup of the run, so that strace counts those munmaps as the
+	// loop's.
+	for range 3 {
+		runtime.GC()
+		waitCleanups()
+	}
+	allocs, bytes := 0.0, 0.0
+	if iters > 0 {
+		allocs = float64(m1.Mallocs-m0.Mallocs) / float64(iters)
+		bytes = float64(m1.TotalAlloc-m0.TotalAlloc) / float64(iters)
+	}
+	vcsw, ivcsw := 0.0, 0.0
+	if iters > 0 {
+		vcsw, ivcsw = float64(v1-v0)/float64(iters), float64(iv1-iv0)/float64(iters)
+	}
+	fmt.Printf("ctlbench op=%s iters=%d ops=%d ns_per_op=%.0f vcsw_per_op=%.3f ivcsw_per_op=%.3f loop_ns_per_op=%.0f gc_ms=%.1f allocs_per_op=%.1f bytes_per_op=%.0f gcs=%d\n",
+		op, iters, ops, ns, vcsw, ivcsw, loopNs, float64(gc.Microseconds())/1000, allocs, bytes, m1.NumGC-m0.NumGC)
+	return 0
+}
+
+// ctxSwitches sums the voluntary and involuntary context switches of the
+// process's threads (getrusage's figures, which the C side prints, without
+// importing syscall).
+func ctxSwitches() (vol, invol int) {
+	ents, _ := os.ReadDir("/proc/self/task")
+	for _, e := range ents {
+		b, _ := os.ReadFile("/proc/self/task/" + e.Name() + "/status")
+		for _, l := range strings.Split(string(b), "\n") {
+			k, v, _ := strings.Cut(l, ":")
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			switch k {
+			case "voluntary_ctxt_switches":
+				vol += n
+			case "nonvoluntary_ctxt_switches":
+				invol += n
+			}
+		}
+	}
+	return vol, invol
+}
+
+// waitCleanups waits until the cleanups queued so far have run (or a few
+// seconds passed). It yields rather than sleeps: a timer would make the
+// runtime write and read its netpoller's eventfd, which strace would
+// count as the loop's.
+func waitCleanups() {
+	m := []metrics.Sample{{Name: "/gc/cleanups/queued:cleanups"}, {Name: "/gc/cleanups/executed:cleanups"}}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); runtime.Gosched() {
+		metrics.Read(m)
+		if m[1].Value.Uint64() >= m[0].Value.Uint64() {
+			return
+		}
+	}
+}
+
+// ctlResult is one run's output line.
+type ctlResult struct {
+	ops           int
+	nsPerOp       float64
+	loopNs, gcMs  float64 // Go: the loop alone; the collection after it
+	vcsw, ivcsw   float64 // context switches per operation
+	allocs, bytes float64 // per operation (Go only)
+}
+
+// ctlCommand returns the command of one side's run.
+func ctlCommand(t *testing.T, goSide bool, op string, iters int, strace []string) *exec.Cmd {
+	t.Helper()
+	var argv []string
+	var env []string
+	if goSide {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		argv = []string{self}
+		env = []string{fmt.Sprintf("%s=%s %s %d", ctlEnv, *ctlDev, op, iters)}
+		if strace != nil {
+			env[0] += " traced"
+		}
+	} else {
+		argv = []string{"pv_ctlbench", *ctlDev, op, strconv.Itoa(iters)}
+	}
+	argv = append(strace, argv...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	return cmd
+}
+
+func ctlParse(t *testing.T, out string) ctlResult {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "ctlbench ") {
+			continue
+		}
+		var r ctlResult
+		for _, f := range strings.Fields(l) {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "ops":
+				r.ops, _ = strconv.Atoi(v)
+			case "ns_per_op":
+				r.nsPerOp, _ = strconv.ParseFloat(v, 64)
+			case "vcsw_per_op":
+				r.vcsw, _ = strconv.ParseFloat(v, 64)
+			case "ivcsw_per_op":
+				r.ivcsw, _ = strconv.ParseFloat(v, 64)
+			case "loop_ns_per_op":
+				r.loopNs, _ = strconv.ParseFloat(v, 64)
+			case "gc_ms":
+				r.gcMs, _ = strconv.ParseFloat(v, 64)
+			case "allocs_per_op":
+				r.allocs, _ = strconv.ParseFloat(v, 64)
+			case "bytes_per_op":
+				r.bytes, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		return r
+	}
+	t.Fatalf("no ctlbench line in %q", out)
+	return ctlResult{}
+}
+
+// ctlRun runs one side untraced.
+func ctlRun(t *testing.T, goSide bool, op string, iters int) ctlResult {
+	t.Helper()
+	out, err := ctlCommand(t, goSide, op, iters, nil).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", side(goSide), op, err, out)
+	}
+	return ctlParse(t, string(out))
+}
+
+func side(goSide bool) string {
+	if goSide {
+		return "Go"
+	}
+	return "C"
+}
+
+// ctlSyscalls runs one side under strace -f -c, with no iterations and
+// with iters, and returns the difference per operation by system call:
+// the loop's calls without the process's start and set-up. Tracing every
+// call slows each by a ptrace stop, which makes the Go runtime's
+// time-driven calls (sysmon's nanosleep, preemption signals, futex
+// wake-ups of Ms that take over a P in a long system call) far more
+// frequent than they are: those (ctlRuntimeCall) are left out of the full
+// trace, and the telling ones (ctlRuntimeTraced) counted in separate runs
+// that trace only them (--seccomp-bpf: the others run at full speed).
+// Even so each of those stops the thread that makes it, so their counts
+// are an indication; the context switches of untraced runs are the
+// steadier measure of the runtime's thread wake-ups.
+func ctlSyscalls(t *testing.T, goSide bool, op string, iters int) map[string]float64 {
+	t.Helper()
+	all := ctlStraceDiff(t, goSide, op, iters, nil)
+	rt := ctlStraceDiff(t, goSide, op, iters, []string{"--seccomp-bpf", "-e", "trace=" + strings.Join(ctlRuntimeTraced, ",")})
+	per := map[string]float64{}
+	for k, v := range all {
+		if !ctlRuntimeCall[k] {
+			per[k] = v
+		}
+	}
+	for k, v := range rt {
+		per[k] = v
+	}
+	return per
+}
+
+// ctlStraceDiff is one pair of strace -f -c runs (0 and iters iterations)
+// with the extra strace flags.
+func ctlStraceDiff(t *testing.T, goSide bool, op string, iters int, flags []string) map[string]float64 {
+	t.Helper()
+	count := func(n int) (map[string]int, int) {
+		f, err := os.CreateTemp("", "strace")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		defer os.Remove(f.Name())
+		out, err := ctlCommand(t, goSide, op, n, append([]string{"strace", "-f", "-c", "-o", f.Name()}, flags...)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("strace %s %s: %v\n%s", side(goSide), op, err, out)
+		}
+		r := ctlParse(t, string(out))
+		b, err := os.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parseStraceC(t, string(b)), r.ops
+	}
+	base, _ := count(0)
+	loop, ops := count(iters)
+	per := map[string]float64{}
+	for name, n := range loop {
+		if d := n - base[name]; d != 0 {
+			per[name] = float64(d) / float64(ops)
+		}
+	}
+	return per
+}
+
+// parseStraceC reads strace -c's table: "% time seconds usecs/call calls
+// [errors] syscall".
+func parseStraceC(t *testing.T, s string) map[string]int {
+	t.Helper()
+	m := map[string]int{}
+	for _, l := range strings.Split(s, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 5 || len(f) > 6 || f[len(f)-1] == "total" || f[len(f)-1] == "syscall" {
+			continue
+		}
+		n, err := strconv.Atoi(f[3])
+		if err != nil {
+			continue
+		}
+		m[f[len(f)-1]] = n
+	}
+	return m
+}
+
+func sumCalls(m map[string]float64) float64 {
+	s := 0.0
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
+
+func fmtCalls(m map[string]float64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if v := m[k]; v >= 0.005 || v <= -0.005 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, v))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func medianOf(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// TestVMControlPath compares the control path with libibverbs: per
+// operation, rounds of a timed Go run and a timed C run (the order
+// alternating), then both under strace. It logs a table of medians and
+// system calls per operation, and fails if Go makes more system calls per
+// operation than C for the verbs themselves (the Go runtime's own calls,
+// futex and the like, are reported, not judged: they are not per
+// operation, see docs/performance.md).
+func TestVMControlPath(t *testing.T) {
+	testkit.RequireVM(t)
+	if _, err := exec.LookPath("pv_ctlbench"); err != nil {
+		t.Fatalf("pv_ctlbench (internal/testkit/testdata/ctools, compiled by the rxevm runner) is not in the guest: %v", err)
+	}
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	t.Logf("kernel %s, device %s, %d rounds of %d iterations, strace runs of %d iterations, clocksource %s",
+		testkit.KernelRelease(), *ctlDev, *ctlRounds, *ctlIters, *ctlStrace, ctlClocksource())
+	var tbl strings.Builder
+	fmt.Fprintf(&tbl, "| operation | Go ns/op | C ns/op | Go/C of the medians | median of the rounds' Go/C | Go calls/op: library + runtime | C calls/op | context switches/op, Go / C | Go allocs/op |\n")
+	fmt.Fprintf(&tbl, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	var detail strings.Builder
+	for _, op := range strings.Split(*ctlOpList, ",") {
+		if !slices.Contains(ctlOps, op) {
+			t.Fatalf("-ctl.ops: unknown operation %q (want some of %v)", op, ctlOps)
+		}
+		var gos, cs, ratios, gsw, csw []float64
+		var galloc ctlResult
+		for r := range *ctlRounds {
+			var g, c ctlResult
+			if r%2 == 0 {
+				g = ctlRun(t, true, op, *ctlIters)
+				c = ctlRun(t, false, op, *ctlIters)
+			} else {
+				c = ctlRun(t, false, op, *ctlIters)
+				g = ctlRun(t, true, op, *ctlIters)
+			}
+			gos, cs, ratios = append(gos, g.nsPerOp), append(cs, c.nsPerOp), append(ratios, g.nsPerOp/c.nsPerOp)
+			gsw, csw = append(gsw, g.vcsw+g.ivcsw), append(csw, c.vcsw+c.ivcsw)
+			galloc = g
+			t.Logf("%s round %d: Go %.0f ns/op (loop %.0f, then a %.1f ms collection; context switches %.3f+%.3f/op), C %.0f ns/op (%.3f+%.3f/op)",
+				op, r+1, g.nsPerOp, g.loopNs, g.gcMs, g.vcsw, g.ivcsw, c.nsPerOp, c.vcsw, c.ivcsw)
+		}
+		gsc := ctlSyscalls(t, true, op, *ctlStrace)
+		csc := ctlSyscalls(t, false, op, *ctlStrace)
+		lib := func(m map[string]float64) (l, rt float64) {
+			for k, v := range m {
+				if ctlRuntimeCall[k] {
+					rt += v
+				} else {
+					l += v
+				}
+			}
+			return l, rt
+		}
+		gl, grt := lib(gsc)
+		cl, _ := lib(csc)
+		fmt.Fprintf(&tbl, "| %s | %.0f (%.0f) | %.0f (%.0f) | %.2f | %.2f | %.2f + %.2f | %.2f | %.3f / %.3f | %.1f |\n", op,
+			medianOf(gos), slices.Min(gos), medianOf(cs), slices.Min(cs), medianOf(gos)/medianOf(cs), medianOf(ratios),
+			gl, grt, sumCalls(csc), medianOf(gsw), medianOf(csw), galloc.allocs)
+		fmt.Fprintf(&detail, "%s: Go %s (%.1f allocations, %.0f bytes per operation)\n%s: C  %s\n",
+			op, fmtCalls(gsc), galloc.allocs, galloc.bytes, op, fmtCalls(csc))
+		// The library's calls are exact counts; the runtime's and the
+		// heap's (an arena mmap now and then) are noise around them.
+		if gl > cl+0.05 {
+			t.Errorf("%s: Go makes %.2f system calls per operation outside the runtime's own, C %.2f (Go: %s; C: %s)",
+				op, gl, cl, fmtCalls(gsc), fmtCalls(csc))
+		}
+	}
+	t.Logf("ns/op median (best) over %d rounds of %d iterations; calls per operation from strace -f -c of %d iterations, the runtime's counted apart with --seccomp-bpf; context switches from the threads' /proc status (%s, %s, clocksource %s at the end, %v):\n%s\n%s",
+		*ctlRounds, *ctlIters, *ctlStrace, testkit.KernelRelease(), *ctlDev, ctlClocksource(), time.Since(start).Round(time.Second),
+		tbl.String(), detail.String())
+}
+
+// ctlRuntimeTraced are the runtime's calls TestVMControlPath counts:
+// thread sleeps and wake-ups (futex), sysmon's sleeps (nanosleep), the
+// netpoller's waits and preemption signals. Tracing the others (spinning
+// Ms' sched_yield above all) feeds back on itself.
+var ctlRuntimeTraced = []string{"epoll_pwait", "futex", "nanosleep", "tgkill"}
+
+// ctlRuntimeCall names the system calls the Go runtime makes on its own
+// (scheduling, timers, signals), which TestVMControlPath does not count
+// against the library.
+var ctlRuntimeCall = map[string]bool{
+	"futex": true, "nanosleep": true, "epoll_pwait": true, "epoll_wait": true, "tgkill": true,
+	"getpid": true, "gettid": true, "rt_sigreturn": true, "sched_yield": true, "rt_sigprocmask": true,
+	"sigaltstack": true, "clone": true, "clone3": true, "madvise": true, "sched_getaffinity": true,
+}
+
+func ctlClocksource() string {
+	b, _ := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+	return strings.TrimSpace(string(b))
+}
