@@ -411,6 +411,7 @@ func medianOf(v []float64) float64 {
 // operation, see docs/performance.md).
 func TestVMControlPath(t *testing.T) {
 	testkit.RequireVM(t)
+	testkit.SkipUnderRace(t, "timings and system call counts against libibverbs")
 	if _, err := exec.LookPath("pv_ctlbench"); err != nil {
 		t.Fatalf("pv_ctlbench (internal/testkit/testdata/ctools, compiled by the rxevm runner) is not in the guest: %v", err)
 	}
