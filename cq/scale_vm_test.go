@@ -91,6 +91,31 @@ func (u usage) String() string {
 		u.rssKB, u.hwmKB, u.heapKB, u.threads, u.goroutines, u.fds, u.maps, u.vmallocKB)
 }
 
+// scaleLimits names the limits that bound this scale: descriptors (two
+// per context, one per channel), mappings (one per CQ, two per QP), and
+// the device's CQ and QP counts.
+func scaleLimits(t *testing.T, c *uverbs.Context) string {
+	t.Helper()
+	nofile := "?"
+	if b, err := os.ReadFile("/proc/self/limits"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 5 && strings.HasPrefix(l, "Max open files") {
+				nofile = f[3] + " (hard " + f[4] + ")"
+			}
+		}
+	}
+	mapMax := "?"
+	if b, err := os.ReadFile("/proc/sys/vm/max_map_count"); err == nil {
+		mapMax = strings.TrimSpace(string(b))
+	}
+	a, err := c.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("limits: open files %s, vm.max_map_count %s, %s max_cq %d max_qp %d max_cqe %d",
+		nofile, mapMax, c.Device().Name, a.MaxCQ, a.MaxQP, a.MaxCQE)
+}
+
 // per describes what n objects added between a and b, per object.
 func per(a, b usage, n int) string {
 	f := func(x, y int) float64 { return float64(y-x) / float64(n) }
@@ -311,6 +336,7 @@ func scaleRun(t *testing.T, mode string) {
 		slot: make(chan struct{}, *scaleInflight)}
 	u1 := stage(fmt.Sprintf("%d contexts open", *scaleContexts), t0, *scaleContexts)
 	c := r.ctxs[0]
+	report = append(report, scaleLimits(t, c))
 	var err error
 	if r.pd, err = c.AllocPD(); err != nil {
 		t.Fatal(err)
