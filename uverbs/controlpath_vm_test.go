@@ -112,7 +112,7 @@ func ctlBenchMain(args []string) int {
 		}
 	}
 	runtime.GC() // the warm-up's garbage is not the loop's
-	waitCleanups()
+	waitCleanups(traced)
 	// Context switches are counted from /proc (files read before and
 	// after the loop), except under strace, whose counts those reads
 	// would blur.
@@ -142,7 +142,7 @@ func ctlBenchMain(args []string) int {
 	t1 := time.Now()
 	runtime.GC()
 	t2 := time.Now()
-	waitCleanups()
+	waitCleanups(traced)
 	cleanups := time.Since(t2)
 	gc := t2.Sub(t1)
 	ops, ns, loopNs := 0, 0.0, 0.0
@@ -158,7 +158,7 @@ func ctlBenchMain(args []string) int {
 	// loop's.
 	for range 3 {
 		runtime.GC()
-		waitCleanups()
+		waitCleanups(traced)
 	}
 	allocs, bytes := 0.0, 0.0
 	if iters > 0 {
@@ -196,12 +196,17 @@ func ctxSwitches() (vol, invol int) {
 }
 
 // waitCleanups waits until the cleanups queued so far have run (or a few
-// seconds passed). It yields rather than sleeps: a timer would make the
-// runtime write and read its netpoller's eventfd, which strace would
-// count as the loop's.
-func waitCleanups() {
+// seconds passed). Under strace it yields rather than sleeps: a timer
+// would make the runtime write and read its netpoller's eventfd, which
+// strace would count as the loop's; timed, it sleeps, leaving the CPU to
+// the cleanups.
+func waitCleanups(traced bool) {
 	m := []metrics.Sample{{Name: "/gc/cleanups/queued:cleanups"}, {Name: "/gc/cleanups/executed:cleanups"}}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); runtime.Gosched() {
+	pause := func() { time.Sleep(200 * time.Microsecond) }
+	if traced {
+		pause = runtime.Gosched
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); pause() {
 		metrics.Read(m)
 		if m[1].Value.Uint64() >= m[0].Value.Uint64() && (retiredRings == nil || retiredRings() == 0) {
 			return
