@@ -100,18 +100,47 @@ const cClockFlake = "Can't produce a report"
 // repeated (at most twice), with a log line saying so.
 func (r *Run) Do(ctx context.Context, t testing.TB) {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
+	if failed, ok := r.do(ctx, t, false); !ok {
+		t.Fatal(failed[len(failed)-1])
+	}
+}
+
+// do runs the run until it succeeds: a failure of perftest's clock
+// calibration is always repeated (at most twice), any other failure only
+// when anyFailure is set (at most twice). It returns the failed attempts'
+// errors and whether the last attempt succeeded.
+func (r *Run) do(ctx context.Context, t testing.TB, anyFailure bool) (failed []error, ok bool) {
+	t.Helper()
+	for attempt := 1; attempt <= 3; attempt++ {
 		err := r.try(ctx, t)
 		if err == nil {
-			return
+			return failed, true
 		}
-		if attempt < 3 && strings.Contains(r.Server+r.Client, cClockFlake) && ctx.Err() == nil {
+		failed = append(failed, err)
+		flake := strings.Contains(r.Server+r.Client, cClockFlake)
+		if attempt == 3 || ctx.Err() != nil || !(flake || anyFailure) {
+			break
+		}
+		if flake {
 			t.Logf("%s %s size %d: perftest could not calibrate its clock (%q); running it again", r.Tool.Go, r.Pair, r.Size, cClockFlake)
-			r.Port = 0
-			continue
+		} else {
+			t.Logf("%s %s size %d failed (%s); running it again", r.Tool.Go, r.Pair, r.Size, failureLine(r.Server+"\n"+r.Client))
 		}
-		t.Fatal(err)
+		r.Port = 0
 	}
+	return failed, false
+}
+
+// failureLine picks the line of a failed run's output that says why.
+func failureLine(out string) string {
+	for _, want := range []string{"Failed status", "Completion with error", cClockFlake, "Couldn't", "Unable", "Failed"} {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, want) {
+				return strings.TrimSpace(l)
+			}
+		}
+	}
+	return "no message"
 }
 
 // try is one attempt of Do.
@@ -348,6 +377,7 @@ type PerfResult struct {
 	Clocksource string                          `json:"clocksource"`
 	Seconds     float64                         `json:"seconds"`
 	MBs         map[string]map[string][]float64 `json:"mbs"` // size -> pair -> per round
+	Failures    []string                        `json:"failures,omitempty"` // runs that failed and were repeated
 }
 
 func clocksource() string {
@@ -430,8 +460,14 @@ func perf(t *testing.T, tool Tool, place string, setup func(*Run), gid string) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 				r := &Run{Tool: tool, Pair: pair, Size: size, Iters: iters[si], Extra: strings.Fields(*perfArgs)}
 				setup(r)
-				r.Do(ctx, t)
+				failed, ok := r.do(ctx, t, true)
 				cancel()
+				for _, err := range failed {
+					res.Failures = append(res.Failures, fmt.Sprintf("round %d, %s, %d B: %s", round+1, pair, size, failureLine(err.Error())))
+				}
+				if !ok {
+					t.Fatalf("%s %s size %d failed %d times; the last:\n%v", tool.Go, pair, size, len(failed), failed[len(failed)-1])
+				}
 				s, c := r.Check(t, gid)
 				mbs := (s.Avg + c.Avg) / 2
 				res.MBs[key][pair.String()] = append(res.MBs[key][pair.String()], mbs)

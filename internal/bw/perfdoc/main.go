@@ -213,7 +213,12 @@ func bandwidthSection(d *data, when string) string {
 			}
 			notes = append(notes, fmt.Sprintf("%s: %d rounds of %s (%s)", r.Tool, r.Rounds, strings.Join(its, ", "), (time.Duration(r.Seconds)*time.Second).String()))
 		}
-		fmt.Fprintf(&b, "\n%s; clocksource %s.\n\n", strings.Join(notes, ", "), r0.Clocksource)
+		fmt.Fprintf(&b, "\n%s; clocksource %s.\n\n", strings.Join(notes, "; "), r0.Clocksource)
+		for _, r := range rs {
+			if len(r.Failures) > 0 {
+				fmt.Fprintf(&b, "%s: %d runs failed and were repeated: %s.\n\n", r.Tool, len(r.Failures), strings.Join(r.Failures, "; "))
+			}
+		}
 	}
 	summary := func(what string, v []float64) {
 		if len(v) == 0 {

@@ -17,7 +17,7 @@ const sampleLog = `rxevm: === kernel 6.1 ===
     perf_vm_test.go:98: round 2 size 4096: go-server-c-client 211.00, c-server-go-client 221.00, go-server-go-client 190.00, c-server-c-client 200.00
     bwtest.go:374: writebw against ib_write_bw: kernel 6.1.0-57-amd64, rxe0, 1 rounds, 200 iterations per run, arguments "", clocksource tsc
     bwtest.go:396: round 1 size 65536: go-server-go-client 26.64, c-server-c-client 31.96, go-server-c-client 34.68, c-server-go-client 32.52
-    bwtest.go:406: BWPERF {"tool":"writebw","kernel":"6.1.0-57-amd64","place":"rxe0","iters":{"65536":200},"rounds":1,"args":"","clocksource":"tsc","seconds":6.6,"mbs":{"65536":{"c-server-c-client":[31.96],"c-server-go-client":[32.52],"go-server-c-client":[34.68],"go-server-go-client":[26.64]}}}
+    bwtest.go:406: BWPERF {"tool":"writebw","kernel":"6.1.0-57-amd64","place":"rxe0","iters":{"65536":200},"rounds":1,"args":"","clocksource":"tsc","seconds":6.6,"failures":["round 1, go-server-c-client, 4096 B: Failed status 9: wr_id 0 syndrom 0x0"],"mbs":{"65536":{"c-server-c-client":[31.96],"c-server-go-client":[32.52],"go-server-c-client":[34.68],"go-server-go-client":[26.64]}}}
 rxevm: === kernel 6.12 ===
     perf_vm_test.go:61: kernel 6.12.107+deb12-amd64, device rxe0, 1 rounds, 200 iterations per run, arguments "-e", clocksource tsc
     perf_vm_test.go:98: round 1 size 64: go-server-go-client 300.00, c-server-c-client 250.00, go-server-c-client 260.00, c-server-go-client 270.00
@@ -50,7 +50,8 @@ func TestParseAndSections(t *testing.T) {
 	}
 	bwSec := bandwidthSection(d, "today")
 	for _, want := range []string{"### one host, rxe0, kernel 6.1.0-57-amd64", "| writebw | 64 KiB | 26.6 (26.6) | 32.0 (32.0) | 34.7 (34.7) | 32.5 (32.5) | 0.83 | 0.83 | 0.89 |",
-		"from 0.83 to 0.83 over 1 rows (median 0.83); 0 rows at or above 1.0"} {
+		"from 0.83 to 0.83 over 1 rows (median 0.83); 0 rows at or above 1.0",
+		"writebw: 1 runs failed and were repeated: round 1, go-server-c-client, 4096 B: Failed status 9: wr_id 0 syndrom 0x0."} {
 		if !strings.Contains(bwSec, want) {
 			t.Errorf("bandwidth section lacks %q:\n%s", want, bwSec)
 		}
