@@ -376,7 +376,7 @@ type PerfResult struct {
 	Args        string                          `json:"args"`
 	Clocksource string                          `json:"clocksource"`
 	Seconds     float64                         `json:"seconds"`
-	MBs         map[string]map[string][]float64 `json:"mbs"` // size -> pair -> per round
+	MBs         map[string]map[string][]float64 `json:"mbs"`                // size -> pair -> per round
 	Failures    []string                        `json:"failures,omitempty"` // runs that failed and were repeated
 }
 
