@@ -17,7 +17,6 @@ func fakeContext(t testing.TB) *Context {
 		t.Fatal(err)
 	}
 	c := &Context{dev: Device{Name: "fake0"}, cmd: fd, driverID: 14}
-	c.cmds.New = func() any { return sys.NewIoctl() }
 	t.Cleanup(func() { c.Close() })
 	return c
 }
