@@ -9,10 +9,11 @@ package uverbs_test
 // strace -f -c. In the normal VM suite it runs one short round; the
 // numbers in the document come from
 //
-//	KERNEL=6.1 make vmtest VMPKGS=./uverbs RUN=TestVMControlPath \
-//	    VMFLAGS='-timeout 30m' TESTFLAGS='-timeout 30m -ctl.rounds=7 -ctl.iters=2000'
+//	KERNEL=6.1 make vmtest VMPKGS=./uverbs RUN=TestVMControlPath VMFLAGS='-timeout 40m' \
+//	    TESTFLAGS='-timeout 40m -ctl.rounds=13 -ctl.iters=2000 -ctl.strace=500'
 //
-// (and the same with KERNEL=6.12).
+// (and the same with KERNEL=6.12; -ctl.before adds an older commit's test
+// binary as a third side, see docs/performance.md).
 
 import (
 	"context"
