@@ -97,24 +97,29 @@ vmtest2: deps
 	$(GO) run ./internal/testkit/cmd/rxevm -hosts 2 -kernel $(KERNEL) $(VMFLAGS) ./internal/testkit/twohost $(BWPKGS) -- -count=1 -v $(if $(RUN),-run '$(RUN)') $(TESTFLAGS)
 
 # Go against C for docs/performance.md, on KERNEL (both by default): the
-# bandwidth tools against perftest on one host and across two hosts, and
-# rcpingpong's latency by message size, polling and with -e. The runs'
-# logs go to PERFLOGS; perfdoc then rewrites the document's generated
-# sections and docs/latency.svg (make perfdoc redoes only that step).
-# About an hour on a 2-core host; run it on a quiet one.
+# bandwidth tools against perftest on one host and across two hosts
+# (perf-bw), and rcpingpong's latency by message size, polling and with -e
+# (perf-lat). The runs' logs go to PERFLOGS; perfdoc then rewrites the
+# document's generated sections and docs/latency.svg from whatever logs
+# are there. About an hour on a 2-core host; run it on a quiet one.
 BWPKGS   := ./cmd/writebw ./cmd/readbw ./cmd/sendbw
 PERFLOGS ?= $(or $(PUREVERBS_CACHE),$(HOME)/.cache/pureverbs)/perf
 PERF_BW  ?= -bw.rounds=5 -bw.sizes=64,4096,65536 -bw.iters=20000,5000,2000
 PERF_BW2 ?= -bw.rounds=3 -bw.sizes=64,4096,65536 -bw.iters=5000,2000,500
-PERF_LAT ?= -pp.rounds=5 -pp.iters=200 -pp.sizes=2,16,128,1024,8192,65536
+PERF_LAT ?= -pp.rounds=15 -pp.iters=200 -pp.sizes=2,16,128,1024,8192,65536
 PERFRUN   = $(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) -timeout 120m
-perf: deps
+perf: perf-bw perf-lat
+	$(MAKE) --no-print-directory perfdoc
+
+perf-bw: deps
 	@mkdir -p $(PERFLOGS)
 	set -o pipefail; $(PERFRUN) $(BWPKGS) -- -count=1 -v -timeout 120m -run TestVMBandwidth $(PERF_BW) | tee $(PERFLOGS)/bw.log
 	set -o pipefail; $(PERFRUN) -hosts 2 $(BWPKGS) -- -count=1 -v -timeout 120m -run TestTwoHostBandwidth $(PERF_BW2) | tee $(PERFLOGS)/bw2.log
+
+perf-lat: deps
+	@mkdir -p $(PERFLOGS)
 	set -o pipefail; $(PERFRUN) ./cmd/rcpingpong -- -count=1 -v -timeout 120m -run TestVMPerformance $(PERF_LAT) | tee $(PERFLOGS)/lat-poll.log
 	set -o pipefail; $(PERFRUN) ./cmd/rcpingpong -- -count=1 -v -timeout 120m -run TestVMPerformance $(PERF_LAT) -pp.args=-e | tee $(PERFLOGS)/lat-event.log
-	$(MAKE) --no-print-directory perfdoc
 
 perfdoc: deps
 	$(GO) run ./internal/bw/perfdoc -doc docs/performance.md -svg docs/latency.svg $(wildcard $(PERFLOGS)/bw.log $(PERFLOGS)/bw2.log $(PERFLOGS)/lat-poll.log $(PERFLOGS)/lat-event.log)

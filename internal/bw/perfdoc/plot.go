@@ -31,7 +31,8 @@ type series struct {
 	color  string
 	dashed bool
 	square bool
-	pts    [][2]float64 // size, usec
+	pts    [][2]float64 // size, median usec
+	best   [][2]float64 // size, best round's usec
 }
 
 func plot(d *data) string {
@@ -76,12 +77,13 @@ func plot(d *data) string {
 					if len(v) == 0 {
 						continue
 					}
-					m := bwtest.Median(v)
-					if m <= 0 {
+					m, bst := bwtest.Median(v), slices.Min(v)
+					if bst <= 0 {
 						continue
 					}
 					s.pts = append(s.pts, [2]float64{float64(size), m})
-					lo, hi = math.Min(lo, m), math.Max(hi, m)
+					s.best = append(s.best, [2]float64{float64(size), bst})
+					lo, hi = math.Min(lo, bst), math.Max(hi, m)
 					minSize, maxSize = math.Min(minSize, float64(size)), math.Max(maxSize, float64(size))
 					if !sizeSeen[size] {
 						sizeSeen[size] = true
@@ -108,7 +110,7 @@ func plot(d *data) string {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="13">`+"\n", plotW, plotH, plotW, plotH)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", plotW, plotH)
 	fmt.Fprintf(&b, `<text x="%d" y="24" text-anchor="middle" font-size="16" font-weight="bold">RC ping-pong latency by message size: Go (rcpingpong) against C (ibv_rc_pingpong)</text>`+"\n", plotW/2)
-	fmt.Fprintf(&b, `<text x="%d" y="44" text-anchor="middle" fill="#444">usec per iteration, median of %d rounds of %d iterations (lower is better); rdma_rxe in QEMU/TCG guests, rxe0</text>`+"\n", plotW/2, rounds, iters)
+	fmt.Fprintf(&b, `<text x="%d" y="44" text-anchor="middle" fill="#444">usec per iteration (lower is better): median of %d rounds of %d iterations, thin faded lines the best round; rdma_rxe in QEMU/TCG guests, rxe0</text>`+"\n", plotW/2, rounds, iters)
 	// Legend.
 	legend := []series{{name: "Go, polling", color: goColor}, {name: "C, polling", color: cColor, square: true},
 		{name: "Go, events (-e)", color: goColor, dashed: true}, {name: "C, events (-e)", color: cColor, dashed: true, square: true}}
@@ -146,6 +148,17 @@ func plot(d *data) string {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">message size</text>`+"\n", (x0+x1)/2, panelBot+40)
 		if i == 0 {
 			fmt.Fprintf(&b, `<text x="20" y="%d" text-anchor="middle" transform="rotate(-90 20 %d)">usec per iteration (log scale)</text>`+"\n", (panelTop+panelBot)/2, (panelTop+panelBot)/2)
+		}
+		for _, s := range panels[i] {
+			var best []string
+			for _, p := range s.best {
+				best = append(best, fmt.Sprintf("%.1f,%.1f", xs(p[0]), ys(p[1])))
+			}
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-opacity="0.4" stroke-width="1.2"%s points="%s"><title>best round: %s, kernel %s</title></polyline>`+"\n",
+				s.color, dash(s.dashed), strings.Join(best, " "), html.EscapeString(s.name), html.EscapeString(kern))
+			for _, p := range s.best {
+				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="2" fill="%s" fill-opacity="0.5"/>`, xs(p[0]), ys(p[1]), s.color)
+			}
 		}
 		for _, s := range panels[i] {
 			var pts []string
