@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -46,6 +47,9 @@ type CQ struct {
 	// wait is held by Wait (one waiter per CQ at a time); guards armed.
 	wait  chan struct{}
 	armed bool
+	// needArm (guarded by ch.mu) says an event of the CQ was read and the
+	// CQ not re-armed (the reader's ctx ended first).
+	needArm bool
 }
 
 // Channel is a completion channel shared by several CQs.
@@ -59,6 +63,13 @@ type Channel struct {
 
 	mu  sync.Mutex
 	cqs map[*uverbs.CQ]*CQ
+	// recheck lists, oldest first, the CQs that may hold completions no
+	// event will announce: those whose event was read (completions that
+	// came between the event and the re-arm, or that the application left
+	// unpolled) and those whose re-arm failed. Channel.Wait looks at these
+	// and at no other CQ, so a call costs O(len(recheck)), not O(CQs). A
+	// CQ joins and leaves it only while its wait lock is held.
+	recheck []*CQ
 }
 
 // NewChannel creates a completion channel for several CQs
@@ -180,11 +191,10 @@ func (q *CQ) Wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 	defer func() { <-q.wait }()
-	if !q.armed {
-		if err := q.cq.ReqNotify(false); err != nil {
+	if q.takeNeedArm() || !q.armed {
+		if err := q.rearm(); err != nil {
 			return err
 		}
-		q.armed = true
 	}
 	if n, err := q.cq.Ready(); err != nil || n > 0 {
 		return err
@@ -217,10 +227,39 @@ func (q *CQ) Wait(ctx context.Context) error {
 func (q *CQ) rearm() error {
 	q.armed = false
 	if err := q.cq.ReqNotify(false); err != nil {
+		q.ch.markRecheck(q)
 		return err
 	}
 	q.armed = true
 	return nil
+}
+
+// markRecheck puts q at the end of the channel's recheck list (the caller
+// holds q.wait).
+func (ch *Channel) markRecheck(q *CQ) {
+	ch.mu.Lock()
+	ch.recheck = slices.DeleteFunc(ch.recheck, func(o *CQ) bool { return o == q })
+	ch.recheck = append(ch.recheck, q)
+	ch.mu.Unlock()
+}
+
+// unmarkRecheck takes q off the channel's recheck list (the caller holds
+// q.wait).
+func (ch *Channel) unmarkRecheck(q *CQ) {
+	ch.mu.Lock()
+	if !q.needArm {
+		ch.recheck = slices.DeleteFunc(ch.recheck, func(o *CQ) bool { return o == q })
+	}
+	ch.mu.Unlock()
+}
+
+// takeNeedArm reports and clears needArm (the caller holds q.wait).
+func (q *CQ) takeNeedArm() bool {
+	q.ch.mu.Lock()
+	defer q.ch.mu.Unlock()
+	need := q.needArm
+	q.needArm = false
+	return need
 }
 
 // readOne reads one event of the channel (the caller holds ch.reader),
@@ -295,6 +334,7 @@ func (q *CQ) Close(ctx context.Context) error {
 	}
 	q.ch.mu.Lock()
 	delete(q.ch.cqs, q.cq)
+	q.ch.recheck = slices.DeleteFunc(q.ch.recheck, func(o *CQ) bool { return o == q })
 	q.ch.mu.Unlock()
 	if q.own {
 		return q.ch.ch.Close()
@@ -315,39 +355,34 @@ func (ch *Channel) Fd() (int, error) {
 }
 
 // Wait waits on every CQ of the channel at once and returns one that may
-// have completions ready: first any CQ with completions already waiting,
-// else the CQ of the next event (acknowledged and re-armed). For servers
-// with many CQs on one channel. Use either Channel.Wait or the CQs' own
-// Wait on a channel at any one time: an event that Channel.Wait reads is
-// reported here, not to a CQ.Wait.
+// have completions ready: first a CQ it returned before that still has
+// completions waiting (the application may have left some, or more came
+// before the re-arm), oldest first, else the CQ of the next event
+// (acknowledged and re-armed). Its cost does not grow with the number of
+// CQs on the channel: it looks again only at the CQs it returned (until it
+// finds them empty) and at those whose re-arm failed, because every other
+// CQ is armed and empty, so its next completion raises an event. For
+// servers with many CQs on one channel; several goroutines may call it at
+// once, and then two may be handed the same CQ. Use either Channel.Wait
+// or the CQs' own Wait on a channel at any one time: an event that
+// Channel.Wait reads is reported here, not to a CQ.Wait.
 func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 	if ch == nil || ch.ch == nil {
 		return nil, &uverbs.OpError{Object: "cq_channel", Method: "wait", Err: fmt.Errorf("%w: nil channel", uverbs.ErrInvalid)}
 	}
-	ch.mu.Lock()
-	cqs := make([]*CQ, 0, len(ch.cqs))
-	for _, q := range ch.cqs {
-		cqs = append(cqs, q)
+	if ctx == nil {
+		return nil, &uverbs.OpError{Object: "cq_channel", Method: "wait", Err: fmt.Errorf("%w: nil context.Context", uverbs.ErrInvalid)}
 	}
+	var buf [16]*CQ
+	ch.mu.Lock()
+	cqs := append(buf[:0], ch.recheck...)
 	ch.mu.Unlock()
-	// Arm every CQ, then look for completions that came before its arm.
 	for _, q := range cqs {
-		select {
-		case q.wait <- struct{}{}:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		var err error
-		if !q.armed {
-			err = q.rearm()
-		}
-		<-q.wait
+		ready, err := q.recheckOne(ctx)
 		if err != nil {
 			return nil, err
 		}
-	}
-	for _, q := range cqs {
-		if n, err := q.cq.Ready(); err == nil && n > 0 {
+		if ready {
 			return q, nil
 		}
 	}
@@ -370,15 +405,52 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 	if q == nil {
 		return nil, &uverbs.OpError{Object: "cq_channel", Method: "wait", Err: uverbs.ErrClosed}
 	}
-	// Re-arm under the CQ's own wait lock.
+	// Re-arm under the CQ's own wait lock, and have the next Wait look at
+	// the CQ again: what came between the event and the arm raises none.
 	select {
 	case q.wait <- struct{}{}:
+		q.ch.markRecheck(q)
 		err = q.rearm()
 		<-q.wait
 	case <-ctx.Done():
+		// Not re-armed: the next Wait re-arms it.
+		ch.mu.Lock()
+		q.needArm = true
+		ch.recheck = slices.DeleteFunc(ch.recheck, func(o *CQ) bool { return o == q })
+		ch.recheck = append(ch.recheck, q)
+		ch.mu.Unlock()
 		err = ctx.Err()
 	}
 	return q, err
+}
+
+// recheckOne arms q if it is not, and reports whether completions are
+// waiting in it; an armed and empty CQ leaves the recheck list, since its
+// next completion raises an event. Both happen under q's wait lock, which
+// the event path holds to put q back on the list, so q cannot leave the
+// list after an event that came since the check.
+func (q *CQ) recheckOne(ctx context.Context) (bool, error) {
+	select {
+	case q.wait <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	defer func() { <-q.wait }()
+	if q.takeNeedArm() || !q.armed {
+		if err := q.rearm(); err != nil {
+			return false, err
+		}
+	}
+	n, err := q.cq.Ready()
+	if err != nil {
+		return false, err
+	}
+	if n > 0 {
+		q.ch.markRecheck(q) // to the end: the others' turn first next time
+		return true, nil
+	}
+	q.ch.unmarkRecheck(q)
+	return false, nil
 }
 
 // SetWaitMode sets how waits on the channel wait (uverbs.WaitPoller, the

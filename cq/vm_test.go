@@ -483,3 +483,237 @@ func TestVMAllIterator(t *testing.T) {
 		t.Fatalf("%d sends, %d recvs", sends, recvs)
 	}
 }
+
+// TestVMChannelWaitPartialPoll: completions that are all queued before
+// Channel.Wait reads their one event, then polled one per Wait, are each
+// reported: Wait looks again at the CQ it returned (no event announces the
+// rest). Once the CQ is empty Wait blocks until its context ends rather
+// than report it again.
+func TestVMChannelWaitPartialPoll(t *testing.T) {
+	c := open(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	ch, err := cq.NewChannel(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	// Other CQs on the channel, armed and idle, that Wait must not need
+	// to look at.
+	for range 50 {
+		q, err := cq.New(c, 4, &cq.Options{Channel: ch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close(context.Background()) })
+	}
+	const msgs = 8
+	a := newEnd(t, c, pd, &cq.Options{Channel: ch}, msgs, 64)
+	connect(t, c, a.qp, a.qp.QPN())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range msgs {
+		if err := a.qp.PostRecv([]uverbs.RecvWR{{ID: uint64(i), SGL: a.sge(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range msgs {
+		if err := a.qp.PostSend([]uverbs.SendWR{{ID: 100 + uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: a.sge(msgs + i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// All 2*msgs completions land before the first Wait.
+	for {
+		n, err := a.q.Verbs().Ready()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= 2*msgs {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("only %d of %d completions arrived", n, 2*msgs)
+		}
+		runtime.Gosched()
+	}
+	wc := make([]uverbs.WC, 1)
+	seen := map[uint64]bool{}
+	for len(seen) < 2*msgs {
+		q, err := ch.Wait(ctx)
+		if err != nil {
+			t.Fatalf("Wait after %d of %d completions: %v", len(seen), 2*msgs, err)
+		}
+		if q != a.q {
+			t.Fatalf("Wait returned an idle CQ")
+		}
+		n, err := q.GetWC(wc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			if wc[0].Status != uverbs.WCSuccess || seen[wc[0].ID] {
+				t.Fatalf("completion %+v (seen %v)", wc[0], seen[wc[0].ID])
+			}
+			seen[wc[0].ID] = true
+		}
+	}
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	if q, err := ch.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait on drained CQs = %p, %v; want context.DeadlineExceeded", q, err)
+	}
+}
+
+// TestVMChannelWaitConcurrent: several goroutines call Channel.Wait on one
+// channel of many CQs while traffic flows on some of them; every
+// completion is polled exactly once and no waiter is left behind.
+func TestVMChannelWaitConcurrent(t *testing.T) {
+	c := open(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	ch, err := cq.NewChannel(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	const ends, depth, rounds, waiters = 4, 8, 200, 3
+	var es []*end
+	for range ends {
+		e := newEnd(t, c, pd, &cq.Options{Channel: ch}, depth, 64)
+		connect(t, c, e.qp, e.qp.QPN())
+		es = append(es, e)
+	}
+	for range 20 {
+		q, err := cq.New(c, 4, &cq.Options{Channel: ch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close(context.Background()) })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Each round every end posts one receive and one send; the waiters
+	// count the completions of each end.
+	var mu sync.Mutex
+	got := make(map[*cq.CQ]int)
+	want := 2 * rounds
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	stop := sync.OnceFunc(func() {
+		close(done)
+		cancel()
+		wg.Wait()
+	})
+	defer stop()
+	for range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wcs := make([]uverbs.WC, 3)
+			for {
+				q, err := ch.Wait(ctx)
+				if err != nil {
+					select {
+					case <-done:
+					default:
+						t.Errorf("Wait: %v", err)
+					}
+					return
+				}
+				for {
+					n, err := q.GetWC(wcs)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if n == 0 {
+						break
+					}
+					mu.Lock()
+					got[q] += n
+					mu.Unlock()
+					for _, wc := range wcs[:n] {
+						if wc.Status != uverbs.WCSuccess {
+							t.Errorf("status %v", wc.Status)
+						}
+					}
+				}
+			}
+		}()
+	}
+	total := func() (n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range es {
+			n += got[e.q]
+		}
+		return n
+	}
+	for r := range rounds {
+		for _, e := range es {
+			if err := e.qp.PostRecv([]uverbs.RecvWR{{ID: uint64(r), SGL: e.sge(r % depth)}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.qp.PostSend([]uverbs.SendWR{{ID: uint64(r), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: e.sge(depth + r%depth)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Keep the queues from overflowing: wait for this round.
+		for total() < 2*len(es)*(r+1) {
+			if ctx.Err() != nil {
+				t.Fatalf("round %d: %d of %d completions seen", r, total(), 2*len(es)*(r+1))
+			}
+			runtime.Gosched()
+		}
+	}
+	stop()
+	for i, e := range es {
+		if got[e.q] != want {
+			t.Errorf("end %d: %d completions, want %d", i, got[e.q], want)
+		}
+	}
+}
+
+// TestVMChannelWaitNoAllocs: Channel.Wait (woken by a real event, and
+// looking again at the CQ it returned) allocates nothing per round.
+func TestVMChannelWaitNoAllocs(t *testing.T) {
+	c := open(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	ch, err := cq.NewChannel(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	a := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
+	connect(t, c, a.qp, a.qp.QPN())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rwr := []uverbs.RecvWR{{ID: 0, SGL: a.sge(0)}}
+	swr := []uverbs.SendWR{{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: a.sge(9)}}
+	wcs := make([]uverbs.WC, 1)
+	testkit.NoAllocs(t, 300, func() {
+		a.qp.PostRecv(rwr)
+		a.qp.PostSend(swr)
+		for got := 0; got < 2; {
+			q, err := ch.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := q.GetWC(wcs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+		}
+	})
+}
