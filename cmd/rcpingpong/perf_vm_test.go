@@ -30,6 +30,7 @@ var (
 	perfSizes  = flag.String("pp.sizes", "64,4096,65536", "TestVMPerformance: message sizes (-s), comma-separated")
 	perfDev    = flag.String("pp.dev", testkit.RxeDev, "TestVMPerformance: device (rxe0 or rxelo)")
 	perfArgs   = flag.String("pp.args", "", "TestVMPerformance: more arguments for both sides, space-separated (e.g. -e)")
+	perfEnv    = flag.String("pp.env", "", "TestVMPerformance: environment of both sides, space-separated K=V (e.g. GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1)")
 )
 
 // perfPairs are rotated: round r starts with pair r mod 4, so that no
@@ -60,6 +61,13 @@ func TestVMPerformance(t *testing.T) {
 	if dev.Name == "" {
 		t.Fatalf("-pp.dev %q: not one of the VM's devices", *perfDev)
 	}
+	for _, kv := range strings.Fields(*perfEnv) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			t.Fatalf("-pp.env: %q is not K=V", kv)
+		}
+		t.Setenv(k, v)
+	}
 	var sizes []int
 	for _, f := range strings.Split(*perfSizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -68,8 +76,8 @@ func TestVMPerformance(t *testing.T) {
 		}
 		sizes = append(sizes, n)
 	}
-	t.Logf("kernel %s, device %s, %d rounds, %d iterations per run, arguments %q, clocksource %s",
-		testkit.KernelRelease(), dev.Name, *perfRounds, *perfIters, *perfArgs, clocksource())
+	t.Logf("kernel %s, device %s, %d rounds, %d iterations per run, arguments %q, environment %q, clocksource %s",
+		testkit.KernelRelease(), dev.Name, *perfRounds, *perfIters, *perfArgs, *perfEnv, clocksource())
 	// results[size][pair] = usec/iter of each round
 	results := map[int]map[pptest.Pair][]float64{}
 	start := time.Now()
