@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -157,6 +158,65 @@ func (h *Host) StartTest(ctx context.Context, tb testing.TB, role string, env ..
 		return startLocal(ctx, tb, env, exe, args)
 	}
 	return startRemotePeer(ctx, tb, h.agent, env, dir, exe, args)
+}
+
+// Powering off host B. A test on host A may have the runner cut host B's
+// power mid-test (Host.PowerOff), to see what the survivor on A gets from
+// a peer that vanishes without a word. The protocol with the runner
+// (rxevm, internal/testkit/cmd/rxevm/pair.go):
+//
+//   - the test announces it with a marker line on host A's console,
+//     "<marker>POWEROFF B;", where <marker> is the runner's per-run tag,
+//     which the guest's init passes to test binaries in MarkerEnv; only a
+//     line from a test binary running on host A counts, and only once;
+//   - on that line the runner kills host B's QEMU (SIGKILL): B stops at
+//     once, as on a power loss, and its end of the wire goes silent
+//     (host A's NIC keeps its carrier, as behind a switch);
+//   - the runner then accepts that B never finishes (no agent END, no
+//     DONE); any other death of B still fails the run;
+//   - PowerOffFile, written before the announcement, tells host A's run
+//     script not to stop B's agent at the end.
+//
+// Nothing after the power-off can use host B: a test that powers it off
+// must run alone in its boot. Such tests are named TestTwoHostPowerOff*
+// (PowerOffPrefix); the runner leaves them out of a -hosts 2 run unless
+// -run selects one alone, and make vmtest2 runs them in their own boot.
+const (
+	MarkerEnv      = "PUREVERBS_MARKER"
+	PowerOffFile   = "/run/pureverbs/peer-off"
+	PowerOffPrefix = "TestTwoHostPowerOff"
+)
+
+// PowerOff has the runner power host h (host B, from a test on host A)
+// off at once, as a power loss would: no process, kernel or NIC of h
+// does anything more. It returns when the announcement is written; the
+// runner kills h's QEMU as soon as it reads the line (milliseconds). The
+// test must be named TestTwoHostPowerOff* (PowerOffPrefix), and it can
+// observe the loss only as the survivor would: h stops answering.
+// Programs started on h never report again: cancel their contexts
+// (their connections are then given up after a grace period).
+func (h *Host) PowerOff(tb testing.TB) {
+	tb.Helper()
+	RequireTwoHosts(tb)
+	if h.Local() || h.Name != "B" {
+		tb.Fatalf("PowerOff(%s): only host B can be powered off, by a test on host A", h)
+	}
+	if top, _, _ := strings.Cut(tb.Name(), "/"); !strings.HasPrefix(top, PowerOffPrefix) {
+		tb.Fatalf("PowerOff: %s is not named %s*: the runner would run it with tests that need host B", top, PowerOffPrefix)
+	}
+	tag := os.Getenv(MarkerEnv)
+	if tag == "" {
+		tb.Fatalf("PowerOff: no %s in the environment: not started by rxevm's run script", MarkerEnv)
+	}
+	if err := os.MkdirAll(filepath.Dir(PowerOffFile), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(PowerOffFile, []byte(tb.Name()+"\n"), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(os.Stdout, "%sPOWEROFF B;\n", tag); err != nil {
+		tb.Fatalf("PowerOff: announcing on the console: %v", err)
+	}
 }
 
 // WaitListen waits until a TCP socket listens on port on h (a ping-pong
