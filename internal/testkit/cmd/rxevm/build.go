@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,34 @@ type payload struct {
 	// Single host: some package had nothing to run only because -run
 	// selected TestTwoHost* tests.
 	twoHostOnly bool
+	// -hosts 2: the tests selected (pkg.TestX), the TestTwoHostPowerOff*
+	// ones among them, those left out because -run was not given, and
+	// whether some package's selection could not be told
+	// (powerOffProblem).
+	selected, powerOff, powerOffLeftOut []string
+	selectionUnknown                    bool
+}
+
+// powerOffProblem says why the -hosts 2 selection cannot run in one boot
+// ("" if it can): a test that powers host B off
+// (testkit.PowerOffPrefix) must be the only test of its boot, run once,
+// since nothing after it can reach host B.
+func (p *payload) powerOffProblem(count int) string {
+	switch {
+	case len(p.powerOff) == 0:
+		return ""
+	case len(p.selected) > 1:
+		first := p.powerOff[0]
+		others := slices.DeleteFunc(slices.Clone(p.selected), func(s string) bool { return s == first })
+		return fmt.Sprintf("%s powers off host B, so it must run alone in its boot, but the selection also runs %s: "+
+			"select it alone (-run '^%s$') and the rest with -skip '^%s' (make vmtest2 does both)",
+			first, strings.Join(others, ", "), first[strings.LastIndexByte(first, '.')+1:], testkit.PowerOffPrefix)
+	case p.selectionUnknown:
+		return fmt.Sprintf("%s powers off host B, so it must run alone in its boot, and the tests of some packages could not be listed", p.powerOff[0])
+	case count > 1:
+		return fmt.Sprintf("%s powers off host B: it can run only once per boot, not -count=%d", p.powerOff[0], count)
+	}
+	return ""
 }
 
 // buildPayload compiles the test binaries and guest tools and stages them in
@@ -116,6 +145,9 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 						}
 					}
 				}
+				if o.hosts == 2 {
+					p.noteTwoHost(o, f[0], sel, all, known)
+				}
 				if known && len(sel) == 0 {
 					p.unmatched = append(p.unmatched, f[0])
 					if err := os.Remove(tb.file); err != nil {
@@ -191,6 +223,50 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 	return p, nil
 }
 
+// noteTwoHost records what a -hosts 2 run selects of package pkg (sel of
+// all, if known) for powerOffProblem, and the power-off tests the default
+// selection leaves out.
+func (p *payload) noteTwoHost(o *options, pkg string, sel, all []string, known bool) {
+	if !known {
+		p.selectionUnknown = true
+		return
+	}
+	for _, n := range sel {
+		p.selected = append(p.selected, pkg+"."+n)
+		if strings.HasPrefix(n, testkit.PowerOffPrefix) {
+			p.powerOff = append(p.powerOff, pkg+"."+n)
+		}
+	}
+	if parseTestFilter(o.userTestFlags).hasRun {
+		return
+	}
+	for _, n := range all {
+		if strings.HasPrefix(n, testkit.PowerOffPrefix) && !slices.Contains(sel, n) {
+			p.powerOffLeftOut = append(p.powerOffLeftOut, pkg+"."+n)
+		}
+	}
+}
+
+// testCount returns the -test.count of binary-form test flags (1 if not
+// given or unreadable).
+func testCount(flags []string) int {
+	n := 1
+	for i := 0; i < len(flags); i++ {
+		name, val, hasVal := strings.Cut(strings.TrimPrefix(flags[i], "-"), "=")
+		if name != "test.count" {
+			continue
+		}
+		if !hasVal && i+1 < len(flags) {
+			i++
+			val = flags[i]
+		}
+		if v, err := strconv.Atoi(val); err == nil {
+			n = v
+		}
+	}
+	return n
+}
+
 // shellQuote quotes s for sh.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
@@ -237,8 +313,11 @@ func runScript(o *options, p *payload) string {
 	}
 	if o.hosts == 2 {
 		// Host B ends once its agent stops; if this fails, B never
-		// ends and the runner fails the run.
-		fmt.Fprintf(&b, "rxectl agent-stop %s || echo 'rxevm: could not stop the agent on host B'\n", agentAddr)
+		// ends and the runner fails the run. A test that had the runner
+		// power B off (testkit.Host.PowerOff) left PowerOffFile: B's
+		// agent is gone, and the runner expects B never to finish.
+		fmt.Fprintf(&b, "if [ -e %s ]; then echo 'rxevm: host B was powered off (%s): its agent is not stopped'\n", testkit.PowerOffFile, testkit.PowerOffFile)
+		fmt.Fprintf(&b, "else rxectl agent-stop %s || echo 'rxevm: could not stop the agent on host B'; fi\n", agentAddr)
 	}
 	return b.String()
 }
@@ -258,6 +337,8 @@ export PATH=/usr/bin:/usr/sbin:/bin:/sbin
 export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu
 export HOME=/root TMPDIR=/tmp TERM=dumb
 export PUREVERBS_VM=1
+# The run's marker tag, for testkit.Host.PowerOff's announcement.
+export @@MARKER_ENV@@='@@PUREVERBS '
 off() { sync; poweroff -f; echo o > /proc/sysrq-trigger; sleep 10; }
 fail() { echo "@@PUREVERBS SETUP-FAIL $*"; off; }
 mount -t proc proc /proc
@@ -313,7 +394,7 @@ func initText() string {
 	return strings.NewReplacer("@@PUREVERBS ", marker,
 		"@@WIRE_A@@", testkit.WireAddrA, "@@WIRE_B@@", testkit.WireAddrB,
 		"@@WIRE_NETDEV@@", testkit.WireNetdev, "@@WIRE_DEV@@", testkit.WireDev,
-		"@@AGENT_PORT@@", strconv.Itoa(testkit.AgentPort)).Replace(initScript)
+		"@@AGENT_PORT@@", strconv.Itoa(testkit.AgentPort), "@@MARKER_ENV@@", testkit.MarkerEnv).Replace(initScript)
 }
 
 // agentAddr is the agent's address on host B.

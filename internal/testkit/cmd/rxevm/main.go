@@ -33,6 +33,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 type options struct {
@@ -120,20 +122,32 @@ const twoHostPattern = "^TestTwoHost"
 
 var twoHostRe = regexp.MustCompile(twoHostPattern)
 
+// powerOffPattern selects the tests that power host B off
+// (testkit.Host.PowerOff): each must run alone in its boot.
+const powerOffPattern = "^" + testkit.PowerOffPrefix
+
 // twoHostFilter keeps the TestTwoHost* tests out of single-host runs (they
 // need the peer host: an added -test.skip, so that they neither run nor
 // skip), and has two-host runs select only them unless -run says
-// otherwise (buildPayload then checks that it selects nothing else).
+// otherwise (buildPayload then checks that it selects nothing else). A
+// two-host run without -run also leaves out the TestTwoHostPowerOff*
+// tests (run names them: they power off host B and need a boot of their
+// own, which make vmtest2 gives them); with -run, a selection that has
+// one beside other tests fails before booting (powerOffProblem).
 func twoHostFilter(flags []string, hosts int) []string {
 	f := parseTestFilter(flags)
+	skip := func(pattern string) []string {
+		if f.hasSkip && f.skip != "" {
+			// Top-level '|' is an alternative for the testing package too.
+			return append(flags, "-test.skip", f.skip+"|"+pattern)
+		}
+		return append(flags, "-test.skip", pattern)
+	}
 	switch {
-	case hosts == 1 && f.hasSkip && f.skip != "":
-		// Top-level '|' is an alternative for the testing package too.
-		return append(flags, "-test.skip", f.skip+"|"+twoHostPattern)
 	case hosts == 1:
-		return append(flags, "-test.skip", twoHostPattern)
+		return skip(twoHostPattern)
 	case !f.hasRun:
-		return append(flags, "-test.run", twoHostPattern)
+		return append(skip(powerOffPattern), "-test.run", twoHostPattern)
 	}
 	return flags
 }
@@ -222,6 +236,14 @@ func run(ctx context.Context, o *options) int {
 		fmt.Printf("rxevm: FAIL: -hosts 2 runs only TestTwoHost* tests, and %s also selects %s\n",
 			parseTestFilter(o.testFlags), strings.Join(payload.notTwoHost, ", "))
 		return 1
+	}
+	if msg := payload.powerOffProblem(testCount(o.testFlags)); msg != "" {
+		fmt.Printf("rxevm: FAIL: %s\n", msg)
+		return 1
+	}
+	if len(payload.powerOffLeftOut) > 0 {
+		fmt.Printf("rxevm: not run in this boot: %s (they power off host B, so each needs a boot of its own: -run '^NAME$'; make vmtest2 runs them)\n",
+			strings.Join(payload.powerOffLeftOut, ", "))
 	}
 
 	type summary struct {

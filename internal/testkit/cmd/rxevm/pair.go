@@ -40,6 +40,17 @@ import (
 // rules, and B's agent must start, end with status 0 and B must reach its
 // end marker. When one guest dies the other is stopped; on any failure the
 // tails of both consoles are printed.
+//
+// The one exception: a test on A may announce on A's console that host B
+// is to lose its power (testkit.Host.PowerOff: a "POWEROFF B;" marker
+// from a test binary, once per run). The runner then kills B's QEMU with
+// SIGKILL itself, which is what a power loss is to the guest: nothing in
+// it runs any more, not even the kernel's shutdown path (which sysrq o or
+// poweroff would run: device shutdown, the NIC taking its link down), and
+// its end of the wire goes silent while A's NIC keeps its carrier, as
+// with a switch between the hosts. Only that death of B is accepted (B's
+// agent and end marker are then not expected); B dying in any other way,
+// or before the announcement, fails the run as before.
 
 // wireDescs describe the -wire choices.
 var wireDescs = map[string]string{
@@ -83,6 +94,7 @@ func newPairResult(short string, p *payload, o *options) *pairResult {
 		b: &kernelResult{short: short, host: "B", bins: []*binResult{{label: agentLabel}}},
 	}
 	r.a.host = "A"
+	r.a.powerOff = make(chan string, 1)
 	return r
 }
 
@@ -141,6 +153,7 @@ type guest struct {
 	werr   error    // valid after exited
 	mu     sync.Mutex
 	stop   string // why the runner stopped it ("" if it did not)
+	off    string // who had the runner power it off ("" if nobody)
 }
 
 // startGuest boots QEMU with args; its console goes through follow (to
@@ -189,6 +202,32 @@ func (g *guest) kill(why string) {
 	g.cancel()
 }
 
+// powerOff kills the guest's QEMU (SIGKILL), as a power loss, at the
+// request of by. It reports false, doing nothing, if the guest has ended
+// already or the runner is stopping it for another reason.
+func (g *guest) powerOff(by string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.exited:
+		return false
+	default:
+	}
+	if g.stop != "" || g.off != "" {
+		return false
+	}
+	g.off = by
+	g.cancel() // exec.CommandContext: SIGKILL
+	return true
+}
+
+// poweredOff reports whether powerOff took.
+func (g *guest) poweredOff() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.off != ""
+}
+
 // finish records how the guest ended, once it has exited: ctx is the
 // pair's (its deadline is the run's timeout).
 func (g *guest) finish(ctx context.Context) {
@@ -199,6 +238,15 @@ func (g *guest) finish(ctx context.Context) {
 		g.res.timedOut = true
 	}
 	g.res.stopped = g.stop
+	if g.off != "" {
+		g.res.poweredOff = g.off
+		// QEMU ended by our SIGKILL, not on its own just before.
+		var ee *exec.ExitError
+		if !errors.As(g.werr, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			g.res.qemuErr = fmt.Errorf("ended by itself (%v) when the runner was to power it off", g.werr)
+		}
+		return
+	}
 	if g.werr != nil && !g.res.timedOut && g.stop == "" && ctx.Err() == nil {
 		g.res.qemuErr = g.werr
 	}
@@ -269,27 +317,56 @@ func runPair(ctx context.Context, o *options, k kernelSpec, p *payload, work str
 			fmt.Println("rxevm: TCP_NODELAY set on host A's end of the wire")
 		}
 	}
-	select {
-	case <-gA.exited:
-		// B ends once A's run.sh stops its agent.
-		t := time.NewTimer(pairGrace)
-		select {
-		case <-gB.exited:
-		case <-t.C:
-			gB.kill(fmt.Sprintf("still running %s after host A ended", pairGrace))
+	// A test on A may have B powered off (testkit.Host.PowerOff); the
+	// console of A sends the request, before A can end.
+	powerOff := func(by string) {
+		if gB.powerOff(by) {
+			fmt.Printf("rxevm: host B powered off (its QEMU killed) at the request of %s\n", by)
+		} else {
+			fmt.Printf("rxevm: %s asked to power off host B, which had already ended: its end was not announced\n", by)
 		}
-		t.Stop()
-	case <-gB.exited:
-		if !res.b.done {
-			// B died: A's tests cannot go on (a dead peer does not
-			// even reset their TCP connections).
-			t := time.NewTimer(pairDeathWait)
+	}
+	for waiting := true; waiting; {
+		select {
+		case by := <-res.a.powerOff:
+			powerOff(by)
+		case <-gA.exited:
 			select {
-			case <-gA.exited:
+			case by := <-res.a.powerOff:
+				powerOff(by)
+			default:
+			}
+			waiting = false
+			if gB.poweredOff() {
+				<-gB.exited // killed
+				break
+			}
+			// B ends once A's run.sh stops its agent.
+			t := time.NewTimer(pairGrace)
+			select {
+			case <-gB.exited:
 			case <-t.C:
-				gA.kill("host B died")
+				gB.kill(fmt.Sprintf("still running %s after host A ended", pairGrace))
 			}
 			t.Stop()
+		case <-gB.exited:
+			waiting = false
+			if gB.poweredOff() {
+				// As announced: A's test goes on without B.
+				<-gA.exited
+				break
+			}
+			if !res.b.done {
+				// B died: A's tests cannot go on (a dead peer does not
+				// even reset their TCP connections).
+				t := time.NewTimer(pairDeathWait)
+				select {
+				case <-gA.exited:
+				case <-t.C:
+					gA.kill("host B died")
+				}
+				t.Stop()
+			}
 		}
 	}
 	gA.finish(ctx)

@@ -173,8 +173,8 @@ func (b *binResult) testLine(line string) {
 
 // markerLine is one parsed marker (the text after the per-run tag).
 type markerLine struct {
-	kind  string // BOOT SETUP-OK SETUP-FAIL BEGIN END DONE
-	label string // BEGIN, END
+	kind  string // BOOT SETUP-OK SETUP-FAIL BEGIN END DONE POWEROFF
+	label string // BEGIN, END; POWEROFF: the host ("B")
 	rc    int    // END
 	text  string // SETUP-FAIL, BOOT
 }
@@ -211,6 +211,11 @@ func parseMarker(s string) (markerLine, error) {
 		return markerLine{kind: "SETUP-OK"}, nil
 	case strings.HasPrefix(s, "DONE"):
 		return markerLine{kind: "DONE"}, nil
+	case kw == "POWEROFF":
+		// testkit.Host.PowerOff: only host B, and the ';' ends it.
+		if strings.HasPrefix(s, "POWEROFF B;") {
+			return markerLine{kind: kw, label: "B"}, nil
+		}
 	}
 	return markerLine{}, fmt.Errorf("unparsable marker line %q", s)
 }
@@ -322,6 +327,19 @@ func (c *console) line(raw string) {
 		fmt.Fprintf(c.w, "rxevm: --- %s: %s\n", b.label, st)
 	case "DONE":
 		c.res.done = true
+	case "POWEROFF":
+		switch {
+		case c.res.powerOff == nil:
+			c.protoErr("POWEROFF B from a guest that cannot ask for it (only host A of a two-host run can)")
+		case c.cur == nil || !c.cur.goTest:
+			c.protoErr("POWEROFF B outside a test binary")
+		case c.res.powerOffBy != "":
+			c.protoErr("POWEROFF B asked again (by " + c.cur.label + " " + c.cur.cur + "; " + c.res.powerOffBy + " asked first)")
+		default:
+			c.res.powerOffBy = c.cur.label + " " + c.cur.cur
+			fmt.Fprintf(c.w, "rxevm: %s asks to power off host B\n", c.res.powerOffBy)
+			c.res.powerOff <- c.res.powerOffBy
+		}
 	}
 }
 

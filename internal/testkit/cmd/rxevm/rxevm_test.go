@@ -42,7 +42,7 @@ func TestParseArgs(t *testing.T) {
 		t.Error("nothing to run accepted")
 	}
 	o, err = parseArgs([]string{"-hosts", "2", "-wire", "udp", "./a"})
-	if err != nil || o.hosts != 2 || o.wire != "udp" || !cmp.Equal(o.testFlags, []string{"-test.run", twoHostPattern}) {
+	if err != nil || o.hosts != 2 || o.wire != "udp" || !cmp.Equal(o.testFlags, []string{"-test.skip", powerOffPattern, "-test.run", twoHostPattern}) {
 		t.Errorf("-hosts 2: %+v, %v", o, err)
 	}
 	for _, bad := range [][]string{{"-hosts", "3", "./a"}, {"-hosts", "2", "-wire", "tap", "./a"}, {"-hosts", "2", "-demo"}} {
@@ -56,7 +56,7 @@ func TestParseArgs(t *testing.T) {
 // a -skip the user gave as an alternative), two-host runs select only them
 // unless -run says otherwise, and the testing package's matching agrees.
 func TestTwoHostFilter(t *testing.T) {
-	names := []string{"TestA", "TestTwoHostX", "TestTwoHostY", "TestB"}
+	names := []string{"TestA", "TestTwoHostX", "TestTwoHostY", "TestB", "TestTwoHostPowerOffZ"}
 	for _, c := range []struct {
 		hosts int
 		in    []string
@@ -66,7 +66,13 @@ func TestTwoHostFilter(t *testing.T) {
 		{1, []string{"-test.skip", "TestA"}, []string{"TestB"}},
 		{1, []string{"-test.skip=TestA/sub"}, []string{"TestA", "TestB"}},
 		{1, []string{"-test.run", "TestTwoHostX"}, nil},
+		{1, []string{"-test.run", "TestTwoHostPowerOff"}, nil},
+		// Without -run, two hosts leave the power-off tests out (they
+		// need a boot of their own), after a -skip given.
 		{2, nil, []string{"TestTwoHostX", "TestTwoHostY"}},
+		{2, []string{"-test.skip", "TestTwoHostY"}, []string{"TestTwoHostX"}},
+		{2, []string{"-test.run", "TestTwoHostPowerOff"}, []string{"TestTwoHostPowerOffZ"}},
+		{2, []string{"-test.run", "TestTwoHost"}, []string{"TestTwoHostX", "TestTwoHostY", "TestTwoHostPowerOffZ"}},
 		{2, []string{"-test.run", "TestTwoHostY"}, []string{"TestTwoHostY"}},
 		{2, []string{"-test.run", "TestA|TestTwoHostX"}, []string{"TestA", "TestTwoHostX"}},
 	} {
@@ -104,9 +110,17 @@ func TestTwoHostScripts(t *testing.T) {
 		}
 	}
 	o := &options{hosts: 2, testFlags: []string{"-test.run", twoHostPattern}}
+	if !strings.Contains(init, "export "+testkit.MarkerEnv+"='"+m+"'\n") {
+		t.Errorf("init script does not pass the marker in %s:\n%s", testkit.MarkerEnv, init)
+	}
 	s := runScript(o, &payload{tests: []testBinary{{label: "pkg/a", rel: "a", file: "/x/pv/t/a.test"}}})
-	if !strings.HasSuffix(s, "rxectl agent-stop "+agentAddr+" || echo 'rxevm: could not stop the agent on host B'\n") {
+	if !strings.HasSuffix(s, "if [ -e "+testkit.PowerOffFile+" ]; then echo 'rxevm: host B was powered off ("+testkit.PowerOffFile+"): its agent is not stopped'\n"+
+		"else rxectl agent-stop "+agentAddr+" || echo 'rxevm: could not stop the agent on host B'; fi\n") {
 		t.Errorf("host A's run.sh:\n%s", s)
+	}
+	// The script runs in sh: no syntax error.
+	if out, err := exec.Command("sh", "-n", "-c", s).CombinedOutput(); err != nil {
+		t.Errorf("sh -n run.sh: %v\n%s", err, out)
 	}
 	if s := runScriptB(); !strings.Contains(s, m+"BEGIN agent;'\nrxectl agent "+agentAddr+" </dev/null\necho \""+m+"END agent rc=$?;\"") {
 		t.Errorf("host B's run-b.sh:\n%s", s)
@@ -205,6 +219,125 @@ func TestPairResult(t *testing.T) {
 	feed(r.b, lines(boot, []string{m + "BEGIN agent;", "[   3.99] Kernel panic - not syncing: sysrq"}))
 	if r.ok() || !r.a.guestDied() || !strings.Contains(r.String(), "stopped by the runner: host B died") || !strings.Contains(r.String(), "KERNEL PANIC") {
 		t.Errorf("dead peer passes: %s", r)
+	}
+}
+
+// TestPairPowerOff: a test on host A may announce that host B loses its
+// power (POWEROFF B, once, from a test binary on A); B is then accepted
+// without its agent's END and its DONE, and only then, and only if it
+// died by the runner's SIGKILL.
+func TestPairPowerOff(t *testing.T) {
+	p := &payload{tests: []testBinary{{label: "pkg/a"}}}
+	o := &options{hosts: 2}
+	feed := func(r *kernelResult, l []string) string {
+		var out strings.Builder
+		follow(strings.NewReader(strings.Join(l, "\r\n")), &out, false, r, time.Now())
+		return out.String()
+	}
+	announcing := []string{m + "BEGIN pkg/a;", "=== RUN   TestTwoHostPowerOffX", m + "POWEROFF B;", "    x_test.go:1: survivor ok",
+		"--- PASS: TestTwoHostPowerOffX (2.00s)", "PASS", m + "END pkg/a rc=0;"}
+	agentCut := lines(boot, []string{m + "BEGIN agent;", "agent: run pkg/a.test"})
+	r := newPairResult("6.1", p, o)
+	out := feed(r.a, lines(boot, announcing, done))
+	select {
+	case got := <-r.a.powerOff:
+		if got != "pkg/a TestTwoHostPowerOffX" || !strings.Contains(out, "rxevm: pkg/a TestTwoHostPowerOffX asks to power off host B") {
+			t.Errorf("request %q; console:\n%s", got, out)
+		}
+	default:
+		t.Fatalf("no power-off request from A's console:\n%s", out)
+	}
+	feed(r.b, agentCut)
+	r.b.poweredOff = r.a.powerOffBy
+	if !r.ok() || r.b.guestDied() || !strings.Contains(r.String(), "powered off by the runner at the request of pkg/a TestTwoHostPowerOffX") ||
+		!strings.Contains(r.String(), "agent cut off by the power-off") {
+		t.Errorf("announced power-off fails: %s", r)
+	}
+
+	// The same death of B, unannounced.
+	r = newPairResult("6.1", p, o)
+	feed(r.a, lines(boot, passing("pkg/a"), done))
+	feed(r.b, agentCut)
+	if r.ok() || !r.b.guestDied() || !strings.Contains(r.String(), "agent (no end marker: guest died)") {
+		t.Errorf("unannounced death of B passes: %s", r)
+	}
+	// Announced, but B panicked (or anything else went wrong on it).
+	r = newPairResult("6.1", p, o)
+	feed(r.a, lines(boot, announcing, done))
+	feed(r.b, lines(agentCut, []string{"[   3.99] Kernel panic - not syncing: sysrq"}))
+	r.b.poweredOff = r.a.powerOffBy
+	if r.ok() || !strings.Contains(r.String(), "KERNEL PANIC") {
+		t.Errorf("panicked B passes: %s", r)
+	}
+	// Requests the runner must refuse: twice, outside a test binary, from
+	// a single guest.
+	for name, c := range map[string][]string{
+		"twice":   lines(boot, announcing[:3], []string{m + "POWEROFF B;"}, announcing[3:], done),
+		"outside": lines(boot, passing("pkg/a"), []string{m + "POWEROFF B;"}, done),
+	} {
+		r = newPairResult("6.1", p, o)
+		out := feed(r.a, c)
+		if r.a.ok() || !strings.Contains(out, "rxevm: console: POWEROFF B") {
+			t.Errorf("%s: accepted: %s\n%s", name, r.a, out)
+		}
+	}
+	res, out := consoleRun([]string{"pkg/a"}, lines(boot, announcing, done)...)
+	if res.ok() || !strings.Contains(out, "POWEROFF B from a guest that cannot ask for it") {
+		t.Errorf("single guest: accepted: %s", out)
+	}
+
+	// finish: the guest the runner powered off must have died of its
+	// SIGKILL, not of anything before it.
+	for _, c := range []struct {
+		cmd    string
+		kill   bool
+		wantOK bool
+	}{{"exec sleep 60", true, true}, {"exit 3", false, false}} {
+		cmd := exec.Command("sh", "-c", c.cmd)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if c.kill {
+			cmd.Process.Kill()
+		}
+		g := &guest{res: &kernelResult{}, exited: make(chan struct{}), off: "pkg/a TestX", werr: cmd.Wait()}
+		close(g.exited)
+		g.finish(context.Background())
+		if (g.res.qemuErr == nil) != c.wantOK || g.res.poweredOff != "pkg/a TestX" {
+			t.Errorf("%s: qemu error %v, powered off %q", c.cmd, g.res.qemuErr, g.res.poweredOff)
+		}
+	}
+}
+
+// TestPowerOffProblem: a test that powers off host B runs alone in its
+// boot, once, or the run fails before booting.
+func TestPowerOffProblem(t *testing.T) {
+	const po = "x/pkg.TestTwoHostPowerOffX"
+	for _, c := range []struct {
+		p    payload
+		n    int
+		want string // "" for no problem
+	}{
+		{payload{selected: []string{"x/pkg.TestTwoHostA", "y.TestTwoHostB"}}, 1, ""},
+		{payload{selected: []string{po}, powerOff: []string{po}}, 1, ""},
+		{payload{selected: []string{"x/pkg.TestTwoHostA", po}, powerOff: []string{po}}, 1,
+			"x/pkg.TestTwoHostPowerOffX powers off host B, so it must run alone in its boot, but the selection also runs x/pkg.TestTwoHostA: select it alone (-run '^TestTwoHostPowerOffX$')"},
+		{payload{selected: []string{po, "x/pkg.TestTwoHostPowerOffY"}, powerOff: []string{po, "x/pkg.TestTwoHostPowerOffY"}}, 1, "also runs x/pkg.TestTwoHostPowerOffY"},
+		{payload{selected: []string{po}, powerOff: []string{po}, selectionUnknown: true}, 1, "could not be listed"},
+		{payload{selected: []string{po}, powerOff: []string{po}}, 2, "not -count=2"},
+	} {
+		got := c.p.powerOffProblem(c.n)
+		if (got == "") != (c.want == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%+v, count %d: %q, want %q", c.p, c.n, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		flags []string
+		want  int
+	}{{nil, 1}, {[]string{"-test.count=1"}, 1}, {[]string{"-test.count", "3", "-test.v"}, 3}, {[]string{"-test.count=2", "-test.count=1"}, 1}} {
+		if got := testCount(c.flags); got != c.want {
+			t.Errorf("testCount(%q) = %d, want %d", c.flags, got, c.want)
+		}
 	}
 }
 
@@ -315,6 +448,11 @@ func TestParseMarker(t *testing.T) {
 		{"SETUP-OK", markerLine{kind: "SETUP-OK"}},
 		{"SETUP-FAIL insmod x", markerLine{kind: "SETUP-FAIL", text: "insmod x"}},
 		{"DONE", markerLine{kind: "DONE"}},
+		{"POWEROFF B;", markerLine{kind: "POWEROFF", label: "B"}},
+		{"POWEROFF B;[   12.3] rxe: x", markerLine{kind: "POWEROFF", label: "B"}},
+		{"POWEROFF A;", markerLine{}},
+		{"POWEROFF B", markerLine{}},
+		{"POWEROFF", markerLine{}},
 		// The rc is not proven: the digits may go on after the kernel's text.
 		{"END pkg/a rc=1[   12.3] rxe: something", markerLine{}},
 		{"END pkg/a rc=1", markerLine{}},
@@ -558,6 +696,19 @@ func TestRunnerReportsFailures(t *testing.T) {
 		{"peer-dies", []string{"-hosts", "2", td + "peerdiespkg"},
 			[]string{"host B console tail", "host A console tail", "Kernel panic - not syncing", "KERNEL PANIC",
 				"host A stopped by the runner: host B died", "FAIL kernel"}, 5 * time.Minute},
+		// Host B loses its power: accepted when a test on A announced it
+		// (testkit.Host.PowerOff: the runner kills B's QEMU) ...
+		{"poweroff-announced", []string{"-hosts", "2", td + "poweroffpkg", "--", "-run", "TestTwoHostPowerOffAnnounced"},
+			[]string{"asks to power off host B", "host B powered off (its QEMU killed) at the request of " + mod + "internal/testkit/cmd/rxevm/testdata/poweroffpkg TestTwoHostPowerOffAnnounced",
+				"--- PASS: TestTwoHostPowerOffAnnounced", "agent cut off by the power-off", "ok   kernel"}, 5 * time.Minute},
+		// ... and failing the run when B powers off unannounced (sysrq o
+		// inside B), with both consoles' tails.
+		{"poweroff-unannounced", []string{"-hosts", "2", td + "poweroffpkg", "--", "-run", "TestTwoHostPeerPowersOffUnannounced"},
+			[]string{"host B console tail", "host A console tail", "peer powering off", "host A stopped by the runner: host B died",
+				"agent (no end marker: guest died)", "FAIL kernel"}, 5 * time.Minute},
+		// A power-off test selected with another fails before booting.
+		{"poweroff-not-alone", []string{"-hosts", "2", td + "poweroffpkg", "--", "-run", "TestTwoHost"},
+			[]string{"FAIL: " + mod + "internal/testkit/cmd/rxevm/testdata/poweroffpkg.TestTwoHostPowerOffAnnounced powers off host B, so it must run alone in its boot"}, time.Minute},
 		{"pass", []string{"./internal/testkit/testdata/failpkg", td + "skippkg", "--", "-run", "TestPasses|TestAllowlistedSkip"},
 			[]string{"ok   kernel", "SKIP " + mod + "internal/testkit/cmd/rxevm/testdata/skippkg TestAllowlistedSkip",
 				"allowed: the runner's self-test", "2 tests ran, 1 skipped"}, 5 * time.Minute},
@@ -572,7 +723,7 @@ func TestRunnerReportsFailures(t *testing.T) {
 			if ctx.Err() != nil {
 				t.Fatalf("rxevm did not finish within %s:\n%s", c.maxTime, out)
 			}
-			if c.name == "pass" {
+			if c.name == "pass" || c.name == "poweroff-announced" {
 				if err != nil {
 					t.Errorf("rxevm failed on a passing test: %v\n%s", err, out)
 				}
@@ -584,7 +735,7 @@ func TestRunnerReportsFailures(t *testing.T) {
 					t.Errorf("output lacks %q:\n%s", w, out)
 				}
 			}
-			if c.name == "norun" && strings.Contains(string(out), "rxevm: booting") {
+			if (c.name == "norun" || c.name == "poweroff-not-alone") && strings.Contains(string(out), "rxevm: booting") {
 				t.Errorf("booted a guest for a -run that matches nothing:\n%s", out)
 			}
 		})

@@ -31,20 +31,27 @@ const tailLines = 60
 var ansiRe = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)`)
 
 type kernelResult struct {
-	kernel    string // release, e.g. 6.1.0-57-amd64
-	short     string // as given to -kernel: 6.1, 6.12
-	host      string // -hosts 2: "A" or "B"; "" for the single guest
-	prepErr   error
-	setupOK   bool
-	setupErr  string
-	done      bool
-	panicked  bool
-	timedOut  bool
-	qemuErr   error
-	stopped   string        // -hosts 2: why the runner stopped this guest (the other one died)
-	protoErrs []string      // console markers that could not be parsed or came out of order
-	bins      []*binResult  // every program the guest was to run, in order
-	boot      time.Duration // qemu start to SETUP-OK
+	kernel   string // release, e.g. 6.1.0-57-amd64
+	short    string // as given to -kernel: 6.1, 6.12
+	host     string // -hosts 2: "A" or "B"; "" for the single guest
+	prepErr  error
+	setupOK  bool
+	setupErr string
+	done     bool
+	panicked bool
+	timedOut bool
+	qemuErr  error
+	stopped  string // -hosts 2: why the runner stopped this guest (the other one died)
+	// -hosts 2, host A: POWEROFF B requests go to powerOff (buffered:
+	// one is accepted per run), powerOffBy names the test that asked.
+	powerOff   chan string
+	powerOffBy string
+	// -hosts 2, host B: the runner powered it off at host A's request
+	// (which test's): it is not expected to finish.
+	poweredOff string
+	protoErrs  []string      // console markers that could not be parsed or came out of order
+	bins       []*binResult  // every program the guest was to run, in order
+	boot       time.Duration // qemu start to SETUP-OK
 }
 
 // newKernelResult expects a report from every test binary of p (and the
@@ -64,11 +71,14 @@ func newKernelResult(short string, p *payload, o *options) *kernelResult {
 }
 
 func (r *kernelResult) ok() bool {
-	if r.prepErr != nil || !r.setupOK || !r.done || r.panicked || r.timedOut || r.qemuErr != nil ||
+	if r.prepErr != nil || !r.setupOK || (!r.done && r.poweredOff == "") || r.panicked || r.timedOut || r.qemuErr != nil ||
 		r.setupErr != "" || r.stopped != "" || len(r.protoErrs) > 0 || len(r.bins) == 0 {
 		return false
 	}
 	for _, b := range r.bins {
+		if r.cutOff(b) {
+			continue
+		}
 		if len(b.problems()) > 0 {
 			return false
 		}
@@ -76,10 +86,16 @@ func (r *kernelResult) ok() bool {
 	return true
 }
 
+// cutOff reports whether b is a program that the requested power-off of
+// the guest ended: it began and was still running, nothing else wrong.
+func (r *kernelResult) cutOff(b *binResult) bool {
+	return r.poweredOff != "" && !r.done && b.began && !b.ended && len(b.proto) == 0
+}
+
 // guestDied reports a failure of the guest itself (as opposed to a failing
 // test): setup failure, panic, timeout, or no end marker.
 func (r *kernelResult) guestDied() bool {
-	return r.prepErr == nil && (r.setupErr != "" || r.panicked || r.timedOut || !r.setupOK || !r.done || r.stopped != "")
+	return r.prepErr == nil && (r.setupErr != "" || r.panicked || r.timedOut || !r.setupOK || (!r.done && r.poweredOff == "") || r.stopped != "")
 }
 
 func (r *kernelResult) String() string {
@@ -105,6 +121,9 @@ func (r *kernelResult) String() string {
 	if r.stopped != "" {
 		parts = append(parts, "stopped by the runner: "+r.stopped)
 	}
+	if r.poweredOff != "" {
+		parts = append(parts, "powered off by the runner at the request of "+r.poweredOff)
+	}
 	if r.setupOK {
 		parts = append(parts, fmt.Sprintf("boot+setup %.1fs", r.boot.Seconds()))
 	}
@@ -112,9 +131,12 @@ func (r *kernelResult) String() string {
 		return strings.Join(parts, "; ")
 	}
 	var failed []string
-	tests, skips := 0, 0
+	tests, skips, cut := 0, 0, 0
 	for _, b := range r.bins {
-		if p := b.problems(); len(p) > 0 {
+		if r.cutOff(b) {
+			parts = append(parts, b.label+" cut off by the power-off")
+			cut++
+		} else if p := b.problems(); len(p) > 0 {
 			failed = append(failed, b.label+" ("+strings.Join(p, "; ")+")")
 		}
 		tests += len(b.ran)
@@ -122,8 +144,8 @@ func (r *kernelResult) String() string {
 	}
 	if len(failed) > 0 {
 		parts = append(parts, "failed: "+strings.Join(failed, ", "))
-	} else if len(r.bins) > 0 {
-		parts = append(parts, fmt.Sprintf("%d ok", len(r.bins)))
+	} else if len(r.bins) > cut {
+		parts = append(parts, fmt.Sprintf("%d ok", len(r.bins)-cut))
 	}
 	if tests > 0 || skips > 0 {
 		parts = append(parts, fmt.Sprintf("%d tests ran, %d skipped", tests, skips))
@@ -131,7 +153,7 @@ func (r *kernelResult) String() string {
 	if len(r.protoErrs) > 0 {
 		parts = append(parts, "console: "+strings.Join(r.protoErrs, "; "))
 	}
-	if r.setupOK && !r.done && !r.panicked && !r.timedOut && r.stopped == "" {
+	if r.setupOK && !r.done && !r.panicked && !r.timedOut && r.stopped == "" && r.poweredOff == "" {
 		parts = append(parts, "guest stopped before the end marker")
 	}
 	return strings.Join(parts, "; ")
