@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pureverbs/pureverbs/internal/core"
 )
@@ -27,8 +28,11 @@ import (
 // address range valid while reachable), so even a bug here could not turn
 // into a fault.
 type life struct {
-	rw      sync.RWMutex
-	dead    bool
+	rw   sync.RWMutex
+	dead bool
+	// gone mirrors dead for lock-free readers (the empty poll): set
+	// before the rings are released.
+	gone    atomic.Bool
 	release func() error // unmaps the provider's rings; set before publish
 	counts  core.Counts  // delivered/acked events (affiliated objects)
 }
@@ -53,6 +57,7 @@ func (l *life) kill() {
 	l.rw.Lock()
 	if !l.dead {
 		l.dead = true
+		l.gone.Store(true)
 		if l.release != nil {
 			l.release()
 		}
@@ -122,6 +127,7 @@ func (l *life) destroy(ctx context.Context, c *Context, obj Affiliated, object s
 		return err
 	}
 	l.dead = true
+	l.gone.Store(true)
 	var uerr error
 	if l.release != nil {
 		uerr = l.release()

@@ -54,11 +54,17 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 // Poll reads up to len(wcs) work completions into wcs and returns how many
 // it read (ibv_poll_cq(3)); 0 means the CQ is empty. It makes no system
 // call and allocates nothing. It fails only on a destroyed CQ (ErrClosed).
+// An empty poll, the common case of a busy-polling loop, takes no lock
+// and makes no atomic read-modify-write: it compares the ring's producer
+// index with the consumer index of the last poll.
 func (cq *CQ) Poll(wcs []WC) (int, error) {
 	if cq == nil || cq.ctx == nil {
 		return 0, invalidErr("cq", "poll", "nil CQ")
 	}
 	if len(wcs) == 0 {
+		return 0, nil
+	}
+	if !cq.gone.Load() && cq.drv.empty() {
 		return 0, nil
 	}
 	if !cq.hold() {

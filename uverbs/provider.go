@@ -32,6 +32,11 @@ type cqDriver interface {
 	poll(wcs []WC) int
 	// ready returns how many completions wait, without consuming them.
 	ready() int
+	// empty reports that no completion waits, without a lock or a hold
+	// (the empty poll of a busy-polling loop); false when unsure. It may
+	// run concurrently with poll and after release: released rings stay
+	// readable (sys.Mapping), so it never faults.
+	empty() bool
 	// udataIn and udataOut return the UHW_IN / UHW_OUT buffers of the
 	// create command (nil for none). They must stay valid (heap) until
 	// created returns.

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -30,6 +31,9 @@ type rxeCQ struct {
 	mu   sync.Mutex // serialises pollers
 	ring *rxeRing
 	cqe  abi.IbUverbsWc // scratch, under mu
+	// consumed mirrors ring.own (the consumer index) for empty, which
+	// reads it without mu.
+	consumed atomic.Uint32
 }
 
 func (d *rxeCQ) udataIn() []byte  { return nil }
@@ -45,6 +49,7 @@ func (d *rxeCQ) created(c *Context) error {
 		return &OpError{Object: "cq", Method: "create", Err: err}
 	}
 	d.ring = r
+	d.consumed.Store(r.own)
 	return nil
 }
 func (d *rxeCQ) release() error { return d.q.unmap() }
@@ -60,9 +65,18 @@ func (d *rxeCQ) poll(wcs []WC) int {
 	}
 	if n > 0 {
 		r.advance(n)
+		d.consumed.Store(r.own)
 	}
 	d.mu.Unlock()
 	return int(n)
+}
+
+// empty compares the kernel's producer index with the consumer index of
+// the last poll: one load from the ring, no lock. A stale consumer index
+// can only make it answer false (the caller then polls under the lock).
+func (d *rxeCQ) empty() bool {
+	r := d.ring
+	return r.m.Load32(rxeProdOff)&r.mask == d.consumed.Load()
 }
 
 // ready returns the number of completions waiting in the ring.

@@ -308,6 +308,44 @@ func TestRxePollDecode(t *testing.T) {
 	testkit.NoAllocs(t, 2000, func() { d.poll(wcs) })
 }
 
+// TestRxeEmpty: the lock-free empty check follows the producer index and
+// the consumer index of the last poll, across the ring's wrap, and is
+// never true while a completion waits.
+func TestRxeEmpty(t *testing.T) {
+	m := memRing(t, 4, 7) // 4 slots: 3 usable
+	r, err := newRxeRing(m, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &rxeCQ{ring: r}
+	wcs := make([]WC, 4)
+	prod := uint32(0)
+	for lap := 0; lap < 5; lap++ {
+		if !d.empty() {
+			t.Fatalf("lap %d: not empty before the kernel wrote", lap)
+		}
+		for i := 0; i < 1+lap%3; i++ {
+			prod = (prod + 1) & 3
+			m.Store32(rxeProdOff, prod)
+			if d.empty() {
+				t.Fatalf("lap %d: empty with %d completions waiting", lap, i+1)
+			}
+		}
+		// A partial poll leaves it non-empty.
+		if n := d.poll(wcs[:1]); n != 1 {
+			t.Fatalf("lap %d: poll = %d", lap, n)
+		}
+		if lap%3 > 0 && d.empty() {
+			t.Fatalf("lap %d: empty after a partial poll", lap)
+		}
+		d.poll(wcs)
+	}
+	if !d.empty() {
+		t.Fatal("not empty after the last poll")
+	}
+	testkit.NoAllocs(t, 2000, func() { d.empty() })
+}
+
 func TestRxePostNoAllocs(t *testing.T) {
 	qp, d := testQP(t, QPTypeRC, 8)
 	sgl := []SGE{{Addr: 0x1000, Length: 64, LKey: 1}}
@@ -350,5 +388,27 @@ func FuzzDecodeWC(f *testing.F) {
 		}
 		_ = wc.Status.String()
 		_ = wc.Opcode.String()
+	})
+}
+
+// BenchmarkRxeEmptyPoll: an empty poll under the CQ's lock against the
+// lock-free check CQ.Poll makes first.
+func BenchmarkRxeEmptyPoll(b *testing.B) {
+	m := memRing(b, 64, 7)
+	r, err := newRxeRing(m, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &rxeCQ{ring: r}
+	wcs := make([]WC, 2)
+	b.Run("locked", func(b *testing.B) {
+		for b.Loop() {
+			d.poll(wcs)
+		}
+	})
+	b.Run("lockfree", func(b *testing.B) {
+		for b.Loop() {
+			d.empty()
+		}
 	})
 }
