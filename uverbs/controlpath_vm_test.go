@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ var (
 )
 
 // ctlOps are the operations compared, as pv_ctlbench names them.
-var ctlOps = []string{"query_port", "cq", "open"}
+var ctlOps = []string{"query_port", "cq", "open", "getppid"}
 
 const ctlEnv = "PUREVERBS_CTLBENCH" // "DEVICE OP ITERS [traced]": run the Go loop and exit
 
@@ -84,6 +85,13 @@ func ctlBenchMain(args []string) int {
 	bg := context.Background()
 	var one func() error
 	switch op {
+	case "getppid":
+		one = func() error {
+			if syscall.Getppid() <= 0 {
+				return syscall.EINVAL
+			}
+			return nil
+		}
 	case "query_port":
 		one = func() error { return c.QueryPortInto(1, &pa) }
 	case "cq":

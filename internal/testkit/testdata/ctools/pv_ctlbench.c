@@ -10,6 +10,8 @@
  *   query_port  ibv_query_port(ctx, 1, &attr)
  *   cq          ibv_create_cq(ctx, 16, NULL, NULL, 0) + ibv_destroy_cq
  *   open        ibv_open_device + ibv_close_device
+ *   getppid     getppid(2): the bare cost of a system call, the floor
+ *               under the others
  *
  * The device list is fetched and (except for "open") the device opened
  * before the loop; ITERS / 10 + 1 untimed iterations warm up first (none
@@ -32,10 +34,14 @@
 #include <string.h>
 #include <time.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 static int one(const char *op, struct ibv_device *dev, struct ibv_context *ctx)
 {
+	if (strcmp(op, "getppid") == 0)
+		return syscall(SYS_getppid) > 0 ? 0 : -1;
 	if (strcmp(op, "query_port") == 0) {
 		struct ibv_port_attr pa;
 
@@ -76,7 +82,7 @@ int main(int argc, char **argv)
 	int n, rc;
 
 	if (argc != 4) {
-		fprintf(stderr, "usage: %s DEVICE query_port|cq|open ITERS\n", argv[0]);
+		fprintf(stderr, "usage: %s DEVICE query_port|cq|open|getppid ITERS\n", argv[0]);
 		return 2;
 	}
 	iters = atol(argv[3]);
