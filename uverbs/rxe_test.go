@@ -412,3 +412,13 @@ func BenchmarkRxeEmptyPoll(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRxeWriteSend: the user-space half of a post: one 64-byte send
+// WQE with one SGE built into the ring (no doorbell).
+func BenchmarkRxeWriteSend(b *testing.B) {
+	qp, d := testQP(b, QPTypeRC, 8)
+	swr := SendWR{Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{{Addr: 0x1000, Length: 64, LKey: 1}}}
+	for b.Loop() {
+		d.writeSend(qp, d.sqRing, 0, &swr, 0)
+	}
+}
