@@ -64,8 +64,12 @@ func startPeer(ctx context.Context, t *testing.T, c *uverbs.Context, e *end, win
 //     sender died: its wait ends when its context does, with the
 //     context's error, and its QP is still RTS.
 //
-// The second peer host powering off needs two hosts: the two-host suite
-// (internal/testkit/twohost) covers it.
+// A peer host powering off needs two hosts: internal/testkit/twohost's
+// TestTwoHostPowerOffMidTransfer (make vmtest2, in a boot of its own) has
+// the runner cut host B's power mid-transfer. There nothing tears the
+// peer's QP down, so the sending survivor's first failure is always
+// IBV_WC_RETRY_EXC_ERR (no NAK), and the receive-only survivor's wait
+// ends with its context, as here.
 func TestVMPeerKilledMidTransfer(t *testing.T) {
 	t.Run("sending", func(t *testing.T) { peerKilled(t, true) })
 	t.Run("receiving", func(t *testing.T) { peerKilled(t, false) })

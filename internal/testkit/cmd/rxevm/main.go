@@ -17,7 +17,10 @@
 //
 // With -hosts 2 it boots two guests per kernel joined by a virtual
 // Ethernet wire (pair.go) and runs the TestTwoHost* tests on host A, with
-// host B serving an agent; single-host runs skip those tests.
+// host B serving an agent; single-host runs skip those tests. A test on A
+// may announce that host B loses its power (testkit.Host.PowerOff): the
+// runner then kills B's QEMU and accepts B's end; such tests
+// (TestTwoHostPowerOff*) run alone in their boot (pair.go).
 package main
 
 import (
