@@ -45,12 +45,14 @@ func TwoHosts() bool {
 // RequireTwoHosts skips the test unless it runs in the two-host topology.
 // The runner never runs TestTwoHost* tests anywhere else (rxevm adds
 // -skip ^TestTwoHost to single-host runs), so inside a VM this skip fails
-// the run.
+// the run. After CheckLeaksPerTest, the first RequireTwoHosts (or
+// RequireVM) of a test also starts LeakCheck, as RequireVM's does.
 func RequireTwoHosts(tb testing.TB) {
 	tb.Helper()
 	if !TwoHosts() {
 		tb.Skip(TwoHostsSkipMessage)
 	}
+	leakCheckOnce(tb)
 }
 
 // Host is one of the two hosts. Programs started on it run on a

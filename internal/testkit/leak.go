@@ -69,8 +69,9 @@ var (
 )
 
 // CheckLeaksPerTest makes every test of the package that calls RequireVM
-// (every VM test does, directly or through this package's helpers) run
-// under LeakCheck, from its first RequireVM on; call it from TestMain
+// or RequireTwoHosts (every VM test does, directly or through this
+// package's helpers: StartPeer, ThisHost, PeerHost, ...) run under
+// LeakCheck, from the first of those calls on; call it from TestMain
 // before m.Run. Benchmarks are not checked (their b.N rounds share
 // cleanups). Host runs are unaffected: RequireVM skips there first.
 //
@@ -82,8 +83,8 @@ func CheckLeaksPerTest(list ...func() []string) {
 	perTest.Store(true)
 }
 
-// leakCheckOnce starts LeakCheck for tb the first time RequireVM is called
-// for it, when CheckLeaksPerTest is on.
+// leakCheckOnce starts LeakCheck for tb the first time RequireVM or
+// RequireTwoHosts is called for it, when CheckLeaksPerTest is on.
 func leakCheckOnce(tb testing.TB) {
 	if !perTest.Load() {
 		return

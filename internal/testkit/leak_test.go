@@ -99,3 +99,26 @@ func TestResourceDevices(t *testing.T) {
 		t.Fatalf("resourceDevices = %v, %v", names, err)
 	}
 }
+
+// TestRequireTwoHostsStartsLeakCheck: with CheckLeaksPerTest on, a test
+// whose first helper is RequireTwoHosts (ThisHost, PeerHost: the two-host
+// tests never call RequireVM before they start something) is checked as a
+// RequireVM test is.
+func TestRequireTwoHostsStartsLeakCheck(t *testing.T) {
+	defer func(d time.Duration) { settleFor = d }(settleFor)
+	settleFor = 300 * time.Millisecond
+	was := perTest.Load()
+	defer perTest.Store(was)
+	perTest.Store(true)
+	t.Run("twohost", func(t *testing.T) {
+		t.Setenv("PUREVERBS_VM", "1")
+		t.Setenv("PUREVERBS_HOST", "a")
+		RequireTwoHosts(t)
+		perTestMu.Lock()
+		on := checked[t]
+		perTestMu.Unlock()
+		if !on {
+			t.Error("RequireTwoHosts did not start the per-test leak check")
+		}
+	})
+}
