@@ -51,3 +51,11 @@ func TestVMUnsupported(t *testing.T) {
 func TestVMEvents(t *testing.T) {
 	pptest.Matrix(t, tool, append(pptest.BothWays, pptest.Pair{Server: pptest.Go, Client: pptest.Go}), func(string) []int { return []int{64, 65536} }, 200, 1, "-e")
 }
+
+// TestVMEventsWaitThread: -e with PUREVERBS_WAIT=thread (the Go side
+// waits in an OS thread blocked in ppoll, uverbs.WaitThread), against C
+// both ways and against itself.
+func TestVMEventsWaitThread(t *testing.T) {
+	t.Setenv(pingpong.WaitEnv, "thread")
+	pptest.Matrix(t, tool, append(pptest.BothWays, pptest.Pair{Server: pptest.Go, Client: pptest.Go}), func(string) []int { return []int{64, 65536} }, 200, 1, "-e")
+}

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 func TestStrtol(t *testing.T) {
@@ -178,6 +180,15 @@ func TestRunChecks(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := Main(c.k, "t", c.args, &out, &errb); code != 1 || errb.String() != c.want+"\n" || out.Len() != 0 {
 			t.Errorf("%v %q: exit %d, stderr %q, stdout %q", c.k, c.args, code, errb.String(), out.String())
+		}
+	}
+}
+
+func TestWaitModeFromEnv(t *testing.T) {
+	for v, want := range map[string]uverbs.WaitMode{"": uverbs.WaitPoller, "poller": uverbs.WaitPoller, "thread": uverbs.WaitThread, "bogus": uverbs.WaitPoller} {
+		t.Setenv(WaitEnv, v)
+		if got := WaitModeFromEnv(); got != want {
+			t.Errorf("%s=%q: %v, want %v", WaitEnv, v, got, want)
 		}
 	}
 }

@@ -217,6 +217,9 @@ func (c *pp) init(dev uverbs.Device, nqp int) error {
 		if err != nil {
 			return fail("Couldn't create completion channel", err)
 		}
+		if err := c.ch.SetWaitMode(WaitModeFromEnv()); err != nil {
+			return fail("Couldn't set the completion channel's wait mode", err)
+		}
 	}
 	c.pd, err = c.dev.AllocPD()
 	if err != nil {
@@ -652,4 +655,20 @@ func (c *pp) release() {
 		c.buf.Close()
 		c.buf = nil
 	}
+}
+
+// WaitEnv names the environment variable that picks how -e waits for
+// completion events: "poller" (the default: the goroutine parks on the
+// runtime poller) or "thread" (uverbs.WaitThread: an OS thread blocks in
+// ppoll(2), the opt-in lowest-latency mode). The C tools have no such
+// choice, so it is not an option: their command lines stay the same.
+const WaitEnv = "PUREVERBS_WAIT"
+
+// WaitModeFromEnv returns the wait mode WaitEnv asks for (WaitPoller when
+// it is unset or unknown).
+func WaitModeFromEnv() uverbs.WaitMode {
+	if os.Getenv(WaitEnv) == "thread" {
+		return uverbs.WaitThread
+	}
+	return uverbs.WaitPoller
 }
