@@ -402,38 +402,51 @@ func waitCloseUnblocks(t *testing.T, thread bool) {
 	}
 }
 
-// TestVMWaitGetWCNoAllocs: Wait (woken by a real completion event) and
-// GetWC allocate nothing per round.
+// TestVMWaitGetWCNoAllocs: a round of waiting for a real completion
+// event and GetWC allocates nothing, waiting with the CQ's Wait on its own
+// channel or with Channel.Wait on a shared one (which also looks again at
+// the CQ it returned).
 func TestVMWaitGetWCNoAllocs(t *testing.T) {
-	c := open(t)
-	pd, err := c.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pd.Dealloc()
-	a := newEnd(t, c, pd, nil, 8, 64)
-	connect(t, c, a.qp, a.qp.QPN())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rwr := []uverbs.RecvWR{{ID: 0, SGL: a.sge(0)}}
-	swr := []uverbs.SendWR{{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: a.sge(9)}}
-	wcs := make([]uverbs.WC, 4)
-	testkit.NoAllocs(t, 300, func() {
-		a.qp.PostRecv(rwr)
-		a.qp.PostSend(swr)
-		for got := 0; got < 2; {
-			n, err := a.q.GetWC(wcs)
-			if err != nil {
-				t.Fatal(err)
+	for _, shared := range []bool{false, true} {
+		name := map[bool]string{false: "CQ.Wait", true: "Channel.Wait"}[shared]
+		t.Run(name, func(t *testing.T) {
+			c, pd, ch := sharedChannel(t)
+			var opts *cq.Options
+			if shared {
+				opts = &cq.Options{Channel: ch}
 			}
-			got += n
-			if n == 0 {
-				if err := a.q.Wait(ctx); err != nil {
-					t.Fatal(err)
+			a := newEnd(t, c, pd, opts, 8, 64)
+			connect(t, c, a.qp, a.qp.QPN())
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			rwr := []uverbs.RecvWR{{ID: 0, SGL: a.sge(0)}}
+			swr := []uverbs.SendWR{{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: a.sge(9)}}
+			wcs := make([]uverbs.WC, 1)
+			testkit.NoAllocs(t, 300, func() {
+				a.qp.PostRecv(rwr)
+				a.qp.PostSend(swr)
+				for got := 0; got < 2; {
+					q := a.q
+					if shared {
+						var err error
+						if q, err = ch.Wait(ctx); err != nil {
+							t.Fatal(err)
+						}
+					}
+					n, err := q.GetWC(wcs)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got += n
+					if n == 0 && !shared {
+						if err := q.Wait(ctx); err != nil {
+							t.Fatal(err)
+						}
+					}
 				}
-			}
-		}
-	})
+			})
+		})
+	}
 }
 
 // TestVMAllIterator: ranging over All yields every completion once, Waits
@@ -490,26 +503,10 @@ func TestVMAllIterator(t *testing.T) {
 // rest). Once the CQ is empty Wait blocks until its context ends rather
 // than report it again.
 func TestVMChannelWaitPartialPoll(t *testing.T) {
-	c := open(t)
-	pd, err := c.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pd.Dealloc()
-	ch, err := cq.NewChannel(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
+	c, pd, ch := sharedChannel(t)
 	// Other CQs on the channel, armed and idle, that Wait must not need
 	// to look at.
-	for range 50 {
-		q, err := cq.New(c, 4, &cq.Options{Channel: ch})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { q.Close(context.Background()) })
-	}
+	idleCQs(t, c, ch, 50)
 	const msgs = 8
 	a := newEnd(t, c, pd, &cq.Options{Channel: ch}, msgs, 64)
 	connect(t, c, a.qp, a.qp.QPN())
@@ -571,17 +568,7 @@ func TestVMChannelWaitPartialPoll(t *testing.T) {
 // channel of many CQs while traffic flows on some of them; every
 // completion is polled exactly once and no waiter is left behind.
 func TestVMChannelWaitConcurrent(t *testing.T) {
-	c := open(t)
-	pd, err := c.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pd.Dealloc()
-	ch, err := cq.NewChannel(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
+	c, pd, ch := sharedChannel(t)
 	const ends, depth, rounds, waiters = 4, 8, 200, 3
 	var es []*end
 	for range ends {
@@ -589,13 +576,7 @@ func TestVMChannelWaitConcurrent(t *testing.T) {
 		connect(t, c, e.qp, e.qp.QPN())
 		es = append(es, e)
 	}
-	for range 20 {
-		q, err := cq.New(c, 4, &cq.Options{Channel: ch})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { q.Close(context.Background()) })
-	}
+	idleCQs(t, c, ch, 20)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// Each round every end posts one receive and one send; the waiters
@@ -680,40 +661,45 @@ func TestVMChannelWaitConcurrent(t *testing.T) {
 	}
 }
 
-// TestVMChannelWaitNoAllocs: Channel.Wait (woken by a real event, and
-// looking again at the CQ it returned) allocates nothing per round.
-func TestVMChannelWaitNoAllocs(t *testing.T) {
+// sharedChannel opens the device, allocates a PD and creates a shared
+// completion channel, all released at the end of the test after what the
+// test creates on them (cleanups run last-in first-out).
+func sharedChannel(t *testing.T) (*uverbs.Context, *uverbs.PD, *cq.Channel) {
+	t.Helper()
 	c := open(t)
 	pd, err := c.AllocPD()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pd.Dealloc()
+	t.Cleanup(func() {
+		if err := pd.Dealloc(); err != nil {
+			t.Errorf("PD Dealloc: %v", err)
+		}
+	})
 	ch, err := cq.NewChannel(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ch.Close()
-	a := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
-	connect(t, c, a.qp, a.qp.QPN())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rwr := []uverbs.RecvWR{{ID: 0, SGL: a.sge(0)}}
-	swr := []uverbs.SendWR{{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: a.sge(9)}}
-	wcs := make([]uverbs.WC, 1)
-	testkit.NoAllocs(t, 300, func() {
-		a.qp.PostRecv(rwr)
-		a.qp.PostSend(swr)
-		for got := 0; got < 2; {
-			q, err := ch.Wait(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, err := q.GetWC(wcs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got += n
+	t.Cleanup(func() {
+		if err := ch.Close(); err != nil {
+			t.Errorf("Channel Close: %v", err)
 		}
 	})
+	return c, pd, ch
+}
+
+// idleCQs adds n armed CQs to ch that never complete.
+func idleCQs(t *testing.T, c *uverbs.Context, ch *cq.Channel, n int) {
+	t.Helper()
+	for range n {
+		q, err := cq.New(c, 4, &cq.Options{Channel: ch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := q.Close(context.Background()); err != nil {
+				t.Errorf("idle CQ Close: %v", err)
+			}
+		})
+	}
 }
