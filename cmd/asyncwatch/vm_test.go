@@ -77,9 +77,16 @@ func startBoth(ctx context.Context, t *testing.T, args ...string) (c *testkit.Pe
 	var stderr testkit.Output
 	rctx, rcancel := context.WithCancel(ctx)
 	d := make(chan int, 1)
-	go func() { d <- run(rctx, args, out, &stderr) }()
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		d <- run(rctx, args, out, &stderr)
+	}()
 	t.Cleanup(func() {
+		// A test that failed early leaves run running: stop it and wait
+		// until it has closed its device before the leak check looks.
 		rcancel()
+		<-returned
 		if t.Failed() {
 			t.Logf("run stderr: %s", stderr.String())
 		}
