@@ -1,0 +1,92 @@
+package getopt
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// rcShort and rcLongs are ibv_rc_pingpong's option table (as
+// internal/pingpong has it), in the C table's order.
+const rcShort = "p:d:i:s:m:r:n:l:eg:oOPtcjN"
+
+var rcLongs = []Long{
+	{"port", true, 'p'}, {"ib-dev", true, 'd'}, {"ib-port", true, 'i'}, {"size", true, 's'}, {"mtu", true, 'm'},
+	{"rx-depth", true, 'r'}, {"iters", true, 'n'}, {"sl", true, 'l'}, {"events", false, 'e'}, {"gid-idx", true, 'g'},
+	{"odp", false, 'o'}, {"iodp", false, 'O'}, {"prefetch", false, 'P'}, {"ts", false, 't'}, {"chk", false, 'c'},
+	{"dm", false, 'j'}, {"new_send", false, 'N'},
+}
+
+// bwShort and bwLongs are a part of perftest's table (internal/bw): long
+// options that are a prefix of others, and long-only options (Val 0).
+const bwShort = "s:n:aF"
+
+var bwLongs = []Long{
+	{"size", true, 's'}, {"iters", true, 'n'}, {"all", false, 'a'}, {"CPU-freq", false, 'F'},
+	{"mmap", true, 0}, {"mmap-offset", true, 0}, {"report_gbits", false, 0}, {"report-both", false, 0},
+}
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		short    string
+		longs    []Long
+		args     []string
+		opts     []Opt
+		operands []string
+		err      string
+	}{
+		{args: []string{"-g", "1", "-s64", "10.99.0.1", "-n", "5"},
+			opts:     []Opt{{Val: 'g', Arg: "1"}, {Val: 's', Arg: "64"}, {Val: 'n', Arg: "5"}},
+			operands: []string{"10.99.0.1"}},
+		{args: []string{"--size=64", "--gid-idx", "1", "--chk", "host"},
+			opts:     []Opt{{Val: 's', Name: "size", Arg: "64"}, {Val: 'g', Name: "gid-idx", Arg: "1"}, {Val: 'c', Name: "chk"}},
+			operands: []string{"host"}},
+		{args: []string{"-ec", "-d", "rxe0"}, opts: []Opt{{Val: 'e'}, {Val: 'c'}, {Val: 'd', Arg: "rxe0"}}},
+		{args: []string{"-cs", "8"}, opts: []Opt{{Val: 'c'}, {Val: 's', Arg: "8"}}},
+		{args: []string{"-cs8"}, opts: []Opt{{Val: 'c'}, {Val: 's', Arg: "8"}}},
+		{args: []string{"--it=7"}, opts: []Opt{{Val: 'n', Name: "iters", Arg: "7"}}},
+		{args: []string{"--", "-s", "x"}, operands: []string{"-s", "x"}},
+		{args: []string{"-"}, operands: []string{"-"}},
+		{args: []string{"-x"}, err: "invalid option -- 'x'"},
+		{args: []string{"-h"}, err: "invalid option -- 'h'"},
+		{args: []string{"-s"}, err: "option requires an argument -- 's'"},
+		{args: []string{"--size"}, err: "option '--size' requires an argument"},
+		{args: []string{"--chk=1"}, err: "option '--chk' doesn't allow an argument"},
+		{args: []string{"--nope"}, err: "unrecognized option '--nope'"},
+		{args: []string{"--i"}, err: "option '--i' is ambiguous; possibilities: '--ib-dev' '--ib-port' '--iters' '--iodp'"},
+		{args: []string{"--ib-p", "2"}, opts: []Opt{{Val: 'i', Name: "ib-port", Arg: "2"}}},
+		// The colons of the short option string are not options.
+		{args: []string{"-:"}, err: "invalid option -- ':'"},
+		// Operands before, between and after options (permuting).
+		{args: []string{"a", "-e", "b", "--", "-c"}, opts: []Opt{{Val: 'e'}}, operands: []string{"a", "b", "-c"}},
+
+		// perftest's: an exact name wins over the longer names it is a
+		// prefix of; long-only options are known by name.
+		{short: bwShort, longs: bwLongs, args: []string{"--mmap", "f", "--report_gbits", "-aFs", "2K"},
+			opts: []Opt{{Name: "mmap", Arg: "f"}, {Name: "report_gbits"}, {Val: 'a'}, {Val: 'F'}, {Val: 's', Arg: "2K"}}},
+		{short: bwShort, longs: bwLongs, args: []string{"h", "--iters=100", "--size", "2K"},
+			opts: []Opt{{Val: 'n', Name: "iters", Arg: "100"}, {Val: 's', Name: "size", Arg: "2K"}}, operands: []string{"h"}},
+		{short: bwShort, longs: bwLongs, args: []string{"--mmap-o=4"}, opts: []Opt{{Name: "mmap-offset", Arg: "4"}}},
+		{short: bwShort, longs: bwLongs, args: []string{"--report_gbits=1"}, err: "option '--report_gbits' doesn't allow an argument"},
+		{short: bwShort, longs: bwLongs, args: []string{"--mmap"}, err: "option '--mmap' requires an argument"},
+		{short: bwShort, longs: bwLongs, args: []string{"--re"}, err: "option '--re' is ambiguous; possibilities: '--report_gbits' '--report-both'"},
+		{short: bwShort, longs: bwLongs, args: []string{"-n"}, err: "option requires an argument -- 'n'"},
+	}
+	for _, c := range cases {
+		short, longs := c.short, c.longs
+		if longs == nil {
+			short, longs = rcShort, rcLongs
+		}
+		opts, operands, err := Parse(c.args, short, longs)
+		if c.err != "" {
+			var ge *Error
+			if !errors.As(err, &ge) || err.Error() != c.err || ge.Msg != c.err {
+				t.Errorf("Parse(%q) error = %v, want *Error %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(opts, c.opts) || !reflect.DeepEqual(operands, c.operands) {
+			t.Errorf("Parse(%q) = %v %q %v, want %v %q", c.args, opts, operands, err, c.opts, c.operands)
+		}
+	}
+}
