@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/pureverbs/pureverbs/internal/getopt"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -70,7 +71,7 @@ type Options struct {
 // spec is a tool's getopt string, long options and usage text.
 type spec struct {
 	short string
-	longs []longOpt
+	longs []getopt.Long
 	usage string // the lines after "Options:"
 	size  uint32 // default -s
 }
@@ -78,12 +79,12 @@ type spec struct {
 // longs builds a long-option table from "name=x" (takes an argument) and
 // "name" entries, each followed by its short letter, in the C table's
 // order (which getopt_long's ambiguity message follows).
-func longs(entries ...string) []longOpt {
-	var t []longOpt
+func longs(entries ...string) []getopt.Long {
+	var t []getopt.Long
 	for _, e := range entries {
 		name, val := e[:len(e)-2], e[len(e)-1]
 		arg := strings.HasSuffix(name, "=")
-		t = append(t, longOpt{strings.TrimSuffix(name, "="), arg, val})
+		t = append(t, getopt.Long{Name: strings.TrimSuffix(name, "="), HasArg: arg, Val: val})
 	}
 	return t
 }
@@ -187,6 +188,13 @@ func MTUFromBytes(n int64) uverbs.MTU {
 	return 0
 }
 
+// getoptError is a command-line error getopt_long complains about (see
+// internal/getopt), worded as glibc words it, without the program name:
+// Main prints it after the program name, before the usage.
+type getoptError struct{ msg string }
+
+func (e *getoptError) Error() string { return e.msg }
+
 // errUsage means the command line is wrong: print the usage and exit 1.
 var errUsage = fmt.Errorf("usage")
 
@@ -205,50 +213,50 @@ func ParseArgs(k Kind, args []string) (Options, error) {
 	if k == SRQ {
 		o.NumQP = 16
 	}
-	opts, operands, err := getopt(args, sp.short, sp.longs)
+	opts, operands, err := getopt.Parse(args, sp.short, sp.longs)
 	if err != nil {
-		return Options{}, err
+		return Options{}, &getoptError{err.Error()}
 	}
 	for _, p := range opts {
-		switch p.val {
+		switch p.Val {
 		case 'p':
-			v := strtoul(p.arg)
+			v := strtoul(p.Arg)
 			if k == UD {
-				v = uint64(strtol(p.arg)) // ud_pingpong uses strtol; same result
+				v = uint64(strtol(p.Arg)) // ud_pingpong uses strtol; same result
 			}
 			o.Port = uint32(v)
 			if o.Port > 65535 {
 				return Options{}, errUsage
 			}
 		case 'd':
-			o.Dev = p.arg
+			o.Dev = p.Arg
 		case 'i':
-			o.IBPort = int(int32(strtol(p.arg)))
+			o.IBPort = int(int32(strtol(p.Arg)))
 			if o.IBPort < 1 {
 				return Options{}, errUsage
 			}
 		case 's':
-			o.Size = uint32(strtoul(p.arg))
+			o.Size = uint32(strtoul(p.Arg))
 			if k == SRQ && o.Size < 1 {
 				return Options{}, errUsage
 			}
 		case 'm':
-			o.MTU = MTUFromBytes(int64(int32(strtol(p.arg))))
+			o.MTU = MTUFromBytes(int64(int32(strtol(p.Arg))))
 			if o.MTU == 0 {
 				return Options{}, errUsage
 			}
 		case 'q':
-			o.NumQP = uint32(strtoul(p.arg))
+			o.NumQP = uint32(strtoul(p.Arg))
 		case 'r':
-			o.RxDepth = uint32(strtoul(p.arg))
+			o.RxDepth = uint32(strtoul(p.Arg))
 		case 'n':
-			o.Iters = uint32(strtoul(p.arg))
+			o.Iters = uint32(strtoul(p.Arg))
 		case 'l':
-			o.SL = int(int32(strtol(p.arg)))
+			o.SL = int(int32(strtol(p.Arg)))
 		case 'e':
 			o.Events = true
 		case 'g':
-			o.GIDIndex = int(int32(strtol(p.arg)))
+			o.GIDIndex = int(int32(strtol(p.Arg)))
 		case 'c':
 			o.Validate = true
 		case 'o':

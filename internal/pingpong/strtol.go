@@ -1,0 +1,82 @@
+package pingpong
+
+// strtol converts s as C's strtol(s, NULL, 0) does: leading white space,
+// an optional sign, then a hexadecimal ("0x"), octal ("0") or decimal
+// number; conversion stops at the first character that does not belong to
+// it (so "64k" is 64 and "abc" is 0), and out-of-range values saturate at
+// the int64 limits.
+func strtol(s string) int64 {
+	v, neg, _ := strtoAbs(s)
+	if neg {
+		if v > 1<<63 {
+			return -1 << 63
+		}
+		return -int64(v)
+	}
+	if v > 1<<63-1 {
+		return 1<<63 - 1
+	}
+	return int64(v)
+}
+
+// strtoul converts s as C's strtoul(s, NULL, 0) does on a 64-bit system:
+// like strtol, but a leading minus negates the unsigned value and
+// out-of-range values give ULONG_MAX.
+func strtoul(s string) uint64 {
+	v, neg, over := strtoAbs(s)
+	if over {
+		return v
+	}
+	if neg {
+		return -v
+	}
+	return v
+}
+
+// strtoAbs returns the magnitude of the number at the start of s
+// (saturating at the uint64 maximum), whether it had a minus sign and
+// whether it overflowed.
+func strtoAbs(s string) (v uint64, neg, over bool) {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
+		i++
+	}
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	base := uint64(10)
+	switch {
+	case i+2 < len(s) && s[i] == '0' && (s[i+1] == 'x' || s[i+1] == 'X') && hexDigit(s[i+2]) >= 0:
+		base = 16
+		i += 2
+	case i < len(s) && s[i] == '0':
+		base = 8
+	}
+	for ; i < len(s); i++ {
+		d := hexDigit(s[i])
+		if d < 0 || uint64(d) >= base {
+			break
+		}
+		if v > (^uint64(0)-uint64(d))/base {
+			over = true
+		}
+		v = v*base + uint64(d)
+	}
+	if over {
+		return ^uint64(0), neg, true
+	}
+	return v, neg, false
+}
+
+func hexDigit(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
