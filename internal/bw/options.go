@@ -5,6 +5,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/pureverbs/pureverbs/internal/getopt"
 )
 
 // Verb is the operation a tool measures, numbered as perftest's VerbType
@@ -108,37 +110,59 @@ type Options struct {
 // implement are refused by name (see unsupported).
 const shortOpts = "w:y:p:d:i:m:s:n:t:u:S:x:c:q:I:o:M:r:Q:A:l:D:f:B:T:L:E:J:j:K:k:X:W:aFegzRvhbNVCHUOZP"
 
-var longOpts = []longOpt{
-	{"port", true, 'p'}, {"ib-dev", true, 'd'}, {"ib-port", true, 'i'}, {"mtu", true, 'm'},
-	{"size", true, 's'}, {"iters", true, 'n'}, {"tx-depth", true, 't'}, {"qp-timeout", true, 'u'},
-	{"sl", true, 'S'}, {"gid-index", true, 'x'}, {"all", false, 'a'}, {"CPU-freq", false, 'F'},
-	{"connection", true, 'c'}, {"qp", true, 'q'}, {"events", false, 'e'}, {"vector", true, 'X'},
-	{"inline_size", true, 'I'}, {"outs", true, 'o'}, {"mcg", false, 'g'}, {"comm_rdma_cm", false, 'z'},
-	{"rdma_cm", false, 'R'}, {"tos", true, 'T'}, {"hop_limit", true, 'L'}, {"help", false, 'h'},
-	{"MGID", true, 'M'}, {"rx-depth", true, 'r'}, {"bidirectional", false, 'b'}, {"cq-mod", true, 'Q'},
-	{"noPeak", false, 'N'}, {"version", false, 'V'}, {"report-cycles", false, 'C'},
-	{"report-histogrm", false, 'H'}, {"report-unsorted", false, 'U'}, {"atomic_type", true, 'A'},
-	{"dualport", false, 'O'}, {"post_list", true, 'l'}, {"duration", true, 'D'}, {"margin", true, 'f'},
-	{"source_mac", true, 'B'}, {"dest_mac", true, 'E'}, {"dest_ip", true, 'J'}, {"source_ip", true, 'j'},
-	{"dest_port", true, 'K'}, {"source_port", true, 'k'}, {"ethertype", true, 'Y'},
-	{"limit_bw", true, 'w'}, {"limit_msgrate", true, 'y'}, {"server", false, 'Z'}, {"client", false, 'P'},
-	{"mac_fwd", false, 'v'}, {"use_rss", false, 'G'}, {"report-counters", true, 'W'},
-	// Long-only options (perftest keeps them in flag variables).
-	{"force-link", true, 0}, {"remote_mac", true, 0}, {"local_mac", true, 0}, {"remote_ip", true, 0},
-	{"local_ip", true, 0}, {"remote_port", true, 0}, {"local_port", true, 0}, {"run_infinitely", false, 0},
-	{"report_gbits", false, 0}, {"use-srq", false, 0}, {"report-both", false, 0}, {"reversed", false, 0},
-	{"pkey_index", true, 0}, {"inline_recv", true, 0}, {"tcp", false, 0}, {"burst_size", true, 0},
-	{"typical_pkt_size", true, 0}, {"rate_limit", true, 0}, {"rate_limit_type", true, 0},
-	{"rate_units", true, 0}, {"output", true, 0}, {"cpu_util", false, 0}, {"out_json", false, 0},
-	{"out_json_file", true, 0}, {"latency_gap", true, 0}, {"flow_label", true, 0},
-	{"retry_count", true, 0}, {"dont_xchg_versions", false, 0}, {"mmap", true, 0},
-	{"mmap-offset", true, 0}, {"ipv6", false, 0}, {"report-per-port", false, 0}, {"odp", false, 0},
-	{"use_hugepages", false, 0}, {"use_old_post_send", false, 0}, {"promiscuous", false, 0},
-	{"raw_mcast", false, 0}, {"mr_per_qp", false, 0}, {"dlid", true, 0}, {"tclass", true, 0},
-	{"wait_destroy", true, 0}, {"flows", true, 0}, {"flows_burst", true, 0}, {"reply_every", true, 0},
-	{"perform_warm_up", false, 0}, {"vlan_en", false, 0}, {"vlan_pcp", true, 0},
-	{"recv_post_list", true, 0}, {"disable_pcie_relaxed", false, 0},
+var longOpts = []getopt.Long{
+	{Name: "port", HasArg: true, Val: 'p'}, {Name: "ib-dev", HasArg: true, Val: 'd'},
+	{Name: "ib-port", HasArg: true, Val: 'i'}, {Name: "mtu", HasArg: true, Val: 'm'},
+	{Name: "size", HasArg: true, Val: 's'}, {Name: "iters", HasArg: true, Val: 'n'},
+	{Name: "tx-depth", HasArg: true, Val: 't'}, {Name: "qp-timeout", HasArg: true, Val: 'u'},
+	{Name: "sl", HasArg: true, Val: 'S'}, {Name: "gid-index", HasArg: true, Val: 'x'},
+	{Name: "all", HasArg: false, Val: 'a'}, {Name: "CPU-freq", HasArg: false, Val: 'F'},
+	{Name: "connection", HasArg: true, Val: 'c'}, {Name: "qp", HasArg: true, Val: 'q'},
+	{Name: "events", HasArg: false, Val: 'e'}, {Name: "vector", HasArg: true, Val: 'X'},
+	{Name: "inline_size", HasArg: true, Val: 'I'}, {Name: "outs", HasArg: true, Val: 'o'},
+	{Name: "mcg", HasArg: false, Val: 'g'}, {Name: "comm_rdma_cm", HasArg: false, Val: 'z'},
+	{Name: "rdma_cm", HasArg: false, Val: 'R'}, {Name: "tos", HasArg: true, Val: 'T'},
+	{Name: "hop_limit", HasArg: true, Val: 'L'}, {Name: "help", HasArg: false, Val: 'h'},
+	{Name: "MGID", HasArg: true, Val: 'M'}, {Name: "rx-depth", HasArg: true, Val: 'r'},
+	{Name: "bidirectional", HasArg: false, Val: 'b'}, {Name: "cq-mod", HasArg: true, Val: 'Q'},
+	{Name: "noPeak", HasArg: false, Val: 'N'}, {Name: "version", HasArg: false, Val: 'V'},
+	{Name: "report-cycles", HasArg: false, Val: 'C'}, {Name: "report-histogrm", HasArg: false, Val: 'H'},
+	{Name: "report-unsorted", HasArg: false, Val: 'U'}, {Name: "atomic_type", HasArg: true, Val: 'A'},
+	{Name: "dualport", HasArg: false, Val: 'O'}, {Name: "post_list", HasArg: true, Val: 'l'},
+	{Name: "duration", HasArg: true, Val: 'D'}, {Name: "margin", HasArg: true, Val: 'f'},
+	{Name: "source_mac", HasArg: true, Val: 'B'}, {Name: "dest_mac", HasArg: true, Val: 'E'},
+	{Name: "dest_ip", HasArg: true, Val: 'J'}, {Name: "source_ip", HasArg: true, Val: 'j'},
+	{Name: "dest_port", HasArg: true, Val: 'K'}, {Name: "source_port", HasArg: true, Val: 'k'},
+	{Name: "ethertype", HasArg: true, Val: 'Y'}, {Name: "limit_bw", HasArg: true, Val: 'w'},
+	{Name: "limit_msgrate", HasArg: true, Val: 'y'}, {Name: "server", HasArg: false, Val: 'Z'},
+	{Name: "client", HasArg: false, Val: 'P'}, {Name: "mac_fwd", HasArg: false, Val: 'v'},
+	{Name: "use_rss", HasArg: false, Val: 'G'}, {Name: "report-counters", HasArg: true, Val: 'W'},
+	// Long-only options (Val 0: perftest keeps them in flag variables).
+	{Name: "force-link", HasArg: true}, {Name: "remote_mac", HasArg: true}, {Name: "local_mac", HasArg: true},
+	{Name: "remote_ip", HasArg: true}, {Name: "local_ip", HasArg: true}, {Name: "remote_port", HasArg: true},
+	{Name: "local_port", HasArg: true}, {Name: "run_infinitely", HasArg: false},
+	{Name: "report_gbits", HasArg: false}, {Name: "use-srq", HasArg: false}, {Name: "report-both", HasArg: false},
+	{Name: "reversed", HasArg: false}, {Name: "pkey_index", HasArg: true}, {Name: "inline_recv", HasArg: true},
+	{Name: "tcp", HasArg: false}, {Name: "burst_size", HasArg: true}, {Name: "typical_pkt_size", HasArg: true},
+	{Name: "rate_limit", HasArg: true}, {Name: "rate_limit_type", HasArg: true}, {Name: "rate_units", HasArg: true},
+	{Name: "output", HasArg: true}, {Name: "cpu_util", HasArg: false}, {Name: "out_json", HasArg: false},
+	{Name: "out_json_file", HasArg: true}, {Name: "latency_gap", HasArg: true}, {Name: "flow_label", HasArg: true},
+	{Name: "retry_count", HasArg: true}, {Name: "dont_xchg_versions", HasArg: false}, {Name: "mmap", HasArg: true},
+	{Name: "mmap-offset", HasArg: true}, {Name: "ipv6", HasArg: false}, {Name: "report-per-port", HasArg: false},
+	{Name: "odp", HasArg: false}, {Name: "use_hugepages", HasArg: false}, {Name: "use_old_post_send", HasArg: false},
+	{Name: "promiscuous", HasArg: false}, {Name: "raw_mcast", HasArg: false}, {Name: "mr_per_qp", HasArg: false},
+	{Name: "dlid", HasArg: true}, {Name: "tclass", HasArg: true}, {Name: "wait_destroy", HasArg: true},
+	{Name: "flows", HasArg: true}, {Name: "flows_burst", HasArg: true}, {Name: "reply_every", HasArg: true},
+	{Name: "perform_warm_up", HasArg: false}, {Name: "vlan_en", HasArg: false}, {Name: "vlan_pcp", HasArg: true},
+	{Name: "recv_post_list", HasArg: true}, {Name: "disable_pcie_relaxed", HasArg: false},
 }
+
+// usageError is a command-line error; msg is what perftest prints on
+// stderr (without a newline), "" for none: getopt_long's complaint (see
+// internal/getopt) or one of perftest's own checks.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
 
 // errHelp and errVersion end the tool after -h or -V, with perftest's
 // exit status 1.
@@ -183,87 +207,87 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 	if v == Send {
 		o.RxDepth = defRxSend
 	}
-	opts, operands, err := getopt(args, shortOpts, longOpts)
+	opts, operands, err := getopt.Parse(args, shortOpts, longOpts)
 	if err != nil {
-		return Options{}, err
+		return Options{}, &usageError{err.Error()}
 	}
 	for _, p := range opts {
 		var n int64
-		switch p.val {
+		switch p.Val {
 		case 'p':
-			if n, err = cValue(p.arg, "Port", "int"); err == nil {
+			if n, err = cValue(p.Arg, "Port", "int"); err == nil {
 				o.Port = int(int32(n))
 			}
 		case 'd':
-			o.Dev = p.arg
+			o.Dev = p.Arg
 		case 'i':
-			if n, err = cValue(p.arg, "IB Port", "uint8_t"); err == nil {
+			if n, err = cValue(p.Arg, "IB Port", "uint8_t"); err == nil {
 				o.IBPort = int(uint8(n))
 				if o.IBPort < 1 {
 					err = &usageError{"IB Port can't be less than 1"}
 				}
 			}
 		case 'm':
-			if n, err = cValue(p.arg, "MTU", "int"); err == nil {
+			if n, err = cValue(p.Arg, "MTU", "int"); err == nil {
 				o.MTU = int(int32(n))
 			}
 		case 'n':
-			if n, err = inRange(p.arg, "Iteration num", minIter, maxIter); err == nil {
+			if n, err = inRange(p.Arg, "Iteration num", minIter, maxIter); err == nil {
 				o.Iters = uint64(n)
 			}
 		case 't':
-			if n, err = inRange(p.arg, "Tx depth", minTx, maxTx); err == nil {
+			if n, err = inRange(p.Arg, "Tx depth", minTx, maxTx); err == nil {
 				o.TxDepth = int(n)
 			}
 		case 'u':
-			if n, err = cValue(p.arg, "QP Timeout", "uint8_t"); err == nil {
+			if n, err = cValue(p.Arg, "QP Timeout", "uint8_t"); err == nil {
 				o.QPTimeout = int(uint8(n))
 			}
 		case 'S':
-			if n, err = cValue(p.arg, "Service Level", "uint8_t"); err == nil {
+			if n, err = cValue(p.Arg, "Service Level", "uint8_t"); err == nil {
 				o.SL = int(uint8(n))
 				if o.SL > maxSL {
 					err = &usageError{fmt.Sprintf(" Only %d Service levels", maxSL)}
 				}
 			}
 		case 'x':
-			if n, err = cValue(p.arg, "Gid index", "uint8_t"); err == nil {
+			if n, err = cValue(p.Arg, "Gid index", "uint8_t"); err == nil {
 				o.GIDIndex = int(uint8(n))
 				if o.GIDIndex > maxGIDIndex {
 					err = &usageError{fmt.Sprintf(" Gid index should be between 0 and %d", maxGIDIndex)}
 				}
 			}
 		case 'c':
-			if p.arg != "RC" {
-				err = &usageError{fmt.Sprintf(" -c %s: this port runs RC only", p.arg)}
+			if p.Arg != "RC" {
+				err = &usageError{fmt.Sprintf(" -c %s: this port runs RC only", p.Arg)}
 			}
 		case 'q':
-			if n, err = inRange(p.arg, "num of Qps", 1, 16384); err == nil && n != 1 {
+			if n, err = inRange(p.Arg, "num of Qps", 1, 16384); err == nil && n != 1 {
 				err = &usageError{" -q: this port runs one QP"}
 			}
 		case 'I':
-			if n, err = inRange(p.arg, "Max inline", 0, maxInline); err == nil {
+			if n, err = inRange(p.Arg, "Max inline", 0, maxInline); err == nil {
 				o.Inline = int(n)
 				if v == Read {
 					err = &usageError{" Inline feature not available on READ/Atomic verbs"}
 				}
 			}
 		case 'o':
-			if n, err = cValue(p.arg, "Outstanding Reads", "int"); err == nil {
+			if n, err = cValue(p.Arg, "Outstanding Reads", "int"); err == nil {
 				o.OutReads = int(int32(n))
 				if v != Read {
 					err = &usageError{" Setting Outstanding reads only available on READ verb"}
 				}
 			}
 		case 'r':
-			if n, err = inRange(p.arg, " Rx depth", minRx, maxRx); err == nil {
+			if n, err = inRange(p.Arg, " Rx depth", minRx, maxRx); err == nil {
 				o.RxDepth = int(n)
 				if v != Send && o.RxDepth > defRxRDMA {
 					err = &usageError{" On RDMA verbs rx depth can be only 1"}
 				}
 			}
 		case 'Q':
-			if n, err = inRange(p.arg, "CQ moderation", minCQMod, maxCQMod); err == nil {
+			if n, err = inRange(p.Arg, "CQ moderation", minCQMod, maxCQMod); err == nil {
 				o.CQMod, o.reqCQMod = int(n), true
 			}
 		case 'a':
@@ -278,20 +302,20 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 		case 'h':
 			return o, errHelp
 		case 's':
-			o.Size, err = parseSize(p.arg)
+			o.Size, err = parseSize(p.Arg)
 			o.reqSize = true
 		case 0:
-			switch p.name {
+			switch p.Name {
 			case "report_gbits":
 				o.Gbits = true
 			case "use_old_post_send", "disable_pcie_relaxed":
 				// Nothing to choose: the Go tools always post with PostSend
 				// and never ask for relaxed ordering.
 			default:
-				err = unsupported("--" + p.name)
+				err = unsupported("--" + p.Name)
 			}
 		default:
-			err = unsupported(fmt.Sprintf("-%c", p.val))
+			err = unsupported(fmt.Sprintf("-%c", p.Val))
 		}
 		if err != nil {
 			return Options{}, err
