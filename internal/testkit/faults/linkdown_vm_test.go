@@ -9,6 +9,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/async"
 	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/internal/testkit/rcstream"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -104,18 +105,18 @@ func portEvent(typ async.EventType) func(async.Event) bool {
 
 // pair is two ends on one Context connected to each other over rxe0's
 // GID 1 (10.99.0.1 on d0), so their traffic depends on d0.
-func pair(t *testing.T, c *uverbs.Context, pd *uverbs.PD) (a, b *end) {
+func pair(t *testing.T, c *uverbs.Context, pd *uverbs.PD) (a, b *rcstream.End) {
 	t.Helper()
 	var err error
-	if a, err = newEnd("a", c, pd, 64); err != nil {
+	if a, err = rcstream.New("a", c, pd, 64); err != nil {
 		t.Fatal(err)
 	}
-	if b, err = newEnd("b", c, pd, 64); err != nil {
-		a.close(context.Background())
+	if b, err = rcstream.New("b", c, pd, 64); err != nil {
+		a.Close(context.Background())
 		t.Fatal(err)
 	}
-	for _, x := range [][2]*end{{a, b}, {b, a}} {
-		if err := connectRC(c, x[0].qp, x[1].qp.QPN(), 1, quickTimers); err != nil {
+	for _, x := range [][2]*rcstream.End{{a, b}, {b, a}} {
+		if err := connectRC(c, x[0].QP, x[1].QP.QPN(), 1, rcstream.QuickTimers); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -124,12 +125,12 @@ func pair(t *testing.T, c *uverbs.Context, pd *uverbs.PD) (a, b *end) {
 
 // streamBoth runs a two-way stream between a and b (n messages each way,
 // n < 0 until a completion fails) and returns both ends' results.
-func streamBoth(ctx context.Context, a, b *end, n int) [2]error {
+func streamBoth(ctx context.Context, a, b *rcstream.End, n int) [2]error {
 	var errs [2]error
 	var wg sync.WaitGroup
-	for i, e := range []*end{a, b} {
+	for i, e := range []*rcstream.End{a, b} {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = e.stream(ctx, n, 32, false) }()
+		go func() { defer wg.Done(); errs[i] = e.Stream(ctx, n, 32, false) }()
 	}
 	wg.Wait()
 	return errs
@@ -169,10 +170,10 @@ func TestVMLinkDownUnderTraffic(t *testing.T) {
 	go func() { res <- streamBoth(sctx, a, b, -1) }()
 
 	// Under traffic: both directions have delivered messages.
-	for a.progress.Load() < 200 || b.progress.Load() < 200 {
+	for a.Progress.Load() < 200 || b.Progress.Load() < 200 {
 		select {
 		case errs := <-res:
-			t.Fatalf("the stream ended before the link went down: %v; %s; %s", errs, a.state(), b.state())
+			t.Fatalf("the stream ended before the link went down: %v; %s; %s", errs, a.State(), b.State())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -187,39 +188,39 @@ func TestVMLinkDownUnderTraffic(t *testing.T) {
 		t.Fatal("the stream goroutines did not return")
 	}
 	took := time.Since(down)
-	for i, e := range []*end{a, b} {
-		t.Logf("%s (%v after the link went down)", e.state(), took.Round(time.Millisecond))
+	for i, e := range []*rcstream.End{a, b} {
+		t.Logf("%s (%v after the link went down)", e.State(), took.Round(time.Millisecond))
 		if errs[i] != nil {
-			t.Errorf("%s: %v", e.name, errs[i])
+			t.Errorf("%s: %v", e.Name, errs[i])
 			continue
 		}
-		if len(e.bad) == 0 {
-			t.Errorf("%s: no completion failed", e.name)
+		if len(e.Bad) == 0 {
+			t.Errorf("%s: no completion failed", e.Name)
 		}
-		if len(e.out) != 0 {
-			t.Errorf("%s: %d requests never completed", e.name, len(e.out))
+		if e.Outstanding() != 0 {
+			t.Errorf("%s: %d requests never completed", e.Name, e.Outstanding())
 		}
-		for _, wc := range e.bad[min(1, len(e.bad)):] {
+		for _, wc := range e.Bad[min(1, len(e.Bad)):] {
 			if wc.Status != uverbs.WCWRFlushErr {
-				t.Errorf("%s: after the first failure, a completion with %v, want flushes only", e.name, wc.Status)
+				t.Errorf("%s: after the first failure, a completion with %v, want flushes only", e.Name, wc.Status)
 				break
 			}
 		}
-		state := e.stalledState
-		if e.forced {
+		state := e.StalledState
+		if e.Forced {
 			// 6.1's rxe: the requester's error moves the QP to ERR
 			// but may leave the receive queue unflushed.
 			t.Logf("%s: the kernel left %d requests unflushed for %v (QP state %v): moved the QP to ERR, which flushed them",
-				e.name, e.stalledOut, flushStall, state)
+				e.Name, e.StalledOut, rcstream.FlushStall, state)
 		} else {
-			attr, _, err := e.qp.Query(uverbs.QPAttrState)
+			attr, _, err := e.QP.Query(uverbs.QPAttrState)
 			if err != nil {
-				t.Errorf("%s: Query: %v", e.name, err)
+				t.Errorf("%s: Query: %v", e.Name, err)
 			}
 			state = attr.State
 		}
 		if state != uverbs.QPStateErr {
-			t.Errorf("%s: QP state %v after the link went down, want ERR", e.name, state)
+			t.Errorf("%s: QP state %v after the link went down, want ERR", e.Name, state)
 		}
 	}
 	if t.Failed() {
@@ -235,21 +236,21 @@ func TestVMLinkDownUnderTraffic(t *testing.T) {
 	if pa, err := c.QueryPort(1); err != nil || pa.State != uverbs.PortActive {
 		t.Fatalf("port 1 after PORT_ACTIVE: %+v, %v", pa, err)
 	}
-	for _, e := range []*end{a, b} {
-		if err := e.close(ctx); err != nil {
-			t.Fatalf("%s: destroying the failed QP: %v", e.name, err)
+	for _, e := range []*rcstream.End{a, b} {
+		if err := e.Close(ctx); err != nil {
+			t.Fatalf("%s: destroying the failed QP: %v", e.Name, err)
 		}
 	}
 	a, b = pair(t, c, pd)
-	defer a.close(ctx)
-	defer b.close(ctx)
+	defer a.Close(ctx)
+	defer b.Close(ctx)
 	sctx2, scancel2 := context.WithTimeout(ctx, 2*time.Minute)
 	defer scancel2()
 	start := time.Now()
 	for i, err := range streamBoth(sctx2, a, b, 2000) {
-		e := []*end{a, b}[i]
-		if err != nil || len(e.bad) != 0 {
-			t.Fatalf("after the link came back: %v; %s", err, e.state())
+		e := []*rcstream.End{a, b}[i]
+		if err != nil || len(e.Bad) != 0 {
+			t.Fatalf("after the link came back: %v; %s", err, e.State())
 		}
 	}
 	t.Logf("after PORT_ACTIVE: new QPs streamed 2000 messages each way in %v; events %v", time.Since(start).Round(time.Millisecond), ev.all())

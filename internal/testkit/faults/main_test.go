@@ -9,6 +9,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/internal/testkit/rcstream"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -64,17 +65,17 @@ func peerMain(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	e, err := newEnd("peer", c, pd, 64)
+	e, err := rcstream.New("peer", c, pd, 64)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := connectRC(c, e.qp, uint32(dest), 1, quickTimers); err != nil {
+	if err := connectRC(c, e.QP, uint32(dest), 1, rcstream.QuickTimers); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Printf("qpn %d\n", e.qp.QPN())
-	err = e.stream(context.Background(), -1, window, true)
-	fmt.Printf("stream ended: %v; %s\n", err, e.state())
+	fmt.Printf("qpn %d\n", e.QP.QPN())
+	err = e.Stream(context.Background(), -1, window, true)
+	fmt.Printf("stream ended: %v; %s\n", err, e.State())
 	return 1
 }

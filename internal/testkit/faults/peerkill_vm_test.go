@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/internal/testkit/rcstream"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -24,13 +25,13 @@ var peerGone = map[uverbs.WCStatus]bool{uverbs.WCRetryExcErr: true, uverbs.WCRem
 // startPeer starts this test binary as a fault-peer process streaming to
 // e's QP (window sends in flight, from its first receive on) and connects
 // e to it. Ending ctx kills the peer (SIGKILL).
-func startPeer(ctx context.Context, t *testing.T, c *uverbs.Context, e *end, window int) *testkit.Peer {
+func startPeer(ctx context.Context, t *testing.T, c *uverbs.Context, e *rcstream.End, window int) *testkit.Peer {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := testkit.StartPeer(ctx, t, exe, peerArg, strconv.FormatUint(uint64(e.qp.QPN()), 10), strconv.Itoa(window))
+	p := testkit.StartPeer(ctx, t, exe, peerArg, strconv.FormatUint(uint64(e.QP.QPN()), 10), strconv.Itoa(window))
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := p.WaitForOutput(wctx, "qpn "); err != nil {
@@ -41,7 +42,7 @@ func startPeer(ctx context.Context, t *testing.T, c *uverbs.Context, e *end, win
 		t.Fatalf("no QPN in the peer's output %q", p.Output())
 	}
 	qpn, _ := strconv.ParseUint(m[1], 10, 32)
-	if err := connectRC(c, e.qp, uint32(qpn), 1, quickTimers); err != nil {
+	if err := connectRC(c, e.QP, uint32(qpn), 1, rcstream.QuickTimers); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -54,10 +55,11 @@ func startPeer(ctx context.Context, t *testing.T, c *uverbs.Context, e *end, win
 // released by its death, and ours) back at their counts before.
 //
 //   - sending: the survivor has 32 sends in flight when the peer dies.
-//     Its RC QP retries (quickTimers: about a second) and fails the send
-//     with IBV_WC_RETRY_EXC_ERR, or, when its packets reach the peer's QP
-//     while the dying process's QP is in error but not yet destroyed
-//     (seen on 6.1 under -race), with that QP's NAK (IBV_WC_REM_OP_ERR);
+//     Its RC QP retries (rcstream.QuickTimers: about a second) and fails
+//     the send with IBV_WC_RETRY_EXC_ERR, or, when its packets reach the
+//     peer's QP while the dying process's QP is in error but not yet
+//     destroyed (seen on 6.1 under -race), with that QP's NAK
+//     (IBV_WC_REM_OP_ERR);
 //     every other request, receives included, completes flushed, and the
 //     QP is in ERR.
 //   - receiving: the survivor only receives. Nothing tells it that the
@@ -84,18 +86,18 @@ func peerKilled(t *testing.T, sending bool) {
 		t.Fatal(err)
 	}
 	defer pd.Dealloc()
-	e, err := newEnd("survivor", c, pd, 64)
+	e, err := rcstream.New("survivor", c, pd, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := e.close(ctx); err != nil {
+		if err := e.Close(ctx); err != nil {
 			t.Errorf("survivor cleanup: %v", err)
 		}
 	}()
 	window := 32
 	if !sending {
-		e.maxSends, window = 1, 1 // one message to start the peer
+		e.MaxSends, window = 1, 1 // one message to start the peer
 	}
 	pctx, kill := context.WithCancel(ctx)
 	defer kill()
@@ -106,15 +108,15 @@ func peerKilled(t *testing.T, sending bool) {
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
 	res := make(chan error, 1)
-	go func() { res <- e.stream(sctx, -1, window, false) }()
-	for deadline := time.Now().Add(time.Minute); e.progress.Load() < 200; {
+	go func() { res <- e.Stream(sctx, -1, window, false) }()
+	for deadline := time.Now().Add(time.Minute); e.Progress.Load() < 200; {
 		select {
 		case err := <-res:
-			t.Fatalf("the stream ended before the peer was killed: %v; %s", err, e.state())
+			t.Fatalf("the stream ended before the peer was killed: %v; %s", err, e.State())
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no traffic: %s", e.state())
+			t.Fatalf("no traffic: %s", e.State())
 		}
 	}
 	kill()
@@ -127,11 +129,11 @@ func peerKilled(t *testing.T, sending bool) {
 	select {
 	case serr = <-res:
 	case <-ctx.Done():
-		t.Fatalf("the survivor hangs: %s", e.state())
+		t.Fatalf("the survivor hangs: %s", e.State())
 	}
 	took := time.Since(killed).Round(time.Millisecond)
-	t.Logf("%s; stream returned %v, %v after the kill", e.state(), errors.Unwrap(serr), took)
-	attr, _, err := e.qp.Query(uverbs.QPAttrState)
+	t.Logf("%s; stream returned %v, %v after the kill", e.State(), errors.Unwrap(serr), took)
+	attr, _, err := e.QP.Query(uverbs.QPAttrState)
 	if err != nil {
 		t.Fatalf("Query: %v", err)
 	}
@@ -139,22 +141,22 @@ func peerKilled(t *testing.T, sending bool) {
 		if serr != nil {
 			t.Fatalf("stream: %v", serr)
 		}
-		if len(e.bad) == 0 || !peerGone[e.bad[0].Status] {
-			t.Fatalf("first failure %s, want %v (or a NAK of the dying QP: %v, %v, %v)", e.statuses(),
+		if len(e.Bad) == 0 || !peerGone[e.Bad[0].Status] {
+			t.Fatalf("first failure %s, want %v (or a NAK of the dying QP: %v, %v, %v)", e.Statuses(),
 				uverbs.WCRetryExcErr, uverbs.WCRemOpErr, uverbs.WCRemInvReqErr, uverbs.WCRemAbortErr)
 		}
-		for _, wc := range e.bad[1:] {
+		for _, wc := range e.Bad[1:] {
 			if wc.Status != uverbs.WCWRFlushErr {
 				t.Fatalf("after the first failure a completion with %v, want flushes only", wc.Status)
 			}
 		}
-		if len(e.out) != 0 {
-			t.Fatalf("%d requests never completed", len(e.out))
+		if e.Outstanding() != 0 {
+			t.Fatalf("%d requests never completed", e.Outstanding())
 		}
-		if e.forced {
+		if e.Forced {
 			t.Logf("the kernel left %d requests unflushed for %v (QP state %v): moved the QP to ERR, which flushed them",
-				e.stalledOut, flushStall, e.stalledState)
-			attr.State = e.stalledState
+				e.StalledOut, rcstream.FlushStall, e.StalledState)
+			attr.State = e.StalledState
 		}
 		if attr.State != uverbs.QPStateErr {
 			t.Fatalf("QP state %v, want ERR", attr.State)
@@ -167,8 +169,8 @@ func peerKilled(t *testing.T, sending bool) {
 	if took < 3*time.Second || took > 20*time.Second {
 		t.Errorf("the wait ended %v after the kill, its context 3s after", took)
 	}
-	if len(e.bad) != 0 {
-		t.Errorf("failed completions: %s", e.statuses())
+	if len(e.Bad) != 0 {
+		t.Errorf("failed completions: %s", e.Statuses())
 	}
 	if attr.State != uverbs.QPStateRTS {
 		t.Errorf("QP state %v, want RTS (nothing failed on this side)", attr.State)
