@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/internal/testkit/rcstream"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -37,9 +38,10 @@ var powerOffQPNs = regexp.MustCompile(`(?m)^qpns (\d+) (\d+)`)
 // device, at the same moment:
 //
 //   - sending: 32 sends in flight and 64 receives posted when B goes.
-//     Its RC QP retries (quickTimers: about a second) and fails the send
-//     with IBV_WC_RETRY_EXC_ERR; every other request, receives included,
-//     completes flushed (IBV_WC_WR_FLUSH_ERR), and the QP is in ERR.
+//     Its RC QP retries (rcstream.QuickTimers: about a second) and fails
+//     the send with IBV_WC_RETRY_EXC_ERR; every other request, receives
+//     included, completes flushed (IBV_WC_WR_FLUSH_ERR), and the QP is in
+//     ERR.
 //   - receiving: it only receives (B streams to it). Nothing tells it
 //     that B is gone: its wait ends when its context does, 2 s after the
 //     sending survivor's failure proved B silent, with the context's
@@ -84,7 +86,7 @@ func TestTwoHostPowerOffMidTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeEnd(ctx, t, rcv)
-	rcv.maxSends = 1 // one message to start B's sender
+	rcv.MaxSends = 1 // one message to start B's sender
 
 	// The peer: this test on B, streaming on two QPs towards ours. Its
 	// context ends at the power-off: the connection to B's agent is then
@@ -92,7 +94,7 @@ func TestTwoHostPowerOffMidTransfer(t *testing.T) {
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
 	peer := b.StartTest(pctx, t, powerOffRole,
-		fmt.Sprintf("%s=%d,%d", powerOffQPNEnv, snd.qp.QPN(), rcv.qp.QPN()), powerOffGIDEnv+"="+hex.EncodeToString(g.GID[:]))
+		fmt.Sprintf("%s=%d,%d", powerOffQPNEnv, snd.QP.QPN(), rcv.QP.QPN()), powerOffGIDEnv+"="+hex.EncodeToString(g.GID[:]))
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	err = peer.WaitForOutput(wctx, "qpns ")
 	wcancel()
@@ -107,9 +109,9 @@ func TestTwoHostPowerOffMidTransfer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, e := range []*streamEnd{snd, rcv} {
+	for i, e := range []*rcstream.End{snd, rcv} {
 		qpn, _ := strconv.ParseUint(m[1+i], 10, 32)
-		if err := connectStream(e.qp, uint32(qpn), bgid, quickTimers); err != nil {
+		if err := connectStream(e.QP, uint32(qpn), bgid, rcstream.QuickTimers); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -117,19 +119,19 @@ func TestTwoHostPowerOffMidTransfer(t *testing.T) {
 	sres, rres := make(chan error, 1), make(chan error, 1)
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
-	go func() { sres <- snd.stream(ctx, streamWindow, false) }()
-	go func() { rres <- rcv.stream(rctx, 1, false) }()
+	go func() { sres <- snd.Stream(ctx, -1, streamWindow, false) }()
+	go func() { rres <- rcv.Stream(rctx, -1, 1, false) }()
 	// Both streams flow before the power-off. (A stream returning now
 	// failed: its state is safe to read.)
-	for _, e := range []*streamEnd{snd, rcv} {
+	for _, e := range []*rcstream.End{snd, rcv} {
 		select {
-		case <-e.reached:
+		case <-e.Reached:
 		case err := <-sres:
-			t.Fatalf("the sending stream ended before the power-off: %v; %s", err, snd.state())
+			t.Fatalf("the sending stream ended before the power-off: %v; %s", err, snd.State())
 		case err := <-rres:
-			t.Fatalf("the receiving stream ended before the power-off: %v; %s", err, rcv.state())
+			t.Fatalf("the receiving stream ended before the power-off: %v; %s", err, rcv.State())
 		case <-ctx.Done():
-			t.Fatalf("%s: no traffic: %d sends, %d receives so far", e.name, snd.progress.Load(), rcv.progress.Load())
+			t.Fatalf("%s: no traffic: %d sends, %d receives so far", e.Name, snd.Progress.Load(), rcv.Progress.Load())
 		}
 	}
 
@@ -142,10 +144,10 @@ func TestTwoHostPowerOffMidTransfer(t *testing.T) {
 	select {
 	case serr = <-sres:
 	case <-ctx.Done():
-		t.Fatalf("the sending survivor hangs %v after the power-off (%d receives)", time.Since(off), snd.progress.Load())
+		t.Fatalf("the sending survivor hangs %v after the power-off (%d receives)", time.Since(off), snd.Progress.Load())
 	}
 	failedAfter := time.Since(off)
-	frozen := rcv.progress.Load()
+	frozen := rcv.Progress.Load()
 	// The receiving survivor: nothing ends its wait but its context.
 	stop := time.AfterFunc(2*time.Second, rcancel)
 	defer stop.Stop()
@@ -160,42 +162,42 @@ func TestTwoHostPowerOffMidTransfer(t *testing.T) {
 	// wire goes silent, it does not drop A's carrier).
 	carrier, _ := os.ReadFile("/sys/class/net/" + testkit.WireNetdev + "/carrier")
 	t.Logf("%s carrier after the power-off: %s", testkit.WireNetdev, strings.TrimSpace(string(carrier)))
-	t.Logf("%s; stream returned %v, %v after the power-off", snd.state(), serr, failedAfter.Round(time.Millisecond))
-	t.Logf("%s; stream returned %v, %v after the sending survivor's failure", rcv.state(), errors.Unwrap(rerr), waited.Round(time.Millisecond))
+	t.Logf("%s; stream returned %v, %v after the power-off", snd.State(), serr, failedAfter.Round(time.Millisecond))
+	t.Logf("%s; stream returned %v, %v after the sending survivor's failure", rcv.State(), errors.Unwrap(rerr), waited.Round(time.Millisecond))
 
 	t.Run("sending", func(t *testing.T) {
 		if serr != nil {
 			t.Fatalf("stream: %v", serr)
 		}
-		if len(snd.bad) == 0 || snd.bad[0].Status != uverbs.WCRetryExcErr || wrKind(snd.bad[0].ID) != kindSend {
-			t.Fatalf("first failure %s, want a send with %v (a powered-off host answers nothing)", snd.statuses(), uverbs.WCRetryExcErr)
+		if len(snd.Bad) == 0 || snd.Bad[0].Status != uverbs.WCRetryExcErr || rcstream.Kind(snd.Bad[0].ID) != rcstream.KindSend {
+			t.Fatalf("first failure %s, want a send with %v (a powered-off host answers nothing)", snd.Statuses(), uverbs.WCRetryExcErr)
 		}
 		recvs := 0
-		for _, wc := range snd.bad[1:] {
+		for _, wc := range snd.Bad[1:] {
 			if wc.Status != uverbs.WCWRFlushErr {
 				t.Fatalf("after the first failure a completion with %v, want flushes only", wc.Status)
 			}
-			if wrKind(wc.ID) == kindRecv {
+			if rcstream.Kind(wc.ID) == rcstream.KindRecv {
 				recvs++
 			}
 		}
 		if recvs == 0 {
-			t.Errorf("no receive flushed (%s)", snd.statuses())
+			t.Errorf("no receive flushed (%s)", snd.Statuses())
 		}
-		if len(snd.out) != 0 {
-			t.Fatalf("%d requests never completed", len(snd.out))
+		if snd.Outstanding() != 0 {
+			t.Fatalf("%d requests never completed", snd.Outstanding())
 		}
 		if failedAfter > 30*time.Second {
 			t.Errorf("the send failed %v after the power-off; quickTimers give up within about a second", failedAfter)
 		}
-		attr, _, err := snd.qp.Query(uverbs.QPAttrState)
+		attr, _, err := snd.QP.Query(uverbs.QPAttrState)
 		if err != nil {
 			t.Fatalf("Query: %v", err)
 		}
-		if snd.forced {
+		if snd.Forced {
 			t.Logf("the kernel left %d requests unflushed for %v (QP state %v): moved the QP to ERR, which flushed them",
-				snd.stalledOut, flushStall, snd.stalledState)
-			attr.State = snd.stalledState
+				snd.StalledOut, rcstream.FlushStall, snd.StalledState)
+			attr.State = snd.StalledState
 		}
 		if attr.State != uverbs.QPStateErr {
 			t.Fatalf("QP state %v, want ERR", attr.State)
@@ -208,13 +210,13 @@ func TestTwoHostPowerOffMidTransfer(t *testing.T) {
 		if waited < 2*time.Second {
 			t.Errorf("the wait ended %v after the sending survivor's failure, its context 2s after", waited)
 		}
-		if n := rcv.progress.Load(); n != frozen {
+		if n := rcv.Progress.Load(); n != frozen {
 			t.Errorf("%d receives completed after the sending survivor knew host B was silent", n-frozen)
 		}
-		if len(rcv.bad) != 0 {
-			t.Errorf("failed completions: %s", rcv.statuses())
+		if len(rcv.Bad) != 0 {
+			t.Errorf("failed completions: %s", rcv.Statuses())
 		}
-		attr, _, err := rcv.qp.Query(uverbs.QPAttrState)
+		attr, _, err := rcv.QP.Query(uverbs.QPAttrState)
 		if err != nil {
 			t.Fatalf("Query: %v", err)
 		}
@@ -224,9 +226,9 @@ func TestTwoHostPowerOffMidTransfer(t *testing.T) {
 	})
 }
 
-func closeEnd(ctx context.Context, t *testing.T, e *streamEnd) {
-	if err := e.close(ctx); err != nil {
-		t.Errorf("%s: cleanup: %v", e.name, err)
+func closeEnd(ctx context.Context, t *testing.T, e *rcstream.End) {
+	if err := e.Close(ctx); err != nil {
+		t.Errorf("%s: cleanup: %v", e.Name, err)
 	}
 }
 
@@ -263,7 +265,7 @@ func powerOffPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pd.Dealloc()
-	var ends []*streamEnd
+	var ends []*rcstream.End
 	for i, q := range qpns {
 		dest, err := strconv.ParseUint(q, 10, 32)
 		if err != nil {
@@ -273,13 +275,13 @@ func powerOffPeer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer e.close(context.Background())
-		if err := connectStream(e.qp, uint32(dest), agid, quickTimers); err != nil {
+		defer e.Close(context.Background())
+		if err := connectStream(e.QP, uint32(dest), agid, rcstream.QuickTimers); err != nil {
 			t.Fatal(err)
 		}
 		ends = append(ends, e)
 	}
-	fmt.Printf("qpns %d %d\n", ends[0].qp.QPN(), ends[1].qp.QPN())
+	fmt.Printf("qpns %d %d\n", ends[0].QP.QPN(), ends[1].QP.QPN())
 	// Until the power goes (the agent kills us if host A's test ends
 	// first); a stream that ends failed. Both have returned before the
 	// deferred closes run.
@@ -287,10 +289,10 @@ func powerOffPeer(t *testing.T) {
 	defer cancel()
 	res := make(chan error, len(ends))
 	for _, e := range ends {
-		go func() { res <- e.stream(ctx, streamWindow, true) }()
+		go func() { res <- e.Stream(ctx, -1, streamWindow, true) }()
 	}
 	err = <-res
 	cancel()
 	err2 := <-res
-	t.Fatalf("a stream ended while host B still had power: %v (the other: %v); %s; %s", err, err2, ends[0].state(), ends[1].state())
+	t.Fatalf("a stream ended while host B still had power: %v (the other: %v); %s; %s", err, err2, ends[0].State(), ends[1].State())
 }
