@@ -386,3 +386,40 @@ func TestVMCloseWithLiveObjects(t *testing.T) {
 		t.Errorf("mappings left after Close: %v", r)
 	}
 }
+
+// TestVMZeroDepthQueues: a QP created with no receive entries (or no send
+// entries) is valid, as rxe_queue_init allows: its empty queue has one
+// slot (index mask 0). Posting to it fails with ErrQueueFull, and the QP
+// works on its other queue.
+func TestVMZeroDepthQueues(t *testing.T) {
+	c := openRxe(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	cq, err := c.CreateCQ(8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Destroy(bg(t))
+	for _, caps := range []uverbs.QPCap{{MaxSendWR: 4, MaxSendSGE: 1}, {MaxRecvWR: 4, MaxRecvSGE: 1}} {
+		qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: caps})
+		if err != nil {
+			t.Fatalf("CreateQP(%+v): %v", caps, err)
+		}
+		if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessRemoteWrite}, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+			t.Fatal(err)
+		}
+		err = qp.PostRecv([]uverbs.RecvWR{{ID: 1}})
+		if caps.MaxRecvWR == 0 && !errors.Is(err, uverbs.ErrQueueFull) {
+			t.Errorf("%+v: PostRecv = %v, want ErrQueueFull", caps, err)
+		}
+		if caps.MaxRecvWR > 0 && err != nil {
+			t.Errorf("%+v: PostRecv = %v", caps, err)
+		}
+		if err := qp.Destroy(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -46,7 +46,7 @@ func newRxeRing(m *sys.Mapping, producer bool) (*rxeRing, error) {
 	}
 	shift := m.Load32(rxeLog2ElemOff)
 	mask := m.Load32(rxeMaskOff)
-	if shift < 5 || shift > 20 || mask == 0 || mask&(mask+1) != 0 || mask > 1<<24 {
+	if shift < 5 || shift > 20 || mask&(mask+1) != 0 || mask > 1<<24 {
 		return nil, fmt.Errorf("%w: rxe queue header: log2_elem_size %d, index_mask %#x", ErrInvalid, shift, mask)
 	}
 	if need := rxeDataOff + (int(mask)+1)<<shift; need > m.Len() {

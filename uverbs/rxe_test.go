@@ -32,7 +32,6 @@ func TestRxeRingHeaderChecks(t *testing.T) {
 		size        int
 	}{
 		{"mask not 2^n-1", 6, 6, 4096},
-		{"zero mask", 6, 0, 4096},
 		{"tiny slots", 2, 7, 4096},
 		{"slots beyond mapping", 8, 63, 4096},
 	} {
@@ -48,6 +47,16 @@ func TestRxeRingHeaderChecks(t *testing.T) {
 	defer m.Unmap()
 	if _, err := newRxeRing(m, false); !errors.Is(err, ErrInvalid) {
 		t.Errorf("short mapping: %v", err)
+	}
+	// A queue of no entries (max_recv_wr 0: rxe_queue_init allows it)
+	// has one slot, index mask 0: valid, never ready, always full.
+	z := memRing(t, 1, 6)
+	r, err := newRxeRing(z, true)
+	if err != nil {
+		t.Fatalf("zero-entry queue: %v", err)
+	}
+	if r.free() != 0 || r.ready() != 0 {
+		t.Errorf("zero-entry queue: free %d ready %d", r.free(), r.ready())
 	}
 }
 
