@@ -120,8 +120,21 @@ func TestVMQueryPortAndGIDs(t *testing.T) {
 					t.Errorf("rxe0 gid 1 = %v, want %v", table[1].GID.IP(), want)
 				}
 			}
-			if _, err := c.QueryGID(1, pa.GIDTblLen-1); err == nil {
-				t.Errorf("empty GID slot %d returned no error", pa.GIDTblLen-1)
+			if _, err := c.QueryGID(1, pa.GIDTblLen-1); !errors.Is(err, sys.ENODATA) {
+				t.Errorf("empty GID slot %d: %v, want ENODATA", pa.GIDTblLen-1, err)
+			}
+			// GID is ibv_query_gid: the empty slot reads as zeros, as
+			// sysfs shows it; a valid one as QueryGID; past the table
+			// is EINVAL.
+			if g, err := c.GID(1, pa.GIDTblLen-1); err != nil || g != (uverbs.GID{}) ||
+				readSysfs(t, name, "ports", "1", "gids", fmt.Sprint(pa.GIDTblLen-1)) != g.String() {
+				t.Errorf("GID(1, empty slot %d) = %v, %v; want the zero GID sysfs shows", pa.GIDTblLen-1, g, err)
+			}
+			if g, err := c.GID(1, table[0].Index); err != nil || g != table[0].GID {
+				t.Errorf("GID(1, %d) = %v, %v; want %v", table[0].Index, g, err, table[0].GID)
+			}
+			if _, err := c.GID(1, pa.GIDTblLen); !errors.Is(err, sys.EINVAL) {
+				t.Errorf("GID(1, %d) past the table: %v, want EINVAL", pa.GIDTblLen, err)
 			}
 			// The real kernel path allocates nothing either.
 			var into uverbs.PortAttr

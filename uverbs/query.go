@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -406,6 +407,20 @@ func (c *Context) QueryGID(port, index int) (GIDEntry, error) {
 		return GIDEntry{}, c.opErr("device", "query_gid_entry", err)
 	}
 	return gidEntryFrom(e), nil
+}
+
+// GID returns the GID at index of port as ibv_query_gid(3) does: an empty
+// entry of the table is the zero GID, not an error (libibverbs reads the
+// table from sysfs, where an empty entry reads as zeros; QueryGID, like
+// ibv_query_gid_ex(3), fails it with ENODATA). An index past the port's
+// table, or a port the device does not have, is an error wrapping the
+// kernel's EINVAL.
+func (c *Context) GID(port, index int) (GID, error) {
+	e, err := c.QueryGID(port, index)
+	if errors.Is(err, sys.ENODATA) {
+		return GID{}, nil
+	}
+	return e.GID, err
 }
 
 // QueryGIDTable returns every valid GID entry of every port
