@@ -28,3 +28,10 @@ func TestVMGoGo(t *testing.T) {
 func TestVMEvents(t *testing.T) {
 	pptest.Matrix(t, tool, append(pptest.BothWays, pptest.Pair{Server: pptest.Go, Client: pptest.Go}), func(string) []int { return []int{4096} }, 200, 1, "-e")
 }
+
+// TestVMBadArgs: the client command lines of pptest.BadArgs fail (or
+// reach the connect to a server that is not there) exactly as the C
+// tool's do: same exit, same lines.
+func TestVMBadArgs(t *testing.T) {
+	pptest.SameAsC(t, tool, pptest.BadArgs, nil)
+}

@@ -344,11 +344,12 @@ func (t *test) setUpConnection() error {
 		if t.o.GIDIndex == -1 {
 			t.gidIndex = t.bestGIDIndex()
 		}
-		e, err := t.dev.QueryGID(t.o.IBPort, t.gidIndex)
+		// ibv_query_gid: an empty entry is the zero GID, as in C.
+		gid, err := t.dev.GID(t.o.IBPort, t.gidIndex)
 		if err != nil {
 			return msgError{" Unable to set up socket connection", "  (" + err.Error() + ")"}
 		}
-		t.my.GID = e.GID
+		t.my.GID = gid
 	}
 	pa, err := t.dev.QueryPort(t.o.IBPort)
 	if err != nil {

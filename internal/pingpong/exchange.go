@@ -55,7 +55,7 @@ func (x *exchange) client(ctx context.Context, host string, port uint32) ([]Dest
 	if err != nil {
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) {
-			return nil, msgError{fmt.Sprintf("%s for %s:%d", dnsErr.Err, host, port)}
+			return nil, msgError{fmt.Sprintf("%s for %s:%d", gaiText(dnsErr), host, port), "  (" + dnsErr.Error() + ")"}
 		}
 		return nil, msgError{fmt.Sprintf("Couldn't connect to %s:%d", host, port), "  (" + err.Error() + ")"}
 	}
@@ -158,4 +158,15 @@ func (x *exchange) sendAll(conn net.Conn) error {
 		}
 	}
 	return nil
+}
+
+// gaiText is what the C tools print for a failed getaddrinfo
+// (gai_strerror): glibc's EAI_NONAME for a name that does not exist, and
+// EAI_AGAIN for a resolver that did not answer, the case of every other
+// lookup failure.
+func gaiText(e *net.DNSError) string {
+	if e.IsNotFound {
+		return "Name or service not known"
+	}
+	return "Temporary failure in name resolution"
 }

@@ -210,3 +210,12 @@ func TestExchangeErrors(t *testing.T) {
 		t.Errorf("withLines: %v", me)
 	}
 }
+
+func TestGaiText(t *testing.T) {
+	if got := gaiText(&net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}); got != "Name or service not known" {
+		t.Errorf("not found: %q", got)
+	}
+	if got := gaiText(&net.DNSError{Err: "read udp: connection refused", Name: "x.invalid"}); got != "Temporary failure in name resolution" {
+		t.Errorf("no resolver: %q", got)
+	}
+}

@@ -409,14 +409,14 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 	}
 	var gid uverbs.GID
 	if o.GIDIndex >= 0 {
-		e, err := c.dev.QueryGID(o.IBPort, o.GIDIndex)
+		// ibv_query_gid: an empty entry is the zero GID, as in C.
+		gid, err = c.dev.GID(o.IBPort, o.GIDIndex)
 		if err != nil {
 			if c.k == RC || c.k == UC {
 				return fail(fmt.Sprintf("can't read sgid of index %d", o.GIDIndex), err)
 			}
 			return fail(fmt.Sprintf("Could not get local gid for gid index %d", o.GIDIndex), err)
 		}
-		gid = e.GID
 	}
 	nmsg := 1
 	if c.k == SRQ {

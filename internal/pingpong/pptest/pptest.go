@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -293,6 +294,75 @@ func SameFailure(t *testing.T, tool Tool, want string, args ...string) {
 		first, _, _ := strings.Cut(out, "\n")
 		if err == nil || first != want {
 			t.Errorf("%s %s: %v, output %q; want a failure saying %q", tool.Bin(s), strings.Join(args, " "), err, out, want)
+		}
+	}
+}
+
+// BadArgs are client command lines that fail, or reach the connect to a
+// server that is not there, in every ping-pong tool: sizes, depths,
+// MTUs, ports, GID indexes and SLs out of range or malformed, unknown
+// options, missing arguments, an extra operand, a host that does not
+// resolve, long options, -h. SameAsC runs them. (An option missing its
+// argument cannot be among them: it would take the server operand.)
+var BadArgs = [][]string{
+	{"-s", "0"}, {"-s", "abc"}, {"-s", "-100"}, {"-s", "2000000000"},
+	{"-n", "0"}, {"-r", "0"}, {"-r", "100000"},
+	{"-m", "9999"}, {"-m", "512"},
+	{"-g", "99"}, {"-g", "5000"}, {"-g", "-1"},
+	{"-i", "0"}, {"-i", "2"},
+	{"-p", "70000"}, {"-l", "16"},
+	{"-z"}, {"-h"},
+	{"--size=64", "--iters=3"},
+	{"extra"},
+	{"-d", "nosuchdev0"},
+}
+
+// qpnPSN matches the random parts of an address line.
+var qpnPSN = regexp.MustCompile(`QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}`)
+
+// SameAsC runs every command line of cases (each after "-d rxe0 -g 1 -p
+// PORT", so that a case may override them, and before the server operand
+// 127.0.0.1, where nothing listens on PORT) with the Go tool and with the
+// C tool, and fails unless both exit the same way and print the same
+// lines. The comparison leaves out the Go tools' "  (...)" detail lines,
+// the random QPN and PSN, and the program's name, and sorts the lines.
+// skip maps a case (its arguments joined by spaces) to the reason the Go
+// tool may differ there.
+func SameAsC(t *testing.T, tool Tool, cases [][]string, skip map[string]string) {
+	t.Helper()
+	norm := func(bin, out string) string {
+		var keep []string
+		for _, l := range strings.Split(clean(out), "\n") {
+			if strings.HasPrefix(l, "  (") || strings.TrimSpace(l) == "" {
+				continue
+			}
+			l = qpnPSN.ReplaceAllString(strings.TrimSpace(l), "QPN x, PSN y")
+			keep = append(keep, strings.ReplaceAll(l, bin, "TOOL"))
+		}
+		slices.Sort(keep)
+		return strings.Join(keep, "\n")
+	}
+	for _, c := range cases {
+		key := strings.Join(c, " ")
+		if why, ok := skip[key]; ok {
+			t.Logf("%s %s: not compared: %s", tool.Go, key, why)
+			continue
+		}
+		args := append([]string{"-d", testkit.RxeDev, "-g", "1", "-p", strconv.Itoa(Port())}, c...)
+		args = append(args, "127.0.0.1")
+		var outs [2]string
+		var failed [2]bool
+		for i, s := range []Side{Go, C} {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			out, err := testkit.RunPeer(ctx, t, tool.Bin(s), args...)
+			if ctx.Err() != nil {
+				t.Errorf("%s %s: still running after 30 s", tool.Bin(s), strings.Join(args, " "))
+			}
+			cancel()
+			outs[i], failed[i] = norm(tool.Bin(s), out), err != nil
+		}
+		if outs[0] != outs[1] || failed[0] != failed[1] {
+			t.Errorf("%s: Go and C differ\nGo (failed %v):\n%s\nC (failed %v):\n%s", key, failed[0], outs[0], failed[1], outs[1])
 		}
 	}
 }
