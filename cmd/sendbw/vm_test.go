@@ -43,3 +43,12 @@ func TestVMAllSizes(t *testing.T) {
 func TestVMUnsupported(t *testing.T) {
 	bwtest.SameFailure(t, tool, "IB device nosuchdev0 not found", "-d", "nosuchdev0")
 }
+
+// TestVMBadArgs: the client command lines of bwtest.BadArgs fail (or
+// reach the connect to a server that is not there) exactly as perftest's
+// do: same exit status, same lines.
+func TestVMBadArgs(t *testing.T) {
+	bwtest.SameAsC(t, tool, bwtest.BadArgs, map[string]string{
+		"-c UD": "ib_send_bw runs UD; this port runs RC only and refuses it (docs/performance.md)",
+	})
+}

@@ -42,3 +42,10 @@ func TestVMAllSizes(t *testing.T) {
 func TestVMUnsupported(t *testing.T) {
 	bwtest.SameFailure(t, tool, "IB device nosuchdev0 not found", "-d", "nosuchdev0")
 }
+
+// TestVMBadArgs: the client command lines of bwtest.BadArgs fail (or
+// reach the connect to a server that is not there) exactly as perftest's
+// do: same exit status, same lines.
+func TestVMBadArgs(t *testing.T) {
+	bwtest.SameAsC(t, tool, bwtest.BadArgs, nil)
+}

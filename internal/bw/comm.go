@@ -110,7 +110,7 @@ func dial(ctx context.Context, host string, port int) (*conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp4", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return nil, msgError{fmt.Sprintf("Couldn't connect to %s:%d", host, port), "Unable to open file descriptor for socket connection", "  (" + err.Error() + ")"}
+		return nil, msgError{fmt.Sprintf("Couldn't connect to %s:%d", host, port), noSocketFD, "  (" + err.Error() + ")"}
 	}
 	return &conn{c: c, client: true}, nil
 }
@@ -121,7 +121,7 @@ func accept(ctx context.Context, port int) (*conn, error) {
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp4", ":"+strconv.Itoa(port))
 	if err != nil {
-		return nil, msgError{fmt.Sprintf("Couldn't listen to port %d", port), "Unable to open file descriptor for socket connection", "  (" + err.Error() + ")"}
+		return nil, msgError{fmt.Sprintf("Couldn't listen to port %d", port), noSocketFD, "  (" + err.Error() + ")"}
 	}
 	defer l.Close()
 	stop := context.AfterFunc(ctx, func() { l.Close() })
@@ -298,3 +298,7 @@ func (c *conn) closeConn(my *Dest, withGID bool) error {
 type msgError []string
 
 func (e msgError) Error() string { return strings.Join(e, "\n") }
+
+// noSocketFD is establish_connection's complaint when the client could
+// not connect or the server could not accept (printed without a newline).
+const noSocketFD = "Unable to open file descriptor for socket connection"

@@ -160,7 +160,12 @@ var longOpts = []getopt.Long{
 // usageError is a command-line error; msg is what perftest prints on
 // stderr (without a newline), "" for none: getopt_long's complaint (see
 // internal/getopt) or one of perftest's own checks.
-type usageError struct{ msg string }
+type usageError struct {
+	msg string
+	// quiet: perftest exits from inside the parser, without main's
+	// " Parser function exited with Error".
+	quiet bool
+}
 
 func (e *usageError) Error() string { return e.msg }
 
@@ -177,7 +182,7 @@ func cValue(arg, name, typ string) (int64, error) {
 	s := strings.TrimLeft(arg, " \t\n\v\f\r")
 	v, err := strconv.ParseInt(s, 0, 64)
 	if err != nil || strings.ContainsAny(s, "_oObB") {
-		return 0, &usageError{fmt.Sprintf(" %s argument %s should be %s", name, arg, typ)}
+		return 0, &usageError{msg: fmt.Sprintf(" %s argument %s should be %s", name, arg, typ)}
 	}
 	return v, nil
 }
@@ -188,7 +193,7 @@ func inRange(arg, name string, lo, hi int64) (int64, error) {
 		return 0, err
 	}
 	if v < lo || v > hi {
-		return 0, &usageError{fmt.Sprintf(" %s should be between %d and %d", name, lo, hi)}
+		return 0, &usageError{msg: fmt.Sprintf(" %s should be between %d and %d", name, lo, hi)}
 	}
 	return v, nil
 }
@@ -209,7 +214,7 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 	}
 	opts, operands, err := getopt.Parse(args, shortOpts, longOpts)
 	if err != nil {
-		return Options{}, &usageError{err.Error()}
+		return Options{}, &usageError{msg: err.Error()}
 	}
 	for _, p := range opts {
 		var n int64
@@ -224,7 +229,7 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 			if n, err = cValue(p.Arg, "IB Port", "uint8_t"); err == nil {
 				o.IBPort = int(uint8(n))
 				if o.IBPort < 1 {
-					err = &usageError{"IB Port can't be less than 1"}
+					err = &usageError{msg: "IB Port can't be less than 1"}
 				}
 			}
 		case 'm':
@@ -247,43 +252,46 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 			if n, err = cValue(p.Arg, "Service Level", "uint8_t"); err == nil {
 				o.SL = int(uint8(n))
 				if o.SL > maxSL {
-					err = &usageError{fmt.Sprintf(" Only %d Service levels", maxSL)}
+					err = &usageError{msg: fmt.Sprintf(" Only %d Service levels", maxSL)}
 				}
 			}
 		case 'x':
 			if n, err = cValue(p.Arg, "Gid index", "uint8_t"); err == nil {
 				o.GIDIndex = int(uint8(n))
 				if o.GIDIndex > maxGIDIndex {
-					err = &usageError{fmt.Sprintf(" Gid index should be between 0 and %d", maxGIDIndex)}
+					err = &usageError{msg: fmt.Sprintf(" Gid index should be between 0 and %d", maxGIDIndex)}
 				}
 			}
 		case 'c':
-			if p.Arg != "RC" {
-				err = &usageError{fmt.Sprintf(" -c %s: this port runs RC only", p.Arg)}
+			switch {
+			case p.Arg == "UD" && v != Send:
+				err = &usageError{msg: " UD connection only possible in SEND verb", quiet: true}
+			case p.Arg != "RC":
+				err = &usageError{msg: fmt.Sprintf(" -c %s: this port runs RC only", p.Arg)}
 			}
 		case 'q':
 			if n, err = inRange(p.Arg, "num of Qps", 1, 16384); err == nil && n != 1 {
-				err = &usageError{" -q: this port runs one QP"}
+				err = &usageError{msg: " -q: this port runs one QP"}
 			}
 		case 'I':
 			if n, err = inRange(p.Arg, "Max inline", 0, maxInline); err == nil {
 				o.Inline = int(n)
 				if v == Read {
-					err = &usageError{" Inline feature not available on READ/Atomic verbs"}
+					err = &usageError{msg: " Inline feature not available on READ/Atomic verbs"}
 				}
 			}
 		case 'o':
 			if n, err = cValue(p.Arg, "Outstanding Reads", "int"); err == nil {
 				o.OutReads = int(int32(n))
 				if v != Read {
-					err = &usageError{" Setting Outstanding reads only available on READ verb"}
+					err = &usageError{msg: " Setting Outstanding reads only available on READ verb"}
 				}
 			}
 		case 'r':
 			if n, err = inRange(p.Arg, " Rx depth", minRx, maxRx); err == nil {
 				o.RxDepth = int(n)
 				if v != Send && o.RxDepth > defRxRDMA {
-					err = &usageError{" On RDMA verbs rx depth can be only 1"}
+					err = &usageError{msg: " On RDMA verbs rx depth can be only 1"}
 				}
 			}
 		case 'Q':
@@ -326,14 +334,14 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 	case 1:
 		o.Server = operands[0]
 	default:
-		return Options{}, &usageError{" Invalid Command line. Please check command rerun "}
+		return Options{}, &usageError{msg: " Invalid Command line. Please check command rerun "}
 	}
 	o.forceDependencies(v)
 	return o, nil
 }
 
 func unsupported(opt string) error {
-	return &usageError{fmt.Sprintf(" %s: not supported by this port of perftest (pureverbs)", opt)}
+	return &usageError{msg: fmt.Sprintf(" %s: not supported by this port of perftest (pureverbs)", opt)}
 }
 
 // parseSize reads -s as perftest does: strtol(arg, NULL, 0) of the
@@ -348,7 +356,7 @@ func parseSize(arg string) (uint64, error) {
 	}
 	n := strtolPrefix(arg) * factor
 	if n < 1 || n > (1<<32-1)/2 {
-		return 0, &usageError{fmt.Sprintf(" Message Size should be between %d and %d", 1, (1<<32-1)/2)}
+		return 0, &usageError{msg: fmt.Sprintf(" Message Size should be between %d and %d", 1, (1<<32-1)/2)}
 	}
 	return uint64(n), nil
 }

@@ -525,3 +525,27 @@ func Median(v []float64) float64 {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
+
+// BadArgs are client command lines that fail, or reach the connect to a
+// server that is not there, in every bandwidth tool: sizes, iterations,
+// depths, MTUs, ports, GID indexes, timeouts, SLs, CQ moderation, inline
+// sizes and outstanding reads out of range or malformed, an unknown
+// device, an extra operand, long options, -a. CompareWithC runs them.
+var BadArgs = [][]string{
+	{"-s", "0"}, {"-s", "abc"}, {"-s", "-5"}, {"-s", "9000000000"},
+	{"-n", "0"}, {"-n", "-1"}, {"-t", "0"}, {"-t", "100000"}, {"-r", "0"},
+	{"-m", "9999"}, {"-m", "512"},
+	{"-x", "99"}, {"-x", "5000"}, {"-i", "0"}, {"-i", "2"}, {"-p", "70000"},
+	{"-u", "99"}, {"-S", "99"}, {"-Q", "0"}, {"-I", "1000"}, {"-o", "0"},
+	{"-c", "UD"}, {"-a", "-s", "64"}, {"--size=64", "--iters=3"},
+	{"extra"}, {"-d", "nosuchdev0"},
+}
+
+// SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")
+// with the Go tool and perftest's, through pptest.CompareWithC. skip
+// names the cases where the Go port differs on purpose, and why.
+func SameAsC(t *testing.T, tool Tool, cases [][]string, skip map[string]string) {
+	t.Helper()
+	lead := func() []string { return []string{"-d", testkit.RxeDev, "-x", "1", "-p", strconv.Itoa(Port())} }
+	pptest.CompareWithC(t, tool.Bin(pptest.Go), tool.C(), lead, cases, skip)
+}

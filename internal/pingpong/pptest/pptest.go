@@ -324,13 +324,24 @@ var qpnPSN = regexp.MustCompile(`QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}`)
 // PORT", so that a case may override them, and before the server operand
 // 127.0.0.1, where nothing listens on PORT) with the Go tool and with the
 // C tool, and fails unless both exit the same way and print the same
-// lines. The comparison leaves out the Go tools' "  (...)" detail lines,
-// the random QPN and PSN, and the program's name, and sorts the lines.
-// skip maps a case (its arguments joined by spaces) to the reason the Go
-// tool may differ there.
+// lines (CompareWithC). skip maps a case (its arguments joined by spaces)
+// to the reason the Go tool may differ there.
 func SameAsC(t *testing.T, tool Tool, cases [][]string, skip map[string]string) {
 	t.Helper()
-	norm := func(bin, out string) string {
+	lead := func() []string { return []string{"-d", testkit.RxeDev, "-g", "1", "-p", strconv.Itoa(Port())} }
+	CompareWithC(t, tool.Go, tool.C, lead, cases, skip)
+}
+
+// CompareWithC runs lead(), then each case, then "127.0.0.1" with the Go
+// program goBin and the C program cBin, and fails unless both exit the
+// same way (status included) and print the same lines. The comparison
+// leaves out the Go tools' "  (...)" detail lines, the random QPN and PSN
+// and the program's name, trims the lines and sorts them (the C tools'
+// stdout and stderr interleave differently). skip maps a case (its
+// arguments joined by spaces) to the reason the Go program may differ.
+func CompareWithC(t *testing.T, goBin, cBin string, lead func() []string, cases [][]string, skip map[string]string) {
+	t.Helper()
+	norm := func(bin, out string, err error) string {
 		var keep []string
 		for _, l := range strings.Split(clean(out), "\n") {
 			if strings.HasPrefix(l, "  (") || strings.TrimSpace(l) == "" {
@@ -340,29 +351,31 @@ func SameAsC(t *testing.T, tool Tool, cases [][]string, skip map[string]string) 
 			keep = append(keep, strings.ReplaceAll(l, bin, "TOOL"))
 		}
 		slices.Sort(keep)
-		return strings.Join(keep, "\n")
+		status := "exit 0"
+		if err != nil {
+			status = strings.ReplaceAll(err.Error(), bin, "TOOL")
+		}
+		return strings.Join(keep, "\n") + "\n(" + status + ")"
 	}
 	for _, c := range cases {
 		key := strings.Join(c, " ")
 		if why, ok := skip[key]; ok {
-			t.Logf("%s %s: not compared: %s", tool.Go, key, why)
+			t.Logf("%s %s: not compared: %s", goBin, key, why)
 			continue
 		}
-		args := append([]string{"-d", testkit.RxeDev, "-g", "1", "-p", strconv.Itoa(Port())}, c...)
-		args = append(args, "127.0.0.1")
+		args := append(append(lead(), c...), "127.0.0.1")
 		var outs [2]string
-		var failed [2]bool
-		for i, s := range []Side{Go, C} {
+		for i, bin := range []string{goBin, cBin} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			out, err := testkit.RunPeer(ctx, t, tool.Bin(s), args...)
+			out, err := testkit.RunPeer(ctx, t, bin, args...)
 			if ctx.Err() != nil {
-				t.Errorf("%s %s: still running after 30 s", tool.Bin(s), strings.Join(args, " "))
+				t.Errorf("%s %s: still running after 30 s", bin, strings.Join(args, " "))
 			}
 			cancel()
-			outs[i], failed[i] = norm(tool.Bin(s), out), err != nil
+			outs[i] = norm(bin, out, err)
 		}
-		if outs[0] != outs[1] || failed[0] != failed[1] {
-			t.Errorf("%s: Go and C differ\nGo (failed %v):\n%s\nC (failed %v):\n%s", key, failed[0], outs[0], failed[1], outs[1])
+		if outs[0] != outs[1] {
+			t.Errorf("%s %s: Go and C differ\nGo:\n%s\nC:\n%s", goBin, key, outs[0], outs[1])
 		}
 	}
 }
