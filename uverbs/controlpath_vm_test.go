@@ -17,6 +17,7 @@ package uverbs_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -27,7 +28,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -87,8 +87,8 @@ func ctlBenchMain(args []string) int {
 	switch op {
 	case "getppid":
 		one = func() error {
-			if syscall.Getppid() <= 0 {
-				return syscall.EINVAL
+			if os.Getppid() <= 0 { // syscall.Getppid: a raw getppid(2)
+				return errors.New("getppid failed")
 			}
 			return nil
 		}
