@@ -85,7 +85,7 @@ func Kind(id uint64) int { return int(id >> 12 & 0xf) }
 // one delivered twice, and a request that never completes, are caught.
 //
 // Only Stream's goroutine may use an End while Stream runs, but for
-// Progress and Reached.
+// Progress, Reached and Watchdog.
 type End struct {
 	Name string
 	QP   *uverbs.QP
@@ -109,6 +109,15 @@ type End struct {
 	Forced       bool
 	StalledState uverbs.QPState
 	StalledOut   int
+
+	// Watchdog, if set (nanoseconds; another goroutine may set it while
+	// Stream runs), bounds each wait of an end that has seen no failure
+	// yet: after that long without a completion Stream moves the QP to
+	// ERR itself, as an application's watchdog would, and sets
+	// WatchdogFired (Forced and the stalled state too). For a kernel that
+	// stops retrying a dead connection without reporting it.
+	Watchdog      atomic.Int64
+	WatchdogFired bool
 
 	q     *cq.CQ
 	mr    *uverbs.MR
@@ -249,7 +258,20 @@ func (e *End) Stream(ctx context.Context, n, window int, waitFirst bool) error {
 		}
 		if k == 0 {
 			if !failed || e.Forced {
-				if err := e.q.Wait(ctx); err != nil {
+				wctx, cancel := ctx, context.CancelFunc(func() {})
+				if d := time.Duration(e.Watchdog.Load()); d > 0 && !failed {
+					wctx, cancel = context.WithTimeout(ctx, d)
+				}
+				err := e.q.Wait(wctx)
+				cancel()
+				if err != nil && !failed && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+					e.WatchdogFired = true
+					if err := e.forceErr(); err != nil {
+						return err
+					}
+					continue
+				}
+				if err != nil {
 					return fmt.Errorf("%s: Wait: %w; %s", e.Name, err, e.State())
 				}
 				continue
