@@ -15,6 +15,7 @@ package cq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -239,7 +240,9 @@ func (q *CQ) rearm() error {
 func (ch *Channel) markRecheck(q *CQ) {
 	ch.mu.Lock()
 	ch.recheck = slices.DeleteFunc(ch.recheck, func(o *CQ) bool { return o == q })
-	ch.recheck = append(ch.recheck, q)
+	if ch.cqs[q.cq] == q { // not once Close has taken it off the channel
+		ch.recheck = append(ch.recheck, q)
+	}
 	ch.mu.Unlock()
 }
 
@@ -247,7 +250,7 @@ func (ch *Channel) markRecheck(q *CQ) {
 // q.wait).
 func (ch *Channel) unmarkRecheck(q *CQ) {
 	ch.mu.Lock()
-	if !q.needArm {
+	if !q.needArm || ch.cqs[q.cq] != q {
 		ch.recheck = slices.DeleteFunc(ch.recheck, func(o *CQ) bool { return o == q })
 	}
 	ch.mu.Unlock()
@@ -392,19 +395,20 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 		return nil, ctx.Err()
 	}
 	defer func() { <-ch.reader }()
-	vcq, err := ch.ch.GetCQEvent(ctx)
-	if err != nil {
-		return nil, err
+	var q *CQ
+	for q == nil {
+		vcq, err := ch.ch.GetCQEvent(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := vcq.AckEvents(1); err != nil && !errors.Is(err, uverbs.ErrClosed) {
+			return nil, err
+		}
+		ch.mu.Lock()
+		q = ch.cqs[vcq] // nil: closed since; its event means nothing
+		ch.mu.Unlock()
 	}
-	if err := vcq.AckEvents(1); err != nil {
-		return nil, err
-	}
-	ch.mu.Lock()
-	q := ch.cqs[vcq]
-	ch.mu.Unlock()
-	if q == nil {
-		return nil, &uverbs.OpError{Object: "cq_channel", Method: "wait", Err: uverbs.ErrClosed}
-	}
+	var err error
 	// Re-arm under the CQ's own wait lock, and have the next Wait look at
 	// the CQ again: what came between the event and the arm raises none.
 	select {
@@ -415,9 +419,11 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 	case <-ctx.Done():
 		// Not re-armed: the next Wait re-arms it.
 		ch.mu.Lock()
-		q.needArm = true
-		ch.recheck = slices.DeleteFunc(ch.recheck, func(o *CQ) bool { return o == q })
-		ch.recheck = append(ch.recheck, q)
+		if ch.cqs[q.cq] == q {
+			q.needArm = true
+			ch.recheck = slices.DeleteFunc(ch.recheck, func(o *CQ) bool { return o == q })
+			ch.recheck = append(ch.recheck, q)
+		}
 		ch.mu.Unlock()
 		err = ctx.Err()
 	}
@@ -438,10 +444,18 @@ func (q *CQ) recheckOne(ctx context.Context) (bool, error) {
 	defer func() { <-q.wait }()
 	if q.takeNeedArm() || !q.armed {
 		if err := q.rearm(); err != nil {
+			if errors.Is(err, uverbs.ErrClosed) { // closed since the list was read
+				q.ch.unmarkRecheck(q)
+				return false, nil
+			}
 			return false, err
 		}
 	}
 	n, err := q.cq.Ready()
+	if errors.Is(err, uverbs.ErrClosed) {
+		q.ch.unmarkRecheck(q)
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}

@@ -703,3 +703,40 @@ func idleCQs(t *testing.T, c *uverbs.Context, ch *cq.Channel, n int) {
 		})
 	}
 }
+
+// TestVMChannelWaitAfterClose: a CQ that Wait returned and the
+// application closed with completions still in it leaves the channel for
+// good: later Waits neither report it nor fail, and still report the
+// other CQs.
+func TestVMChannelWaitAfterClose(t *testing.T) {
+	c, pd, ch := sharedChannel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
+	b := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
+	connect(t, c, a.qp, a.qp.QPN())
+	connect(t, c, b.qp, b.qp.QPN())
+	a.qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: a.sge(0)}})
+	a.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: a.sge(9)}})
+	q, err := ch.Wait(ctx)
+	if err != nil || q != a.q {
+		t.Fatalf("Wait = %p, %v; want a's CQ %p", q, err, a.q)
+	}
+	// Close a's QP and CQ without polling: the CQ is on the recheck list.
+	if err := a.qp.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	if q, err := ch.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait after Close = %p, %v; want context.DeadlineExceeded", q, err)
+	}
+	cancelShort()
+	b.qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: b.sge(0)}})
+	b.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: b.sge(9)}})
+	if q, err := ch.Wait(ctx); err != nil || q != b.q {
+		t.Fatalf("Wait for b = %p, %v; want b's CQ %p", q, err, b.q)
+	}
+}
