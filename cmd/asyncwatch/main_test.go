@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/pureverbs/pureverbs/async"
-	"github.com/pureverbs/pureverbs/internal/sys"
-	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/uverbs"
+
+	"github.com/pureverbs/pureverbs/internal/testkit/leakmain"
 )
 
 // TestMain traces every fd and mapping the tests create and fails the run
@@ -20,14 +19,7 @@ import (
 // (testkit.LeakCheck: goroutines, fds, mappings, kernel objects), after
 // ibv_asyncwatch has exited and run() has returned.
 func TestMain(m *testing.M) {
-	sys.EnableLeakTracing()
-	testkit.CheckLeaksPerTest(sys.OpenFDs, sys.OpenMappings, sys.OpenBuffers)
-	code := m.Run()
-	if r := sys.LeakReport(); r != "" && code == 0 {
-		fmt.Fprintln(os.Stderr, r)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(leakmain.Run(m))
 }
 
 func TestFormatEvent(t *testing.T) {

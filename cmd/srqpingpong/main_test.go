@@ -1,12 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
-	"github.com/pureverbs/pureverbs/internal/sys"
-	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/internal/testkit/leakmain"
 )
 
 // TestMain traces every fd and mapping the tests create and fails the run
@@ -17,12 +15,5 @@ import (
 // cleanup), so the kernel's RDMA resource counts the check compares
 // include none of theirs.
 func TestMain(m *testing.M) {
-	sys.EnableLeakTracing()
-	testkit.CheckLeaksPerTest(sys.OpenFDs, sys.OpenMappings, sys.OpenBuffers)
-	code := m.Run()
-	if r := sys.LeakReport(); r != "" && code == 0 {
-		fmt.Fprintln(os.Stderr, r)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(leakmain.Run(m))
 }

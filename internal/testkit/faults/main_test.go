@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/internal/testkit/rcstream"
 	"github.com/pureverbs/pureverbs/uverbs"
+
+	"github.com/pureverbs/pureverbs/internal/testkit/leakmain"
 )
 
 // The test binary doubles as the processes the tests start: with one of
@@ -29,14 +30,7 @@ func TestMain(m *testing.M) {
 			os.Exit(childMain(os.Args[2:]))
 		}
 	}
-	sys.EnableLeakTracing()
-	testkit.CheckLeaksPerTest(sys.OpenFDs, sys.OpenMappings, sys.OpenBuffers)
-	code := m.Run()
-	if r := sys.LeakReport(); r != "" && code == 0 {
-		fmt.Fprintln(os.Stderr, r)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(leakmain.Run(m))
 }
 
 // peerMain is the far end of a stream on rxe0: fault-peer DESTQPN WINDOW.

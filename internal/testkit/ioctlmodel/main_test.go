@@ -1,24 +1,15 @@
 package ioctlmodel_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
-	"github.com/pureverbs/pureverbs/internal/sys"
-	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/internal/testkit/leakmain"
 )
 
 // TestMain traces every fd and mapping the tests create and fails the run
 // when any is left open; in the VM each test is also checked on its own
 // (testkit.LeakCheck: goroutines, fds, mappings, kernel objects).
 func TestMain(m *testing.M) {
-	sys.EnableLeakTracing()
-	testkit.CheckLeaksPerTest(sys.OpenFDs, sys.OpenMappings, sys.OpenBuffers)
-	code := m.Run()
-	if r := sys.LeakReport(); r != "" && code == 0 {
-		fmt.Fprintln(os.Stderr, r)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(leakmain.Run(m))
 }

@@ -1,12 +1,10 @@
 package twohost
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
-	"github.com/pureverbs/pureverbs/internal/sys"
-	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/internal/testkit/leakmain"
 )
 
 // TestMain traces every fd and mapping the tests create and fails the run
@@ -17,12 +15,5 @@ import (
 // in the environment): there the peer's test is checked on B, and the
 // driver on A sees a leak there as the peer's failure.
 func TestMain(m *testing.M) {
-	sys.EnableLeakTracing()
-	testkit.CheckLeaksPerTest(sys.OpenFDs, sys.OpenMappings, sys.OpenBuffers)
-	code := m.Run()
-	if r := sys.LeakReport(); r != "" && code == 0 {
-		fmt.Fprintln(os.Stderr, r)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(leakmain.Run(m))
 }
