@@ -193,6 +193,20 @@ func (r *scaleRig) addQPs(t *testing.T, cqs []*uverbs.CQ) {
 	}
 }
 
+// drain polls a CQ into wcs until it is empty and handles every
+// completion (for qp).
+func (r *scaleRig) drain(qp *uverbs.QP, poll func([]uverbs.WC) (int, error), wcs []uverbs.WC) error {
+	for {
+		n, err := poll(wcs)
+		if err != nil || n == 0 {
+			return err
+		}
+		if err := r.handle(qp, wcs[:n]); err != nil {
+			return err
+		}
+	}
+}
+
 // handle consumes the completions of one CQ: a receive ends a message
 // (its latency is recorded) and is posted again.
 func (r *scaleRig) handle(qp *uverbs.QP, wcs []uverbs.WC) error {
@@ -389,17 +403,8 @@ func scaleRun(t *testing.T, mode string) {
 				if err != nil {
 					return err
 				}
-				for {
-					n, err := q.GetWC(wcs)
-					if err != nil {
-						return err
-					}
-					if n == 0 {
-						break
-					}
-					if err := r.handle(r.qps[qpOf[q]], wcs[:n]); err != nil {
-						return err
-					}
+				if err := r.drain(r.qps[qpOf[q]], q.GetWC, wcs); err != nil {
+					return err
 				}
 			}
 			return nil
@@ -454,17 +459,8 @@ func scaleRun(t *testing.T, mode string) {
 				if err := q.ReqNotify(false); err != nil {
 					return err
 				}
-				for {
-					n, err := q.Poll(wcs)
-					if err != nil {
-						return err
-					}
-					if n == 0 {
-						break
-					}
-					if err := r.handle(r.qps[qpOf[q]], wcs[:n]); err != nil {
-						return err
-					}
+				if err := r.drain(r.qps[qpOf[q]], q.Poll, wcs); err != nil {
+					return err
 				}
 			}
 			return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/internal/testkit"
+	"github.com/pureverbs/pureverbs/internal/testkit/rcstream"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -33,24 +34,9 @@ func connect(t *testing.T, c *uverbs.Context, qp *uverbs.QP, dest uint32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := []struct {
-		attr uverbs.QPAttr
-		mask uverbs.QPAttrMask
-	}{
-		{uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessLocalWrite},
-			uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags},
-		{uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: 3, DestQPN: dest, MaxDestRdAtomic: 1, MinRNRTimer: 1,
-			AH: uverbs.AHAttr{DGID: g.GID, SGIDIndex: 1, HopLimit: 1, IsGlobal: true, PortNum: 1}},
-			uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN |
-				uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer},
-		{uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
-			uverbs.QPAttrState | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry |
-				uverbs.QPAttrSQPSN | uverbs.QPAttrMaxQPRdAtomic},
-	}
-	for _, s := range steps {
-		if err := qp.Modify(&s.attr, s.mask); err != nil {
-			t.Fatalf("Modify to %v: %v", s.attr.State, err)
-		}
+	// Retry count 7: rxe never counts it down; these QPs never fail.
+	if err := rcstream.Connect(qp, dest, g.GID, 1, 1, rcstream.Timers{Timeout: 14, Retry: 7}); err != nil {
+		t.Fatal(err)
 	}
 }
 
