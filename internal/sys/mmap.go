@@ -1,8 +1,10 @@
 package sys
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -27,8 +29,10 @@ import (
 // torn down, and Retire falls back to Unmap beyond a bound (retireMaxBytes,
 // retireMaxCount), so dead rings cannot pin unbounded kernel memory
 // between garbage collections. The range itself is returned to the kernel
-// (munmap) by a cleanup when the Mapping becomes unreachable: destroying a
-// ring costs one munmap in all, as in libibverbs, only later.
+// (munmap) after the Mapping becomes unreachable: its cleanup hands it to
+// the returner (returnDead), which munmaps adjacent dead ranges together,
+// so destroying a ring costs at most one munmap, as in libibverbs, only
+// later, and a run of rings destroyed together costs one.
 //
 // The memory is reached only through the bounds-checked accessors below;
 // no slice or pointer into it leaves this package, so no user of a ring
@@ -52,21 +56,125 @@ type region struct {
 	fd   *FD
 }
 
-// release is the cleanup: forget the range if it is retired, then munmap
-// it. Forgetting first (under the fd's retMu) keeps the fd's Close from
-// replacing a range that is being returned to the kernel, which might by
-// then be someone else's.
+// release is the cleanup: it hands the range to the returner, which
+// munmaps it soon after, together with the other ranges released
+// meanwhile. With the returner's queue full it munmaps the range itself.
+// It allocates nothing (tests of the data path count every allocation of
+// the process, cleanups included).
 func (r region) release() {
-	if r.fd != nil {
-		r.fd.retMu.Lock()
-		if _, ok := r.fd.retired[r.base]; ok {
-			delete(r.fd.retired, r.base)
-			retiredBytes.Add(-int64(r.size))
-			retiredCount.Add(-1)
+	dead.mu.Lock()
+	if dead.n < len(dead.list) {
+		dead.list[dead.n] = r
+		dead.n++
+		dead.mu.Unlock()
+		select {
+		case deadWake <- struct{}{}:
+		default: // a wake-up is pending
 		}
-		r.fd.retMu.Unlock()
+		return
 	}
-	unix.MunmapPtr(r.base, r.size)
+	dead.mu.Unlock()
+	one := [1]region{r}
+	unmapRegions(one[:])
+}
+
+// dead holds the ranges of unreachable Mappings not yet returned to the
+// kernel. The returner takes them in rounds: whatever was released while
+// a round's munmaps ran makes the next round. After a collection the
+// cleanups release rings far faster than munmap returns them (a dead ring
+// costs 25-45 us under TCG, mostly its TLB shootdown), so a round takes
+// many, and adjacent ranges (mmap places rings made one after another
+// next to each other) go back in one munmap, one TLB flush. A ring that
+// is mapped, reachable or retired is never among them, so merging cannot
+// reach one in use.
+var dead struct {
+	mu   sync.Mutex
+	list [1024]region
+	n    int
+	busy bool // the returner is in a round
+}
+
+var (
+	deadWake      = make(chan struct{}, 1)
+	deadRound     [len(dead.list)]region // the returner's current round
+	startReturner sync.Once
+)
+
+// returner is the one goroutine that returns dead ranges. It starts with
+// the first Mapping and parks on deadWake between rounds.
+func returner() {
+	for range deadWake {
+		for {
+			dead.mu.Lock()
+			k := copy(deadRound[:], dead.list[:dead.n])
+			clear(dead.list[:dead.n])
+			dead.n = 0
+			dead.busy = k > 0
+			dead.mu.Unlock()
+			if k == 0 {
+				break
+			}
+			unmapRegions(deadRound[:k])
+			clear(deadRound[:k])
+		}
+	}
+}
+
+// unmapRegions forgets each range where it is retired, then munmaps the
+// ranges, adjacent ones together. Forgetting first (under the fd's retMu)
+// keeps the fd's Close from replacing a range that is being returned to
+// the kernel, which might by then be someone else's; a range Close
+// already replaced maps zero pages of ours until it is returned.
+func unmapRegions(b []region) {
+	for _, r := range b {
+		r.forget()
+	}
+	slices.SortFunc(b, func(x, y region) int { return cmp.Compare(uintptr(x.base), uintptr(y.base)) })
+	page := uintptr(unix.Getpagesize())
+	for i := 0; i < len(b); {
+		base := b[i].base
+		end := uintptr(base) + roundUp(b[i].size, page)
+		j := i + 1
+		for ; j < len(b) && uintptr(b[j].base) == end; j++ {
+			end += roundUp(b[j].size, page)
+		}
+		unix.MunmapPtr(base, end-uintptr(base))
+		deadReturned.Add(int64(j - i))
+		deadMunmaps.Add(1)
+		i = j
+	}
+}
+
+func roundUp(n, to uintptr) uintptr { return (n + to - 1) &^ (to - 1) }
+
+// deadReturned and deadMunmaps count the ranges returned and the munmaps
+// that returned them (tests).
+var deadReturned, deadMunmaps atomic.Int64
+
+// forget drops the range from its fd's retired set.
+func (r region) forget() {
+	if r.fd == nil {
+		return
+	}
+	r.fd.retMu.Lock()
+	if _, ok := r.fd.retired[r.base]; ok {
+		delete(r.fd.retired, r.base)
+		retiredBytes.Add(-int64(r.size))
+		retiredCount.Add(-1)
+	}
+	r.fd.retMu.Unlock()
+}
+
+// PendingDeadRanges returns the number of ranges of unreachable Mappings
+// not yet munmapped (tests and reports).
+func PendingDeadRanges() int {
+	dead.mu.Lock()
+	defer dead.mu.Unlock()
+	n := dead.n
+	if dead.busy {
+		n++ // a round is under way
+	}
+	return n
 }
 
 // Bounds on retired rings not yet returned by their cleanup (process-wide):
@@ -104,6 +212,7 @@ func Mmap(fd *FD, offset int64, size int, name string) (*Mapping, error) {
 func newMapping(p unsafe.Pointer, size int, fd *FD, name string) *Mapping {
 	m := &Mapping{base: p, size: size, fd: fd, name: name}
 	m.mapped.Store(true)
+	startReturner.Do(func() { go returner() })
 	runtime.AddCleanup(m, region.release, region{p, uintptr(size), fd})
 	if tracing.Load() {
 		buf := make([]byte, 4096)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -306,5 +307,97 @@ func TestMappingRetireCloseRace(t *testing.T) {
 	if !gcUntil(t, func() bool { n, b := RetiredMappings(); return n == n0 && b == b0 }) {
 		n, b := RetiredMappings()
 		t.Fatalf("RetiredMappings = %d, %d; want %d, %d", n, b, n0, b0)
+	}
+}
+
+// TestUnmapRegionsMerges: dead ranges that touch go back in one munmap,
+// and the merge never reaches a page between them that is still in use.
+func TestUnmapRegionsMerges(t *testing.T) {
+	page := unix.Getpagesize()
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(7*page), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.MunmapPtr(p, uintptr(7*page)) // what is left
+	at := func(i int) unsafe.Pointer { return unsafe.Add(p, i*page) }
+	mapped := func(i int) bool {
+		// msync fails with ENOMEM on a range that is not mapped.
+		return unix.Msync(unsafe.Slice((*byte)(at(i)), page), unix.MS_ASYNC) == nil
+	}
+	// Pages 0-2 and 4-5 are dead (page 5 as a ring of less than a page),
+	// 3 and 6 in use; out of order, as cleanups release them.
+	b := []region{{at(4), uintptr(page), nil}, {at(1), uintptr(page), nil}, {at(0), uintptr(page), nil},
+		{at(5), uintptr(page / 2), nil}, {at(2), uintptr(page), nil}}
+	n0, r0 := deadMunmaps.Load(), deadReturned.Load()
+	unmapRegions(b)
+	if n, r := deadMunmaps.Load()-n0, deadReturned.Load()-r0; n != 2 || r != 5 {
+		t.Errorf("%d munmaps returned %d ranges, want 2 and 5", n, r)
+	}
+	for i, want := range []bool{false, false, false, true, false, false, true} {
+		if got := mapped(i); got != want {
+			t.Errorf("page %d mapped = %v, want %v", i, got, want)
+		}
+	}
+}
+
+// TestDeadRangesReturned: Mappings dropped one after another are all
+// returned to the kernel, by fewer munmaps when their ranges touch.
+func TestDeadRangesReturned(t *testing.T) {
+	raw, err := unix.MemfdCreate("pureverbs-ring", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Skipf("memfd_create: %v", err)
+	}
+	fd, _ := NewFD(raw, "memfd ring")
+	defer fd.Close()
+	if err := unix.Ftruncate(raw, 4096); err != nil {
+		t.Fatal(err)
+	}
+	r0 := deadReturned.Load()
+	const n = 64
+	func() {
+		for range n {
+			m, err := Mmap(fd, 0, 4096, "test ring")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Retire()
+		}
+	}()
+	if !gcUntil(t, func() bool { return !fileMapped(t) && PendingDeadRanges() == 0 }) {
+		t.Fatalf("rings still mapped (%d pending)", PendingDeadRanges())
+	}
+	if r := deadReturned.Load() - r0; r < n {
+		t.Fatalf("%d ranges returned, want at least %d", r, n)
+	}
+}
+
+// TestReleaseNoAllocs: a cleanup that hands its range to the returner
+// allocates nothing, since the data-path tests count every allocation of
+// the process, cleanups included; and the returner unmaps every range.
+func TestReleaseNoAllocs(t *testing.T) {
+	startReturner.Do(func() { go returner() })
+	page := unix.Getpagesize()
+	const n = 64
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(n*page), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(n-1, func() {
+		region{unsafe.Add(p, i*page), uintptr(page), nil}.release()
+		i++
+	})
+	if allocs != 0 {
+		t.Errorf("release allocated %.1f objects per call", allocs)
+	}
+	if i != n {
+		t.Fatalf("%d releases, want %d", i, n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for PendingDeadRanges() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := unix.Msync(unsafe.Slice((*byte)(p), n*page), unix.MS_ASYNC); err != unix.ENOMEM {
+		t.Fatalf("msync of the released range: %v, want ENOMEM (unmapped)", err)
 	}
 }

@@ -255,9 +255,11 @@ func goroutines() map[int]string {
 }
 
 // ignoredGoroutine reports goroutines that start once per process and
-// stay: not a test's leak.
+// stay: not a test's leak (internal/sys's returner of dead ring ranges
+// starts with the first ring mapped).
 func ignoredGoroutine(stack string) bool {
-	for _, s := range []string{"os/signal.loop", "os/signal.signal_recv", "runtime.ensureSigM", "testing.(*M).startAlarm", "testing.runFuzzing"} {
+	for _, s := range []string{"os/signal.loop", "os/signal.signal_recv", "runtime.ensureSigM", "testing.(*M).startAlarm", "testing.runFuzzing",
+		"pureverbs/internal/sys.returner"} {
 		if strings.Contains(stack, s) {
 			return true
 		}
