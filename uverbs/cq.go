@@ -83,9 +83,9 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	}
 	hook("cq:before-create")
 
-	var granted uint32
 	cmd := c.get()
 	cmd.Reset(abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE, c.driverID)
+	granted := sys.Scratch[uint32](cmd) // read before cmd goes back
 	ha := cmd.IDRNew(abi.UVERBS_ATTR_CREATE_CQ_HANDLE)
 	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint64(cqe), 4, true)
 	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, uh, 8, true)
@@ -94,7 +94,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	if cq.ch != nil {
 		cmd.FDIn(abi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, cq.ch.r.Fd(), false)
 	}
-	sys.PtrOut(cmd, abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, &granted, true)
+	sys.PtrOut(cmd, abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, granted, true)
 	if in := drv.udataIn(); len(in) > 0 {
 		cmd.BytesIn(abi.UVERBS_ATTR_UHW_IN, in, true)
 	}
@@ -103,13 +103,13 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	}
 	err = cmd.Exec(c.cmd)
 	cq.handle = cmd.Handle(ha)
+	cq.cqe = int(*granted)
 	c.put(cmd)
 	if err != nil {
 		cq.detach()
 		c.reg.Abort(uh)
 		return nil, c.limitErr(c.opErr("cq", "create", err), "cq")
 	}
-	cq.cqe = int(granted)
 
 	if err := drv.created(c); err != nil {
 		cq.destroyCmd()
@@ -118,7 +118,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 		c.reg.Abort(uh)
 		return nil, err
 	}
-	cq.release = drv.release
+	cq.release = drv
 	hook("cq:created")
 	if err := c.reg.Publish(uh, cq); err != nil {
 		// Close ran meanwhile: the kernel CQ goes with the command fd;

@@ -33,9 +33,14 @@ type life struct {
 	// gone mirrors dead for lock-free readers (the empty poll): set
 	// before the rings are released.
 	gone    atomic.Bool
-	release func() error // unmaps the provider's rings; set before publish
-	counts  core.Counts  // delivered/acked events (affiliated objects)
+	release releaser    // unmaps the provider's rings; set before publish
+	counts  core.Counts // delivered/acked events (affiliated objects)
 }
+
+// releaser is the provider's part of an object (its rings). Held as an
+// interface rather than a method value, which would allocate a closure
+// per object.
+type releaser interface{ release() error }
 
 // hold takes a shared reference; false if the object is destroyed.
 func (l *life) hold() bool {
@@ -59,7 +64,7 @@ func (l *life) kill() {
 		l.dead = true
 		l.gone.Store(true)
 		if l.release != nil {
-			l.release()
+			l.release.release()
 		}
 	}
 	l.rw.Unlock()
@@ -130,7 +135,7 @@ func (l *life) destroy(ctx context.Context, c *Context, obj Affiliated, object s
 	l.gone.Store(true)
 	var uerr error
 	if l.release != nil {
-		uerr = l.release()
+		uerr = l.release.release()
 	}
 	l.rw.Unlock()
 	c.reg.Remove(obj.UserHandle(), obj)

@@ -314,7 +314,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		c.reg.Abort(uh)
 		return nil, err
 	}
-	qp.release = drv.release
+	qp.release = drv
 	hook("qp:created")
 	if err := c.reg.Publish(uh, qp); err != nil {
 		drv.release()

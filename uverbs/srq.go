@@ -179,7 +179,7 @@ func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
 		c.reg.Abort(uh)
 		return nil, err
 	}
-	srq.release = drv.release
+	srq.release = drv
 	hook("srq:created")
 	if err := c.reg.Publish(uh, srq); err != nil {
 		// Close ran meanwhile: the kernel SRQ goes with the command fd;

@@ -232,14 +232,22 @@ type Registry[T comparable] struct {
 	mu      sync.Mutex
 	closed  bool
 	next    uint64
-	entries map[uint64]*entry[T]
+	entries map[uint64]entry[T]
 }
 
+// entry is held by value: Reserve allocates nothing but the map's growth.
 type entry[T comparable] struct {
 	obj       T
 	counts    *Counts
-	ready     chan struct{} // closed by Publish or Abort
+	ready     chan struct{} // made by the first Lookup that waits; closed by Publish or Abort
 	published bool
+}
+
+// settle closes e's ready channel, if a Lookup made one (under r.mu).
+func (e entry[T]) settle() {
+	if e.ready != nil {
+		close(e.ready)
+	}
 }
 
 // Reserve allocates a fresh non-zero user handle for an object about to
@@ -251,10 +259,10 @@ func (r *Registry[T]) Reserve(counts *Counts) (uint64, error) {
 		return 0, ErrRegistryClosed
 	}
 	if r.entries == nil {
-		r.entries = map[uint64]*entry[T]{}
+		r.entries = map[uint64]entry[T]{}
 	}
 	r.next++
-	r.entries[r.next] = &entry[T]{counts: counts, ready: make(chan struct{})}
+	r.entries[r.next] = entry[T]{counts: counts}
 	return r.next, nil
 }
 
@@ -268,14 +276,12 @@ func (r *Registry[T]) Publish(uh uint64, obj T) error {
 	if !ok {
 		return ErrRegistryClosed
 	}
+	e.settle()
 	if r.closed {
 		delete(r.entries, uh)
-		close(e.ready)
 		return ErrRegistryClosed
 	}
-	e.obj = obj
-	e.published = true
-	close(e.ready)
+	r.entries[uh] = entry[T]{obj: obj, counts: e.counts, published: true}
 	return nil
 }
 
@@ -285,7 +291,7 @@ func (r *Registry[T]) Abort(uh uint64) {
 	defer r.mu.Unlock()
 	if e, ok := r.entries[uh]; ok && !e.published {
 		delete(r.entries, uh)
-		close(e.ready)
+		e.settle()
 	}
 }
 
@@ -300,18 +306,24 @@ func (r *Registry[T]) Remove(uh uint64, obj T) {
 
 // Lookup returns the object published under uh and its counts. A handle
 // that is reserved but not yet published makes Lookup wait for its
-// creator (a create finishes or fails within one command).
+// creator (a create finishes or fails within one command). Handles are
+// never reused, so what uh names after the wait is that creator's object
+// or nothing.
 func (r *Registry[T]) Lookup(uh uint64) (obj T, counts *Counts, ok bool) {
 	r.mu.Lock()
-	e, ok := r.entries[uh]
-	r.mu.Unlock()
-	if !ok {
-		return obj, nil, false
-	}
-	<-e.ready
-	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !e.published || r.entries[uh] != e {
+	e, ok := r.entries[uh]
+	if ok && !e.published {
+		if e.ready == nil {
+			e.ready = make(chan struct{})
+			r.entries[uh] = e
+		}
+		r.mu.Unlock()
+		<-e.ready
+		r.mu.Lock()
+		e, ok = r.entries[uh]
+	}
+	if !ok || !e.published {
 		return obj, nil, false
 	}
 	return e.obj, e.counts, true

@@ -245,3 +245,31 @@ func TestRegistryConcurrent(t *testing.T) {
 		t.Fatalf("%d entries left", r.Len())
 	}
 }
+
+// TestRegistryNoAllocs: the create and destroy of an object (Reserve,
+// Publish, Remove) allocate nothing once the map has grown; only a Lookup
+// that must wait makes a channel.
+func TestRegistryNoAllocs(t *testing.T) {
+	var r Registry[*int]
+	var c Counts
+	obj := new(int)
+	cycle := func() {
+		uh, err := r.Reserve(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Publish(uh, obj); err != nil {
+			t.Fatal(err)
+		}
+		if v, _, ok := r.Lookup(uh); !ok || v != obj {
+			t.Fatalf("Lookup(%d) = %v, %v", uh, v, ok)
+		}
+		r.Remove(uh, obj)
+	}
+	for range 1000 {
+		cycle()
+	}
+	if a := testing.AllocsPerRun(1000, cycle); a > 0.05 {
+		t.Fatalf("Reserve+Publish+Lookup+Remove allocated %.2f objects per object", a)
+	}
+}
