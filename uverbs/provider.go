@@ -113,7 +113,7 @@ func (q *rxeQueue) mapQueue(c *Context, object, name string) error {
 		return &OpError{Object: object, Method: "mmap",
 			Err: fmt.Errorf("%w: provider returned mmap info offset %#x size %d", ErrInvalid, q.mi.Offset, q.mi.Size)}
 	}
-	m, err := sys.Mmap(c.cmd, int64(q.mi.Offset), int(q.mi.Size), c.dev.Name+" "+name)
+	m, err := sys.Mmap(c.cmd, int64(q.mi.Offset), int(q.mi.Size), name)
 	if err != nil {
 		return c.opErr(object, "mmap", err)
 	}

@@ -28,8 +28,8 @@ const (
 type rxeCQ struct {
 	resp abi.RxeCreateCqResp
 	q    rxeQueue
-	mu   sync.Mutex // serialises pollers
-	ring *rxeRing
+	mu   sync.Mutex     // serialises pollers
+	ring rxeRing        // set by created, before the CQ is published
 	cqe  abi.IbUverbsWc // scratch, under mu
 	// consumed mirrors ring.own (the consumer index) for empty, which
 	// reads it without mu.
@@ -43,13 +43,11 @@ func (d *rxeCQ) created(c *Context) error {
 	if err := d.q.mapQueue(c, "cq", "cq ring"); err != nil {
 		return err
 	}
-	r, err := newRxeRing(d.q.m, false)
-	if err != nil {
+	if err := d.ring.init(d.q.m, false); err != nil {
 		d.q.unmap()
 		return &OpError{Object: "cq", Method: "create", Err: err}
 	}
-	d.ring = r
-	d.consumed.Store(r.own)
+	d.consumed.Store(d.ring.own)
 	return nil
 }
 func (d *rxeCQ) release() error { return d.q.unmap() }
@@ -57,7 +55,7 @@ func (d *rxeCQ) release() error { return d.q.unmap() }
 // poll copies up to len(wcs) completions out of the ring (rxe_poll_cq).
 func (d *rxeCQ) poll(wcs []WC) int {
 	d.mu.Lock()
-	r := d.ring
+	r := &d.ring
 	n := min(r.ready(), uint32(min(len(wcs), 1<<30)))
 	for i := uint32(0); i < n; i++ {
 		r.m.ReadAt(sys.AsBytes(&d.cqe), r.slot(i))
@@ -75,7 +73,7 @@ func (d *rxeCQ) poll(wcs []WC) int {
 // the last poll: one load from the ring, no lock. A stale consumer index
 // can only make it answer false (the caller then polls under the lock).
 func (d *rxeCQ) empty() bool {
-	r := d.ring
+	r := &d.ring // m and mask do not change once published; own is mu's
 	return r.m.Load32(rxeProdOff)&r.mask == d.consumed.Load()
 }
 

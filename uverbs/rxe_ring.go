@@ -41,24 +41,33 @@ type rxeRing struct {
 // newRxeRing checks the header the kernel initialised and returns the
 // producer (producer true) or consumer side of the queue.
 func newRxeRing(m *sys.Mapping, producer bool) (*rxeRing, error) {
+	r := new(rxeRing)
+	if err := r.init(m, producer); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// init is newRxeRing into r (a ring held by value, one allocation less).
+func (r *rxeRing) init(m *sys.Mapping, producer bool) error {
 	if m.Len() < rxeDataOff {
-		return nil, fmt.Errorf("%w: rxe queue of %d bytes has no room for its header", ErrInvalid, m.Len())
+		return fmt.Errorf("%w: rxe queue of %d bytes has no room for its header", ErrInvalid, m.Len())
 	}
 	shift := m.Load32(rxeLog2ElemOff)
 	mask := m.Load32(rxeMaskOff)
 	if shift < 5 || shift > 20 || mask&(mask+1) != 0 || mask > 1<<24 {
-		return nil, fmt.Errorf("%w: rxe queue header: log2_elem_size %d, index_mask %#x", ErrInvalid, shift, mask)
+		return fmt.Errorf("%w: rxe queue header: log2_elem_size %d, index_mask %#x", ErrInvalid, shift, mask)
 	}
 	if need := rxeDataOff + (int(mask)+1)<<shift; need > m.Len() {
-		return nil, fmt.Errorf("%w: rxe queue of %d slots of %d bytes needs %d bytes, mapping has %d",
+		return fmt.Errorf("%w: rxe queue of %d slots of %d bytes needs %d bytes, mapping has %d",
 			ErrInvalid, mask+1, 1<<shift, need, m.Len())
 	}
-	r := &rxeRing{m: m, mask: mask, shift: shift, ownAt: rxeConsOff, other: rxeProdOff}
+	*r = rxeRing{m: m, mask: mask, shift: shift, ownAt: rxeConsOff, other: rxeProdOff}
 	if producer {
 		r.ownAt, r.other = rxeProdOff, rxeConsOff
 	}
 	r.own = m.Load32(r.ownAt) & mask
-	return r, nil
+	return nil
 }
 
 // slots returns the number of slots (capacity + 1).

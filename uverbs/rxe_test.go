@@ -282,7 +282,7 @@ func TestRxePollDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &rxeCQ{ring: r}
+	d := &rxeCQ{ring: *r}
 	cqes := []abi.IbUverbsWc{
 		{WrId: 1, Status: 0, Opcode: 128, ByteLen: 40 + 6, QpNum: 17, SrcQp: 18, WcFlags: 3, PortNum: 1},
 		{WrId: 2, Status: 5, QpNum: 17},
@@ -326,7 +326,7 @@ func TestRxeEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &rxeCQ{ring: r}
+	d := &rxeCQ{ring: *r}
 	wcs := make([]WC, 4)
 	prod := uint32(0)
 	for lap := 0; lap < 5; lap++ {
@@ -408,7 +408,7 @@ func BenchmarkRxeEmptyPoll(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := &rxeCQ{ring: r}
+	d := &rxeCQ{ring: *r}
 	wcs := make([]WC, 2)
 	b.Run("locked", func(b *testing.B) {
 		for b.Loop() {

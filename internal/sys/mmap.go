@@ -192,7 +192,8 @@ var (
 	mapped = map[*Mapping]string{}
 )
 
-// Mmap maps size bytes at offset of fd read/write and shared.
+// Mmap maps size bytes at offset of fd read/write and shared. name says
+// which ring it is ("cq ring"); reports add the fd's name.
 func Mmap(fd *FD, offset int64, size int, name string) (*Mapping, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("sys: mmap %s: size %d: %w", name, size, unix.EINVAL)
@@ -224,6 +225,16 @@ func newMapping(p unsafe.Pointer, size int, fd *FD, name string) *Mapping {
 	return m
 }
 
+// desc names the mapping in errors and leak reports: the fd's name and
+// the ring's (joined only when needed: a string per ring would be an
+// allocation per create).
+func (m *Mapping) desc() string {
+	if m.fd == nil {
+		return m.name
+	}
+	return m.fd.Name() + " " + m.name
+}
+
 // Len returns the size of the mapping in bytes.
 func (m *Mapping) Len() int { return m.size }
 
@@ -242,7 +253,7 @@ func (m *Mapping) Unmap() error {
 	}
 	if err := placeholder(m.base, uintptr(m.size)); err != nil {
 		// Without the placeholder the file stays mapped; keep it so.
-		return fmt.Errorf("sys: unmap %s: %w", m.name, err)
+		return fmt.Errorf("sys: unmap %s: %w", m.desc(), err)
 	}
 	m.done()
 	return nil
@@ -328,7 +339,7 @@ func RetiredMappings() (n int, bytes int64) {
 // that is a bug in the ring code, never the result of user input.
 func (m *Mapping) at(off, n int) unsafe.Pointer {
 	if off < 0 || n < 0 || off > m.size-n {
-		panic(fmt.Sprintf("sys: access [%d,%d) outside mapping %s of %d bytes", off, off+n, m.name, m.size))
+		panic(fmt.Sprintf("sys: access [%d,%d) outside mapping %s of %d bytes", off, off+n, m.desc(), m.size))
 	}
 	return unsafe.Add(m.base, off)
 }
@@ -336,7 +347,7 @@ func (m *Mapping) at(off, n int) unsafe.Pointer {
 // Load32 atomically loads the 32-bit word at off (acquire).
 func (m *Mapping) Load32(off int) uint32 {
 	if off&3 != 0 {
-		panic(fmt.Sprintf("sys: unaligned 32-bit load at %d in %s", off, m.name))
+		panic(fmt.Sprintf("sys: unaligned 32-bit load at %d in %s", off, m.desc()))
 	}
 	v := (*atomic.Uint32)(m.at(off, 4)).Load()
 	runtime.KeepAlive(m)
@@ -346,7 +357,7 @@ func (m *Mapping) Load32(off int) uint32 {
 // Store32 atomically stores v at off (release).
 func (m *Mapping) Store32(off int, v uint32) {
 	if off&3 != 0 {
-		panic(fmt.Sprintf("sys: unaligned 32-bit store at %d in %s", off, m.name))
+		panic(fmt.Sprintf("sys: unaligned 32-bit store at %d in %s", off, m.desc()))
 	}
 	(*atomic.Uint32)(m.at(off, 4)).Store(v)
 	runtime.KeepAlive(m)
@@ -370,7 +381,7 @@ func OpenMappings() []string {
 	defer mapMu.Unlock()
 	var out []string
 	for m, stack := range mapped {
-		out = append(out, fmt.Sprintf("mapping %s (%d bytes) created at:\n%s", m.name, m.size, stack))
+		out = append(out, fmt.Sprintf("mapping %s (%d bytes) created at:\n%s", m.desc(), m.size, stack))
 	}
 	sort.Strings(out)
 	return out
