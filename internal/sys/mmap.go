@@ -30,7 +30,7 @@ import (
 // retireMaxCount), so dead rings cannot pin unbounded kernel memory
 // between garbage collections. The range itself is returned to the kernel
 // (munmap) after the Mapping becomes unreachable: its cleanup hands it to
-// the returner (returnDead), which munmaps adjacent dead ranges together,
+// the returner goroutine, which munmaps adjacent dead ranges together,
 // so destroying a ring costs at most one munmap, as in libibverbs, only
 // later, and a run of rings destroyed together costs one.
 //
@@ -126,9 +126,6 @@ func returner() {
 // the kernel, which might by then be someone else's; a range Close
 // already replaced maps zero pages of ours until it is returned.
 func unmapRegions(b []region) {
-	for _, r := range b {
-		r.forget()
-	}
 	slices.SortFunc(b, func(x, y region) int { return cmp.Compare(uintptr(x.base), uintptr(y.base)) })
 	page := uintptr(unix.Getpagesize())
 	for i := 0; i < len(b); {
@@ -137,6 +134,12 @@ func unmapRegions(b []region) {
 		j := i + 1
 		for ; j < len(b) && uintptr(b[j].base) == end; j++ {
 			end += roundUp(b[j].size, page)
+		}
+		// Forgotten run by run, right before its munmap: a Close
+		// meanwhile still replaces the ranges of later runs, so the
+		// file is not held for the whole round.
+		for _, r := range b[i:j] {
+			r.forget()
 		}
 		unix.MunmapPtr(base, end-uintptr(base))
 		deadReturned.Add(int64(j - i))
