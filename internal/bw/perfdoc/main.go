@@ -17,6 +17,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -58,8 +59,9 @@ type data struct {
 }
 
 var (
-	bwHeadRE  = regexp.MustCompile(`\S+ against \S+: kernel \S+, `)
-	latHeadRE = regexp.MustCompile(`kernel (\S+), device (\S+), (\d+) rounds, (\d+) iterations per run, arguments "([^"]*)", clocksource (\S+)`)
+	bwHeadRE = regexp.MustCompile(`\S+ against \S+: kernel \S+, `)
+	// rcpingpong's TestVMPerformance header; "environment" (-pp.env) since 90ed278.
+	latHeadRE = regexp.MustCompile(`kernel (\S+), device (\S+), (\d+) rounds, (\d+) iterations per run, arguments "([^"]*)"(?:, environment "([^"]*)")?, clocksource (\S+)`)
 	roundRE   = regexp.MustCompile(`round \d+ size (\d+): (.*)$`)
 	pairRE    = regexp.MustCompile(`([a-z-]+) ([0-9.]+)`)
 )
@@ -69,6 +71,7 @@ func parse(r io.Reader, d *data) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	var cur *latData
+	latRun, latHeads := false, 0
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
 		if i := strings.Index(line, "BWPERF {"); i >= 0 {
@@ -83,11 +86,22 @@ func parse(r io.Reader, d *data) error {
 			cur = nil // a bandwidth test: its round lines are in BWPERF
 			continue
 		}
+		if strings.Contains(line, "=== RUN   TestVMPerformance") {
+			latRun = true
+		}
 		if m := latHeadRE.FindStringSubmatch(line); m != nil {
+			latHeads++
+			if m[6] != "" {
+				// An experiment (-pp.env GOMAXPROCS=1, ...), not the
+				// tools as users run them: not a series of the plot.
+				fmt.Fprintf(os.Stderr, "perfdoc: skipping a latency run with environment %q\n", m[6])
+				cur = nil
+				continue
+			}
 			k := latKey{Kernel: m[1], Events: slices.Contains(strings.Fields(m[5]), "-e")}
 			rounds, _ := strconv.Atoi(m[3])
 			iters, _ := strconv.Atoi(m[4])
-			cur = &latData{Iters: iters, Rounds: rounds, Dev: m[2], Clocksource: m[6], USec: map[int]map[string][]float64{}}
+			cur = &latData{Iters: iters, Rounds: rounds, Dev: m[2], Clocksource: m[7], USec: map[int]map[string][]float64{}}
 			d.lat[k] = cur
 			continue
 		}
@@ -104,7 +118,15 @@ func parse(r io.Reader, d *data) error {
 			}
 		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if latRun && latHeads == 0 {
+		// The header changed and the regexp no longer matches: fail
+		// rather than leave the latency section silently stale.
+		return errors.New("a TestVMPerformance run without a header line perfdoc understands (latHeadRE)")
+	}
+	return nil
 }
 
 // short is the kernel's series: "6.1" or "6.12".

@@ -19,7 +19,7 @@ const sampleLog = `rxevm: === kernel 6.1 ===
     bwtest.go:396: round 1 size 65536: go-server-go-client 26.64, c-server-c-client 31.96, go-server-c-client 34.68, c-server-go-client 32.52
     bwtest.go:406: BWPERF {"tool":"writebw","kernel":"6.1.0-57-amd64","place":"rxe0","iters":{"65536":200},"rounds":1,"args":"","clocksource":"tsc","seconds":6.6,"failures":["round 1, go-server-c-client, 4096 B: Failed status 9: wr_id 0 syndrom 0x0"],"mbs":{"65536":{"c-server-c-client":[31.96],"c-server-go-client":[32.52],"go-server-c-client":[34.68],"go-server-go-client":[26.64]}}}
 rxevm: === kernel 6.12 ===
-    perf_vm_test.go:61: kernel 6.12.107+deb12-amd64, device rxe0, 1 rounds, 200 iterations per run, arguments "-e", clocksource tsc
+    perf_vm_test.go:61: kernel 6.12.107+deb12-amd64, device rxe0, 1 rounds, 200 iterations per run, arguments "-e", environment "", clocksource tsc
     perf_vm_test.go:98: round 1 size 64: go-server-go-client 300.00, c-server-c-client 250.00, go-server-c-client 260.00, c-server-go-client 270.00
 `
 
@@ -73,5 +73,23 @@ func TestReplaceSection(t *testing.T) {
 	b := replaceSection(a+"\nafter\n", "x", "two\n")
 	if want := strings.Replace(a, "one\n", "two\n", 1) + "\nafter\n"; b != want {
 		t.Fatalf("replaced:\n%q\nwant\n%q", b, want)
+	}
+}
+
+// TestParseLatencyHeaders: a TestVMPerformance run with an environment
+// (-pp.env) is an experiment and no series; one whose header perfdoc
+// cannot read is an error, not a stale plot.
+func TestParseLatencyHeaders(t *testing.T) {
+	d := &data{lat: map[latKey]*latData{}}
+	exp := `=== RUN   TestVMPerformance
+    perf_vm_test.go:79: kernel 6.1.0-57-amd64, device rxe0, 1 rounds, 200 iterations per run, arguments "", environment "GOMAXPROCS=1", clocksource tsc
+    perf_vm_test.go:101: round 1 size 64: go-server-go-client 60.00, c-server-c-client 40.00, go-server-c-client 50.00, c-server-go-client 55.00
+`
+	if err := parse(strings.NewReader(exp), d); err != nil || len(d.lat) != 0 {
+		t.Fatalf("experiment run: err %v, series %v", err, d.lat)
+	}
+	bad := strings.Replace(exp, "iterations per run", "iterations in each run", 1)
+	if err := parse(strings.NewReader(bad), d); err == nil {
+		t.Fatal("a header perfdoc cannot read went unnoticed")
 	}
 }
