@@ -741,3 +741,26 @@ func TestRunnerReportsFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestBootPanic: only a panic before the guest's setup finished and
+// before any program began is the emulator's (booted again); any other
+// panic is the run's failure.
+func TestBootPanic(t *testing.T) {
+	mk := func(panicked, setupOK, began bool) *kernelResult {
+		return &kernelResult{panicked: panicked, setupOK: setupOK, bins: []*binResult{{label: "a", began: began}, {label: "b"}}}
+	}
+	for _, c := range []struct {
+		r    *kernelResult
+		want bool
+	}{
+		{mk(true, false, false), true},
+		{mk(true, true, false), false},   // after setup: the tests' kernel
+		{mk(true, false, true), false},   // a program ran
+		{mk(false, false, false), false}, // no panic
+		{&kernelResult{panicked: true, prepErr: os.ErrNotExist}, false},
+	} {
+		if got := c.r.bootPanic(); got != c.want {
+			t.Errorf("panicked %v setupOK %v began %v: bootPanic = %v, want %v", c.r.panicked, c.r.setupOK, len(c.r.bins) > 0 && c.r.bins[0].began, got, c.want)
+		}
+	}
+}
