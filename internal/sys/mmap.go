@@ -340,29 +340,50 @@ func RetiredMappings() (n int, bytes int64) {
 
 // at panics with a clear message on an access outside the mapping:
 // that is a bug in the ring code, never the result of user input.
+//
+// The accessors are small enough to inline into the data path (the panics
+// are out of line): each post and poll makes several.
 func (m *Mapping) at(off, n int) unsafe.Pointer {
-	if off < 0 || n < 0 || off > m.size-n {
-		panic(fmt.Sprintf("sys: access [%d,%d) outside mapping %s of %d bytes", off, off+n, m.desc(), m.size))
+	// off < 0 or n < 0 wrap to huge unsigned values.
+	if uint(off) > uint(m.size) || uint(n) > uint(m.size)-uint(off) {
+		panic(&accessError{m, off, n})
 	}
 	return unsafe.Add(m.base, off)
 }
 
+// word checks a 32-bit access at off (aligned, inside) in one branch.
+func (m *Mapping) word(off int) *atomic.Uint32 {
+	if off&3 != 0 || uint(off) >= uint(m.size) || uint(m.size)-uint(off) < 4 {
+		panic(&accessError{m, off, 4})
+	}
+	return (*atomic.Uint32)(unsafe.Add(m.base, off))
+}
+
+// accessError is the panic of an access outside a mapping or a misaligned
+// 32-bit one. Its text is built only when printed, which keeps the
+// accessors small enough to inline into the data path.
+type accessError struct {
+	m      *Mapping
+	off, n int
+}
+
+func (e *accessError) Error() string {
+	if e.n == 4 && e.off&3 != 0 {
+		return fmt.Sprintf("sys: unaligned 32-bit access at %d in %s", e.off, e.m.desc())
+	}
+	return fmt.Sprintf("sys: access [%d,%d) outside mapping %s of %d bytes", e.off, e.off+e.n, e.m.desc(), e.m.size)
+}
+
 // Load32 atomically loads the 32-bit word at off (acquire).
 func (m *Mapping) Load32(off int) uint32 {
-	if off&3 != 0 {
-		panic(fmt.Sprintf("sys: unaligned 32-bit load at %d in %s", off, m.desc()))
-	}
-	v := (*atomic.Uint32)(m.at(off, 4)).Load()
+	v := m.word(off).Load()
 	runtime.KeepAlive(m)
 	return v
 }
 
 // Store32 atomically stores v at off (release).
 func (m *Mapping) Store32(off int, v uint32) {
-	if off&3 != 0 {
-		panic(fmt.Sprintf("sys: unaligned 32-bit store at %d in %s", off, m.desc()))
-	}
-	(*atomic.Uint32)(m.at(off, 4)).Store(v)
+	m.word(off).Store(v)
 	runtime.KeepAlive(m)
 }
 

@@ -56,18 +56,37 @@ func TestMappingAccessors(t *testing.T) {
 	if string(got) != "hello" || m.Len() != 8192 || !m.Mapped() {
 		t.Fatalf("ReadAt = %q, len %d, mapped %v", got, m.Len(), m.Mapped())
 	}
-	for _, f := range []func(){
-		func() { m.Load32(8192) }, func() { m.Load32(-4) }, func() { m.Load32(2) },
-		func() { m.Store32(8190, 1) }, func() { m.ReadAt(make([]byte, 2), 8191) },
-		func() { m.WriteAt(make([]byte, 1), -1) },
+	// The last word and an empty access at the end are inside.
+	m.Store32(8188, 7)
+	if m.Load32(8188) != 7 {
+		t.Fatal("last word")
+	}
+	m.ReadAt(nil, 8192)
+	for _, c := range []struct {
+		f    func()
+		want string
+	}{
+		{func() { m.Load32(8192) }, "access [8192,8196) outside mapping"},
+		{func() { m.Load32(-4) }, "access [-4,0) outside mapping"},
+		{func() { m.Load32(2) }, "unaligned 32-bit access at 2"},
+		{func() { m.Store32(8190, 1) }, "unaligned 32-bit access at 8190"},
+		{func() { m.Store32(1<<62, 1) }, "outside mapping"},
+		{func() { m.ReadAt(make([]byte, 2), 8191) }, "access [8191,8193) outside mapping"},
+		{func() { m.WriteAt(make([]byte, 1), -1) }, "access [-1,0) outside mapping"},
+		{func() { m.WriteAt(make([]byte, 1), 8193) }, "access [8193,8194) outside mapping"},
 	} {
 		func() {
 			defer func() {
-				if recover() == nil {
-					t.Error("out-of-range access did not panic")
+				p := recover()
+				if p == nil {
+					t.Errorf("%s: did not panic", c.want)
+					return
+				}
+				if e, ok := p.(error); !ok || !strings.Contains(e.Error(), c.want) || !strings.Contains(e.Error(), "of 8192 bytes") && !strings.Contains(e.Error(), "unaligned") {
+					t.Errorf("panic %v, want %q", p, c.want)
 				}
 			}()
-			f()
+			c.f()
 		}()
 	}
 }

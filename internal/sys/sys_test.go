@@ -499,3 +499,35 @@ func TestEventFileCloseRacesReads(t *testing.T) {
 	ef.Close()
 	wg.Wait()
 }
+
+// TestRWQuick: the raw read/write of the doorbell and the event readers
+// returns the kernel's count, the errno of a failure, unwrapped, and
+// allocates nothing.
+func TestRWQuick(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	if n, err := rwQuick(unix.SYS_WRITE, p[1], []byte("hello")); n != 5 || err != nil {
+		t.Fatalf("write = %d, %v", n, err)
+	}
+	buf := make([]byte, 16)
+	if n, err := rwQuick(unix.SYS_READ, p[0], buf); n != 5 || err != nil || string(buf[:5]) != "hello" {
+		t.Fatalf("read = %d, %v, %q", n, err, buf[:n])
+	}
+	if n, err := rwQuick(unix.SYS_READ, p[0], buf); n != 0 || err != unix.EAGAIN {
+		t.Fatalf("read of an empty non-blocking pipe = %d, %v; want EAGAIN", n, err)
+	}
+	if _, err := rwQuick(unix.SYS_WRITE, -1, buf); err != unix.EBADF {
+		t.Fatalf("write to fd -1: %v; want EBADF", err)
+	}
+	if n, err := rwQuick(unix.SYS_WRITE, p[1], nil); n != 0 || err != nil {
+		t.Fatalf("empty write = %d, %v", n, err)
+	}
+	testkit.NoAllocs(t, 1000, func() {
+		rwQuick(unix.SYS_WRITE, p[1], buf[:1])
+		rwQuick(unix.SYS_READ, p[0], buf)
+	})
+}
