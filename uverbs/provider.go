@@ -54,8 +54,8 @@ type qpDriver interface {
 	udataIn() []byte
 	udataOut() []byte
 	// created maps the send queue, and the receive queue unless the QP
-	// takes its receives from an SRQ.
-	created(c *Context, hasSRQ bool) error
+	// takes its receives from an SRQ; handle is the QP's, for doorbells.
+	created(c *Context, handle uint32, hasSRQ bool) error
 	release() error
 	// postSend and postRecv write work requests to the queues and ring
 	// the doorbell if the device needs one (the caller holds the QP).

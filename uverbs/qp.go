@@ -308,7 +308,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	qp.qpn = qpn
 	qp.cap = capFromABI(&capOut)
 
-	if err := drv.created(c, attr.SRQ != nil); err != nil {
+	if err := drv.created(c, qp.handle, attr.SRQ != nil); err != nil {
 		qp.destroyCmd()
 		drv.release()
 		c.reg.Abort(uh)

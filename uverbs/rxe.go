@@ -119,7 +119,7 @@ type rxeQP struct {
 	sqRing *rxeRing
 	wqe    abi.RxeSendWqe
 	sge    abi.RxeSge
-	db     rxeDoorbell
+	db     rxeDoorbell // set by created, then read-only
 	dbResp abi.IbUverbsPostSendResp
 
 	rqMu   sync.Mutex // serialises receivers; guards rqRing, rwqe, rsge
@@ -136,10 +136,18 @@ type rxeDoorbell struct {
 	cmd abi.IbUverbsPostSend
 }
 
+// setDoorbell builds the QP's doorbell once: it never changes, and every
+// post writes it as is.
+func (d *rxeQP) setDoorbell(handle uint32) {
+	d.db.hdr = abi.IbUverbsCmdHdr{Command: abi.IB_USER_VERBS_CMD_POST_SEND, InWords: 8, OutWords: 1}
+	d.db.cmd = abi.IbUverbsPostSend{Response: sys.PtrAddr(&d.dbResp), QpHandle: handle, WqeSize: rxeDoorbellWQESize}
+}
+
 // rxe requires an empty UHW_IN for QP create.
 func (d *rxeQP) udataIn() []byte  { return nil }
 func (d *rxeQP) udataOut() []byte { return sys.AsBytes(&d.resp) }
-func (d *rxeQP) created(c *Context, hasSRQ bool) error {
+func (d *rxeQP) created(c *Context, handle uint32, hasSRQ bool) error {
+	d.setDoorbell(handle)
 	d.sq.mi = d.resp.SqMi
 	if err := d.sq.mapQueue(c, "qp", "send queue"); err != nil {
 		return err
@@ -205,8 +213,6 @@ func (d *rxeQP) postSend(qp *QP, wrs []SendWR) error {
 }
 
 func (d *rxeQP) ring(qp *QP) error {
-	d.db.hdr = abi.IbUverbsCmdHdr{Command: abi.IB_USER_VERBS_CMD_POST_SEND, InWords: 8, OutWords: 1}
-	d.db.cmd = abi.IbUverbsPostSend{Response: sys.PtrAddr(&d.dbResp), QpHandle: qp.handle, WqeSize: rxeDoorbellWQESize}
 	n, err := sys.WriteHeld(qp.ctx.cmd, sys.AsBytes(&d.db))
 	if err == nil && n != 32 {
 		err = sys.EIO
