@@ -252,7 +252,43 @@ func (g *guest) finish(ctx context.Context) {
 	}
 }
 
+// runPair boots the two hosts and runs the payload; when a guest kernel
+// panicked while booting, before any test program began on host A (the
+// emulator, as for one host: kernelResult.bootPanic), it boots the pair
+// once more.
 func runPair(ctx context.Context, o *options, k kernelSpec, p *payload, work string) *pairResult {
+	res := runPairOnce(ctx, o, k, p, work)
+	if res.bootPanic() && ctx.Err() == nil {
+		fmt.Printf("rxevm: kernel %s panicked while booting on host %s, before its setup finished and before any test program ran (the emulated machine, not a test): booting both hosts once more\n", k.short, res.panickedHost())
+		res = runPairOnce(ctx, o, k, p, work)
+	}
+	return res
+}
+
+// bootPanic reports a pair whose run can simply be repeated: a host's
+// kernel panicked while booting, and no test program began on host A.
+// (Host B's agent is the runner's own, not a test: it may have started.)
+func (r *pairResult) bootPanic() bool {
+	if r.prepErr != nil || !(r.a.bootPanic() || r.b.panicked && !r.b.setupOK) {
+		return false
+	}
+	for _, b := range r.a.bins {
+		if b.began {
+			return false
+		}
+	}
+	return true
+}
+
+// panickedHost names the host bootPanic found, for the log.
+func (r *pairResult) panickedHost() string {
+	if r.a.panicked {
+		return "A"
+	}
+	return "B"
+}
+
+func runPairOnce(ctx context.Context, o *options, k kernelSpec, p *payload, work string) *pairResult {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	res := newPairResult(k.short, p, o)

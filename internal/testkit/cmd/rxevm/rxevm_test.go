@@ -764,3 +764,33 @@ func TestBootPanic(t *testing.T) {
 		}
 	}
 }
+
+// TestPairBootPanic: a two-host run is repeated only when a host's kernel
+// panicked before its setup finished and no test program began on host A;
+// host B's agent having started does not count.
+func TestPairBootPanic(t *testing.T) {
+	host := func(panicked, setupOK, began bool) *kernelResult {
+		return &kernelResult{panicked: panicked, setupOK: setupOK, bins: []*binResult{{label: "x", began: began}}}
+	}
+	for _, c := range []struct {
+		name string
+		r    *pairResult
+		want bool
+		who  string
+	}{
+		{"B panics booting", &pairResult{a: host(false, true, false), b: host(true, false, false)}, true, "B"},
+		{"A panics booting, B's agent up", &pairResult{a: host(true, false, false), b: host(false, true, true)}, true, "A"},
+		{"B panics after A's tests began", &pairResult{a: host(false, true, true), b: host(true, false, false)}, false, ""},
+		{"B panics after its setup", &pairResult{a: host(false, true, false), b: host(true, true, true)}, false, ""},
+		{"A panics after setup", &pairResult{a: host(true, true, false), b: host(false, true, true)}, false, ""},
+		{"no panic", &pairResult{a: host(false, true, false), b: host(false, false, false)}, false, ""},
+		{"prepare failed", &pairResult{a: host(true, false, false), b: host(true, false, false), prepErr: os.ErrNotExist}, false, ""},
+	} {
+		if got := c.r.bootPanic(); got != c.want {
+			t.Errorf("%s: bootPanic = %v, want %v", c.name, got, c.want)
+		}
+		if c.want && c.r.panickedHost() != c.who {
+			t.Errorf("%s: panickedHost = %s, want %s", c.name, c.r.panickedHost(), c.who)
+		}
+	}
+}
