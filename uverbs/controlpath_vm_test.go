@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +49,10 @@ var (
 var ctlOps = []string{"query_port", "cq", "open", "getppid"}
 
 const ctlEnv = "PUREVERBS_CTLBENCH" // "DEVICE OP ITERS [traced]": run the Go loop and exit
+
+// ctlProfEnv names a file for a CPU profile of the Go loop (run by hand in
+// the guest; docs/performance.md).
+const ctlProfEnv = "PUREVERBS_CTLBENCH_CPUPROFILE"
 
 func init() {
 	if v := os.Getenv(ctlEnv); v != "" {
@@ -131,6 +136,19 @@ func ctlBenchMain(args []string) int {
 	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	if f := os.Getenv(ctlProfEnv); f != "" {
+		w, err := os.Create(f)
+		if err == nil {
+			err = pprof.StartCPUProfile(w)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer w.Close()
+		defer pprof.StopCPUProfile()
+	}
+	u0, s0 := cpuTicks()
 	t0 := time.Now()
 	for range iters {
 		if err := one(); err != nil {
@@ -139,6 +157,7 @@ func ctlBenchMain(args []string) int {
 		}
 	}
 	loop := time.Since(t0)
+	u1, s1 := cpuTicks()
 	runtime.ReadMemStats(&m1)
 	if !traced {
 		v1, iv1 = ctxSwitches()
@@ -174,13 +193,31 @@ func ctlBenchMain(args []string) int {
 		allocs = float64(m1.Mallocs-m0.Mallocs) / float64(iters)
 		bytes = float64(m1.TotalAlloc-m0.TotalAlloc) / float64(iters)
 	}
-	vcsw, ivcsw := 0.0, 0.0
+	vcsw, ivcsw, user, sys := 0.0, 0.0, 0.0, 0.0
 	if iters > 0 {
 		vcsw, ivcsw = float64(v1-v0)/float64(iters), float64(iv1-iv0)/float64(iters)
+		user, sys = float64(u1-u0)*1e7/float64(iters), float64(s1-s0)*1e7/float64(iters)
 	}
-	fmt.Printf("ctlbench op=%s iters=%d ops=%d ns_per_op=%.0f vcsw_per_op=%.3f ivcsw_per_op=%.3f loop_ns_per_op=%.0f gc_ms=%.1f allocs_per_op=%.1f bytes_per_op=%.0f gcs=%d\n",
-		op, iters, ops, ns, vcsw, ivcsw, loopNs, float64(gc.Microseconds())/1000, allocs, bytes, m1.NumGC-m0.NumGC)
+	fmt.Printf("ctlbench op=%s iters=%d ops=%d ns_per_op=%.0f vcsw_per_op=%.3f ivcsw_per_op=%.3f loop_ns_per_op=%.0f gc_ms=%.1f allocs_per_op=%.1f bytes_per_op=%.0f gcs=%d user_ns_per_op=%.0f sys_ns_per_op=%.0f\n",
+		op, iters, ops, ns, vcsw, ivcsw, loopNs, float64(gc.Microseconds())/1000, allocs, bytes, m1.NumGC-m0.NumGC, user, sys)
 	return 0
+}
+
+// cpuTicks returns the process's user and system CPU time so far (all
+// threads, /proc/self/stat's utime and stime), in USER_HZ ticks of 10 ms:
+// what getrusage gives the C side, without importing syscall.
+func cpuTicks() (user, sys int64) {
+	b, _ := os.ReadFile("/proc/self/stat")
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:] // the command name may hold spaces
+	}
+	f := strings.Fields(s) // f[0] is field 3 (state)
+	if len(f) > 12 {
+		user, _ = strconv.ParseInt(f[11], 10, 64) // field 14
+		sys, _ = strconv.ParseInt(f[12], 10, 64)  // field 15
+	}
+	return user, sys
 }
 
 // ctxSwitches sums the voluntary and involuntary context switches of the
@@ -236,6 +273,7 @@ type ctlResult struct {
 	loopNs, gcMs  float64 // Go: the loop alone; the collection after it
 	vcsw, ivcsw   float64 // context switches per operation
 	allocs, bytes float64 // per operation (Go only)
+	user, sys     float64 // CPU time per operation, ns (10 ms ticks over the loop)
 }
 
 // ctlSide is one implementation measured: a Go test binary that knows
@@ -290,6 +328,10 @@ func ctlParse(t *testing.T, out string) ctlResult {
 				r.allocs, _ = strconv.ParseFloat(v, 64)
 			case "bytes_per_op":
 				r.bytes, _ = strconv.ParseFloat(v, 64)
+			case "user_ns_per_op":
+				r.user, _ = strconv.ParseFloat(v, 64)
+			case "sys_ns_per_op":
+				r.sys, _ = strconv.ParseFloat(v, 64)
 			}
 		}
 		return r
@@ -438,13 +480,16 @@ func TestVMControlPath(t *testing.T) {
 	start := time.Now()
 	t.Logf("kernel %s, device %s, %d rounds of %d iterations, strace runs of %d iterations, clocksource %s",
 		testkit.KernelRelease(), *ctlDev, *ctlRounds, *ctlIters, *ctlStrace, ctlClocksource())
-	var times, calls, detail strings.Builder
+	var times, calls, cpu, detail strings.Builder
 	fmt.Fprintf(&times, "| operation |")
 	fmt.Fprintf(&calls, "| operation |")
+	fmt.Fprintf(&cpu, "| operation |")
 	for _, s := range sides {
 		fmt.Fprintf(&times, " %s ns/op |", s.name)
 		fmt.Fprintf(&calls, " %s calls/op |", s.name)
+		fmt.Fprintf(&cpu, " %s CPU user + sys ns/op |", s.name)
 	}
+	fmt.Fprintf(&cpu, "\n|%s\n", strings.Repeat(" ---: |", 1+len(sides)))
 	for _, s := range sides[1:] {
 		fmt.Fprintf(&times, " %s/C |", s.name)
 	}
@@ -464,6 +509,8 @@ func TestVMControlPath(t *testing.T) {
 		ns := make([][]float64, len(sides))       // per side, per round
 		ratio := make([][]float64, len(sides))    // per side, per round: against C
 		switches := make([][]float64, len(sides)) // per side, per round
+		user := make([][]float64, len(sides))     // per side, per round: CPU ns/op
+		sysT := make([][]float64, len(sides))
 		last := make([]ctlResult, len(sides))
 		for r := range *ctlRounds {
 			res := make([]ctlResult, len(sides))
@@ -478,11 +525,13 @@ func TestVMControlPath(t *testing.T) {
 				switches[i] = append(switches[i], g.vcsw+g.ivcsw)
 				last[i] = g
 				if sides[i].goBin != "" {
-					line = append(line, fmt.Sprintf("%s %.0f ns/op (loop %.0f, then a %.1f ms collection; context switches %.3f+%.3f/op)",
-						sides[i].name, g.nsPerOp, g.loopNs, g.gcMs, g.vcsw, g.ivcsw))
+					line = append(line, fmt.Sprintf("%s %.0f ns/op (loop %.0f, then a %.1f ms collection; context switches %.3f+%.3f/op; CPU user %.0f + sys %.0f ns/op)",
+						sides[i].name, g.nsPerOp, g.loopNs, g.gcMs, g.vcsw, g.ivcsw, g.user, g.sys))
 				} else {
-					line = append(line, fmt.Sprintf("%s %.0f ns/op (context switches %.3f+%.3f/op)", sides[i].name, g.nsPerOp, g.vcsw, g.ivcsw))
+					line = append(line, fmt.Sprintf("%s %.0f ns/op (context switches %.3f+%.3f/op; CPU user %.0f + sys %.0f ns/op)", sides[i].name, g.nsPerOp, g.vcsw, g.ivcsw, g.user, g.sys))
 				}
+				user[i] = append(user[i], g.user)
+				sysT[i] = append(sysT[i], g.sys)
 			}
 			t.Logf("%s round %d: %s", op, r+1, strings.Join(line, "; "))
 		}
@@ -495,6 +544,11 @@ func TestVMControlPath(t *testing.T) {
 			fmt.Fprintf(&times, " %.2f |", medianOf(ratio[i+1]))
 		}
 		fmt.Fprintf(&times, "\n")
+		fmt.Fprintf(&cpu, "| %s |", op)
+		for i := range sides {
+			fmt.Fprintf(&cpu, " %.0f + %.0f |", medianOf(user[i]), medianOf(sysT[i]))
+		}
+		fmt.Fprintf(&cpu, "\n")
 		var cl float64
 		var sw []string
 		for i, sd := range sides {
@@ -527,9 +581,9 @@ func TestVMControlPath(t *testing.T) {
 		}
 		fmt.Fprintf(&calls, " %s | %.1f |\n", strings.Join(sw, " / "), last[1].allocs)
 	}
-	t.Logf("ns/op median (best) over %d rounds of %d iterations, X/C the median of the rounds' ratios; calls per operation from strace -f -c of %d iterations: the library's + the runtime's (futex, nanosleep, epoll_pwait, tgkill, traced apart with --seccomp-bpf); context switches from /proc, medians (%s, %s, clocksource %s at the end, %v):\n%s\n%s\n%s",
+	t.Logf("ns/op median (best) over %d rounds of %d iterations, X/C the median of the rounds' ratios; calls per operation from strace -f -c of %d iterations: the library's + the runtime's (futex, nanosleep, epoll_pwait, tgkill, traced apart with --seccomp-bpf); context switches from /proc, medians; CPU time of all the process's threads during the loop, medians (getrusage, /proc/self/stat: 10 ms ticks) (%s, %s, clocksource %s at the end, %v):\n%s\n%s\n%s\n%s",
 		*ctlRounds, *ctlIters, *ctlStrace, testkit.KernelRelease(), *ctlDev, ctlClocksource(), time.Since(start).Round(time.Second),
-		times.String(), calls.String(), detail.String())
+		times.String(), calls.String(), cpu.String(), detail.String())
 }
 
 // ctlRuntimeTraced are the runtime's calls TestVMControlPath counts:

@@ -64,6 +64,12 @@ static int one(const char *op, struct ibv_device *dev, struct ibv_context *ctx)
 	return EINVAL;
 }
 
+/* tv_ns returns b - a in nanoseconds. */
+static double tv_ns(const struct timeval *b, const struct timeval *a)
+{
+	return (b->tv_sec - a->tv_sec) * 1e9 + (b->tv_usec - a->tv_usec) * 1e3;
+}
+
 static long long now(void)
 {
 	struct timespec ts;
@@ -119,10 +125,12 @@ int main(int argc, char **argv)
 		}
 	t1 = now();
 	getrusage(RUSAGE_SELF, &r1);
-	printf("ctlbench op=%s iters=%ld ops=%ld ns_per_op=%.0f vcsw_per_op=%.3f ivcsw_per_op=%.3f\n", argv[2], iters,
-	       iters > 0 ? iters + iters / 10 + 1 : 0, iters ? (double)(t1 - t0) / iters : 0.0,
+	printf("ctlbench op=%s iters=%ld ops=%ld ns_per_op=%.0f vcsw_per_op=%.3f ivcsw_per_op=%.3f user_ns_per_op=%.0f sys_ns_per_op=%.0f\n",
+	       argv[2], iters, iters > 0 ? iters + iters / 10 + 1 : 0, iters ? (double)(t1 - t0) / iters : 0.0,
 	       iters ? (double)(r1.ru_nvcsw - r0.ru_nvcsw) / iters : 0.0,
-	       iters ? (double)(r1.ru_nivcsw - r0.ru_nivcsw) / iters : 0.0);
+	       iters ? (double)(r1.ru_nivcsw - r0.ru_nivcsw) / iters : 0.0,
+	       iters ? tv_ns(&r1.ru_utime, &r0.ru_utime) / iters : 0.0,
+	       iters ? tv_ns(&r1.ru_stime, &r0.ru_stime) / iters : 0.0);
 	if (ctx)
 		ibv_close_device(ctx);
 	ibv_free_device_list(list);
