@@ -500,15 +500,20 @@ func TestEventFileCloseRacesReads(t *testing.T) {
 	wg.Wait()
 }
 
-// TestRWQuick: the raw read/write of the doorbell and the event readers
-// returns the kernel's count and the errno of a failure, unwrapped.
-func TestRWQuick(t *testing.T) {
+// nonblockPipe returns a non-blocking pipe closed at the test's end.
+func nonblockPipe(t *testing.T) [2]int {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
+	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
+	return p
+}
+
+// TestRWQuick: the raw read/write of the doorbell and the event readers
+// returns the kernel's count and the errno of a failure, unwrapped.
+func TestRWQuick(t *testing.T) {
+	p := nonblockPipe(t)
 	if n, err := rwQuick(unix.SYS_WRITE, p[1], []byte("hello")); n != 5 || err != nil {
 		t.Fatalf("write = %d, %v", n, err)
 	}
@@ -530,12 +535,7 @@ func TestRWQuick(t *testing.T) {
 // TestRWQuickNoAllocs: the doorbell's and the event readers' raw call
 // allocates nothing (apart from TestRWQuick: NoAllocs skips under -race).
 func TestRWQuickNoAllocs(t *testing.T) {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
+	p := nonblockPipe(t)
 	buf := make([]byte, 16)
 	testkit.NoAllocs(t, 1000, func() {
 		rwQuick(unix.SYS_WRITE, p[1], buf[:1])
