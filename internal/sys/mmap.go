@@ -346,7 +346,7 @@ func RetiredMappings() (n int, bytes int64) {
 func (m *Mapping) at(off, n int) unsafe.Pointer {
 	// off < 0 or n < 0 wrap to huge unsigned values.
 	if uint(off) > uint(m.size) || uint(n) > uint(m.size)-uint(off) {
-		panic(&accessError{m, off, n})
+		panic(&accessError{m: m, off: off, n: n})
 	}
 	return unsafe.Add(m.base, off)
 }
@@ -354,7 +354,7 @@ func (m *Mapping) at(off, n int) unsafe.Pointer {
 // word checks a 32-bit access at off (aligned, inside) in one branch.
 func (m *Mapping) word(off int) *atomic.Uint32 {
 	if off&3 != 0 || uint(off) >= uint(m.size) || uint(m.size)-uint(off) < 4 {
-		panic(&accessError{m, off, 4})
+		panic(&accessError{m: m, off: off, n: 4, word: true})
 	}
 	return (*atomic.Uint32)(unsafe.Add(m.base, off))
 }
@@ -365,10 +365,11 @@ func (m *Mapping) word(off int) *atomic.Uint32 {
 type accessError struct {
 	m      *Mapping
 	off, n int
+	word   bool // a 32-bit load or store, which must be aligned
 }
 
 func (e *accessError) Error() string {
-	if e.n == 4 && e.off&3 != 0 {
+	if e.word && e.off&3 != 0 {
 		return fmt.Sprintf("sys: unaligned 32-bit access at %d in %s", e.off, e.m.desc())
 	}
 	return fmt.Sprintf("sys: access [%d,%d) outside mapping %s of %d bytes", e.off, e.off+e.n, e.m.desc(), e.m.size)

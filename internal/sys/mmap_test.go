@@ -72,6 +72,7 @@ func TestMappingAccessors(t *testing.T) {
 		{func() { m.Store32(8190, 1) }, "unaligned 32-bit access at 8190"},
 		{func() { m.Store32(1<<62, 1) }, "outside mapping"},
 		{func() { m.ReadAt(make([]byte, 2), 8191) }, "access [8191,8193) outside mapping"},
+		{func() { m.ReadAt(make([]byte, 4), 8190) }, "access [8190,8194) outside mapping"},
 		{func() { m.WriteAt(make([]byte, 1), -1) }, "access [-1,0) outside mapping"},
 		{func() { m.WriteAt(make([]byte, 1), 8193) }, "access [8193,8194) outside mapping"},
 	} {
