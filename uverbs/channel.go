@@ -190,12 +190,14 @@ func (ch *CompChannel) readEvent(ctx context.Context, wait bool) (*CQ, error) {
 	case n != 8:
 		return nil, &OpError{Object: "comp_channel", Method: "get_cq_event", Err: fmt.Errorf("%w: %d-byte completion event record", ErrInvalid, n)}
 	}
+	hook("comp_channel:read")
 	ch.cqsMu.RLock()
 	cq := ch.cqs[uh]
 	ch.cqsMu.RUnlock()
 	if cq == nil {
-		// The kernel drops the unread events of a destroyed CQ, so this is
-		// not one of ours.
+		// The kernel drops the unread events of a destroyed CQ, and a CQ
+		// being destroyed stays in the map until its reported events are
+		// acknowledged (life.destroy), so this is not one of ours.
 		return nil, &OpError{Object: "comp_channel", Method: "get_cq_event", Err: fmt.Errorf("%w: event for unknown CQ user handle %d", ErrInvalid, uh)}
 	}
 	cq.counts.Delivered(core.CompEvents, 0)

@@ -162,11 +162,8 @@ func (cq *CQ) Destroy(ctx context.Context) error {
 	}
 	return cq.destroy(ctx, cq.ctx, cq, "cq", func() (uint32, uint32, error) {
 		resp, err := cq.destroyCmd()
-		if err == nil {
-			cq.detach() // the kernel dropped its unread events
-		}
 		return resp.AsyncEventsReported, resp.CompEventsReported, err
-	})
+	}, cq.detach)
 }
 
 // CQE returns the number of entries the device granted (at least the

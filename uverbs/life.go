@@ -112,12 +112,20 @@ func seenBefore(ls []*life, l *life) bool {
 // destroy is the destroy sequence of an affiliated object, as libibverbs
 // does it but bounded by ctx: exclusively (after the uses in flight),
 // refuse a second destroy and send the kernel destroy, which returns the
-// number of events userspace read; on success mark the object dead, unmap
-// its rings and forget its user handle; then wait until the application
-// acknowledged that many events (or ctx ends: *UnackedError). A kernel
-// refusal (e.g. EBUSY) leaves the object usable.
+// number of events userspace read; on success mark the object dead and
+// unmap its rings; then wait until the application acknowledged that many
+// events (or ctx ends: *UnackedError), and only then forget its user
+// handle (and call forget, if not nil, for the completion channel's map).
+// A kernel refusal (e.g. EBUSY) leaves the object usable.
+//
+// The handle stays known during the wait because the kernel counts an
+// event as reported when read(2) returns it, before the reader looks the
+// handle up: a reader between the two must still find the object, or the
+// event is delivered uncounted and its Ack never reaches the wait. Once
+// every reported event is acknowledged, each was looked up, and the
+// kernel returns no more for a destroyed object, so none is in flight.
 func (l *life) destroy(ctx context.Context, c *Context, obj Affiliated, object string,
-	kernel func() (asyncReported, compReported uint32, err error)) error {
+	kernel func() (asyncReported, compReported uint32, err error), forget func()) error {
 	if ctx == nil {
 		return invalidErr(object, "destroy", "nil context.Context")
 	}
@@ -138,11 +146,15 @@ func (l *life) destroy(ctx context.Context, c *Context, obj Affiliated, object s
 		uerr = l.release.release()
 	}
 	l.rw.Unlock()
-	c.reg.Remove(obj.UserHandle(), obj)
-	if err != nil {
-		return err
+	if err == nil {
+		hook(object + ":wait-acks")
+		err = waitAcked(ctx, &l.counts, object, asyncRep, compRep)
 	}
-	if err := waitAcked(ctx, &l.counts, object, asyncRep, compRep); err != nil {
+	c.reg.Remove(obj.UserHandle(), obj)
+	if forget != nil {
+		forget()
+	}
+	if err != nil {
 		return err
 	}
 	if uerr != nil {
@@ -152,7 +164,9 @@ func (l *life) destroy(ctx context.Context, c *Context, obj Affiliated, object s
 }
 
 // testHook, when set by a test, is called at named points of the create
-// paths so tests can interleave a destroy or a Close deterministically.
+// paths, at a destroy's wait for acknowledgements and between a
+// completion channel's read and its lookup, so tests can interleave a
+// destroy or a Close deterministically.
 var testHook func(point string)
 
 func hook(point string) {

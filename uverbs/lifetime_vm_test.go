@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/async"
+	"github.com/pureverbs/pureverbs/internal/core"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -280,4 +281,231 @@ func TestVMCreateRacesClose(t *testing.T) {
 			waitResources(t, base)
 		})
 	}
+}
+
+// TestVMDestroyRacesAsyncRead: the kernel counts an async event as
+// reported when read(2) returns it, before the reader maps its handle to
+// the object. A QP's Destroy that runs entirely between the two (kernel
+// destroy and all) must still see that event delivered to the QP and wait
+// for its Ack, and the Ack must release it. The destroy used to forget
+// the handle first: the event came out with a nil Element, its Ack
+// counted nowhere, and Destroy waited until its context ended (seen once
+// in CI as TestVMCQOverflowEvent's "1 async ... still unacknowledged").
+func TestVMDestroyRacesAsyncRead(t *testing.T) {
+	c := openRxe(t)
+	base := testkit.Resources(t, testkit.RxeDev)
+	r, err := async.NewReader(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp := rcQP(t, pd, cq)
+	loopbackRTS(t, c, qp)
+
+	// Pause the reader between its read and its lookup of the QP.
+	inLookup := make(chan struct{})
+	resume := make(chan struct{})
+	var once sync.Once
+	core.LookupHook = func(uh uint64) {
+		if uh == qp.UserHandle() {
+			once.Do(func() {
+				close(inLookup)
+				<-resume
+			})
+		}
+	}
+	waiting := make(chan struct{})
+	var onceW sync.Once
+	uverbs.SetHookForTest(func(p string) {
+		if p == "qp:wait-acks" {
+			onceW.Do(func() { close(waiting) })
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := make(chan async.Event, 1)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for {
+			ev, err := r.Get(ctx)
+			if err != nil {
+				return
+			}
+			if ev.Type == async.SQDrained {
+				got <- ev
+				return // the test acknowledges it
+			}
+			t.Logf("other event: %v", ev)
+			r.Ack(ev)
+		}
+	}()
+	release := sync.OnceFunc(func() { close(resume) })
+	defer func() {
+		release()
+		cancel()
+		<-readerDone
+		core.LookupHook = nil
+		uverbs.SetHookForTest(nil)
+	}()
+
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateSQD, EnSQDAsyncNotify: true},
+		uverbs.QPAttrState|uverbs.QPAttrEnSQDAsyncNotify); err != nil {
+		t.Fatalf("Modify to SQD: %v", err)
+	}
+	select {
+	case <-inLookup:
+	case <-ctx.Done():
+		t.Fatal("no event of the QP was read")
+	}
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- qp.Destroy(ctx) }()
+	select {
+	case <-waiting: // the kernel destroy returned; Destroy waits for acks
+	case err := <-destroyed:
+		t.Fatalf("Destroy returned %v without waiting for the event read before it", err)
+	}
+	release()
+	var ev async.Event
+	select {
+	case ev = <-got:
+	case <-ctx.Done():
+		t.Fatal("the reader did not deliver the event")
+	}
+	if ev.Element != uverbs.Affiliated(qp) {
+		t.Fatalf("event read before the destroy has element %v, want the QP", ev.Element)
+	}
+	select {
+	case err := <-destroyed:
+		t.Fatalf("Destroy returned (%v) before the Ack", err)
+	default:
+	}
+	if err := r.Ack(ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-destroyed; err != nil {
+		t.Fatalf("Destroy after the Ack: %v", err)
+	}
+	if err := cq.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Dealloc(); err != nil {
+		t.Fatal(err)
+	}
+	waitResources(t, base)
+}
+
+// TestVMDestroyRacesChannelRead: the completion channel's counterpart. A
+// CQ destroyed between the channel's read of its event and the lookup
+// must still be returned to GetCQEvent (not "unknown CQ"), and its
+// Destroy must return once that event is acknowledged.
+func TestVMDestroyRacesChannelRead(t *testing.T) {
+	c := openRxe(t)
+	base := testkit.Resources(t, testkit.RxeDev)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(16, &uverbs.CQOptions{Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp := chanQP(t, c, pd, cq, cq)
+
+	inLookup := make(chan struct{})
+	resume := make(chan struct{})
+	waiting := make(chan struct{})
+	var onceR, onceW sync.Once
+	uverbs.SetHookForTest(func(p string) {
+		switch p {
+		case "comp_channel:read":
+			onceR.Do(func() {
+				close(inLookup)
+				<-resume
+			})
+		case "cq:wait-acks":
+			onceW.Do(func() { close(waiting) })
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	type result struct {
+		cq  *uverbs.CQ
+		err error
+	}
+	got := make(chan result, 1)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		cq, err := ch.GetCQEvent(ctx)
+		got <- result{cq, err}
+	}()
+	release := sync.OnceFunc(func() { close(resume) })
+	defer func() {
+		release()
+		cancel()
+		<-readerDone
+		uverbs.SetHookForTest(nil)
+	}()
+
+	if err := cq.ReqNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.PostRecv([]uverbs.RecvWR{{ID: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inLookup:
+	case res := <-got:
+		t.Fatalf("GetCQEvent returned %v, %v without passing the hook", res.cq, res.err)
+	case <-ctx.Done():
+		t.Fatal("no completion event was read")
+	}
+	if err := qp.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- cq.Destroy(ctx) }()
+	select {
+	case <-waiting:
+	case err := <-destroyed:
+		t.Fatalf("CQ Destroy returned %v without waiting for the event read before it", err)
+	}
+	release()
+	res := <-got
+	if res.err != nil || res.cq != cq {
+		t.Fatalf("GetCQEvent across the destroy = %v, %v; want the CQ", res.cq, res.err)
+	}
+	select {
+	case err := <-destroyed:
+		t.Fatalf("CQ Destroy returned (%v) before the ack", err)
+	default:
+	}
+	if err := cq.AckEvents(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-destroyed; err != nil {
+		t.Fatalf("CQ Destroy after the ack: %v", err)
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Dealloc(); err != nil {
+		t.Fatal(err)
+	}
+	waitResources(t, base)
 }

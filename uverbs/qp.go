@@ -363,7 +363,7 @@ func (qp *QP) Destroy(ctx context.Context) error {
 			}
 		}
 		return resp.EventsReported, 0, err
-	})
+	}, nil)
 }
 
 // Modify changes the QP's attributes selected by mask (ibv_modify_qp(3)),

@@ -228,7 +228,7 @@ func (srq *SRQ) Destroy(ctx context.Context) error {
 			srq.pd.users.srq.Add(-1)
 		}
 		return resp.EventsReported, 0, busyErr(err, &srq.users)
-	})
+	}, nil)
 }
 
 // Modify changes the SRQ's attributes selected by mask (ibv_modify_srq(3)):

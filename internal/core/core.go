@@ -304,12 +304,21 @@ func (r *Registry[T]) Remove(uh uint64, obj T) {
 	}
 }
 
+// LookupHook, when a test sets it (before the readers it concerns start,
+// reset after they end), is called at the start of every Lookup with the
+// handle: the point between an event reader's read(2) and its lookup,
+// where a test can interleave a destroy.
+var LookupHook func(uh uint64)
+
 // Lookup returns the object published under uh and its counts. A handle
 // that is reserved but not yet published makes Lookup wait for its
 // creator (a create finishes or fails within one command). Handles are
 // never reused, so what uh names after the wait is that creator's object
 // or nothing.
 func (r *Registry[T]) Lookup(uh uint64) (obj T, counts *Counts, ok bool) {
+	if LookupHook != nil {
+		LookupHook(uh)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.entries[uh]
