@@ -341,8 +341,12 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 	if err != nil {
 		return nil, err
 	}
+	packages := slices.Clone(guestPackages)
+	if o.valgrind {
+		packages = append(packages, "valgrind")
+	}
 	h := sha256.New()
-	fmt.Fprintln(h, baseLayout, pkg, guestPackages, guestLibPackages, guestPrune, guestTools, guestModules)
+	fmt.Fprintln(h, baseLayout, pkg, packages, guestLibPackages, guestPrune, guestTools, guestModules)
 	key := hex.EncodeToString(h.Sum(nil))[:12]
 	stamp := filepath.Join(o.cacheDir, "base-"+pkg+"-"+key+".release")
 	if rel, err := os.ReadFile(stamp); err == nil {
@@ -362,7 +366,7 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 		}
 	}
 	fmt.Printf("rxevm: preparing kernel %s and guest userland (first run; cached in %s)\n", pkg, o.cacheDir)
-	userland := append(slices.Clone(guestPackages), guestLibPackages...)
+	userland := append(packages, guestLibPackages...)
 	debs, err := fetchDebs(ctx, o.cacheDir, append([]string{pkg}, userland...))
 	if err != nil {
 		return nil, err
@@ -407,6 +411,11 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 	}
 	for _, d := range guestPrune {
 		os.RemoveAll(filepath.Join(root, d))
+	}
+	// valgrind's 32-bit x86 tools need a 32-bit loader the guest lacks.
+	x86, _ := filepath.Glob(filepath.Join(root, "usr/libexec/valgrind/*-x86-linux*"))
+	for _, f := range x86 {
+		os.Remove(f)
 	}
 	if err := installBusybox(root); err != nil {
 		return nil, err

@@ -56,6 +56,7 @@ type options struct {
 	hosts         int    // 1, or 2 for the two-host topology
 	wire          string // -hosts 2: "tcp" (socket listen/connect) or "udp"
 	race          bool   // build the test binaries with -race (cgo, glibc)
+	valgrind      bool   // add valgrind to the guest root (its own cached base image)
 }
 
 func parseArgs(args []string) (*options, error) {
@@ -72,6 +73,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.StringVar(&o.shellCmd, "shell-cmd", "", "run this shell command in the guest and print its output")
 	fs.IntVar(&o.memMB, "mem", 1536, "guest memory in MiB (per guest)")
 	fs.BoolVar(&o.race, "race", false, "build the test binaries with the race detector (CGO_ENABLED=1 -race: linked against glibc, which the guest root has from the same Debian 12 packages)")
+	fs.BoolVar(&o.valgrind, "valgrind", false, "add valgrind to the guests (experiments: callgrind instruction counts of the Go and C tools, docs/performance.md); a base image of its own")
 	fs.StringVar(&o.bootArgs, "boot-args", "", "more kernel command-line arguments for the guests (experiments: clocksource=..., ...)")
 	fs.IntVar(&o.hosts, "hosts", 1, "1: one guest; 2: two guests joined by a virtual Ethernet wire, running the TestTwoHost* tests on host A")
 	fs.StringVar(&o.wire, "wire", "tcp", "with -hosts 2, QEMU's socket netdev as a TCP stream (tcp: host A listens, B connects; tcp-nagle: without the runner's TCP_NODELAY on A's end) or UDP datagrams (udp)")
