@@ -2,7 +2,6 @@ package bw
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -23,13 +22,6 @@ type (
 
 // pollBatch is how many completions one poll reads (CTX_POLL_BATCH).
 const pollBatch = 16
-
-var epoch = time.Now()
-
-// nanotime is the monotonic clock in nanoseconds since the process
-// started (perftest reads the TSC; time.Since reads the vDSO clock and
-// allocates nothing).
-func nanotime() int64 { return int64(time.Since(epoch)) }
 
 // inc is perftest's INC: a message's stride in the cycle buffer, at least
 // a cache line.
@@ -115,9 +107,11 @@ func (l *sendLoop) run() error {
 	w := &l.wr[0]
 	iters, cqMod := l.iters, l.cqMod
 	l.scnt, l.ccnt = 0, 0
+	clear(l.tm.posted) // a stamp this run does not take stays zero
+	clear(l.tm.completed)
 	cycling := l.size <= l.cycle/2
 	if l.noPeak {
-		l.tm.posted[0] = nanotime()
+		l.tm.posted[0] = stamp()
 	}
 	for l.scnt < iters || l.ccnt < iters {
 		for l.scnt < iters && l.scnt-l.ccnt+1 <= l.txDepth {
@@ -125,7 +119,7 @@ func (l *sendLoop) run() error {
 				w.Flags &^= uverbs.SendSignaled
 			}
 			if !l.noPeak {
-				l.tm.posted[l.scnt] = nanotime()
+				l.tm.posted[l.scnt] = stamp()
 			}
 			if err := l.qp.PostSend(l.wr[:]); err != nil {
 				return msgError{fmt.Sprintf("Couldn't post send: qp 0 scnt=%d ", l.scnt), "  (" + err.Error() + ")"}
@@ -160,17 +154,18 @@ func (l *sendLoop) run() error {
 				l.ccnt += cqMod
 				if !l.noPeak {
 					if l.ccnt > iters {
-						l.tm.completed[iters-1] = nanotime()
+						l.tm.completed[iters-1] = stamp()
 					} else {
-						l.tm.completed[l.ccnt-1] = nanotime()
+						l.tm.completed[l.ccnt-1] = stamp()
 					}
 				}
 			}
 		}
 	}
 	if l.noPeak {
-		l.tm.completed[0] = nanotime()
+		l.tm.completed[0] = stamp()
 	}
+	toNanos(l.tm.posted, l.tm.completed)
 	return nil
 }
 
@@ -219,6 +214,8 @@ func (l *recvLoop) prepost(size uint64, lkey uint32) error {
 func (l *recvLoop) run() error {
 	cycling := l.size <= l.cycle/2
 	l.rcnt = 0
+	clear(l.tm.posted)
+	clear(l.tm.completed)
 	first := true
 	for l.rcnt < l.iters {
 		for {
@@ -230,7 +227,7 @@ func (l *recvLoop) run() error {
 				break
 			}
 			if first {
-				l.tm.posted[0] = nanotime()
+				l.tm.posted[0] = stamp()
 				first = false
 			}
 			for i := 0; i < n; i++ {
@@ -253,6 +250,7 @@ func (l *recvLoop) run() error {
 			}
 		}
 	}
-	l.tm.completed[0] = nanotime()
+	l.tm.completed[0] = stamp()
+	toNanos(l.tm.posted, l.tm.completed)
 	return nil
 }

@@ -1,0 +1,74 @@
+package bw
+
+import (
+	"os"
+	"strings"
+	"time"
+)
+
+// The loops' clock. perftest stamps every post and completion with the
+// TSC (get_cycles) and converts with a frequency it calibrates. The Go
+// tools read the TSC too where the kernel itself keeps time with it
+// (clocksource "tsc"): the vDSO's clock_gettime is then that same TSC
+// read plus about 80 instructions of seqlock and scaling, which QEMU's TCG
+// turns into a quarter of a microsecond per message (callgrind in the
+// guest: docs/performance.md). The ticks are converted to nanoseconds
+// after the run, at the rate the TSC advanced against the monotonic clock
+// since the process started (milliseconds at least: connection set-up
+// comes first), so no calibration pause is needed. Elsewhere (another
+// clocksource, another architecture, no /sys) the loops read the
+// monotonic clock directly.
+
+var (
+	epoch = time.Now()
+	// useTSC: stamps are TSC ticks, converted by ticksToNanos.
+	useTSC = haveTSC && tscClocksource()
+	// tsc0 and mono0 are one reading of both clocks at start-up.
+	tsc0, mono0 = startReading()
+)
+
+// nanotime is the monotonic clock in nanoseconds since the process
+// started (time.Since reads the vDSO clock and allocates nothing).
+func nanotime() int64 { return int64(time.Since(epoch)) }
+
+// stamp is the loops' timestamp: TSC ticks with useTSC, else nanotime.
+func stamp() int64 {
+	if useTSC {
+		return int64(rdtsc())
+	}
+	return nanotime()
+}
+
+func startReading() (uint64, int64) {
+	if !useTSC {
+		return 0, 0
+	}
+	return rdtsc(), nanotime()
+}
+
+func tscClocksource() bool {
+	b, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+	return err == nil && strings.TrimSpace(string(b)) == "tsc"
+}
+
+// toNanos turns the stamps in ts into nanoseconds since the process
+// started, in place; zero (a stamp never taken) stays zero. Without
+// useTSC the stamps are nanoseconds already.
+func toNanos(ts ...[]int64) {
+	if !useTSC {
+		return
+	}
+	tsc1, mono1 := rdtsc(), nanotime()
+	ticks := float64(tsc1 - tsc0)
+	if tsc1 <= tsc0 || mono1 <= mono0 {
+		ticks = 1 // cannot happen with the kernel's own clocksource; keep the stamps ordered
+	}
+	nsPerTick := float64(mono1-mono0) / ticks
+	for _, s := range ts {
+		for i, t := range s {
+			if t != 0 {
+				s[i] = mono0 + int64(float64(uint64(t)-tsc0)*nsPerTick)
+			}
+		}
+	}
+}
