@@ -22,12 +22,17 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 	if !qp.hold() {
 		return &PostError{Op: "post_send", Index: 0, Err: ErrClosed}
 	}
-	defer qp.drop()
+	// No defer on the data path (a deferred call costs about 15
+	// instructions); nothing between hold and drop panics.
+	var err error
 	switch QPState(qp.state.Load()) {
 	case QPStateReset, QPStateInit, QPStateRTR:
-		return &PostError{Op: "post_send", Index: 0, Err: ErrNotReady}
+		err = &PostError{Op: "post_send", Index: 0, Err: ErrNotReady}
+	default:
+		err = qp.drv.postSend(qp, wrs)
 	}
-	return qp.drv.postSend(qp, wrs)
+	qp.drop()
+	return err
 }
 
 // PostRecv posts receive work requests to the QP's receive queue
@@ -44,11 +49,14 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 	if !qp.hold() {
 		return &PostError{Op: "post_recv", Index: 0, Err: ErrClosed}
 	}
-	defer qp.drop()
+	var err error
 	if QPState(qp.state.Load()) == QPStateReset {
-		return &PostError{Op: "post_recv", Index: 0, Err: ErrNotReady}
+		err = &PostError{Op: "post_recv", Index: 0, Err: ErrNotReady}
+	} else {
+		err = qp.drv.postRecv(qp, wrs)
 	}
-	return qp.drv.postRecv(qp, wrs)
+	qp.drop()
+	return err
 }
 
 // Poll reads up to len(wcs) work completions into wcs and returns how many
@@ -90,6 +98,7 @@ func (srq *SRQ) PostRecv(wrs []RecvWR) error {
 	if !srq.hold() {
 		return &PostError{Op: "post_srq_recv", Index: 0, Err: ErrClosed}
 	}
-	defer srq.drop()
-	return srq.drv.postRecv(srq, wrs)
+	err := srq.drv.postRecv(srq, wrs)
+	srq.drop()
+	return err
 }

@@ -184,7 +184,12 @@ func (d *rxeQP) release() error {
 // them with one producer update and rings the doorbell once.
 func (d *rxeQP) postSend(qp *QP, wrs []SendWR) error {
 	d.sqMu.Lock()
-	defer d.sqMu.Unlock()
+	err := d.postSendLocked(qp, wrs)
+	d.sqMu.Unlock()
+	return err
+}
+
+func (d *rxeQP) postSendLocked(qp *QP, wrs []SendWR) error {
 	r := d.sqRing
 	free := r.free()
 	var perr error
@@ -325,15 +330,16 @@ func (d *rxeQP) writeSend(qp *QP, r *rxeRing, i uint32, wr *SendWR, idx int) err
 // publishes them with one producer update; no system call.
 func (d *rxeQP) postRecv(qp *QP, wrs []RecvWR) error {
 	d.rqMu.Lock()
-	defer d.rqMu.Unlock()
 	r := d.rqRing
 	if r == nil {
+		d.rqMu.Unlock()
 		return badWR("post_recv", 0, "the QP takes its receives from an SRQ: post them there")
 	}
 	n, err := postRecvRing(r, &d.rwqe, &d.rsge, qp.cap.MaxRecvSGE, wrs, "post_recv")
 	if n > 0 {
 		r.advance(uint32(n))
 	}
+	d.rqMu.Unlock()
 	return err
 }
 

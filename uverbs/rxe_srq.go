@@ -43,7 +43,12 @@ type rxeSRQ struct {
 // a resize, which replaces the ring under the exclusive hold, cannot run.
 func (d *rxeSRQ) postRecv(srq *SRQ, wrs []RecvWR) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	err := d.postRecvLocked(srq, wrs)
+	d.mu.Unlock()
+	return err
+}
+
+func (d *rxeSRQ) postRecvLocked(srq *SRQ, wrs []RecvWR) error {
 	if d.q.m == nil {
 		return &PostError{Op: "post_srq_recv", Index: 0, Err: closedErr("srq", "post_recv")}
 	}
