@@ -342,25 +342,29 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 		return nil, err
 	}
 	packages := slices.Clone(guestPackages)
+	// Images with valgrind have a name of their own, so that switching
+	// -valgrind on and off does not drop (and rebuild) the other.
+	prefix := "base-"
 	if o.valgrind {
 		packages = append(packages, "valgrind")
+		prefix = "base-valgrind-"
 	}
 	h := sha256.New()
 	fmt.Fprintln(h, baseLayout, pkg, packages, guestLibPackages, guestPrune, guestTools, guestModules)
 	key := hex.EncodeToString(h.Sum(nil))[:12]
-	stamp := filepath.Join(o.cacheDir, "base-"+pkg+"-"+key+".release")
+	stamp := filepath.Join(o.cacheDir, prefix+pkg+"-"+key+".release")
 	if rel, err := os.ReadFile(stamp); err == nil {
 		a := &kernelAssets{
 			release: strings.TrimSpace(string(rel)),
 			vmlinuz: filepath.Join(o.cacheDir, "vmlinuz-"+pkg),
-			base:    filepath.Join(o.cacheDir, "base-"+pkg+"-"+key+".cpio.gz"),
+			base:    filepath.Join(o.cacheDir, prefix+pkg+"-"+key+".cpio.gz"),
 		}
 		if fileExists(a.vmlinuz) && fileExists(a.base) {
 			return a, nil
 		}
 	}
 	// Drop images of older layouts.
-	if old, _ := filepath.Glob(filepath.Join(o.cacheDir, "base-"+pkg+"-*")); len(old) > 0 {
+	if old, _ := filepath.Glob(filepath.Join(o.cacheDir, prefix+pkg+"-*")); len(old) > 0 {
 		for _, f := range old {
 			os.Remove(f)
 		}
@@ -485,7 +489,7 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 	a := &kernelAssets{
 		release: release,
 		vmlinuz: filepath.Join(o.cacheDir, "vmlinuz-"+pkg),
-		base:    filepath.Join(o.cacheDir, "base-"+pkg+"-"+key+".cpio.gz"),
+		base:    filepath.Join(o.cacheDir, prefix+pkg+"-"+key+".cpio.gz"),
 	}
 	if err := copyFile(vmlinuzSrc, a.vmlinuz, 0o644); err != nil {
 		return nil, err
