@@ -88,7 +88,7 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	if err := c.execWrite(&w, "comp_channel", "create"); err != nil {
 		return nil, err
 	}
-	fd, err := sys.NewFD(int(resp.Fd), c.dev.Name+" completion channel")
+	fd, err := sys.NewFDKind(int(resp.Fd), c.dev.Name, "completion channel")
 	if err != nil {
 		return nil, c.opErr("comp_channel", "create", err)
 	}

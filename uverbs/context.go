@@ -276,7 +276,7 @@ func (c *Context) getContextWrite(cmd *sys.Ioctl, in, out []byte) error {
 }
 
 func (c *Context) adoptAsync(raw int) error {
-	fd, err := sys.NewFD(raw, c.dev.Name+" async events")
+	fd, err := sys.NewFDKind(raw, c.dev.Name, "async events")
 	if err != nil {
 		return c.opErr("async_event", "alloc", err)
 	}

@@ -29,6 +29,7 @@ type FD struct {
 	// reused by another open) while a call is in flight.
 	inUse sync.RWMutex
 	name  string
+	kind  string // appended to name by Name (joined only when asked)
 
 	// Retired mappings of this fd still in place (mmap.go): base ->
 	// size. Close replaces them before it closes the number.
@@ -42,6 +43,18 @@ func NewFD(raw int, name string) (*FD, error) {
 		return nil, fmt.Errorf("sys: invalid fd %d for %s", raw, name)
 	}
 	fd := &FD{raw: int32(raw), name: name}
+	traceOpen(fd)
+	return fd, nil
+}
+
+// NewFDKind is NewFD with the description name + " " + kind ("rxe0",
+// "async events"), joined only when Name is called: an open makes no
+// string for a report that normally never comes.
+func NewFDKind(raw int, name, kind string) (*FD, error) {
+	if raw < 0 {
+		return nil, fmt.Errorf("sys: invalid fd %d for %s %s", raw, name, kind)
+	}
+	fd := &FD{raw: int32(raw), name: name, kind: kind}
 	traceOpen(fd)
 	return fd, nil
 }
@@ -69,7 +82,12 @@ func (fd *FD) Int() int {
 }
 
 // Name returns the description given at creation.
-func (fd *FD) Name() string { return fd.name }
+func (fd *FD) Name() string {
+	if fd.kind == "" {
+		return fd.name
+	}
+	return fd.name + " " + fd.kind
+}
 
 // acquire returns the raw number for one system call, or false once the
 // FD is closed. Every successful acquire must be paired with release.
@@ -183,7 +201,7 @@ func OpenFDs() []string {
 	defer traceMu.Unlock()
 	var out []string
 	for fd, stack := range traced {
-		out = append(out, fmt.Sprintf("fd %d (%s) opened at:\n%s", fd.raw, fd.name, stack))
+		out = append(out, fmt.Sprintf("fd %d (%s) opened at:\n%s", fd.raw, fd.Name(), stack))
 	}
 	sort.Strings(out)
 	return out

@@ -378,6 +378,33 @@ func TestFDCloseOnceAndLeakTracing(t *testing.T) {
 	}
 }
 
+// TestNewFDKind: the two parts of the description make one name, in Name
+// and in the leak report, and a bad number is refused naming both.
+func TestNewFDKind(t *testing.T) {
+	raw, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := NewFDKind(raw, "rxe9", "async events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	if got := fd.Name(); got != "rxe9 async events" {
+		t.Errorf("Name() = %q", got)
+	}
+	found := false
+	for _, s := range OpenFDs() {
+		found = found || contains(s, "(rxe9 async events)")
+	}
+	if !found {
+		t.Errorf("leak report lacks the joined name: %q", OpenFDs())
+	}
+	if _, err := NewFDKind(-1, "rxe9", "completion channel"); err == nil || !contains(err.Error(), "rxe9 completion channel") {
+		t.Errorf("NewFDKind(-1) = %v", err)
+	}
+}
+
 func contains(s, sub string) bool {
 	for i := 0; i+len(sub) <= len(s); i++ {
 		if s[i:i+len(sub)] == sub {
