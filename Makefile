@@ -79,7 +79,7 @@ bench: deps
 # The VM suite: KERNEL=6.1|6.12|all, RUN=TestName, VMPKGS=./async/...
 vmtest: deps
 	@[ -n "$(strip $(VMPKGS))" ] || { echo "make vmtest: '$(GO) list ./...' found no packages"; exit 1; }
-	$(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) $(VMFLAGS) $(VMPKGS) -- -count=1 -v $(if $(RUN),-run '$(RUN)') $(TESTFLAGS)
+	$(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) $(VMFLAGS) $(VMPKGS) -- -count=1 -v $(if $(RUN),-run '$(value RUN)') $(TESTFLAGS)
 
 # The VM suite's library packages with the race detector (rxevm -race:
 # cgo test binaries linked against the guest's glibc), -short, on
@@ -88,7 +88,7 @@ vmtest: deps
 RACEKERNEL ?= 6.12
 RACEPKGS   ?= ./uverbs ./async ./cq ./devx ./internal/sys ./internal/core ./internal/testkit/faults
 vmtest-race: deps
-	$(if $(strip $(RACEKERNEL)),$(GO) run ./internal/testkit/cmd/rxevm -race -timeout 20m -kernel $(RACEKERNEL) $(VMFLAGS) $(RACEPKGS) -- -count=1 -v -short -timeout 15m $(if $(RUN),-run '$(RUN)') $(TESTFLAGS),@echo "make vmtest-race: RACEKERNEL is empty; skipped")
+	$(if $(strip $(RACEKERNEL)),$(GO) run ./internal/testkit/cmd/rxevm -race -timeout 20m -kernel $(RACEKERNEL) $(VMFLAGS) $(RACEPKGS) -- -count=1 -v -short -timeout 15m $(if $(RUN),-run '$(value RUN)') $(TESTFLAGS),@echo "make vmtest-race: RACEKERNEL is empty; skipped")
 
 # The two-host suite: two guests joined by a virtual Ethernet wire, the
 # TestTwoHost* tests of internal/testkit/twohost (and the bandwidth tools'
@@ -100,7 +100,7 @@ vmtest-race: deps
 # first).
 POWEROFFTESTS ?= $(shell grep -ho '^func TestTwoHostPowerOff[A-Za-z0-9_]*' internal/testkit/twohost/*_test.go | cut -c6-)
 vmtest2: deps
-	$(GO) run ./internal/testkit/cmd/rxevm -hosts 2 -kernel $(KERNEL) $(VMFLAGS) ./internal/testkit/twohost $(BWPKGS) -- -count=1 -v $(if $(RUN),-run '$(RUN)') $(TESTFLAGS)
+	$(GO) run ./internal/testkit/cmd/rxevm -hosts 2 -kernel $(KERNEL) $(VMFLAGS) ./internal/testkit/twohost $(BWPKGS) -- -count=1 -v $(if $(RUN),-run '$(value RUN)') $(TESTFLAGS)
 	$(if $(RUN),,$(foreach t,$(POWEROFFTESTS),$(GO) run ./internal/testkit/cmd/rxevm -hosts 2 -kernel $(KERNEL) $(VMFLAGS) ./internal/testkit/twohost -- -count=1 -v -run '^$(t)$$' $(TESTFLAGS) &&) true)
 
 # Go against C for docs/performance.md, on KERNEL (both by default): the

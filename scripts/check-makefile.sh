@@ -59,6 +59,15 @@ vm=$(grep "^$installed run ./internal/testkit/cmd/rxevm -kernel all " <<<"$out" 
 [ -n "$vm" ] || fail "make vmtest does not run $installed run ./internal/testkit/cmd/rxevm"
 module=$("$real" list -m)
 grep -q " $module/uverbs " <<<"$vm" || fail "make vmtest's package list (go list ./...) lacks $module/uverbs: $vm"
+# RUN reaches go test as written: make would expand the "$|" of a
+# pattern like 'TestA$|TestB' (an automatic variable) unless the recipe
+# takes RUN's value unexpanded.
+for target in vmtest vmtest-race vmtest2; do
+	runout=$(env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u GO \
+		PATH="$tmp/old:$PATH" PUREVERBS_GOROOT="$tmp/goroot" \
+		make --no-print-directory -n $target RACEKERNEL=6.12 'RUN=TestA$|TestB' 2>&1) || fail "make -n $target RUN=...: $runout"
+	grep -qF -- "-run 'TestA\$|TestB'" <<<"$runout" || fail "make $target does not pass RUN unexpanded: $(grep rxevm <<<"$runout")"
+done
 if [ "$status" = 0 ]; then
 	echo "check-makefile: ok (with an old go first in PATH, make runs only \$PUREVERBS_GOROOT/bin/go)"
 else
