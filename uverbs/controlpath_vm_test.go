@@ -52,13 +52,17 @@ var ctlOps = []string{"query_port", "cq", "open", "getppid"}
 // may make (the test fails above it): a string built for a test hook on
 // every destroy once went unnoticed, costing an allocation and about 370
 // instructions per CQ (callgrind in the guest, docs/performance.md).
-var ctlAllocBudget = map[string]float64{"query_port": 0, "cq": 6, "open": 6, "getppid": 0}
+var ctlAllocBudget = map[string]float64{"query_port": 0, "cq": 4, "open": 6, "getppid": 0}
 
 const ctlEnv = "PUREVERBS_CTLBENCH" // "DEVICE OP ITERS [traced]": run the Go loop and exit
 
 // ctlProfEnv names a file for a CPU profile of the Go loop (run by hand in
 // the guest; docs/performance.md).
 const ctlProfEnv = "PUREVERBS_CTLBENCH_CPUPROFILE"
+
+// ctlMemProfEnv names a file for a profile of every allocation the Go
+// loop makes (MemProfileRate 1: the loop's timing means nothing then).
+const ctlMemProfEnv = "PUREVERBS_CTLBENCH_MEMPROFILE"
 
 func init() {
 	if v := os.Getenv(ctlEnv); v != "" {
@@ -154,6 +158,10 @@ func ctlBenchMain(args []string) int {
 		defer w.Close()
 		defer pprof.StopCPUProfile()
 	}
+	memProf := os.Getenv(ctlMemProfEnv)
+	if memProf != "" {
+		runtime.MemProfileRate = 1
+	}
 	u0, s0 := cpuTicks()
 	t0 := time.Now()
 	for range iters {
@@ -165,6 +173,18 @@ func ctlBenchMain(args []string) int {
 	loop := time.Since(t0)
 	u1, s1 := cpuTicks()
 	runtime.ReadMemStats(&m1)
+	if memProf != "" {
+		runtime.GC() // the profile shows allocations as of the last collection
+		w, err := os.Create(memProf)
+		if err == nil {
+			err = pprof.Lookup("allocs").WriteTo(w, 0)
+			w.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	if !traced {
 		v1, iv1 = ctxSwitches()
 	}
@@ -247,20 +267,22 @@ func ctxSwitches() (vol, invol int) {
 	return vol, invol
 }
 
-// waitCleanups waits until the cleanups queued so far have run (or a few
-// seconds passed). Under strace it yields rather than sleeps: a timer
-// would make the runtime write and read its netpoller's eventfd, which
-// strace would count as the loop's; timed, it sleeps, leaving the CPU to
-// the cleanups.
+// waitCleanups waits until the cleanups and finalizers (the Mappings')
+// queued so far have run (or a few seconds passed). Under strace it
+// yields rather than sleeps: a timer would make the runtime write and
+// read its netpoller's eventfd, which strace would count as the loop's;
+// timed, it sleeps, leaving the CPU to the finalizers.
 func waitCleanups(traced bool) {
-	m := []metrics.Sample{{Name: "/gc/cleanups/queued:cleanups"}, {Name: "/gc/cleanups/executed:cleanups"}}
+	m := []metrics.Sample{{Name: "/gc/cleanups/queued:cleanups"}, {Name: "/gc/cleanups/executed:cleanups"},
+		{Name: "/gc/finalizers/queued:finalizers"}, {Name: "/gc/finalizers/executed:finalizers"}}
 	pause := func() { time.Sleep(200 * time.Microsecond) }
 	if traced {
 		pause = runtime.Gosched
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); pause() {
 		metrics.Read(m)
-		if m[1].Value.Uint64() >= m[0].Value.Uint64() && (retiredRings == nil || retiredRings() == 0) {
+		if m[1].Value.Uint64() >= m[0].Value.Uint64() && m[3].Value.Uint64() >= m[2].Value.Uint64() &&
+			(retiredRings == nil || retiredRings() == 0) {
 			return
 		}
 	}

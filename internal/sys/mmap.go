@@ -29,7 +29,7 @@ import (
 // torn down, and Retire falls back to Unmap beyond a bound (retireMaxBytes,
 // retireMaxCount), so dead rings cannot pin unbounded kernel memory
 // between garbage collections. The range itself is returned to the kernel
-// (munmap) after the Mapping becomes unreachable: its cleanup hands it to
+// (munmap) after the Mapping becomes unreachable: its finalizer hands it to
 // the returner goroutine, which munmaps adjacent dead ranges together,
 // so destroying a ring costs at most one munmap, as in libibverbs, only
 // later, and a run of rings destroyed together costs one.
@@ -48,19 +48,23 @@ type Mapping struct {
 	mu     sync.Mutex  // serialises Unmap
 }
 
-// region is what the cleanup of a Mapping needs (not the Mapping itself,
-// which would keep it reachable).
+// finalize is the Mapping's finalizer: it hands the range to the returner
+// (region.release). It runs once the Mapping is unreachable, so no
+// accessor can reach the range any more.
+func (m *Mapping) finalize() { region{m.base, uintptr(m.size), m.fd}.release() }
+
+// region is what the release of a Mapping's range needs.
 type region struct {
 	base unsafe.Pointer
 	size uintptr
 	fd   *FD
 }
 
-// release is the cleanup: it hands the range to the returner, which
+// release is what the finalizer does: it hands the range to the returner, which
 // munmaps it soon after, together with the other ranges released
 // meanwhile. With the returner's queue full it munmaps the range itself.
 // It allocates nothing (tests of the data path count every allocation of
-// the process, cleanups included).
+// the process, finalizers included).
 func (r region) release() {
 	dead.mu.Lock()
 	if dead.n < len(dead.list) {
@@ -81,7 +85,7 @@ func (r region) release() {
 // dead holds the ranges of unreachable Mappings not yet returned to the
 // kernel. The returner takes them in rounds: whatever was released while
 // a round's munmaps ran makes the next round. After a collection the
-// cleanups release rings far faster than munmap returns them (a dead ring
+// finalizers release rings far faster than munmap returns them (a dead ring
 // costs 25-45 us under TCG, mostly its TLB shootdown), so a round takes
 // many, and adjacent ranges (mmap places rings made one after another
 // next to each other) go back in one munmap, one TLB flush. A ring that
@@ -180,7 +184,7 @@ func PendingDeadRanges() int {
 	return n
 }
 
-// Bounds on retired rings not yet returned by their cleanup (process-wide):
+// Bounds on retired rings not yet returned by their finalizer (process-wide):
 // beyond them Retire replaces the range at once, as Unmap does. Variables
 // for tests.
 var (
@@ -217,7 +221,12 @@ func newMapping(p unsafe.Pointer, size int, fd *FD, name string) *Mapping {
 	m := &Mapping{base: p, size: size, fd: fd, name: name}
 	m.mapped.Store(true)
 	startReturner.Do(func() { go returner() })
-	runtime.AddCleanup(m, region.release, region{p, uintptr(size), fd})
+	// A finalizer, not runtime.AddCleanup: AddCleanup allocates twice per
+	// call (a box for its argument and a closure of its generic caller,
+	// Go 1.26), and a CQ maps one ring, a QP two. The finalizer reads only
+	// the immutable fields; m has no pointer back to itself through fd,
+	// so no cycle keeps it.
+	runtime.SetFinalizer(m, (*Mapping).finalize)
 	if tracing.Load() {
 		buf := make([]byte, 4096)
 		buf = buf[:runtime.Stack(buf, false)]
@@ -263,7 +272,7 @@ func (m *Mapping) Unmap() error {
 }
 
 // Retire ends the use of the mapping without a system call: the range
-// keeps mapping the file until the Mapping is unreachable (its cleanup
+// keeps mapping the file until the Mapping is unreachable (its finalizer
 // munmaps it) or the fd closes (Close replaces it as Unmap does). Past the
 // process-wide bound on retired rings, or once the fd is closed, it is
 // Unmap. Calling it twice, or after Unmap, is a no-op.
@@ -323,7 +332,7 @@ func (fd *FD) replaceRetired() {
 	defer fd.retMu.Unlock()
 	for base, size := range fd.retired {
 		if placeholder(base, size) != nil {
-			// The file stays mapped until the cleanup munmaps it.
+			// The file stays mapped until the finalizer munmaps it.
 			continue
 		}
 		delete(fd.retired, base)
