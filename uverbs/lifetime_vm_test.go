@@ -14,11 +14,11 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
-// TestVMDestroyWaitsForLastAck: a QP with three SQ_DRAINED events read
-// and unacknowledged; Destroy is still blocked after two Acks (well after
-// the kernel destroy returned) and returns only after the third. A wait
-// that returned after N-1 of N acks passed the suite before this test.
-func TestVMDestroyWaitsForLastAck(t *testing.T) {
+// eventQP opens rxe0 (closed by the test's cleanup) with an async reader
+// and makes an RC QP in RTS, looped back to itself, that SQ_DRAINED
+// events can be raised on; base is the kernel's resource count before.
+func eventQP(t *testing.T) (map[string]int, *async.Reader, *uverbs.PD, *uverbs.CQ, *uverbs.QP) {
+	t.Helper()
 	c := openRxe(t)
 	base := testkit.Resources(t, testkit.RxeDev)
 	r, err := async.NewReader(c)
@@ -35,6 +35,15 @@ func TestVMDestroyWaitsForLastAck(t *testing.T) {
 	}
 	qp := rcQP(t, pd, cq)
 	loopbackRTS(t, c, qp)
+	return base, r, pd, cq, qp
+}
+
+// TestVMDestroyWaitsForLastAck: a QP with three SQ_DRAINED events read
+// and unacknowledged; Destroy is still blocked after two Acks (well after
+// the kernel destroy returned) and returns only after the third. A wait
+// that returned after N-1 of N acks passed the suite before this test.
+func TestVMDestroyWaitsForLastAck(t *testing.T) {
+	base, r, pd, cq, qp := eventQP(t)
 	const n = 3
 	var evs []async.Event
 	for i := 0; i < n; i++ {
@@ -292,22 +301,7 @@ func TestVMCreateRacesClose(t *testing.T) {
 // counted nowhere, and Destroy waited until its context ended (seen once
 // in CI as TestVMCQOverflowEvent's "1 async ... still unacknowledged").
 func TestVMDestroyRacesAsyncRead(t *testing.T) {
-	c := openRxe(t)
-	base := testkit.Resources(t, testkit.RxeDev)
-	r, err := async.NewReader(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pd, err := c.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cq, err := c.CreateCQ(16, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qp := rcQP(t, pd, cq)
-	loopbackRTS(t, c, qp)
+	base, r, pd, cq, qp := eventQP(t)
 
 	// Pause the reader between its read and its lookup of the QP.
 	inLookup := make(chan struct{})
