@@ -28,9 +28,8 @@ const (
 type rxeCQ struct {
 	resp abi.RxeCreateCqResp
 	q    rxeQueue
-	mu   sync.Mutex     // serialises pollers
-	ring rxeRing        // set by created, before the CQ is published
-	cqe  abi.IbUverbsWc // scratch, under mu
+	mu   sync.Mutex // serialises pollers
+	ring rxeRing    // set by created, before the CQ is published
 	// consumed mirrors ring.own (the consumer index) for empty, which
 	// reads it without mu.
 	consumed atomic.Uint32
@@ -52,14 +51,15 @@ func (d *rxeCQ) created(c *Context) error {
 }
 func (d *rxeCQ) release() error { return d.q.unmap() }
 
-// poll copies up to len(wcs) completions out of the ring (rxe_poll_cq).
+// poll decodes up to len(wcs) completions out of the ring (rxe_poll_cq),
+// each where the kernel wrote it: the slot is the consumer's until advance
+// gives it back.
 func (d *rxeCQ) poll(wcs []WC) int {
 	d.mu.Lock()
 	r := &d.ring
 	n := min(r.ready(), uint32(min(len(wcs), 1<<30)))
 	for i := uint32(0); i < n; i++ {
-		r.m.ReadAt(sys.AsBytes(&d.cqe), r.slot(i))
-		decodeWC(&d.cqe, &wcs[i])
+		decodeWC(sys.Ptr[abi.IbUverbsWc](r.m, r.slot(i)), &wcs[i])
 	}
 	if n > 0 {
 		r.advance(n)
@@ -74,7 +74,7 @@ func (d *rxeCQ) poll(wcs []WC) int {
 // can only make it answer false (the caller then polls under the lock).
 func (d *rxeCQ) empty() bool {
 	r := &d.ring // m and mask do not change once published; own is mu's
-	return r.m.Load32(rxeProdOff)&r.mask == d.consumed.Load()
+	return r.otherW.Load()&r.mask == d.consumed.Load()
 }
 
 // ready returns the number of completions waiting in the ring.
@@ -115,17 +115,13 @@ type rxeQP struct {
 	resp   abi.RxeCreateQpResp
 	sq, rq rxeQueue
 
-	sqMu   sync.Mutex // serialises senders; guards sqRing, wqe, sge, db
+	sqMu   sync.Mutex // serialises senders; guards sqRing
 	sqRing *rxeRing
-	wqe    abi.RxeSendWqe
-	sge    abi.RxeSge
 	db     rxeDoorbell // set by created, then read-only
 	dbResp abi.IbUverbsPostSendResp
 
-	rqMu   sync.Mutex // serialises receivers; guards rqRing, rwqe, rsge
+	rqMu   sync.Mutex // serialises receivers; guards rqRing
 	rqRing *rxeRing
-	rwqe   abi.RxeRecvWqe
-	rsge   abi.RxeSge
 }
 
 // rxeDoorbell is the 32-byte legacy POST_SEND write librxe issues
@@ -225,9 +221,14 @@ func (d *rxeQP) ring(qp *QP) error {
 	return err
 }
 
-// writeSend validates wr and writes it into slot i after the producer.
+// writeSend validates wr and writes it into slot i after the producer,
+// in place as librxe does: the slot is free (the kernel retires a send WQE,
+// moving the consumer index past it, only after its completion), and the
+// kernel reads it only once advance publishes it, so a request found
+// invalid half-way leaves nothing the kernel sees.
 func (d *rxeQP) writeSend(qp *QP, r *rxeRing, i uint32, wr *SendWR, idx int) error {
-	w := &d.wqe
+	off := r.slot(i)
+	w := sys.Ptr[abi.RxeSendWqe](r.m, off)
 	*w = abi.RxeSendWqe{}
 	w.Wr.WrId = wr.ID
 	w.Wr.Opcode = uint32(wr.Opcode)
@@ -287,7 +288,6 @@ func (d *rxeQP) writeSend(qp *QP, r *rxeRing, i uint32, wr *SendWR, idx int) err
 	if wr.Flags&^(SendFence|SendSignaled|SendSolicited|SendInline) != 0 {
 		return badWR("post_send", idx, "unknown send flags %#x", uint32(wr.Flags))
 	}
-	off := r.slot(i)
 	room := r.slotSize() - rxeSendWQEHdr
 	var total uint64
 	if wr.Flags&SendInline != 0 {
@@ -311,8 +311,7 @@ func (d *rxeQP) writeSend(qp *QP, r *rxeRing, i uint32, wr *SendWR, idx int) err
 		}
 		for j := range wr.SGL {
 			s := &wr.SGL[j]
-			d.sge = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
-			r.m.WriteAt(sys.AsBytes(&d.sge), off+rxeSendWQEHdr+j*rxeSGESize)
+			*sys.Ptr[abi.RxeSge](r.m, off+rxeSendWQEHdr+j*rxeSGESize) = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
 			total += uint64(s.Length)
 		}
 		w.Dma.NumSge = uint32(len(wr.SGL))
@@ -322,7 +321,6 @@ func (d *rxeQP) writeSend(qp *QP, r *rxeRing, i uint32, wr *SendWR, idx int) err
 	}
 	w.Dma.Length = uint32(total)
 	w.Dma.Resid = uint32(total)
-	r.m.WriteAt(sys.AsBytes(w), off)
 	return nil
 }
 
@@ -335,7 +333,7 @@ func (d *rxeQP) postRecv(qp *QP, wrs []RecvWR) error {
 		d.rqMu.Unlock()
 		return badWR("post_recv", 0, "the QP takes its receives from an SRQ: post them there")
 	}
-	n, err := postRecvRing(r, &d.rwqe, &d.rsge, qp.cap.MaxRecvSGE, wrs, "post_recv")
+	n, err := postRecvRing(r, qp.cap.MaxRecvSGE, wrs, "post_recv")
 	if n > 0 {
 		r.advance(uint32(n))
 	}
@@ -343,10 +341,10 @@ func (d *rxeQP) postRecv(qp *QP, wrs []RecvWR) error {
 	return err
 }
 
-// postRecvRing writes receive WQEs (for a QP's RQ or an SRQ) after the
-// producer index, stopping at the first one that is invalid or does not
-// fit; it returns how many it wrote.
-func postRecvRing(r *rxeRing, w *abi.RxeRecvWqe, sge *abi.RxeSge, maxSGE int, wrs []RecvWR, op string) (int, error) {
+// postRecvRing writes receive WQEs (for a QP's RQ or an SRQ) in place
+// after the producer index, stopping at the first one that is invalid or
+// does not fit; it returns how many it wrote.
+func postRecvRing(r *rxeRing, maxSGE int, wrs []RecvWR, op string) (int, error) {
 	free := r.free()
 	room := r.slotSize() - rxeRecvWQEHdr
 	for i := range wrs {
@@ -361,18 +359,17 @@ func postRecvRing(r *rxeRing, w *abi.RxeRecvWqe, sge *abi.RxeSge, maxSGE int, wr
 		var total uint64
 		for j := range wr.SGL {
 			s := &wr.SGL[j]
-			*sge = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
-			r.m.WriteAt(sys.AsBytes(sge), off+rxeRecvWQEHdr+j*rxeSGESize)
+			*sys.Ptr[abi.RxeSge](r.m, off+rxeRecvWQEHdr+j*rxeSGESize) = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
 			total += uint64(s.Length)
 		}
 		if total > 1<<31 {
 			return i, badWR(op, i, "receive buffers of %d bytes exceed 2 GiB", total)
 		}
+		w := sys.Ptr[abi.RxeRecvWqe](r.m, off)
 		*w = abi.RxeRecvWqe{WrId: wr.ID}
 		w.Dma.Length = uint32(total)
 		w.Dma.Resid = uint32(total)
 		w.Dma.NumSge = uint32(len(wr.SGL))
-		r.m.WriteAt(sys.AsBytes(w), off)
 	}
 	return len(wrs), nil
 }

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/pureverbs/pureverbs/internal/sys"
 )
@@ -34,8 +35,11 @@ type rxeRing struct {
 	mask  uint32
 	shift uint32
 	own   uint32 // producer index (producer side) or consumer index (consumer side)
-	ownAt int    // rxeProdOff or rxeConsOff
-	other int    // the other side's index offset
+	// The index words in the header, checked once by init and kept beside
+	// m (sys.Ptr): a post or poll then loads and stores them with no
+	// bounds check of its own.
+	ownW   *atomic.Uint32 // the word own is published to
+	otherW *atomic.Uint32 // the other side's index
 }
 
 // newRxeRing checks the header the kernel initialised and returns the
@@ -62,11 +66,13 @@ func (r *rxeRing) init(m *sys.Mapping, producer bool) error {
 		return fmt.Errorf("%w: rxe queue of %d slots of %d bytes needs %d bytes, mapping has %d",
 			ErrInvalid, mask+1, 1<<shift, need, m.Len())
 	}
-	*r = rxeRing{m: m, mask: mask, shift: shift, ownAt: rxeConsOff, other: rxeProdOff}
+	ownAt, otherAt := rxeConsOff, rxeProdOff
 	if producer {
-		r.ownAt, r.other = rxeProdOff, rxeConsOff
+		ownAt, otherAt = rxeProdOff, rxeConsOff
 	}
-	r.own = m.Load32(r.ownAt) & mask
+	*r = rxeRing{m: m, mask: mask, shift: shift,
+		ownW: sys.Ptr[atomic.Uint32](m, ownAt), otherW: sys.Ptr[atomic.Uint32](m, otherAt)}
+	r.own = r.ownW.Load() & mask
 	return nil
 }
 
@@ -83,13 +89,13 @@ func (r *rxeRing) slot(i uint32) int {
 
 // free returns how many slots the producer may fill.
 func (r *rxeRing) free() uint32 {
-	cons := r.m.Load32(rxeConsOff) & r.mask
+	cons := r.otherW.Load() & r.mask
 	return (cons - r.own - 1) & r.mask
 }
 
 // ready returns how many filled slots the consumer may read.
 func (r *rxeRing) ready() uint32 {
-	prod := r.m.Load32(rxeProdOff) & r.mask
+	prod := r.otherW.Load() & r.mask
 	return (prod - r.own) & r.mask
 }
 
@@ -97,5 +103,5 @@ func (r *rxeRing) ready() uint32 {
 // written slots to the kernel, the consumer gives n read slots back.
 func (r *rxeRing) advance(n uint32) {
 	r.own = (r.own + n) & r.mask
-	r.m.Store32(r.ownAt, r.own)
+	r.ownW.Store(r.own)
 }

@@ -32,10 +32,8 @@ type rxeSRQ struct {
 	cmd   abi.RxeModifySrqCmd // MODIFY_SRQ driver payload, immutable
 	newMi abi.Mminfo          // written by the kernel on a resize
 
-	mu   sync.Mutex // serialises posters; guards ring, rwqe, rsge
+	mu   sync.Mutex // serialises posters; guards ring
 	ring *rxeRing   // producer side of q.m, rebuilt after a resize
-	rwqe abi.RxeRecvWqe
-	rsge abi.RxeSge
 }
 
 // postRecv writes receive WQEs to the SRQ's ring (librxe
@@ -59,7 +57,7 @@ func (d *rxeSRQ) postRecvLocked(srq *SRQ, wrs []RecvWR) error {
 		}
 		d.ring = r
 	}
-	n, err := postRecvRing(d.ring, &d.rwqe, &d.rsge, srq.attr.MaxSGE, wrs, "post_srq_recv")
+	n, err := postRecvRing(d.ring, srq.attr.MaxSGE, wrs, "post_srq_recv")
 	if n > 0 {
 		d.ring.advance(uint32(n))
 	}

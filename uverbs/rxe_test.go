@@ -258,7 +258,7 @@ func TestRxeRecvEncodingAndFull(t *testing.T) {
 	for i := range wrs {
 		wrs[i] = RecvWR{ID: uint64(100 + i), SGL: []SGE{{Addr: uint64(0x1000 * i), Length: 64, LKey: 3}, {Addr: 7, Length: 1, LKey: 4}}}
 	}
-	n, err := postRecvRing(r, &d.rwqe, &d.rsge, 5, wrs, "post_recv")
+	n, err := postRecvRing(r, 5, wrs, "post_recv")
 	var pe *PostError
 	if n != 7 || !errors.Is(err, ErrQueueFull) || !errors.Is(err, sys.ENOMEM) || !errors.As(err, &pe) || pe.Index != 7 {
 		t.Fatalf("8 slots took %d of 9: %v", n, err)
@@ -272,7 +272,7 @@ func TestRxeRecvEncodingAndFull(t *testing.T) {
 			t.Fatalf("recv wqe %d: % x", i, b[:72])
 		}
 	}
-	if _, err := postRecvRing(r, &d.rwqe, &d.rsge, 1, wrs[:1], "post_srq_recv"); !errors.Is(err, ErrInvalid) {
+	if _, err := postRecvRing(r, 1, wrs[:1], "post_srq_recv"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("too many SGEs: %v", err)
 	}
 }
@@ -365,7 +365,7 @@ func TestRxePostNoAllocs(t *testing.T) {
 		if err := d.writeSend(qp, d.sqRing, 0, &swr, 0); err != nil {
 			t.Fatal(err)
 		}
-		n, err := postRecvRing(d.rqRing, &d.rwqe, &d.rsge, 5, rwr, "post_recv")
+		n, err := postRecvRing(d.rqRing, 5, rwr, "post_recv")
 		if err != nil || n != 1 {
 			t.Fatal(n, err)
 		}

@@ -35,10 +35,11 @@ import (
 // later, and a run of rings destroyed together costs one.
 //
 // The memory is reached only through the bounds-checked accessors below;
-// no slice or pointer into it leaves this package, so no user of a ring
-// can hold its address past the Mapping's lifetime. Object lifetimes
-// (uverbs) decide when a ring may be used; the Mapping only guarantees that
-// a late access is never a fault.
+// no slice into it leaves this package, and the typed pointers of Ptr
+// (what the data path writes work requests through) are kept beside their
+// Mapping or within one call, never past the Mapping's lifetime. Object
+// lifetimes (uverbs) decide when a ring may be used; the Mapping only
+// guarantees that a late access is never a fault.
 type Mapping struct {
 	base   unsafe.Pointer // immutable: start of the range
 	size   int            // immutable
@@ -375,13 +376,39 @@ type accessError struct {
 	m      *Mapping
 	off, n int
 	word   bool // a 32-bit load or store, which must be aligned
+	align  int  // Ptr's: the alignment of its type
 }
 
 func (e *accessError) Error() string {
 	if e.word && e.off&3 != 0 {
 		return fmt.Sprintf("sys: unaligned 32-bit access at %d in %s", e.off, e.m.desc())
 	}
+	if e.align > 1 && e.off&(e.align-1) != 0 {
+		return fmt.Sprintf("sys: access at %d in %s not aligned to %d bytes", e.off, e.m.desc(), e.align)
+	}
 	return fmt.Sprintf("sys: access [%d,%d) outside mapping %s of %d bytes", e.off, e.off+e.n, e.m.desc(), e.m.size)
+}
+
+// Ptr returns a pointer to the T at off in m, after one check that the T
+// lies inside the mapping and is aligned for its type; the panic of a bad
+// offset is the other accessors'. It is how the data path builds a work
+// request in its ring slot, reads a completion where the kernel wrote it,
+// and keeps a ring's index words, as librxe does, without a copy through a
+// scratch buffer.
+//
+// T must hold no Go pointers (a generated abi struct, an atomic.Uint32):
+// the garbage collector does not scan the mapping. The pointer is valid
+// while m is reachable (Unmap and Retire keep the range mapped, as zero
+// pages, until the finalizer), so the caller keeps it no longer than m:
+// beside m in the same struct, or within a call that keeps m reachable
+// (runtime.KeepAlive after the last use).
+func Ptr[T any](m *Mapping, off int) *T {
+	var zero T
+	size, align := int(unsafe.Sizeof(zero)), int(unsafe.Alignof(zero))
+	if off&(align-1) != 0 || uint(off) > uint(m.size) || uint(size) > uint(m.size)-uint(off) {
+		panic(&accessError{m: m, off: off, n: size, align: align})
+	}
+	return (*T)(unsafe.Add(m.base, off))
 }
 
 // Load32 atomically loads the 32-bit word at off (acquire).

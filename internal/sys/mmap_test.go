@@ -92,6 +92,55 @@ func TestMappingAccessors(t *testing.T) {
 	}
 }
 
+type ptrTestSlot struct {
+	A uint64
+	B uint32
+	C uint32
+}
+
+func TestMappingPtr(t *testing.T) {
+	_, m := memfdMapping(t)
+	s := Ptr[ptrTestSlot](m, 8192-16)
+	*s = ptrTestSlot{A: 0x0102030405060708, B: 9, C: 10}
+	got := make([]byte, 16)
+	m.ReadAt(got, 8192-16)
+	if got[0] != 8 || got[7] != 1 || got[8] != 9 || got[12] != 10 {
+		t.Fatalf("bytes through Ptr: % x", got)
+	}
+	w := Ptr[atomic.Uint32](m, 4)
+	w.Store(77)
+	if m.Load32(4) != 77 {
+		t.Fatal("Ptr[atomic.Uint32] and Load32 disagree")
+	}
+	// After Unmap the pointer still reaches the range, now zero pages.
+	if err := m.Unmap(); err != nil {
+		t.Fatal(err)
+	}
+	if s.A != 0 || w.Load() != 0 {
+		t.Fatalf("after Unmap: %+v, word %d", *s, w.Load())
+	}
+	for _, c := range []struct {
+		f    func()
+		want string
+	}{
+		{func() { Ptr[ptrTestSlot](m, 8192-8) }, "access [8184,8200) outside mapping"},
+		{func() { Ptr[ptrTestSlot](m, -16) }, "access [-16,0) outside mapping"},
+		{func() { Ptr[ptrTestSlot](m, 1<<62) }, "outside mapping"},
+		{func() { Ptr[ptrTestSlot](m, 4) }, "access at 4 in memfd ring test ring not aligned to 8 bytes"},
+		{func() { Ptr[atomic.Uint32](m, 6) }, "not aligned to 4 bytes"},
+	} {
+		func() {
+			defer func() {
+				p := recover()
+				if e, ok := p.(error); !ok || !strings.Contains(e.Error(), c.want) {
+					t.Errorf("panic %v, want %q", p, c.want)
+				}
+			}()
+			c.f()
+		}()
+	}
+}
+
 // TestMappingUnmapUnderUse is defect 1 of the lifetime issue: goroutines
 // keep reading and writing a ring while another unmaps it. With the old
 // Mapping (munmap, raw Bytes()) the readers died with "unexpected fault
