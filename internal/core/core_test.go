@@ -273,3 +273,81 @@ func TestRegistryNoAllocs(t *testing.T) {
 		t.Fatalf("Reserve+Publish+Lookup+Remove allocated %.2f objects per object", a)
 	}
 }
+
+// TestRegistryHandlesNotReused: a freed slot is reused, but under a new
+// handle, so an event of a destroyed object (its old handle) finds
+// nothing, never the slot's next occupant; handles are never zero, and a
+// handle with a foreign index or generation finds nothing.
+func TestRegistryHandlesNotReused(t *testing.T) {
+	var r Registry[*obj]
+	var c Counts
+	seen := map[uint64]bool{}
+	a, b := &obj{}, &obj{}
+	uhA, _ := r.Reserve(&c)
+	if err := r.Publish(uhA, a); err != nil {
+		t.Fatal(err)
+	}
+	seen[uhA] = true
+	prev := uhA
+	for i := range 100 {
+		uh, err := r.Reserve(&c)
+		if err != nil || uh == 0 || seen[uh] {
+			t.Fatalf("round %d: Reserve = %#x, %v (seen before: %v)", i, uh, err, seen[uh])
+		}
+		seen[uh] = true
+		if i%2 == 0 {
+			r.Abort(uh)
+		} else {
+			if err := r.Publish(uh, b); err != nil {
+				t.Fatal(err)
+			}
+			r.Remove(uh, b)
+		}
+		if _, _, ok := r.Lookup(uh); ok {
+			t.Fatalf("round %d: Lookup of forgotten handle %#x succeeded", i, uh)
+		}
+		if i > 0 && uint32(uh) != uint32(prev) {
+			t.Fatalf("round %d: handle %#x does not reuse the freed slot of %#x", i, uh, prev)
+		}
+		prev = uh
+	}
+	if v, _, ok := r.Lookup(uhA); !ok || v != a {
+		t.Fatal("the object that stayed is lost")
+	}
+	for _, uh := range []uint64{0, uhA + 1<<32, uhA - 1<<32, uhA + 1000, 1 << 63, ^uint64(0)} {
+		if _, _, ok := r.Lookup(uh); ok {
+			t.Errorf("Lookup(%#x) succeeded", uh)
+		}
+		r.Remove(uh, a) // a handle that names nothing removes nothing
+	}
+	if r.Len() != 1 {
+		t.Fatalf("Len = %d, want 1", r.Len())
+	}
+	// Close returns the published object and frees its slot; a reserved
+	// one stays until its creator's Publish fails.
+	uhR, _ := r.Reserve(&c)
+	if got := r.Close(); len(got) != 1 || got[0] != a || r.Len() != 1 {
+		t.Fatalf("Close = %v, Len %d", got, r.Len())
+	}
+	if err := r.Publish(uhR, b); !errors.Is(err, ErrRegistryClosed) || r.Len() != 0 {
+		t.Fatalf("Publish after Close = %v, Len %d", err, r.Len())
+	}
+}
+
+// BenchmarkRegistryCycle: what a CQ's create and destroy cost the
+// registry (Reserve, Publish, Remove), with 100 other objects registered.
+func BenchmarkRegistryCycle(b *testing.B) {
+	var r Registry[*int]
+	var c Counts
+	obj := new(int)
+	for range 100 {
+		uh, _ := r.Reserve(&c)
+		r.Publish(uh, new(int))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		uh, _ := r.Reserve(&c)
+		r.Publish(uh, obj)
+		r.Remove(uh, obj)
+	}
+}
