@@ -52,7 +52,7 @@ var ctlOps = []string{"query_port", "cq", "open", "getppid"}
 // may make (the test fails above it): a string built for a test hook on
 // every destroy once went unnoticed, costing an allocation and about 370
 // instructions per CQ (callgrind in the guest, docs/performance.md).
-var ctlAllocBudget = map[string]float64{"query_port": 0, "cq": 4, "open": 6, "getppid": 0}
+var ctlAllocBudget = map[string]float64{"query_port": 0, "cq": 2, "open": 6, "getppid": 0}
 
 const ctlEnv = "PUREVERBS_CTLBENCH" // "DEVICE OP ITERS [traced]": run the Go loop and exit
 

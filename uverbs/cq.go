@@ -63,8 +63,8 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	if o.Channel != nil && o.Channel.ctx != c {
 		return nil, invalidErr("cq", "create", "completion channel of another context")
 	}
-	drv := p.newCQ()
-	cq := &CQ{ctx: c, drv: drv, ch: o.Channel}
+	cq, drv := p.newCQ()
+	*cq = CQ{ctx: c, drv: drv, ch: o.Channel}
 	// The user handle is reserved before the create command, so that an
 	// event of the new CQ read before CreateCQ returns still finds it (the
 	// reader waits until the CQ is published, complete).
@@ -136,8 +136,10 @@ func (cq *CQ) destroyCmd() (resp abi.IbUverbsDestroyCqResp, err error) {
 	cmd := c.get()
 	cmd.Reset(abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_DESTROY, c.driverID)
 	cmd.IDRIn(abi.UVERBS_ATTR_DESTROY_CQ_HANDLE, cq.handle, true)
-	sys.PtrOut(cmd, abi.UVERBS_ATTR_DESTROY_CQ_RESP, &resp, true)
+	out := sys.Scratch[abi.IbUverbsDestroyCqResp](cmd) // in the command: no allocation
+	sys.PtrOut(cmd, abi.UVERBS_ATTR_DESTROY_CQ_RESP, out, true)
 	err = cmd.Exec(c.cmd)
+	resp = *out
 	c.put(cmd)
 	if err != nil {
 		return resp, c.opErr("cq", "destroy", err)

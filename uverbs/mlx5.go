@@ -112,9 +112,9 @@ func (c *Context) getContextMlx5Req(cmd *sys.Ioctl, devx bool) (viaWrite bool, e
 // mlx5Provider is the mlx5 provider without a data path.
 type mlx5Provider struct{}
 
-func (mlx5Provider) name() string    { return "mlx5" }
-func (mlx5Provider) newCQ() cqDriver { return nil }
-func (mlx5Provider) newQP() qpDriver { return nil }
+func (mlx5Provider) name() string           { return "mlx5" }
+func (mlx5Provider) newCQ() (*CQ, cqDriver) { return nil, nil }
+func (mlx5Provider) newQP() (*QP, qpDriver) { return nil, nil }
 
 // unsupported refuses every object that needs the mlx5 data path.
 func (mlx5Provider) unsupported(object string) error {

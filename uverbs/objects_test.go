@@ -225,11 +225,17 @@ func TestProviderFor(t *testing.T) {
 	if p, ok := providerFor(abi.RDMA_DRIVER_MLX5); !ok || p.name() != "mlx5" {
 		t.Errorf("mlx5 provider: %v %v (its refusals: mlx5_test.go)", p, ok)
 	}
-	cq := rxeProvider{}.newCQ()
+	cqObj, cq := rxeProvider{}.newCQ()
+	if cqObj == nil || cq == nil {
+		t.Fatal("rxe newCQ returned nil")
+	}
 	if n := len(cq.udataOut()); n != 16 || cq.udataIn() != nil {
 		t.Errorf("rxe CQ udata out %d bytes", n)
 	}
-	qp := rxeProvider{}.newQP()
+	qpObj, qp := rxeProvider{}.newQP()
+	if qpObj == nil || qp == nil {
+		t.Fatal("rxe newQP returned nil")
+	}
 	if n := len(qp.udataOut()); n != 32 || len(qp.udataIn()) != 0 {
 		t.Errorf("rxe QP udata out %d bytes, in %d", n, len(qp.udataIn()))
 	}

@@ -22,8 +22,11 @@ import (
 // provider creates the per-object driver state for one kind of device.
 type provider interface {
 	name() string
-	newCQ() cqDriver
-	newQP() qpDriver
+	// newCQ and newQP allocate the object and its driver state as one
+	// heap object: creates are the connection set-up path, where each
+	// allocation costs about 220 instructions and the collector's time.
+	newCQ() (*CQ, cqDriver)
+	newQP() (*QP, qpDriver)
 }
 
 // cqDriver is the provider half of one CQ.
@@ -98,9 +101,22 @@ func (c *Context) provider(object string) (provider, error) {
 // kernel-allocated rings, which are mapped once from the command fd.
 type rxeProvider struct{}
 
-func (rxeProvider) name() string    { return "rxe" }
-func (rxeProvider) newCQ() cqDriver { return new(rxeCQ) }
-func (rxeProvider) newQP() qpDriver { return new(rxeQP) }
+func (rxeProvider) name() string { return "rxe" }
+func (rxeProvider) newCQ() (*CQ, cqDriver) {
+	o := new(struct {
+		cq CQ
+		d  rxeCQ
+	})
+	return &o.cq, &o.d
+}
+
+func (rxeProvider) newQP() (*QP, qpDriver) {
+	o := new(struct {
+		qp QP
+		d  rxeQP
+	})
+	return &o.qp, &o.d
+}
 
 // rxeQueue is one mapped rxe ring (struct rxe_queue_buf).
 type rxeQueue struct {

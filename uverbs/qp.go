@@ -263,8 +263,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	drv := p.newQP()
-	qp := &QP{ctx: c, pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, typ: attr.Type, sigAll: attr.SigAll, drv: drv}
+	qp, drv := p.newQP()
+	*qp = QP{ctx: c, pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, typ: attr.Type, sigAll: attr.SigAll, drv: drv}
 	uh, err := c.reg.Reserve(&qp.counts)
 	if err != nil {
 		return nil, closedErr("qp", "create")
@@ -332,8 +332,10 @@ func (qp *QP) destroyCmd() (resp abi.IbUverbsDestroyQpResp, err error) {
 	cmd := c.get()
 	cmd.Reset(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_DESTROY, c.driverID)
 	cmd.IDRIn(abi.UVERBS_ATTR_DESTROY_QP_HANDLE, qp.handle, true)
-	sys.PtrOut(cmd, abi.UVERBS_ATTR_DESTROY_QP_RESP, &resp, true)
+	out := sys.Scratch[abi.IbUverbsDestroyQpResp](cmd) // in the command: no allocation
+	sys.PtrOut(cmd, abi.UVERBS_ATTR_DESTROY_QP_RESP, out, true)
 	err = cmd.Exec(c.cmd)
+	resp = *out
 	c.put(cmd)
 	if err != nil {
 		return resp, c.opErr("qp", "destroy", err)

@@ -197,8 +197,10 @@ func (srq *SRQ) destroyCmd() (resp abi.IbUverbsDestroySrqResp, err error) {
 	cmd := c.get()
 	cmd.Reset(abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_DESTROY, c.driverID)
 	cmd.IDRIn(abi.UVERBS_ATTR_DESTROY_SRQ_HANDLE, srq.handle, true)
-	sys.PtrOut(cmd, abi.UVERBS_ATTR_DESTROY_SRQ_RESP, &resp, true)
+	out := sys.Scratch[abi.IbUverbsDestroySrqResp](cmd) // in the command: no allocation
+	sys.PtrOut(cmd, abi.UVERBS_ATTR_DESTROY_SRQ_RESP, out, true)
 	err = cmd.Exec(c.cmd)
+	resp = *out
 	c.put(cmd)
 	if err != nil {
 		return resp, c.opErr("srq", "destroy", err)
