@@ -297,7 +297,6 @@ func (c *Context) QueryPortInto(port int, pa *PortAttr) error {
 	// of its own, no second pool.
 	resp := sys.Scratch[abi.IbUverbsQueryPortRespEx](cmd)
 	cmd.Reset(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, c.driverID)
-	cmd.Quick() // reads the port's or GID table's state; never waits
 	cmd.ConstIn(abi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port), true)
 	sys.PtrOut(cmd, abi.UVERBS_ATTR_QUERY_PORT_RESP, resp, true)
 	err := cmd.Exec(c.cmd)
@@ -396,7 +395,6 @@ func (c *Context) QueryGID(port, index int) (GIDEntry, error) {
 	defer c.put(cmd)
 	e := new(abi.IbUverbsGidEntry)
 	cmd.Reset(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY, c.driverID)
-	cmd.Quick() // reads the port's or GID table's state; never waits
 	cmd.ConstIn(abi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, uint64(port), true)
 	cmd.ConstIn(abi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index), true)
 	cmd.FlagsIn(abi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 0, true)
@@ -451,7 +449,6 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 	cmd := c.get()
 	defer c.put(cmd)
 	cmd.Reset(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_TABLE, c.driverID)
-	cmd.Quick() // reads the port's or GID table's state; never waits
 	cmd.ConstIn(abi.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, 32, true)
 	cmd.FlagsIn(abi.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, 0, false)
 	sys.SliceOut(cmd, abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, entries, true)

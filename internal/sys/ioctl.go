@@ -60,9 +60,6 @@ type Ioctl struct {
 	// and any buffer handed to us escapes to the (non-moving) heap.
 	refs [MaxAttrs]unsafe.Pointer
 	err  error // first building error, reported by Exec
-	// quick: the command returns after short kernel work that never
-	// waits (Quick); Exec then skips the scheduler's syscall hand-off.
-	quick bool
 
 	overflow ioctlAttr // absorbs writes once a command overflows; Exec then fails
 
@@ -104,19 +101,7 @@ func (c *Ioctl) Reset(object, method uint16, driverID uint32) {
 	}
 	c.hdr = ioctlHdr{ObjectID: object, MethodID: method, DriverID: driverID}
 	c.err = nil
-	c.quick = false
 }
-
-// Quick marks the command (until the next Reset) as one whose kernel work
-// is short and never waits for another thread, a device or a timeout: a
-// query of a port, a GID or the device. Exec then makes the system call
-// without the runtime's entersyscall and exitsyscall, as the rxe doorbell
-// does (rwQuick): about 200 instructions less per call, a few per cent of
-// a query's time under TCG. A call made that way keeps its P for as long
-// as the kernel takes, so commands that may sleep (creates that allocate
-// large rings, destroys that wait for the device, memory registration)
-// must not be marked.
-func (c *Ioctl) Quick() { c.quick = true }
 
 // Clear drops every reference the command holds to caller buffers (as
 // Reset does) without starting a new command; pools call it on return.
@@ -331,23 +316,17 @@ func (c *Ioctl) Exec(fd *FD) error {
 	}
 	c.hdr.Length = uint16(hdrSize + attrSize*int(c.hdr.NumAttrs))
 	c.hdr.Reserved1, c.hdr.Reserved2 = 0, 0
-	err := ioctlPtr(raw, rdmaVerbsIoctl, unsafe.Pointer(&c.hdr), c.quick)
+	err := ioctlPtr(raw, rdmaVerbsIoctl, unsafe.Pointer(&c.hdr))
 	fd.release()
 	runtime.KeepAlive(c)
 	return err
 }
 
 // ioctlPtr is the single ioctl entry point: EINTR is retried, the errno is
-// returned unwrapped. quick makes it a raw system call (Ioctl.Quick).
-func ioctlPtr(fd int, req uint, arg unsafe.Pointer, quick bool) error {
+// returned unwrapped.
+func ioctlPtr(fd int, req uint, arg unsafe.Pointer) error {
 	for {
-		var e unix.Errno
-		if quick {
-			_, en := rawSyscall3(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(arg))
-			e = unix.Errno(en)
-		} else {
-			_, _, e = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(arg))
-		}
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(arg))
 		switch e {
 		case 0:
 			return nil
