@@ -31,10 +31,63 @@ type FD struct {
 	name  string
 	kind  string // appended to name by Name (joined only when asked)
 
-	// Retired mappings of this fd still in place (mmap.go): base ->
-	// size. Close replaces them before it closes the number.
-	retMu   sync.Mutex
-	retired map[unsafe.Pointer]uintptr
+	// Retired mappings of this fd still in place (mmap.go), in slots
+	// (a retired Mapping knows its slot; base is nil in a free one) with
+	// a free list, not a map: a CQ's destroy retires a ring and its
+	// finalizer forgets it, and a map's insert, lookup and delete were
+	// about 350 instructions of that. Close replaces them before it
+	// closes the number.
+	retMu       sync.Mutex
+	retired     []retiredRange
+	retFreeHead int32 // index+1 of the first free slot; 0: none
+}
+
+// retiredRange is one slot of FD.retired.
+type retiredRange struct {
+	base     unsafe.Pointer // nil: free
+	size     uintptr
+	nextFree int32 // free list link (index+1), while free
+}
+
+// retire records [base, base+size) as retired and returns its slot
+// (under retMu).
+func (fd *FD) retire(base unsafe.Pointer, size uintptr) int32 {
+	var i int32
+	if fd.retFreeHead != 0 {
+		i = fd.retFreeHead - 1
+		fd.retFreeHead = fd.retired[i].nextFree
+	} else {
+		fd.retired = append(fd.retired, retiredRange{})
+		i = int32(len(fd.retired) - 1)
+	}
+	fd.retired[i] = retiredRange{base: base, size: size}
+	return i
+}
+
+// unretire frees slot i if it still holds base, and reports whether it
+// did (under retMu). A slot of a range Close replaced is already free,
+// and may hold another range by now: base tells them apart, since a
+// range stays mapped (as zero pages) until its own release.
+func (fd *FD) unretire(i int32, base unsafe.Pointer) bool {
+	if i < 0 || int(i) >= len(fd.retired) || fd.retired[i].base != base {
+		return false
+	}
+	fd.retired[i] = retiredRange{nextFree: fd.retFreeHead}
+	fd.retFreeHead = i + 1
+	return true
+}
+
+// retiredLen returns the number of retired ranges in place (tests).
+func (fd *FD) retiredLen() int {
+	fd.retMu.Lock()
+	defer fd.retMu.Unlock()
+	n := 0
+	for _, r := range fd.retired {
+		if r.base != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // NewFD takes ownership of raw. name describes the fd in leak reports.

@@ -295,10 +295,7 @@ func TestMappingRetireCleanup(t *testing.T) {
 		n, _ := RetiredMappings()
 		t.Fatalf("RetiredMappings = %d after the cleanup, want %d", n, n0)
 	}
-	fd.retMu.Lock()
-	left := len(fd.retired)
-	fd.retMu.Unlock()
-	if left != 0 {
+	if left := fd.retiredLen(); left != 0 {
 		t.Fatalf("%d retired ranges left on the fd", left)
 	}
 }
@@ -395,8 +392,8 @@ func TestUnmapRegionsMerges(t *testing.T) {
 	}
 	// Pages 0-2 and 4-5 are dead (page 5 as a ring of less than a page),
 	// 3 and 6 in use; out of order, as cleanups release them.
-	b := []region{{at(4), uintptr(page), nil}, {at(1), uintptr(page), nil}, {at(0), uintptr(page), nil},
-		{at(5), uintptr(page / 2), nil}, {at(2), uintptr(page), nil}}
+	b := []region{{at(4), uintptr(page), nil, -1}, {at(1), uintptr(page), nil, -1}, {at(0), uintptr(page), nil, -1},
+		{at(5), uintptr(page / 2), nil, -1}, {at(2), uintptr(page), nil, -1}}
 	n0, r0 := deadMunmaps.Load(), deadReturned.Load()
 	unmapRegions(b)
 	if n, r := deadMunmaps.Load()-n0, deadReturned.Load()-r0; n != 2 || r != 5 {
@@ -453,7 +450,7 @@ func TestReleaseNoAllocs(t *testing.T) {
 	}
 	i := 0
 	allocs := testing.AllocsPerRun(n-1, func() {
-		region{unsafe.Add(p, i*page), uintptr(page), nil}.release()
+		region{unsafe.Add(p, i*page), uintptr(page), nil, -1}.release()
 		i++
 	})
 	if allocs != 0 {
@@ -468,5 +465,41 @@ func TestReleaseNoAllocs(t *testing.T) {
 	}
 	if err := unix.Msync(unsafe.Slice((*byte)(p), n*page), unix.MS_ASYNC); err != unix.ENOMEM {
 		t.Fatalf("msync of the released range: %v, want ENOMEM (unmapped)", err)
+	}
+}
+
+// TestRetiredSlots: the fd's retired set reuses freed slots, and a stale
+// release (a slot Close already freed, since taken by another range)
+// frees nothing.
+func TestRetiredSlots(t *testing.T) {
+	var fd FD
+	var bases [5]byte
+	p := func(i int) unsafe.Pointer { return unsafe.Pointer(&bases[i]) }
+	fd.retMu.Lock()
+	a, b, c := fd.retire(p(1), 4096), fd.retire(p(2), 4096), fd.retire(p(3), 4096)
+	if a != 0 || b != 1 || c != 2 {
+		t.Fatalf("slots %d %d %d", a, b, c)
+	}
+	if !fd.unretire(b, p(2)) || fd.unretire(b, p(2)) {
+		t.Fatal("unretire of slot 1: want true once")
+	}
+	if d := fd.retire(p(4), 4096); d != b {
+		t.Fatalf("freed slot %d not reused (got %d)", b, d)
+	}
+	// p(2)'s late release names slot 1, which now holds p(4).
+	if fd.unretire(b, p(2)) || fd.unretire(-1, p(1)) || fd.unretire(99, p(1)) {
+		t.Fatal("a stale or foreign release freed a slot")
+	}
+	fd.retMu.Unlock()
+	if n := fd.retiredLen(); n != 3 {
+		t.Fatalf("retiredLen = %d, want 3", n)
+	}
+}
+
+// TestMappingSize: a Mapping fills its 512-byte size class (few finalizer
+// records per span; see Mapping).
+func TestMappingSize(t *testing.T) {
+	if n := unsafe.Sizeof(Mapping{}); n != mappingSize {
+		t.Fatalf("Mapping is %d bytes, want %d", n, mappingSize)
 	}
 }
