@@ -213,13 +213,7 @@ func (d *rxeQP) postSendLocked(qp *QP, wrs []SendWR) error {
 	return perr
 }
 
-func (d *rxeQP) ring(qp *QP) error {
-	n, err := sys.WriteHeld(qp.ctx.cmd, sys.AsBytes(&d.db))
-	if err == nil && n != 32 {
-		err = sys.EIO
-	}
-	return err
-}
+func (d *rxeQP) ring(qp *QP) error { return sys.WriteHeldValue(qp.ctx.cmd, &d.db) }
 
 // writeSend validates wr and writes it into slot i after the producer,
 // in place as librxe does: the slot is free (the kernel retires a send WQE,

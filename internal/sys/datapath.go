@@ -2,6 +2,7 @@ package sys
 
 import (
 	"runtime"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,6 +17,28 @@ func WriteHeld(fd *FD, b []byte) (int, error) {
 	n, err := rwQuick(unix.SYS_WRITE, int(fd.raw), b)
 	runtime.KeepAlive(fd)
 	return n, err
+}
+
+// WriteHeldValue is WriteHeld of the bytes of *v, a pointer-free command
+// of a fixed size (the rxe send doorbell): one write(2) straight from v,
+// EINTR retried, a short write reported as EIO. It builds no slice and
+// goes through no generic read/write loop: the doorbell is on every
+// post's path, where that was about 40 of its 80 instructions. It
+// allocates nothing.
+func WriteHeldValue[T any](fd *FD, v *T) error {
+	size := unsafe.Sizeof(*v)
+	for {
+		n, e := rawSyscall3(unix.SYS_WRITE, uintptr(fd.raw), uintptr(unsafe.Pointer(v)), size)
+		switch {
+		case e == 0 && n == size:
+			runtime.KeepAlive(fd)
+			return nil
+		case e == 0:
+			return unix.EIO
+		case unix.Errno(e) != unix.EINTR:
+			return unix.Errno(e)
+		}
+	}
 }
 
 // AnonMapping returns a private anonymous read/write mapping of size bytes

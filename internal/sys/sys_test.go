@@ -569,3 +569,38 @@ func TestRWQuickNoAllocs(t *testing.T) {
 		rwQuick(unix.SYS_READ, p[0], buf)
 	})
 }
+
+// TestWriteHeldValue: the doorbell's write of a fixed-size command reaches
+// the fd byte for byte, and a failing write returns its errno unwrapped.
+func TestWriteHeldValue(t *testing.T) {
+	p := nonblockPipe(t)
+	w, err := NewFD(p[1], "pipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Disown() // nonblockPipe closes the number
+	v := struct {
+		A uint64
+		B [3]uint32
+		C uint32
+	}{A: 0x1122334455667788, B: [3]uint32{1, 2, 3}, C: 4}
+	if err := WriteHeldValue(w, &v); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 64)
+	n, err := unix.Read(p[0], got)
+	if err != nil || n != 24 || got[0] != 0x88 || got[7] != 0x11 || got[8] != 1 || got[20] != 4 {
+		t.Fatalf("read %d bytes % x, %v", n, got[:max(n, 0)], err)
+	}
+	full, err := Open("/dev/full", unix.O_WRONLY)
+	if err != nil {
+		t.Skipf("/dev/full: %v", err)
+	}
+	defer full.Close()
+	if err := WriteHeldValue(full, &v); err != unix.ENOSPC {
+		t.Fatalf("write to /dev/full = %v, want ENOSPC", err)
+	}
+	if a := testing.AllocsPerRun(100, func() { WriteHeldValue(w, &v); unix.Read(p[0], got) }); a != 0 {
+		t.Fatalf("%.1f allocations per write", a)
+	}
+}
