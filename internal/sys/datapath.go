@@ -29,9 +29,13 @@ func WriteHeldValue[T any](fd *FD, v *T) error {
 	size := unsafe.Sizeof(*v)
 	for {
 		n, e := rawSyscall3(unix.SYS_WRITE, uintptr(fd.raw), uintptr(unsafe.Pointer(v)), size)
+		// rawSyscall3 is a Go function off amd64, where the compiler's
+		// keep-alive of pointer arguments converted in the call does
+		// not apply.
+		runtime.KeepAlive(v)
+		runtime.KeepAlive(fd)
 		switch {
 		case e == 0 && n == size:
-			runtime.KeepAlive(fd)
 			return nil
 		case e == 0:
 			return unix.EIO
