@@ -413,8 +413,9 @@ func (e *accessError) Error() string {
 //
 // T must hold no Go pointers (a generated abi struct, an atomic.Uint32):
 // the garbage collector does not scan the mapping. The pointer is valid
-// while m is reachable (Unmap and Retire keep the range mapped, as zero
-// pages, until the finalizer), so the caller keeps it no longer than m:
+// while m is reachable (Retire leaves the dead ring mapped and Unmap puts
+// zero pages in its place; only the finalizer munmaps the range), so the
+// caller keeps it no longer than m:
 // beside m in the same struct, or within a call that keeps m reachable
 // (runtime.KeepAlive after the last use).
 func Ptr[T any](m *Mapping, off int) *T {
