@@ -223,7 +223,7 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	}
 	// The command fd stays open while the CQ is held (Close kills the CQ
 	// first), so no fd lock is needed.
-	if _, err := sys.WriteHeld(cq.ctx.cmd, sys.AsBytes(&cmd)); err != nil {
+	if err := sys.WriteHeldValue(cq.ctx.cmd, &cmd); err != nil {
 		return cq.ctx.opErr("cq", "req_notify", err)
 	}
 	return nil

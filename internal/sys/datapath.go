@@ -7,24 +7,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// WriteHeld issues one write(2) of b on fd without taking the descriptor's
-// in-use lock. The caller guarantees that fd cannot be closed meanwhile:
-// uverbs rings a QP's send doorbell while holding the QP, and the Context
-// closes its command fd only after every QP is released. This keeps the
-// per-post doorbell free of any lock shared by all QPs. It allocates
-// nothing.
-func WriteHeld(fd *FD, b []byte) (int, error) {
-	n, err := rwQuick(unix.SYS_WRITE, int(fd.raw), b)
-	runtime.KeepAlive(fd)
-	return n, err
-}
-
-// WriteHeldValue is WriteHeld of the bytes of *v, a pointer-free command
-// of a fixed size (the rxe send doorbell): one write(2) straight from v,
-// EINTR retried, a short write reported as EIO. It builds no slice and
-// goes through no generic read/write loop: the doorbell is on every
-// post's path, where that was about 40 of its 80 instructions. It
-// allocates nothing.
+// WriteHeldValue writes the bytes of *v, a pointer-free command of a fixed
+// size (the rxe send doorbell, REQ_NOTIFY_CQ), on fd with one raw
+// write(2), EINTR retried, a short write reported as EIO, without taking
+// the descriptor's in-use lock. The caller guarantees that fd cannot be
+// closed meanwhile: uverbs writes while holding the QP or CQ, and the
+// Context closes its command fd only after every object is released. This
+// keeps the per-post doorbell free of any lock shared by all QPs. It
+// builds no slice and goes through no generic read/write loop (the
+// doorbell is on every post's path, where that was about 40 of its 80
+// instructions), and allocates nothing.
 func WriteHeldValue[T any](fd *FD, v *T) error {
 	size := unsafe.Sizeof(*v)
 	for {
