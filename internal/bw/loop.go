@@ -18,6 +18,12 @@ type (
 	poller interface {
 		Poll(wcs []uverbs.WC) (int, error)
 	}
+	// waiter sleeps until the next completion event of the loop's CQ,
+	// acknowledges it and asks for the next one (ctx_notify_events);
+	// nil when the loop polls (perftest without -e).
+	waiter interface {
+		wait() error
+	}
 )
 
 // pollBatch is how many completions one poll reads (CTX_POLL_BATCH).
@@ -52,6 +58,7 @@ func nextAddr(addr, base, size, cnt, cacheLine, cycle uint64) uint64 {
 type sendLoop struct {
 	qp      sender
 	cq      poller
+	events  waiter // -e
 	wr      [1]uverbs.SendWR
 	sge     [1]uverbs.SGE
 	wc      [pollBatch]uverbs.WC
@@ -113,6 +120,7 @@ func (l *sendLoop) run() error {
 	if l.noPeak {
 		l.tm.posted[0] = stamp()
 	}
+	ne := 0
 	for l.scnt < iters || l.ccnt < iters {
 		for l.scnt < iters && l.scnt-l.ccnt+1 <= l.txDepth {
 			if l.scnt%cqMod == 0 && cqMod > 1 && l.scnt != iters-1 {
@@ -140,10 +148,21 @@ func (l *sendLoop) run() error {
 			}
 		}
 		if l.ccnt < iters {
+			// With events, sleep only after a poll found nothing: the
+			// completions that came before the last re-arm raised no
+			// event (perftest after 6.06; 6.06 sleeps before every poll,
+			// and waits for an event that never comes when more
+			// completions are queued than one poll reads).
+			if l.events != nil && ne == 0 {
+				if err := l.events.wait(); err != nil {
+					return msgError{"Couldn't request CQ notification", "  (" + err.Error() + ")"}
+				}
+			}
 			n, err := l.cq.Poll(l.wc[:])
 			if err != nil {
 				return msgError{"poll CQ failed: " + err.Error()}
 			}
+			ne = n
 			for i := 0; i < n; i++ {
 				wc := &l.wc[i]
 				if wc.Status != uverbs.WCSuccess {
@@ -176,6 +195,7 @@ func (l *sendLoop) run() error {
 type recvLoop struct {
 	qp     receiver
 	cq     poller
+	events waiter // -e
 	rwr    [1]uverbs.RecvWR
 	rsge   [1]uverbs.SGE
 	wc     [pollBatch]uverbs.WC
@@ -218,6 +238,12 @@ func (l *recvLoop) run() error {
 	clear(l.tm.completed)
 	first := true
 	for l.rcnt < l.iters {
+		// With events: sleep, then poll until the CQ is empty.
+		if l.events != nil {
+			if err := l.events.wait(); err != nil {
+				return msgError{" Failed to notify events to CQ", "  (" + err.Error() + ")"}
+			}
+		}
 		for {
 			n, err := l.cq.Poll(l.wc[:])
 			if err != nil {

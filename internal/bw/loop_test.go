@@ -1,6 +1,8 @@
 package bw
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/pureverbs/pureverbs/internal/testkit"
@@ -19,6 +21,30 @@ type fakeSQ struct {
 	inline   [256]int // inline sends: cap of the payload slice (its offset from the end of the memory)
 	pending  int      // signaled, not yet polled
 	perPoll  int
+	ev       *fakeEvents // -e: a signaled post raises an event when armed
+}
+
+// fakeEvents is a completion channel with one CQ: a completion raises an
+// event only while the CQ is armed, and a wait with no event queued is
+// an error (the real wait would sleep for ever).
+type fakeEvents struct {
+	armed, queued bool
+	waits         int
+}
+
+func (e *fakeEvents) arrive() {
+	if e.armed {
+		e.armed, e.queued = false, true
+	}
+}
+
+func (e *fakeEvents) wait() error {
+	if !e.queued {
+		return errors.New("waiting for an event that never comes")
+	}
+	e.queued, e.armed = false, true
+	e.waits++
+	return nil
 }
 
 func (f *fakeSQ) PostSend(wrs []uverbs.SendWR) error {
@@ -37,6 +63,9 @@ func (f *fakeSQ) PostSend(wrs []uverbs.SendWR) error {
 		}
 		f.nsig++
 		f.pending++
+		if f.ev != nil {
+			f.ev.arrive()
+		}
 	}
 	f.posts++
 	return nil
@@ -170,6 +199,7 @@ type fakeRQ struct {
 	posted, done int
 	addrs        [256]uint64
 	perPoll      int
+	ev           *fakeEvents
 }
 
 func (f *fakeRQ) PostRecv(wrs []uverbs.RecvWR) error {
@@ -177,6 +207,9 @@ func (f *fakeRQ) PostRecv(wrs []uverbs.RecvWR) error {
 		f.addrs[f.posted] = wrs[0].SGL[0].Addr
 	}
 	f.posted++
+	if f.ev != nil {
+		f.ev.arrive()
+	}
 	return nil
 }
 
@@ -211,6 +244,51 @@ func TestRecvLoop(t *testing.T) {
 	}
 	if l.tm.completed[0] < l.tm.posted[0] {
 		t.Errorf("timing %+v", l.tm)
+	}
+}
+
+// TestLoopsEvents: with -e the loops sleep on completion events and
+// never wait for one that cannot come (a completion raises an event only
+// while its CQ is armed), whatever the moderation and however many
+// completions one poll reads; every message completes.
+func TestLoopsEvents(t *testing.T) {
+	for _, c := range []struct{ iters, tx, cqMod, perPoll uint64 }{
+		{1000, 128, 100, 16},
+		{1000, 128, 1, 16}, // 128 completions queued at once, 16 per poll
+		{1000, 128, 1, 3},
+		{300, 16, 4, 1},
+	} {
+		ev := &fakeEvents{armed: true}
+		f := &fakeSQ{perPoll: int(c.perPoll), ev: ev}
+		l := newSendLoop(f, Read, c.iters, c.tx, c.cqMod, false)
+		l.events = ev
+		l.setup(64, 1, 2)
+		if err := l.run(); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if l.scnt != c.iters || l.ccnt < c.iters || f.pending != 0 || ev.waits == 0 {
+			t.Errorf("%+v: scnt %d ccnt %d, %d completions left, %d waits", c, l.scnt, l.ccnt, f.pending, ev.waits)
+		}
+	}
+	ev := &fakeEvents{armed: true}
+	r := &fakeRQ{perPoll: 5, ev: ev}
+	rl := &recvLoop{qp: r, cq: r, events: ev, iters: 1000, depth: 512, cycle: 4096, line: 64, rxAddr: 0x20000, tm: newTiming(1, true)}
+	if err := rl.prepost(128, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.run(); err != nil {
+		t.Fatal(err)
+	}
+	if r.posted != 1000 || r.done != 1000 || rl.rcnt != 1000 || ev.waits == 0 {
+		t.Errorf("receive loop: posted %d, done %d, rcnt %d, %d waits", r.posted, r.done, rl.rcnt, ev.waits)
+	}
+	// A failed wait ends the run with perftest's message.
+	f := &fakeSQ{perPoll: 1, ev: &fakeEvents{}}
+	l := newSendLoop(f, Send, 10, 4, 1, false)
+	l.events = f.ev
+	l.setup(64, 1, 0)
+	if err := l.run(); err == nil || !strings.Contains(err.Error(), "Couldn't request CQ notification") {
+		t.Errorf("unarmed CQ: %v", err)
 	}
 }
 

@@ -72,6 +72,8 @@ const (
 	maxInline      = 912
 	maxGIDIndex    = 64
 	maxSL          = 15
+	minEQNum       = 0
+	maxEQNum       = 2048
 	maxSize        = 8388608 // -a runs sizes 2 .. maxSize
 	cqModSizeLimit = 8192    // above it, completions are not moderated
 	noPeakIters    = 20000   // above it, the peak is not computed
@@ -100,6 +102,10 @@ type Options struct {
 	Inline    int    // -I (-1 = perftest's default, which is 0 for BW tests)
 	OutReads  int    // -o (read; 0 = the device's maximum)
 	Gbits     bool   // --report_gbits
+	Events    bool   // -e (read, send): sleep on completion events instead of polling
+	Vector    int    // -X (with -e): the CQs' completion vector (0)
+
+	reqVector bool
 
 	reqCQMod bool
 	reqSize  bool
@@ -298,6 +304,18 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 			if n, err = inRange(p.Arg, "CQ moderation", minCQMod, maxCQMod); err == nil {
 				o.CQMod, o.reqCQMod = int(n), true
 			}
+		case 'e', 'X':
+			// The CQs report to a completion channel; the loops sleep on
+			// it. perftest has no events on the write verb.
+			if v == Write {
+				err = &usageError{msg: " Events feature not available on WRITE verb"}
+				break
+			}
+			if p.Val == 'e' {
+				o.Events = true
+			} else if n, err = inRange(p.Arg, "EQN", minEQNum, maxEQNum); err == nil {
+				o.Vector, o.reqVector = int(n), true
+			}
 		case 'a':
 			o.All = true
 		case 'F':
@@ -336,7 +354,9 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 	default:
 		return Options{}, &usageError{msg: " Invalid Command line. Please check command rerun "}
 	}
-	o.forceDependencies(v)
+	if err := o.forceDependencies(v); err != nil {
+		return Options{}, err
+	}
 	return o, nil
 }
 
@@ -402,7 +422,7 @@ func strtolPrefix(s string) int64 {
 
 // forceDependencies is perftest's force_dependecies for what the Go tools
 // implement (RC, one QP, iterations).
-func (o *Options) forceDependencies(v Verb) {
+func (o *Options) forceDependencies(v Verb) error {
 	if uint64(o.TxDepth) > o.Iters {
 		o.TxDepth = int(o.Iters)
 	}
@@ -411,7 +431,8 @@ func (o *Options) forceDependencies(v Verb) {
 	}
 	// Large messages complete one by one: moderation would make the
 	// average depend on the last group.
-	if o.Size > cqModSizeLimit && !o.All && !o.reqCQMod {
+	// (Not with events, where perftest keeps the moderation.)
+	if o.Size > cqModSizeLimit && !o.All && !o.reqCQMod && !o.Events {
 		o.CQMod = 1
 	}
 	if o.CQMod > o.TxDepth {
@@ -435,6 +456,10 @@ func (o *Options) forceDependencies(v Verb) {
 	if o.Inline < 0 {
 		o.Inline = 0 // perftest's default inline size of BW tests
 	}
+	if o.reqVector && !o.Events {
+		return &usageError{msg: " Events must be enabled to select a completion vector", quiet: true}
+	}
+	return nil
 }
 
 // Usage writes the tool's usage text (stdout, as perftest prints it).
@@ -447,10 +472,17 @@ func Usage(w io.Writer, v Verb, prog string) {
 	lines := []string{
 		"  -a, --all  Run sizes from 2 till 2^23",
 		"  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)",
+	}
+	if v != Write {
+		lines = append(lines,
+			"  -e, --events  Sleep on CQ events (default poll)",
+			"  -X, --vector=<completion vector>  Set <completion vector> used for events")
+	}
+	lines = append(lines,
 		"  -F, --CPU-freq  Accepted for perftest compatibility (the Go tools time with the monotonic clock)",
 		"  -h, --help  Show this help screen.",
 		"  -i, --ib-port=<port>  Use port <port> of IB device (default 1)",
-	}
+	)
 	if v != Read {
 		lines = append(lines, "  -I, --inline_size=<size>  Max size of message to be sent in inline (default 0 in BW tests)")
 	}

@@ -39,6 +39,9 @@ func TestParseArgsDefaults(t *testing.T) {
 		{Write, []string{"h", "-aF", "--iters=100", "--size", "2K"}, 100, 1, 100, "h", false, 8388608, 100, 0},
 		{Send, []string{"-s", "1M", "-I", "64", "--report_gbits", "h"}, 1000, 512, 1, "h", false, 1 << 20, 128, 64},
 		{Write, []string{"-s", "0x100", "-Q", "4", "h"}, 5000, 1, 4, "h", false, 256, 128, 0},
+		// With events, large messages keep the moderation.
+		{Read, []string{"-e", "h"}, 1000, 1, 100, "h", false, 65536, 128, 0},
+		{Send, []string{"--events", "-X", "0", "h"}, 1000, 512, 100, "h", false, 65536, 128, 0},
 	} {
 		o, err := ParseArgs(c.v, c.args)
 		if err != nil {
@@ -53,6 +56,9 @@ func TestParseArgsDefaults(t *testing.T) {
 	o, _ := ParseArgs(Send, []string{"--report_gbits", "-x", "3", "-d", "rxe0", "-p", "20001", "-i", "1", "-m", "1024", "-u", "20", "-S", "2", "-N"})
 	if !o.Gbits || o.GIDIndex != 3 || o.Dev != "rxe0" || o.Port != 20001 || o.MTU != 1024 || o.QPTimeout != 20 || o.SL != 2 || !o.NoPeak {
 		t.Errorf("%+v", o)
+	}
+	if o, _ := ParseArgs(Send, []string{"-e", "--vector=3"}); !o.Events || o.Vector != 3 {
+		t.Errorf("-e --vector=3: %+v", o)
 	}
 	if o, _ := ParseArgs(Write, nil); o.GIDIndex != -1 {
 		t.Errorf("default GID index %d, want -1", o.GIDIndex)
@@ -78,6 +84,11 @@ func TestParseArgsErrors(t *testing.T) {
 		{Write, []string{"-c", "UC"}, " -c UC: this port runs RC only"},
 		{Write, []string{"-q", "2"}, " -q: this port runs one QP"},
 		{Write, []string{"a", "b"}, " Invalid Command line. Please check command rerun "},
+		{Write, []string{"-e"}, " Events feature not available on WRITE verb"},
+		{Write, []string{"-X", "0"}, " Events feature not available on WRITE verb"},
+		{Read, []string{"-X", "0"}, " Events must be enabled to select a completion vector"},
+		{Send, []string{"-e", "-X", "2049"}, " EQN should be between 0 and 2048"},
+		{Send, []string{"-e", "-X", "v"}, " EQN argument v should be int"},
 		{Write, []string{"-k", "1"}, " -k: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-Z"}, " -Z: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-y"}, "option requires an argument -- 'y'"},
@@ -103,7 +114,22 @@ func TestMainHelpVersion(t *testing.T) {
 		t.Errorf("-h: rc %d:\n%s", rc, out.String())
 	}
 	out.Reset()
-	if rc := Main(Write, "writebw", []string{"-e"}, &out, &errb); rc != 1 || errb.String() != " -e: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n" {
-		t.Errorf("-e: rc %d, stderr %q", rc, errb.String())
+	if rc := Main(Write, "writebw", []string{"-D", "5"}, &out, &errb); rc != 1 || errb.String() != " -D: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n" {
+		t.Errorf("-D: rc %d, stderr %q", rc, errb.String())
+	}
+	// perftest exits from force_dependencies, without the parser's line.
+	errb.Reset()
+	if rc := Main(Read, "readbw", []string{"-X", "1"}, &out, &errb); rc != 1 || errb.String() != " Events must be enabled to select a completion vector\n" {
+		t.Errorf("-X without -e: rc %d, stderr %q", rc, errb.String())
+	}
+	out.Reset()
+	Main(Write, "writebw", []string{"-h"}, &out, &errb)
+	if strings.Contains(out.String(), "--events") {
+		t.Errorf("writebw -h offers events:\n%s", out.String())
+	}
+	out.Reset()
+	Main(Read, "readbw", []string{"-h"}, &out, &errb)
+	if !strings.Contains(out.String(), "  -e, --events  Sleep on CQ events (default poll)") {
+		t.Errorf("readbw -h does not offer events:\n%s", out.String())
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/pingpong"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -64,6 +65,7 @@ type statusError struct {
 // test is one run's state (perftest's pingpong_context and the parts of
 // user_param that change during the run).
 type test struct {
+	ctx    context.Context // Run's: bounds the set-up and each wait for an event
 	v      Verb
 	o      Options
 	stdout io.Writer
@@ -75,6 +77,7 @@ type test struct {
 	buf    *uverbs.Buffer
 	mem    []byte
 	mr     *uverbs.MR
+	ch     *uverbs.CompChannel // -e
 	sendCQ *uverbs.CQ
 	recvCQ *uverbs.CQ // send only
 	qp     *uverbs.QP
@@ -101,6 +104,7 @@ type test struct {
 // print on stderr. ctx bounds the TCP connection set-up.
 func Run(ctx context.Context, v Verb, o Options, stdout, stderr io.Writer) error {
 	t := &test{v: v, o: o, stdout: stdout, stderr: stderr, client: o.Server != "", gidIndex: o.GIDIndex}
+	t.ctx = ctx
 	err := t.run(ctx)
 	if t.c != nil {
 		t.c.Close()
@@ -202,6 +206,11 @@ func (t *test) open() error {
 	t.dev, err = uverbs.Open(dev)
 	if err != nil {
 		return msgError{" Couldn't get context for the device", "  (" + err.Error() + ")"}
+	}
+	// verify_params_with_device_context (perftest lets the vector equal
+	// the count through; creating the CQ then fails).
+	if t.o.Events && t.o.Vector > t.dev.NumCompVectors() {
+		return msgError{" Completion vector specified is invalid", fmt.Sprintf(" Max completion vector = %d", t.dev.NumCompVectors()-1)}
 	}
 	pa, err := t.dev.QueryPort(t.o.IBPort)
 	if err != nil {
@@ -332,6 +341,16 @@ func (t *test) createResources() error {
 	for i := range t.mem {
 		t.mem[i] = byte(i*7 + 1)
 	}
+	if o.Events {
+		// perftest 6.06: one channel for both CQs.
+		if t.ch, err = t.dev.CreateCompChannel(); err != nil {
+			return msgError{"Couldn't create completion channel", "  (" + err.Error() + ")"}
+		}
+		// PUREVERBS_WAIT=thread: the ping-pong tools' opt-in.
+		if err = t.ch.SetWaitMode(pingpong.WaitModeFromEnv()); err != nil {
+			return msgError{"Couldn't create completion channel", "  (" + err.Error() + ")"}
+		}
+	}
 	t.pd, err = t.dev.AllocPD()
 	if err != nil {
 		return msgError{"Couldn't allocate PD", "  (" + err.Error() + ")"}
@@ -347,13 +366,14 @@ func (t *test) createResources() error {
 	if err != nil {
 		return msgError{"Couldn't allocate MR", "  (" + err.Error() + ")"}
 	}
-	t.sendCQ, err = t.dev.CreateCQ(o.TxDepth, nil)
+	cqOpts := &uverbs.CQOptions{CompVector: o.Vector, Channel: t.ch}
+	t.sendCQ, err = t.dev.CreateCQ(o.TxDepth, cqOpts)
 	if err != nil {
 		return msgError{"Couldn't create CQ", "  (" + err.Error() + ")"}
 	}
 	t.recvCQ = t.sendCQ
 	if t.v == Send {
-		t.recvCQ, err = t.dev.CreateCQ(o.RxDepth, nil)
+		t.recvCQ, err = t.dev.CreateCQ(o.RxDepth, cqOpts)
 		if err != nil {
 			return msgError{"Couldn't create a receiver CQ", "  (" + err.Error() + ")"}
 		}
@@ -459,6 +479,9 @@ func (t *test) printTestInfo() {
 	o := &t.o
 	io.WriteString(w, resultLine)
 	fmt.Fprintf(w, "                    %s BW Test\n", t.v)
+	if o.Events {
+		fmt.Fprintf(w, " Test with events. Using %s_comp%d\n", o.Dev, o.Vector)
+	}
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", o.Dev)
 	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : IB\n")
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
@@ -642,6 +665,13 @@ func (t *test) runRDMA() error {
 	t.send = sendLoop{qp: t.qp, cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
 		cqMod: uint64(t.o.CQMod), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
 		myAddr: t.mr.Addr(), remAddr: t.rem.VAddr, local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters, t.o.NoPeak)}
+	if t.ch != nil {
+		w, err := t.armEvents(t.sendCQ)
+		if err != nil {
+			return err
+		}
+		t.send.events = w
+	}
 	for _, size := range t.sizes() {
 		t.send.setup(size, t.mr.LKey(), t.rem.RKey)
 		if err := t.send.run(); err != nil {
@@ -677,6 +707,14 @@ func (t *test) runSend() error {
 	} else {
 		t.recv = recvLoop{qp: t.qp, cq: t.recvCQ, iters: t.o.Iters, depth: uint64(t.o.RxDepth),
 			cycle: t.cycle, line: t.cacheLine, rxAddr: t.mr.Addr() + t.half, tm: newTiming(1, true)}
+	}
+	if t.ch != nil {
+		// send_bw arms both CQs on both sides.
+		w, err := t.armEvents(t.sendCQ, t.recvCQ)
+		if err != nil {
+			return err
+		}
+		t.send.events, t.recv.events = w, w
 	}
 	for _, size := range t.sizes() {
 		if t.client {
@@ -714,6 +752,37 @@ func (t *test) runSend() error {
 	return nil
 }
 
+// armEvents asks for the first completion event of each CQ (the
+// ibv_req_notify_cq calls in the tools' main before the runs) and
+// returns what the loops sleep on.
+func (t *test) armEvents(cqs ...*uverbs.CQ) (waiter, error) {
+	for _, cq := range cqs {
+		if err := cq.ReqNotify(false); err != nil {
+			return nil, msgError{" Couldn't request CQ notification", "  (" + err.Error() + ")"}
+		}
+	}
+	return &channelWaiter{ch: t.ch, ctx: t.ctx}, nil
+}
+
+// channelWaiter is ctx_notify_events on a completion channel: take the
+// next event (parked on the runtime poller, bounded by ctx), acknowledge
+// it, re-arm its CQ. It allocates nothing.
+type channelWaiter struct {
+	ch  *uverbs.CompChannel
+	ctx context.Context
+}
+
+func (w *channelWaiter) wait() error {
+	cq, err := w.ch.GetCQEvent(w.ctx)
+	if err != nil {
+		return err
+	}
+	if err := cq.AckEvents(1); err != nil {
+		return err
+	}
+	return cq.ReqNotify(false)
+}
+
 // close destroys everything in perftest's order after a successful run.
 func (t *test) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -728,6 +797,7 @@ func (t *test) close() error {
 		{t.recvCQ != nil && t.recvCQ != t.sendCQ, "Failed to destroy recv CQ", func() error { return t.recvCQ.Destroy(ctx) }},
 		{t.sendCQ != nil, "Failed to destroy send CQ", func() error { return t.sendCQ.Destroy(ctx) }},
 		{t.pd != nil, "Failed to deallocate PD", t.pd.Dealloc},
+		{t.ch != nil, "Failed to close event channel", t.ch.Close},
 		{t.dev != nil, "Failed to close device context", t.dev.Close},
 	}
 	for _, s := range steps {
@@ -739,7 +809,7 @@ func (t *test) close() error {
 			return msgError{s.msg, "  (" + err.Error() + ")"}
 		}
 	}
-	t.qp, t.mr, t.recvCQ, t.sendCQ, t.pd, t.dev = nil, nil, nil, nil, nil, nil
+	t.qp, t.mr, t.recvCQ, t.sendCQ, t.pd, t.ch, t.dev = nil, nil, nil, nil, nil, nil, nil
 	if t.buf != nil {
 		if err := t.buf.Close(); err != nil {
 			return msgError{"Couldn't free the work buf.", "  (" + err.Error() + ")"}

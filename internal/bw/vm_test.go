@@ -13,8 +13,9 @@ import (
 
 // selfQP is an RC QP on rxelo connected to itself (GID 1,
 // ::ffff:127.0.0.1), with a buffer registered for every access and the
-// CQs of a test.
-func selfQP(t *testing.T, txDepth, rxDepth int) (*uverbs.QP, *uverbs.CQ, *uverbs.CQ, *uverbs.MR) {
+// CQs of a test; with events, each CQ reports to a completion channel of
+// its own.
+func selfQP(t *testing.T, txDepth, rxDepth int, events bool) (*uverbs.QP, *uverbs.CQ, *uverbs.CQ, *uverbs.MR) {
 	t.Helper()
 	c, err := uverbs.OpenByName(testkit.LoopDev)
 	if err != nil {
@@ -34,14 +35,25 @@ func selfQP(t *testing.T, txDepth, rxDepth int) (*uverbs.QP, *uverbs.CQ, *uverbs
 	if err != nil {
 		t.Fatal(err)
 	}
-	scq, err := c.CreateCQ(txDepth, nil)
+	var sopts, ropts uverbs.CQOptions
+	if events {
+		for _, o := range []*uverbs.CQOptions{&sopts, &ropts} {
+			if o.Channel, err = c.CreateCompChannel(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { o.Channel.Close() })
+		}
+	}
+	scq, err := c.CreateCQ(txDepth, &sopts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rcq, err := c.CreateCQ(rxDepth, nil)
+	t.Cleanup(func() { scq.Destroy(context.Background()) })
+	rcq, err := c.CreateCQ(rxDepth, &ropts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { rcq.Destroy(context.Background()) })
 	qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: scq, RecvCQ: rcq,
 		Cap: uverbs.QPCap{MaxSendWR: txDepth, MaxRecvWR: rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
@@ -80,7 +92,7 @@ func selfQP(t *testing.T, txDepth, rxDepth int) (*uverbs.QP, *uverbs.CQ, *uverbs
 // nothing, and every message completes.
 func TestVMLoopsNoAllocs(t *testing.T) {
 	testkit.RequireVM(t)
-	qp, scq, rcq, mr := selfQP(t, 128, 512)
+	qp, scq, rcq, mr := selfQP(t, 128, 512, false)
 	half := mr.Addr() + 1<<17
 	for _, v := range []Verb{Write, Read} {
 		l := &sendLoop{qp: qp, cq: scq, verb: v, iters: 1000, txDepth: 128, cqMod: 100, cycle: 4096, line: 64,
@@ -118,4 +130,66 @@ func TestVMLoopsNoAllocs(t *testing.T) {
 	if r.rcnt != 400 {
 		t.Errorf("received %d", r.rcnt)
 	}
+}
+
+// TestVMLoopsEvents: the same loops sleeping on completion events (-e),
+// moderated and with a completion per message, on a real QP: every
+// message completes, the waits happened, and a run allocates nothing.
+func TestVMLoopsEvents(t *testing.T) {
+	testkit.RequireVM(t)
+	qp, scq, rcq, mr := selfQP(t, 128, 512, true)
+	half := mr.Addr() + 1<<17
+	ctx := context.Background()
+	arm := func(cq *uverbs.CQ) *countingWaiter {
+		if err := cq.ReqNotify(false); err != nil {
+			t.Fatal(err)
+		}
+		return &countingWaiter{w: channelWaiter{ch: cq.Channel(), ctx: ctx}}
+	}
+	sw := arm(scq)
+	for _, cqMod := range []uint64{100, 1} {
+		l := &sendLoop{qp: qp, cq: scq, events: sw, verb: Read, iters: 1000, txDepth: 128, cqMod: cqMod, cycle: 4096, line: 64,
+			myAddr: mr.Addr(), remAddr: half, tm: newTiming(1000, false)}
+		sw.n = 0
+		testkit.NoAllocs(t, 3, func() {
+			l.setup(4096, mr.LKey(), mr.RKey())
+			if err := l.run(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if l.scnt != 1000 || l.ccnt < 1000 || sw.n == 0 {
+			t.Errorf("reads, cq_mod %d: scnt %d ccnt %d after %d waits", cqMod, l.scnt, l.ccnt, sw.n)
+		}
+		t.Logf("reads, cq_mod %d: %d waits in 4 runs", cqMod, sw.n)
+	}
+	rw := arm(rcq)
+	s := &sendLoop{qp: qp, cq: scq, events: sw, verb: Send, iters: 400, txDepth: 128, cqMod: 1, cycle: 4096, line: 64,
+		myAddr: mr.Addr(), tm: newTiming(400, false)}
+	r := &recvLoop{qp: qp, cq: rcq, events: rw, iters: 400, depth: 400, cycle: 4096, line: 64, rxAddr: half, tm: newTiming(1, true)}
+	testkit.NoAllocs(t, 3, func() {
+		if err := r.prepost(1024, mr.LKey()); err != nil {
+			t.Fatal(err)
+		}
+		s.setup(1024, mr.LKey(), 0)
+		if err := s.run(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.run(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if r.rcnt != 400 || rw.n == 0 {
+		t.Errorf("received %d after %d waits", r.rcnt, rw.n)
+	}
+}
+
+// countingWaiter counts a channelWaiter's waits.
+type countingWaiter struct {
+	w channelWaiter
+	n int
+}
+
+func (c *countingWaiter) wait() error {
+	c.n++
+	return c.w.wait()
 }

@@ -539,6 +539,10 @@ var BadArgs = [][]string{
 	{"-u", "99"}, {"-S", "99"}, {"-Q", "0"}, {"-I", "1000"}, {"-o", "0"},
 	{"-c", "UD"}, {"-a", "-s", "64"}, {"--size=64", "--iters=3"},
 	{"extra"}, {"-d", "nosuchdev0"},
+	// Events: none on the write verb; a completion vector needs -e and
+	// must be at most the device's count (rxe has one, and perftest lets
+	// 1 through to the CQ).
+	{"-e"}, {"-X", "0"}, {"-e", "-X", "1"}, {"-e", "-X", "2"}, {"-e", "-X", "x"}, {"-e", "-X", "3000"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")
