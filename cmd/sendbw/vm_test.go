@@ -46,6 +46,12 @@ func TestVMEvents(t *testing.T) {
 	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{1024}, 2000, "-e", "-Q", "1", "-X", "0")
 }
 
+// TestVMDuration: -D (run for a time and report the messages of the
+// stretch between the margins), Go against C both ways on rxe0.
+func TestVMDuration(t *testing.T) {
+	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 100, "-D", "3", "-f", "1")
+}
+
 // TestVMAllSizes: -a (2 B to 8 MiB, a line per size on both sides),
 // Go against C both ways on rxelo.
 func TestVMAllSizes(t *testing.T) {

@@ -2,6 +2,9 @@ package bw
 
 import (
 	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -50,6 +53,79 @@ func nextAddr(addr, base, size, cnt, cacheLine, cycle uint64) uint64 {
 	return addr
 }
 
+// Phases of a run of fixed duration (-D): perftest's states, driven by
+// SIGALRM there and by a timer goroutine here.
+const (
+	phaseWarmUp   int32 = iota // the first margin: not measured
+	phaseSample                // measured: completions count
+	phaseCoolDown              // the last margin: not measured
+	phaseEnd                   // time is up: the loops stop
+)
+
+// duration runs the clock of a -D run: the margin, then the measured
+// stretch (its start and end stamped as timing's posted[0] and
+// completed[0]), then the margin again. The loops read the phase with
+// one atomic load per post and per completion.
+type duration struct {
+	total, margin time.Duration
+	phase         atomic.Int32
+	stop, exited  chan struct{}
+}
+
+func newDuration(total, margin time.Duration) *duration {
+	return &duration{total: total, margin: margin}
+}
+
+// start starts the clock; tm receives the two stamps (written before the
+// phase that follows them is published).
+func (d *duration) start(tm *timing) {
+	d.phase.Store(phaseWarmUp)
+	d.stop, d.exited = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(d.exited)
+		if !d.sleep(d.margin) {
+			return
+		}
+		tm.posted[0] = stamp()
+		d.phase.Store(phaseSample)
+		if !d.sleep(d.total - 2*d.margin) {
+			return
+		}
+		tm.completed[0] = stamp()
+		d.phase.Store(phaseCoolDown)
+		if !d.sleep(d.margin) {
+			return
+		}
+		d.phase.Store(phaseEnd)
+	}()
+}
+
+// sleep waits for t, or returns false when the run stopped first.
+func (d *duration) sleep(t time.Duration) bool {
+	if t <= 0 {
+		return true
+	}
+	tick := time.NewTimer(t)
+	defer tick.Stop()
+	select {
+	case <-tick.C:
+		return true
+	case <-d.stop:
+		return false
+	}
+}
+
+// halt stops the clock if it runs (a run that failed early) and waits
+// for it.
+func (d *duration) halt() {
+	if d.stop == nil {
+		return
+	}
+	close(d.stop)
+	<-d.exited
+	d.stop, d.exited = nil, nil
+}
+
 // sendLoop is the client side of a run (run_iter_bw for one QP): keep up
 // to txDepth messages in flight, ask for a completion every cqMod
 // messages (and for the last), and count cqMod messages per completion.
@@ -58,7 +134,9 @@ func nextAddr(addr, base, size, cnt, cacheLine, cycle uint64) uint64 {
 type sendLoop struct {
 	qp      sender
 	cq      poller
-	events  waiter // -e
+	events  waiter    // -e
+	dur     *duration // -D: iters is 0, the loop runs until phaseEnd
+	sampled uint64    // -D: messages completed in phaseSample
 	wr      [1]uverbs.SendWR
 	sge     [1]uverbs.SGE
 	wc      [pollBatch]uverbs.WC
@@ -109,20 +187,51 @@ func (l *sendLoop) setup(size uint64, lkey, rkey uint32) {
 }
 
 // run posts iters messages and waits for their completions, recording
-// the timestamps the report needs.
+// the timestamps the report needs; with -D it posts until the time is up
+// and counts the completions of the measured stretch in sampled.
 func (l *sendLoop) run() error {
-	w := &l.wr[0]
-	iters, cqMod := l.iters, l.cqMod
-	l.scnt, l.ccnt = 0, 0
+	l.scnt, l.ccnt, l.sampled = 0, 0, 0
 	clear(l.tm.posted) // a stamp this run does not take stays zero
 	clear(l.tm.completed)
-	cycling := l.size <= l.cycle/2
-	if l.noPeak {
-		l.tm.posted[0] = stamp()
+	if l.dur == nil {
+		if l.noPeak {
+			l.tm.posted[0] = stamp()
+		}
+		if err := l.loop(l.iters); err != nil {
+			return err
+		}
+		if l.noPeak {
+			l.tm.completed[0] = stamp()
+		}
+	} else {
+		// perftest leaves the messages still in flight at the end
+		// uncompleted; destroying the QP flushes them.
+		l.dur.start(&l.tm)
+		err := l.loop(math.MaxUint64)
+		l.dur.halt()
+		if err != nil {
+			return err
+		}
 	}
+	toNanos(l.tm.posted, l.tm.completed)
+	return nil
+}
+
+// loop is run_iter_bw's loop for iters messages (math.MaxUint64 with -D:
+// until phaseEnd).
+func (l *sendLoop) loop(iters uint64) error {
+	w := &l.wr[0]
+	cqMod, dur := l.cqMod, l.dur
+	cycling := l.size <= l.cycle/2
 	ne := 0
 	for l.scnt < iters || l.ccnt < iters {
+		if dur != nil && dur.phase.Load() == phaseEnd {
+			return nil
+		}
 		for l.scnt < iters && l.scnt-l.ccnt+1 <= l.txDepth {
+			if dur != nil && dur.phase.Load() == phaseEnd {
+				return nil
+			}
 			if l.scnt%cqMod == 0 && cqMod > 1 && l.scnt != iters-1 {
 				w.Flags &^= uverbs.SendSignaled
 			}
@@ -171,6 +280,9 @@ func (l *sendLoop) run() error {
 						fmt.Sprintf("scnt=%d, ccnt=%d", l.scnt, l.ccnt)}
 				}
 				l.ccnt += cqMod
+				if dur != nil && dur.phase.Load() == phaseSample {
+					l.sampled += cqMod
+				}
 				if !l.noPeak {
 					if l.ccnt > iters {
 						l.tm.completed[iters-1] = stamp()
@@ -181,10 +293,6 @@ func (l *sendLoop) run() error {
 			}
 		}
 	}
-	if l.noPeak {
-		l.tm.completed[0] = stamp()
-	}
-	toNanos(l.tm.posted, l.tm.completed)
 	return nil
 }
 
@@ -193,21 +301,23 @@ func (l *sendLoop) run() error {
 // until iters receives are posted in all. The clock starts at the first
 // completion.
 type recvLoop struct {
-	qp     receiver
-	cq     poller
-	events waiter // -e
-	rwr    [1]uverbs.RecvWR
-	rsge   [1]uverbs.SGE
-	wc     [pollBatch]uverbs.WC
-	iters  uint64
-	depth  uint64 // receives posted before the run (rx depth)
-	size   uint64
-	cycle  uint64
-	line   uint64
-	rxAddr uint64 // receive area start
-	tm     timing
-	posted uint64
-	rcnt   uint64
+	qp      receiver
+	cq      poller
+	events  waiter    // -e
+	dur     *duration // -D: iters is 0, the loop runs until phaseEnd
+	sampled uint64    // -D: receives in phaseSample
+	rwr     [1]uverbs.RecvWR
+	rsge    [1]uverbs.SGE
+	wc      [pollBatch]uverbs.WC
+	iters   uint64
+	depth   uint64 // receives posted before the run (rx depth)
+	size    uint64
+	cycle   uint64
+	line    uint64
+	rxAddr  uint64 // receive area start
+	tm      timing
+	posted  uint64
+	rcnt    uint64
 }
 
 // prepost posts the first depth receives for size-byte messages
@@ -230,14 +340,42 @@ func (l *recvLoop) prepost(size uint64, lkey uint32) error {
 	return nil
 }
 
-// run receives iters messages.
+// run receives iters messages; with -D it receives until the time is
+// up, its clock started by the first receive, and counts the receives of
+// the measured stretch in sampled.
 func (l *recvLoop) run() error {
-	cycling := l.size <= l.cycle/2
-	l.rcnt = 0
+	l.rcnt, l.sampled = 0, 0
 	clear(l.tm.posted)
 	clear(l.tm.completed)
+	iters := l.iters
+	if l.dur != nil {
+		iters = math.MaxUint64
+		l.dur.phase.Store(phaseWarmUp)
+	}
+	err := l.loop(iters)
+	if l.dur != nil {
+		l.dur.halt()
+	}
+	if err != nil {
+		return err
+	}
+	if l.dur == nil {
+		l.tm.completed[0] = stamp()
+	}
+	toNanos(l.tm.posted, l.tm.completed)
+	return nil
+}
+
+// loop is run_iter_bw_server's loop for iters receives (math.MaxUint64
+// with -D: until phaseEnd).
+func (l *recvLoop) loop(iters uint64) error {
+	cycling := l.size <= l.cycle/2
+	dur := l.dur
 	first := true
-	for l.rcnt < l.iters {
+	for l.rcnt < iters {
+		if dur != nil && dur.phase.Load() == phaseEnd {
+			return nil
+		}
 		// With events: sleep, then poll until the CQ is empty.
 		if l.events != nil {
 			if err := l.events.wait(); err != nil {
@@ -245,6 +383,9 @@ func (l *recvLoop) run() error {
 			}
 		}
 		for {
+			if dur != nil && dur.phase.Load() == phaseEnd {
+				return nil
+			}
 			n, err := l.cq.Poll(l.wc[:])
 			if err != nil {
 				return msgError{"Poll Receive CQ failed: " + err.Error()}
@@ -253,7 +394,11 @@ func (l *recvLoop) run() error {
 				break
 			}
 			if first {
-				l.tm.posted[0] = stamp()
+				if dur != nil {
+					dur.start(&l.tm)
+				} else {
+					l.tm.posted[0] = stamp()
+				}
 				first = false
 			}
 			for i := 0; i < n; i++ {
@@ -264,7 +409,10 @@ func (l *recvLoop) run() error {
 						fmt.Sprintf(" rcnt=%d", l.rcnt)}
 				}
 				l.rcnt++
-				if l.posted+1 <= l.iters {
+				if dur != nil && dur.phase.Load() == phaseSample {
+					l.sampled++
+				}
+				if dur != nil || l.posted+1 <= l.iters {
 					if err := l.qp.PostRecv(l.rwr[:]); err != nil {
 						return msgError{fmt.Sprintf("Couldn't post recv Qp=0 rcnt=%d", l.rcnt), "  (" + err.Error() + ")"}
 					}
@@ -276,7 +424,5 @@ func (l *recvLoop) run() error {
 			}
 		}
 	}
-	l.tm.completed[0] = stamp()
-	toNanos(l.tm.posted, l.tm.completed)
 	return nil
 }

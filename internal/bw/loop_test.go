@@ -2,8 +2,10 @@ package bw
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -291,6 +293,56 @@ func TestLoopsEvents(t *testing.T) {
 		t.Errorf("unarmed CQ: %v", err)
 	}
 }
+
+// TestLoopsDuration: with -D both loops run until the time is up: the
+// measured stretch lies between the margins, only its completions count,
+// and the clock's goroutine is gone after the run, failed or not.
+func TestLoopsDuration(t *testing.T) {
+	const total, margin = 300 * time.Millisecond, 50 * time.Millisecond
+	before := runtime.NumGoroutine()
+	f := &fakeSQ{perPoll: 2}
+	l := newSendLoop(f, Write, 0, 128, 4, true)
+	l.dur = newDuration(total, margin)
+	l.setup(64, 1, 2)
+	start := time.Now()
+	if err := l.run(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	sample := time.Duration(l.tm.completed[0] - l.tm.posted[0])
+	if l.sampled == 0 || l.sampled >= l.ccnt || l.ccnt > l.scnt || took < total || sample < total-2*margin || sample >= took {
+		t.Errorf("send: %d posted, %d completed, %d in the sample of %v; the run took %v", l.scnt, l.ccnt, l.sampled, sample, took)
+	}
+	if r := computeReport(64, l.sampled, &l.tm, 4, true, false); r.Avg <= 0 || r.Iters != l.sampled {
+		t.Errorf("report %+v", r)
+	}
+	r := &fakeRQ{perPoll: 5}
+	rl := &recvLoop{qp: r, cq: r, dur: newDuration(total, 0), iters: 0, depth: 64, cycle: 4096, line: 64, rxAddr: 0x20000, tm: newTiming(1, true)}
+	if err := rl.prepost(128, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.run(); err != nil {
+		t.Fatal(err)
+	}
+	if rl.sampled == 0 || rl.sampled > rl.rcnt || r.posted != int(rl.rcnt)+64 || time.Duration(rl.tm.completed[0]-rl.tm.posted[0]) < total {
+		t.Errorf("receive: %d received, %d in the sample, %d posted, timing %+v", rl.rcnt, rl.sampled, r.posted, rl.tm)
+	}
+	// A run that fails stops its clock at once.
+	l = newSendLoop(f, Write, 0, 128, 4, true)
+	l.qp = failingSQ{}
+	l.dur = newDuration(time.Hour, 0)
+	l.setup(64, 1, 2)
+	if err := l.run(); err == nil {
+		t.Error("a failed post did not end the run")
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after the runs, %d before", n, before)
+	}
+}
+
+type failingSQ struct{}
+
+func (failingSQ) PostSend([]uverbs.SendWR) error { return errors.New("post failed") }
 
 // TestLoopsNoAllocs: a whole run of either loop, posting and polling
 // thousands of times, allocates nothing.

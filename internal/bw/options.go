@@ -74,6 +74,8 @@ const (
 	maxSL          = 15
 	minEQNum       = 0
 	maxEQNum       = 2048
+	defDuration    = 5       // seconds
+	defInitMargin  = -1      // -f not given: a quarter of the duration
 	maxSize        = 8388608 // -a runs sizes 2 .. maxSize
 	cqModSizeLimit = 8192    // above it, completions are not moderated
 	noPeakIters    = 20000   // above it, the peak is not computed
@@ -104,6 +106,8 @@ type Options struct {
 	Gbits     bool   // --report_gbits
 	Events    bool   // -e (read, send): sleep on completion events instead of polling
 	Vector    int    // -X (with -e): the CQs' completion vector (0)
+	Duration  int    // -D: run for this many seconds instead of Iters messages (0: iterations)
+	Margin    int    // -f: seconds left out of the measure at each end (-D/4 with -D)
 
 	reqVector bool
 
@@ -171,6 +175,8 @@ type usageError struct {
 	// quiet: perftest exits from inside the parser, without main's
 	// " Parser function exited with Error".
 	quiet bool
+	// resultLine: perftest prints its dashed rule on stdout first.
+	resultLine bool
 }
 
 func (e *usageError) Error() string { return e.msg }
@@ -211,7 +217,9 @@ func inRange(arg, name string, lo, hi int64) (int64, error) {
 // version).
 func ParseArgs(v Verb, args []string) (Options, error) {
 	o := Options{Port: defPort, IBPort: 1, Size: defSize, Iters: defIters, TxDepth: defTxDepth,
-		RxDepth: defRxRDMA, QPTimeout: defQPTimeout, GIDIndex: -1, CQMod: defCQMod, Inline: -1}
+		RxDepth: defRxRDMA, QPTimeout: defQPTimeout, GIDIndex: -1, CQMod: defCQMod, Inline: -1,
+		Margin: defInitMargin}
+	duration := defDuration
 	if v == Write {
 		o.Iters = defItersWrite
 	}
@@ -316,6 +324,20 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 			} else if n, err = inRange(p.Arg, "EQN", minEQNum, maxEQNum); err == nil {
 				o.Vector, o.reqVector = int(n), true
 			}
+		case 'D':
+			if n, err = cValue(p.Arg, "Duration period", "int"); err == nil {
+				duration, o.Duration = int(int32(n)), int(int32(n))
+				if duration <= 0 {
+					err = &usageError{msg: " Duration period must be positive"}
+				}
+			}
+		case 'f':
+			if n, err = cValue(p.Arg, "Margin", "int"); err == nil {
+				o.Margin = int(int32(n))
+				if o.Margin < 0 {
+					err = &usageError{msg: " Margin must be non-negative"}
+				}
+			}
 		case 'a':
 			o.All = true
 		case 'F':
@@ -354,7 +376,7 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 	default:
 		return Options{}, &usageError{msg: " Invalid Command line. Please check command rerun "}
 	}
-	if err := o.forceDependencies(v); err != nil {
+	if err := o.forceDependencies(v, duration); err != nil {
 		return Options{}, err
 	}
 	return o, nil
@@ -422,12 +444,16 @@ func strtolPrefix(s string) int64 {
 
 // forceDependencies is perftest's force_dependecies for what the Go tools
 // implement (RC, one QP, iterations).
-func (o *Options) forceDependencies(v Verb) error {
-	if uint64(o.TxDepth) > o.Iters {
-		o.TxDepth = int(o.Iters)
-	}
-	if v == Send && uint64(o.RxDepth) > o.Iters {
-		o.RxDepth = int(o.Iters)
+// duration is -D's value, or perftest's default of 5 seconds, which the
+// check of the margin uses even when the test counts iterations.
+func (o *Options) forceDependencies(v Verb, duration int) error {
+	if o.Duration == 0 {
+		if uint64(o.TxDepth) > o.Iters {
+			o.TxDepth = int(o.Iters)
+		}
+		if v == Send && uint64(o.RxDepth) > o.Iters {
+			o.RxDepth = int(o.Iters)
+		}
 	}
 	// Large messages complete one by one: moderation would make the
 	// average depend on the last group.
@@ -447,14 +473,31 @@ func (o *Options) forceDependencies(v Verb) error {
 	if v == Send && o.Server == "" {
 		o.NoPeak = true // the server times from its first receive
 	}
+	if o.Duration > 0 {
+		// The loops run until the time is up and count the messages of
+		// the measured stretch; the report has no peak.
+		o.Iters, o.NoPeak = 0, true
+		if o.Events {
+			return &usageError{msg: "Duration mode doesn't work with events.", quiet: true, resultLine: true}
+		}
+		if o.All {
+			return &usageError{msg: "Duration mode currently doesn't support running on all sizes.", quiet: true, resultLine: true}
+		}
+		if o.Margin == defInitMargin {
+			o.Margin = o.Duration / 4
+		}
+	}
 	if v == Send && o.RxDepth%2 == 1 && !o.All {
 		o.RxDepth++ // perftest's "WA for a bug when rx_depth is odd in SEND"
 	}
-	if o.Iters > noPeakIters {
+	if o.Duration == 0 && o.Iters > noPeakIters {
 		o.NoPeak = true
 	}
 	if o.Inline < 0 {
 		o.Inline = 0 // perftest's default inline size of BW tests
+	}
+	if !(duration > 2*o.Margin) {
+		return &usageError{msg: "please check that DURATION > 2*MARGIN", quiet: true, resultLine: true}
 	}
 	if o.reqVector && !o.Events {
 		return &usageError{msg: " Events must be enabled to select a completion vector", quiet: true}
@@ -472,6 +515,7 @@ func Usage(w io.Writer, v Verb, prog string) {
 	lines := []string{
 		"  -a, --all  Run sizes from 2 till 2^23",
 		"  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)",
+		"  -D, --duration  Run test for a customized period of seconds.",
 	}
 	if v != Write {
 		lines = append(lines,
@@ -479,6 +523,7 @@ func Usage(w io.Writer, v Verb, prog string) {
 			"  -X, --vector=<completion vector>  Set <completion vector> used for events")
 	}
 	lines = append(lines,
+		"  -f, --margin  measure results within margins. (default=2sec)",
 		"  -F, --CPU-freq  Accepted for perftest compatibility (the Go tools time with the monotonic clock)",
 		"  -h, --help  Show this help screen.",
 		"  -i, --ib-port=<port>  Use port <port> of IB device (default 1)",

@@ -42,6 +42,9 @@ func TestParseArgsDefaults(t *testing.T) {
 		// With events, large messages keep the moderation.
 		{Read, []string{"-e", "h"}, 1000, 1, 100, "h", false, 65536, 128, 0},
 		{Send, []string{"--events", "-X", "0", "h"}, 1000, 512, 100, "h", false, 65536, 128, 0},
+		// Duration: no iteration count, no peak, depths not capped by it.
+		{Write, []string{"-D", "3", "-s", "64", "h"}, 0, 1, 100, "h", true, 64, 128, 0},
+		{Send, []string{"-D", "3", "-n", "50", "h"}, 0, 512, 1, "h", true, 65536, 128, 0},
 	} {
 		o, err := ParseArgs(c.v, c.args)
 		if err != nil {
@@ -59,6 +62,15 @@ func TestParseArgsDefaults(t *testing.T) {
 	}
 	if o, _ := ParseArgs(Send, []string{"-e", "--vector=3"}); !o.Events || o.Vector != 3 {
 		t.Errorf("-e --vector=3: %+v", o)
+	}
+	// The margin: a quarter of the duration unless -f gives it.
+	for _, c := range []struct {
+		args             []string
+		duration, margin int
+	}{{[]string{"-D", "10"}, 10, 2}, {[]string{"-D", "3"}, 3, 0}, {[]string{"-D", "10", "-f", "4"}, 10, 4}, {[]string{"-f", "2"}, 0, 2}} {
+		if o, err := ParseArgs(Read, c.args); err != nil || o.Duration != c.duration || o.Margin != c.margin {
+			t.Errorf("%q: duration %d margin %d (%v), want %d and %d", c.args, o.Duration, o.Margin, err, c.duration, c.margin)
+		}
 	}
 	if o, _ := ParseArgs(Write, nil); o.GIDIndex != -1 {
 		t.Errorf("default GID index %d, want -1", o.GIDIndex)
@@ -89,6 +101,12 @@ func TestParseArgsErrors(t *testing.T) {
 		{Read, []string{"-X", "0"}, " Events must be enabled to select a completion vector"},
 		{Send, []string{"-e", "-X", "2049"}, " EQN should be between 0 and 2048"},
 		{Send, []string{"-e", "-X", "v"}, " EQN argument v should be int"},
+		{Write, []string{"-D", "0"}, " Duration period must be positive"},
+		{Write, []string{"-D", "x"}, " Duration period argument x should be int"},
+		{Write, []string{"-f", "-1"}, " Margin must be non-negative"},
+		{Write, []string{"-D", "4", "-f", "2"}, "please check that DURATION > 2*MARGIN"},
+		{Write, []string{"-f", "3"}, "please check that DURATION > 2*MARGIN"}, // against the default 5 s
+		{Read, []string{"-D", "4", "-a"}, "Duration mode currently doesn't support running on all sizes."},
 		{Write, []string{"-k", "1"}, " -k: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-Z"}, " -Z: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-y"}, "option requires an argument -- 'y'"},
@@ -114,8 +132,15 @@ func TestMainHelpVersion(t *testing.T) {
 		t.Errorf("-h: rc %d:\n%s", rc, out.String())
 	}
 	out.Reset()
-	if rc := Main(Write, "writebw", []string{"-D", "5"}, &out, &errb); rc != 1 || errb.String() != " -D: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n" {
-		t.Errorf("-D: rc %d, stderr %q", rc, errb.String())
+	if rc := Main(Write, "writebw", []string{"-b"}, &out, &errb); rc != 1 || errb.String() != " -b: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n" {
+		t.Errorf("-b: rc %d, stderr %q", rc, errb.String())
+	}
+	// perftest prints its rule on stdout, then the complaint.
+	out.Reset()
+	errb.Reset()
+	if rc := Main(Send, "sendbw", []string{"-D", "4", "-e"}, &out, &errb); rc != 1 || out.String() != resultLine ||
+		errb.String() != "Duration mode doesn't work with events.\n" {
+		t.Errorf("-D -e: rc %d, stdout %q, stderr %q", rc, out.String(), errb.String())
 	}
 	// perftest exits from force_dependencies, without the parser's line.
 	errb.Reset()

@@ -36,7 +36,10 @@ func Main(v Verb, prog string, args []string, stdout, stderr io.Writer) int {
 		return 1
 	case err != nil:
 		var ue *usageError
-		if errors.As(err, &ue) && ue.msg != "" {
+		if errors.As(err, &ue) && ue.resultLine {
+			io.WriteString(stdout, resultLine)
+		}
+		if ue != nil && ue.msg != "" {
 			fmt.Fprintf(stderr, "%s\n", ue.msg)
 		}
 		if ue == nil || !ue.quiet {
@@ -672,12 +675,15 @@ func (t *test) runRDMA() error {
 		}
 		t.send.events = w
 	}
+	if t.o.Duration > 0 {
+		t.send.dur = newDuration(time.Duration(t.o.Duration)*time.Second, time.Duration(t.o.Margin)*time.Second)
+	}
 	for _, size := range t.sizes() {
 		t.send.setup(size, t.mr.LKey(), t.rem.RKey)
 		if err := t.send.run(); err != nil {
 			return withLines(err, " Failed to complete run_iter_bw function successfully")
 		}
-		my = computeReport(size, t.o.Iters, &t.send.tm, t.o.CQMod, t.o.NoPeak, t.o.Gbits)
+		my = computeReport(size, t.iters(t.send.sampled), &t.send.tm, t.o.CQMod, t.o.NoPeak, t.o.Gbits)
 		writeReport(t.stdout, my, t.o.Gbits)
 	}
 	io.WriteString(t.stdout, resultLine)
@@ -716,6 +722,10 @@ func (t *test) runSend() error {
 		}
 		t.send.events, t.recv.events = w, w
 	}
+	if t.o.Duration > 0 {
+		d := newDuration(time.Duration(t.o.Duration)*time.Second, time.Duration(t.o.Margin)*time.Second)
+		t.send.dur, t.recv.dur = d, d
+	}
 	for _, size := range t.sizes() {
 		if t.client {
 			t.send.setup(size, t.mr.LKey(), 0)
@@ -730,12 +740,12 @@ func (t *test) runSend() error {
 			if err := t.send.run(); err != nil {
 				return err
 			}
-			r = computeReport(size, t.o.Iters, &t.send.tm, t.o.CQMod, t.o.NoPeak, t.o.Gbits)
+			r = computeReport(size, t.iters(t.send.sampled), &t.send.tm, t.o.CQMod, t.o.NoPeak, t.o.Gbits)
 		} else {
 			if err := t.recv.run(); err != nil {
 				return err
 			}
-			r = computeReport(size, t.o.Iters, &t.recv.tm, t.o.CQMod, true, t.o.Gbits)
+			r = computeReport(size, t.iters(t.recv.sampled), &t.recv.tm, t.o.CQMod, true, t.o.Gbits)
 		}
 		writeReport(t.stdout, r, t.o.Gbits)
 		if t.o.All {
@@ -750,6 +760,15 @@ func (t *test) runSend() error {
 	}
 	t.c = nil
 	return nil
+}
+
+// iters is the report's message count: -n's, or with -D the messages
+// of the measured stretch.
+func (t *test) iters(sampled uint64) uint64 {
+	if t.o.Duration > 0 {
+		return sampled
+	}
+	return t.o.Iters
 }
 
 // armEvents asks for the first completion event of each CQ (the
