@@ -4,11 +4,18 @@ package main
 // perftest's ib_send_bw in both directions (on rxe0; -a and Go against Go on rxelo).
 
 import (
+	"context"
+	"maps"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/pureverbs/pureverbs/internal/bw"
 	"github.com/pureverbs/pureverbs/internal/bw/bwtest"
 	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 var tool = bwtest.Tool{Verb: bw.Send, Go: "sendbw"}
@@ -50,6 +57,68 @@ func TestVMEvents(t *testing.T) {
 // stretch between the margins), Go against C both ways on rxe0.
 func TestVMDuration(t *testing.T) {
 	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 100, "-D", "3", "-f", "1")
+}
+
+// TestVMClientKilled: the client dies mid-run (SIGKILL). The Go server,
+// polling or sleeping on events, gives up after a watchdog period
+// without a receive, as perftest's check_alive does after 60-120 s
+// (shortened here through PUREVERBS_BW_ALIVE), with perftest's lines and
+// exit status, and leaves nothing behind in the kernel.
+func TestVMClientKilled(t *testing.T) {
+	testkit.RequireVM(t)
+	for _, mode := range []struct {
+		extra  []string
+		status string
+		line   string
+	}{
+		{nil, "exit status 17", "Total Iters Required=100000000"},
+		{[]string{"-e"}, "exit status 1", "Perftest cannot produce a report when in event mode."},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		before := testkit.Resources(t, testkit.RxeDev)
+		port := bwtest.Port()
+		args := append([]string{"-d", testkit.RxeDev, "-x", "1", "-p", strconv.Itoa(port), "-s", "4096", "-n", "100000000"}, mode.extra...)
+		srv := testkit.StartPeerEnv(ctx, t, []string{"PUREVERBS_BW_ALIVE=2s"}, "sendbw", args...)
+		if err := testkit.WaitTCPListen(ctx, port); err != nil {
+			t.Fatal(err)
+		}
+		// Mid-transfer: the device has received a few hundred more
+		// packets than before the client started.
+		base := rcvdPkts(t)
+		cli := testkit.StartPeer(ctx, t, "ib_send_bw", append(args, testkit.RxeAddr)...)
+		for rcvdPkts(t) < base+300 {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("no traffic:\n%s\n%s", srv.Output(), cli.Output())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		cli.Kill()
+		err := srv.Wait()
+		out := srv.Output()
+		if err == nil || !strings.Contains(err.Error(), mode.status) || !strings.Contains(out, " Did not get Message for 120 Seconds, exiting..") ||
+			!strings.Contains(out, mode.line) || strings.Contains(out, "Total Received=0,") {
+			t.Errorf("sendbw %s after its client died: %v, want %s and perftest's lines:\n%s", strings.Join(mode.extra, " "), err, mode.status, out)
+		}
+		if after := testkit.Resources(t, testkit.RxeDev); !maps.Equal(after, before) {
+			t.Errorf("resources after %v, before %v", after, before)
+		}
+	}
+}
+
+// rcvdPkts reads rxe0's count of received packets.
+func rcvdPkts(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/sys/class/infiniband/" + testkit.RxeDev + "/ports/1/hw_counters/rcvd_pkts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestVMAllSizes: -a (2 B to 8 MiB, a line per size on both sides),

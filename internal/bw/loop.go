@@ -1,6 +1,7 @@
 package bw
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -62,14 +63,54 @@ const (
 	phaseEnd                   // time is up: the loops stop
 )
 
+// background is a loop's helper goroutine (the -D clock, the
+// watchdog): start runs f, which sleeps with the function it is given;
+// halt stops it (a sleep then returns false) and waits for it.
+type background struct {
+	stop, exited chan struct{}
+}
+
+func (b *background) start(f func(sleep func(time.Duration) bool)) {
+	b.stop, b.exited = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(b.exited)
+		f(b.sleep)
+	}()
+}
+
+// sleep waits for t, or returns false when halt came first.
+func (b *background) sleep(t time.Duration) bool {
+	if t <= 0 {
+		return true
+	}
+	tick := time.NewTimer(t)
+	defer tick.Stop()
+	select {
+	case <-tick.C:
+		return true
+	case <-b.stop:
+		return false
+	}
+}
+
+// halt stops the goroutine if it runs and waits for it to end.
+func (b *background) halt() {
+	if b.stop == nil {
+		return
+	}
+	close(b.stop)
+	<-b.exited
+	b.stop, b.exited = nil, nil
+}
+
 // duration runs the clock of a -D run: the margin, then the measured
 // stretch (its start and end stamped as timing's posted[0] and
 // completed[0]), then the margin again. The loops read the phase with
 // one atomic load per post and per completion.
 type duration struct {
+	background
 	total, margin time.Duration
 	phase         atomic.Int32
-	stop, exited  chan struct{}
 }
 
 func newDuration(total, margin time.Duration) *duration {
@@ -80,50 +121,59 @@ func newDuration(total, margin time.Duration) *duration {
 // phase that follows them is published).
 func (d *duration) start(tm *timing) {
 	d.phase.Store(phaseWarmUp)
-	d.stop, d.exited = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(d.exited)
-		if !d.sleep(d.margin) {
+	d.background.start(func(sleep func(time.Duration) bool) {
+		if !sleep(d.margin) {
 			return
 		}
 		tm.posted[0] = stamp()
 		d.phase.Store(phaseSample)
-		if !d.sleep(d.total - 2*d.margin) {
+		if !sleep(d.total - 2*d.margin) {
 			return
 		}
 		tm.completed[0] = stamp()
 		d.phase.Store(phaseCoolDown)
-		if !d.sleep(d.margin) {
+		if !sleep(d.margin) {
 			return
 		}
 		d.phase.Store(phaseEnd)
-	}()
+	})
 }
 
-// sleep waits for t, or returns false when the run stopped first.
-func (d *duration) sleep(t time.Duration) bool {
-	if t <= 0 {
-		return true
-	}
-	tick := time.NewTimer(t)
-	defer tick.Stop()
-	select {
-	case <-tick.C:
-		return true
-	case <-d.stop:
-		return false
-	}
+// aliveEnv sets the watchdog's period (a Go duration, "2s"): perftest's
+// is 60 s; tests shorten it.
+const aliveEnv = "PUREVERBS_BW_ALIVE"
+
+// watchdog is perftest's check_alive for the send server of a run of
+// iterations: every period it compares the receives with those of the
+// last check, and when none came and the run is not complete it gives
+// up: stuck is set and the event waits' context, if any, canceled.
+type watchdog struct {
+	background
+	period time.Duration
+	cancel context.CancelFunc // nil when polling
+	stuck  atomic.Bool
 }
 
-// halt stops the clock if it runs (a run that failed early) and waits
-// for it.
-func (d *duration) halt() {
-	if d.stop == nil {
-		return
-	}
-	close(d.stop)
-	<-d.exited
-	d.stop, d.exited = nil, nil
+// start watches alive, the receives so far, against iters.
+func (w *watchdog) start(alive *atomic.Uint64, iters uint64) {
+	w.stuck.Store(false)
+	w.background.start(func(sleep func(time.Duration) bool) {
+		last := uint64(0)
+		for sleep(w.period) {
+			cur := alive.Load()
+			if cur > last {
+				last = cur
+				continue
+			}
+			if cur < iters {
+				w.stuck.Store(true)
+				if w.cancel != nil {
+					w.cancel()
+				}
+				return
+			}
+		}
+	})
 }
 
 // sendLoop is the client side of a run (run_iter_bw for one QP): keep up
@@ -303,9 +353,11 @@ func (l *sendLoop) loop(iters uint64) error {
 type recvLoop struct {
 	qp      receiver
 	cq      poller
-	events  waiter    // -e
-	dur     *duration // -D: iters is 0, the loop runs until phaseEnd
-	sampled uint64    // -D: receives in phaseSample
+	events  waiter        // -e
+	dur     *duration     // -D: iters is 0, the loop runs until phaseEnd
+	sampled uint64        // -D: receives in phaseSample
+	watch   *watchdog     // iterations: give up when the client stops sending
+	alive   atomic.Uint64 // rcnt, published after each batch for the watchdog
 	rwr     [1]uverbs.RecvWR
 	rsge    [1]uverbs.SGE
 	wc      [pollBatch]uverbs.WC
@@ -352,9 +404,16 @@ func (l *recvLoop) run() error {
 		iters = math.MaxUint64
 		l.dur.phase.Store(phaseWarmUp)
 	}
+	l.alive.Store(0)
+	if l.watch != nil && l.dur == nil {
+		l.watch.start(&l.alive, iters)
+	}
 	err := l.loop(iters)
 	if l.dur != nil {
 		l.dur.halt()
+	}
+	if l.watch != nil {
+		l.watch.halt()
 	}
 	if err != nil {
 		return err
@@ -376,9 +435,15 @@ func (l *recvLoop) loop(iters uint64) error {
 		if dur != nil && dur.phase.Load() == phaseEnd {
 			return nil
 		}
+		if l.watch != nil && l.watch.stuck.Load() {
+			return l.stuck()
+		}
 		// With events: sleep, then poll until the CQ is empty.
 		if l.events != nil {
 			if err := l.events.wait(); err != nil {
+				if l.watch != nil && l.watch.stuck.Load() {
+					return l.stuck()
+				}
 				return msgError{" Failed to notify events to CQ", "  (" + err.Error() + ")"}
 			}
 		}
@@ -422,7 +487,19 @@ func (l *recvLoop) loop(iters uint64) error {
 					}
 				}
 			}
+			l.alive.Store(l.rcnt)
 		}
 	}
 	return nil
+}
+
+// stuck is check_alive's verdict: perftest prints it and exits with 17,
+// or with 1 when it sleeps on events ("cannot produce a report").
+func (l *recvLoop) stuck() error {
+	m := msgError{" Did not get Message for 120 Seconds, exiting..",
+		fmt.Sprintf(" Total Received=%d, Total Iters Required=%d", l.rcnt, l.iters)}
+	if l.events != nil {
+		return append(m, " Due to this issue, Perftest cannot produce a report when in event mode.")
+	}
+	return statusError{m, 17}
 }

@@ -1,6 +1,7 @@
 package bw
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"strings"
@@ -343,6 +344,82 @@ func TestLoopsDuration(t *testing.T) {
 type failingSQ struct{}
 
 func (failingSQ) PostSend([]uverbs.SendWR) error { return errors.New("post failed") }
+
+// TestRecvLoopWatchdog: perftest's check_alive. A client that stops
+// sending ends the server's run after a period without a receive, with
+// perftest's lines and status (17 polling, 1 sleeping on events, whose
+// wait the watchdog cancels); a slow client that keeps sending does not.
+func TestRecvLoopWatchdog(t *testing.T) {
+	const period = 50 * time.Millisecond
+	newLoop := func(q *stallingRQ) *recvLoop {
+		return &recvLoop{qp: q, cq: q, iters: 1000, depth: 64, cycle: 4096, line: 64, rxAddr: 0x20000,
+			tm: newTiming(1, true), watch: &watchdog{period: period}}
+	}
+	q := &stallingRQ{fakeRQ: fakeRQ{perPoll: 5}, limit: 100}
+	l := newLoop(q)
+	if err := l.prepost(64, 1); err != nil {
+		t.Fatal(err)
+	}
+	err := l.run()
+	var se statusError
+	if !errors.As(err, &se) || se.status != 17 || !strings.Contains(err.Error(), "Did not get Message for 120 Seconds, exiting..\n Total Received=100, Total Iters Required=1000") {
+		t.Errorf("polling: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q = &stallingRQ{fakeRQ: fakeRQ{perPoll: 5}, limit: 100}
+	l = newLoop(q)
+	l.events = ctxWaiter{ctx: ctx, q: q}
+	l.watch.cancel = cancel
+	if err := l.prepost(64, 1); err != nil {
+		t.Fatal(err)
+	}
+	err = l.run()
+	if !errors.As(err, new(msgError)) || errors.As(err, &se) || !strings.Contains(err.Error(), "cannot produce a report when in event mode") {
+		t.Errorf("events: %v", err)
+	}
+	// Ten receives, one every fifth of a period: never a whole period without.
+	q = &stallingRQ{fakeRQ: fakeRQ{perPoll: 1}, limit: 1 << 30, every: period / 5}
+	l = newLoop(q)
+	l.iters, l.depth = 10, 10
+	if err := l.prepost(64, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.run(); err != nil || l.rcnt != 10 {
+		t.Errorf("slow client: %v after %d receives", err, l.rcnt)
+	}
+}
+
+// stallingRQ is a fakeRQ whose receives stop completing after limit,
+// and which waits every (simulating a slow sender) before each one.
+type stallingRQ struct {
+	fakeRQ
+	limit int
+	every time.Duration
+}
+
+func (q *stallingRQ) Poll(wcs []uverbs.WC) (int, error) {
+	if q.done >= q.limit {
+		return 0, nil
+	}
+	time.Sleep(q.every)
+	return q.fakeRQ.Poll(wcs[:min(len(wcs), q.limit-q.done)])
+}
+
+// ctxWaiter returns at once while the queue has completions and
+// otherwise sleeps until ctx is canceled.
+type ctxWaiter struct {
+	ctx context.Context
+	q   *stallingRQ
+}
+
+func (w ctxWaiter) wait() error {
+	if w.q.done < min(w.q.posted, w.q.limit) {
+		return nil
+	}
+	<-w.ctx.Done()
+	return w.ctx.Err()
+}
 
 // TestLoopsNoAllocs: a whole run of either loop, posting and polling
 // thousands of times, allocates nothing.

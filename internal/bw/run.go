@@ -725,6 +725,16 @@ func (t *test) runSend() error {
 	if t.o.Duration > 0 {
 		d := newDuration(time.Duration(t.o.Duration)*time.Second, time.Duration(t.o.Margin)*time.Second)
 		t.send.dur, t.recv.dur = d, d
+	} else if !t.client {
+		// check_alive: a server whose client died gives up.
+		w := &watchdog{period: alivePeriod()}
+		if t.ch != nil {
+			ctx, cancel := context.WithCancel(t.ctx)
+			defer cancel()
+			w.cancel = cancel
+			t.recv.events = &channelWaiter{ch: t.ch, ctx: ctx}
+		}
+		t.recv.watch = w
 	}
 	for _, size := range t.sizes() {
 		if t.client {
@@ -760,6 +770,14 @@ func (t *test) runSend() error {
 	}
 	t.c = nil
 	return nil
+}
+
+// alivePeriod is the watchdog's period: perftest's 60 s, or aliveEnv's.
+func alivePeriod() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(aliveEnv)); err == nil && d > 0 {
+		return d
+	}
+	return 60 * time.Second
 }
 
 // iters is the report's message count: -n's, or with -D the messages

@@ -44,6 +44,14 @@ func StartPeer(ctx context.Context, tb testing.TB, name string, args ...string) 
 	return startLocal(ctx, tb, nil, name, args)
 }
 
+// StartPeerEnv is StartPeer with env ("K=V") added to the program's
+// environment.
+func StartPeerEnv(ctx context.Context, tb testing.TB, env []string, name string, args ...string) *Peer {
+	tb.Helper()
+	RequireVM(tb)
+	return startLocal(ctx, tb, env, name, args)
+}
+
 // startLocal starts a peer on this host, in the test's directory, with env
 // added to the environment.
 func startLocal(ctx context.Context, tb testing.TB, env []string, name string, args []string) *Peer {
@@ -146,6 +154,10 @@ func (p *Peer) Stop() {
 		}
 	}
 }
+
+// Kill kills the peer at once (SIGKILL to its process group), as a crash
+// would; Wait then reports it.
+func (p *Peer) Kill() { p.signal(syscall.SIGKILL) }
 
 // Output returns everything the peer has written so far (stdout and stderr
 // interleaved). It is safe to call while the peer runs.
