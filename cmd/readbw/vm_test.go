@@ -48,6 +48,13 @@ func TestVMDuration(t *testing.T) {
 	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 100, "-D", "3", "-f", "1")
 }
 
+// TestVMPostList: -l (each post a chain of requests, a completion per
+// list or per -Q of it), Go against C both ways on rxelo.
+func TestVMPostList(t *testing.T) {
+	bwtest.MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{64, 4096}, 400, "-l", "4")
+	bwtest.MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{1024}, 400, "-l", "8", "-Q", "4")
+}
+
 // TestVMAllSizes: -a (2 B to 8 MiB, a line per size on the client, the last one on the server),
 // Go against C both ways on rxelo.
 func TestVMAllSizes(t *testing.T) {

@@ -121,6 +121,15 @@ func rcvdPkts(t *testing.T) int {
 	return n
 }
 
+// TestVMPostList: -l (each post a chain of requests, a completion per
+// list or per -Q of it), Go against C both ways on rxelo.
+func TestVMPostList(t *testing.T) {
+	bwtest.MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{64, 4096}, 400, "-l", "4")
+	bwtest.MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{1024}, 400, "-l", "8", "-Q", "4")
+	// Inline messages with a completion for each keep both flags.
+	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 200, "-I", "64", "-Q", "1")
+}
+
 // TestVMAllSizes: -a (2 B to 8 MiB, a line per size on both sides),
 // Go against C both ways on rxelo.
 func TestVMAllSizes(t *testing.T) {

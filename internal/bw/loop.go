@@ -194,25 +194,63 @@ type sendLoop struct {
 	iters   uint64
 	txDepth uint64
 	cqMod   uint64
-	noPeak  bool
-	size    uint64
-	cycle   uint64
-	line    uint64 // cache line
-	myAddr  uint64 // local buffer start
-	remAddr uint64 // remote buffer start (write, read)
-	local   []byte // the registered memory at myAddr (inline sends copy from it)
-	inline  int    // send and write messages up to this size inline
-	tm      timing
-	scnt    uint64
-	ccnt    uint64
+	// postList > 1 (-l): each post is the chain list (with its SGEs in
+	// lsge), cqMod divides it; posting is what one PostSend posts.
+	postList uint64
+	list     []uverbs.SendWR
+	lsge     []uverbs.SGE
+	posting  []uverbs.SendWR
+	noPeak   bool
+	size     uint64
+	cycle    uint64
+	line     uint64 // cache line
+	myAddr   uint64 // local buffer start
+	remAddr  uint64 // remote buffer start (write, read)
+	local    []byte // the registered memory at myAddr (inline sends copy from it)
+	inline   int    // send and write messages up to this size inline
+	tm       timing
+	scnt     uint64
+	ccnt     uint64
 }
 
-// setup prepares the work request for size-byte messages (ctx_set_send_wqes).
+// setup prepares the work requests for size-byte messages
+// (ctx_set_send_wqes): one, or a chain of postList whose slots follow
+// each other in the cycle buffer and stay put from post to post, a
+// completion asked for every cqMod of them.
 func (l *sendLoop) setup(size uint64, lkey, rkey uint32) {
 	l.size = size
-	l.sge[0] = uverbs.SGE{Addr: l.myAddr, Length: uint32(size), LKey: lkey}
-	w := &l.wr[0]
-	*w = uverbs.SendWR{ID: 0, SGL: l.sge[:]}
+	l.postList = max(l.postList, 1)
+	if l.postList == 1 {
+		l.posting = l.wr[:]
+		l.setupWR(&l.wr[0], l.sge[:], l.myAddr, l.remAddr, lkey, rkey)
+		if l.cqMod == 1 {
+			l.wr[0].Flags |= uverbs.SendSignaled
+		}
+		return
+	}
+	if uint64(len(l.list)) != l.postList {
+		l.list = make([]uverbs.SendWR, l.postList)
+		l.lsge = make([]uverbs.SGE, l.postList)
+	}
+	l.posting = l.list
+	addr, rem := l.myAddr, l.remAddr
+	for j := range l.list {
+		if j > 0 && size <= l.cycle/2 {
+			addr = nextAddr(addr, l.myAddr, size, uint64(j-1), l.line, l.cycle)
+			rem = nextAddr(rem, l.remAddr, size, uint64(j-1), l.line, l.cycle)
+		}
+		l.setupWR(&l.list[j], l.lsge[j:j+1], addr, rem, lkey, rkey)
+		if uint64(j+1)%l.cqMod == 0 {
+			l.list[j].Flags |= uverbs.SendSignaled
+		}
+	}
+}
+
+// setupWR fills in one request for a message at addr (and, for write
+// and read, the peer's rem), unsignaled.
+func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, addr, rem uint64, lkey, rkey uint32) {
+	sgl[0] = uverbs.SGE{Addr: addr, Length: uint32(l.size), LKey: lkey}
+	*w = uverbs.SendWR{ID: 0, SGL: sgl}
 	switch l.verb {
 	case Write:
 		w.Opcode = uverbs.WRRDMAWrite
@@ -222,17 +260,15 @@ func (l *sendLoop) setup(size uint64, lkey, rkey uint32) {
 		w.Opcode = uverbs.WRSend
 	}
 	if l.verb != Send {
-		w.RemoteAddr, w.RKey = l.remAddr, rkey
+		w.RemoteAddr, w.RKey = rem, rkey
 	}
-	if l.verb != Read && size <= uint64(l.inline) {
+	if l.verb != Read && l.size <= uint64(l.inline) {
 		// IBV_SEND_INLINE: the bytes go into the queue at post time, so
 		// the request names them instead of an SGE.
+		off := addr - l.myAddr
 		w.Flags |= uverbs.SendInline
 		w.SGL = nil
-		w.Inline = l.local[:size]
-	}
-	if l.cqMod == 1 {
-		w.Flags = uverbs.SendSignaled
+		w.Inline = l.local[off : off+l.size]
 	}
 }
 
@@ -271,24 +307,25 @@ func (l *sendLoop) run() error {
 // until phaseEnd).
 func (l *sendLoop) loop(iters uint64) error {
 	w := &l.wr[0]
-	cqMod, dur := l.cqMod, l.dur
-	cycling := l.size <= l.cycle/2
+	cqMod, dur, n := l.cqMod, l.dur, l.postList
+	single := n == 1 // a list's requests keep their slots and signals
+	cycling := single && l.size <= l.cycle/2
 	ne := 0
 	for l.scnt < iters || l.ccnt < iters {
 		if dur != nil && dur.phase.Load() == phaseEnd {
 			return nil
 		}
-		for l.scnt < iters && l.scnt-l.ccnt+1 <= l.txDepth {
+		for l.scnt < iters && l.scnt-l.ccnt+n <= l.txDepth {
 			if dur != nil && dur.phase.Load() == phaseEnd {
 				return nil
 			}
-			if l.scnt%cqMod == 0 && cqMod > 1 && l.scnt != iters-1 {
+			if single && l.scnt%cqMod == 0 && cqMod > 1 && l.scnt != iters-1 {
 				w.Flags &^= uverbs.SendSignaled
 			}
 			if !l.noPeak {
 				l.tm.posted[l.scnt] = stamp()
 			}
-			if err := l.qp.PostSend(l.wr[:]); err != nil {
+			if err := l.qp.PostSend(l.posting); err != nil {
 				return msgError{fmt.Sprintf("Couldn't post send: qp 0 scnt=%d ", l.scnt), "  (" + err.Error() + ")"}
 			}
 			if cycling {
@@ -301,8 +338,8 @@ func (l *sendLoop) loop(iters uint64) error {
 					w.RemoteAddr = nextAddr(w.RemoteAddr, l.remAddr, l.size, l.scnt, l.line, l.cycle)
 				}
 			}
-			l.scnt++
-			if l.scnt%cqMod == cqMod-1 || l.scnt == iters-1 {
+			l.scnt += n
+			if single && (l.scnt%cqMod == cqMod-1 || l.scnt == iters-1) {
 				w.Flags |= uverbs.SendSignaled
 			}
 		}

@@ -25,6 +25,8 @@ type fakeSQ struct {
 	pending  int      // signaled, not yet polled
 	perPoll  int
 	ev       *fakeEvents // -e: a signaled post raises an event when armed
+	calls    int         // PostSend calls
+	lastLen  int         // requests in the last one
 }
 
 // fakeEvents is a completion channel with one CQ: a completion raises an
@@ -51,26 +53,30 @@ func (e *fakeEvents) wait() error {
 }
 
 func (f *fakeSQ) PostSend(wrs []uverbs.SendWR) error {
-	w := &wrs[0]
-	if f.posts < len(f.addrs) {
-		if w.Flags&uverbs.SendInline != 0 {
-			f.inline[f.posts] = cap(w.Inline)
-		} else {
-			f.addrs[f.posts] = w.SGL[0].Addr
+	f.calls++
+	f.lastLen = len(wrs)
+	for i := range wrs {
+		w := &wrs[i]
+		if f.posts < len(f.addrs) {
+			if w.Flags&uverbs.SendInline != 0 {
+				f.inline[f.posts] = cap(w.Inline)
+			} else {
+				f.addrs[f.posts] = w.SGL[0].Addr
+			}
+			f.remotes[f.posts] = w.RemoteAddr
 		}
-		f.remotes[f.posts] = w.RemoteAddr
+		if w.Flags&uverbs.SendSignaled != 0 {
+			if f.nsig < len(f.signaled) {
+				f.signaled[f.nsig] = f.posts
+			}
+			f.nsig++
+			f.pending++
+			if f.ev != nil {
+				f.ev.arrive()
+			}
+		}
+		f.posts++
 	}
-	if w.Flags&uverbs.SendSignaled != 0 {
-		if f.nsig < len(f.signaled) {
-			f.signaled[f.nsig] = f.posts
-		}
-		f.nsig++
-		f.pending++
-		if f.ev != nil {
-			f.ev.arrive()
-		}
-	}
-	f.posts++
 	return nil
 }
 
@@ -166,6 +172,60 @@ func TestSendLoopInline(t *testing.T) {
 	l.setup(129, 1, 2)
 	if err := l.run(); err != nil || f2.inline[0] != 0 || f2.addrs[0] != 0x10000 {
 		t.Errorf("129 B with inline 128: %v, inline %d, address %#x", err, f2.inline[0], f2.addrs[0])
+	}
+}
+
+// TestSendLoopPostList: with -l each PostSend posts a chain of the
+// list's size; the requests of a list take consecutive slots that stay
+// put from list to list, and every cqMod-th of a list asks for a
+// completion.
+func TestSendLoopPostList(t *testing.T) {
+	for _, c := range []struct{ list, cqMod, size uint64 }{{4, 4, 64}, {8, 4, 64}, {8, 8, 4096}} {
+		f := &fakeSQ{perPoll: 3}
+		l := newSendLoop(f, Write, 96, 32, c.cqMod, false)
+		l.postList = c.list
+		l.setup(c.size, 1, 2)
+		if err := l.run(); err != nil {
+			t.Fatal(err)
+		}
+		if f.posts != 96 || f.calls != 96/int(c.list) || f.lastLen != int(c.list) || l.ccnt < 96 {
+			t.Errorf("%+v: %d requests in %d posts of %d, ccnt %d", c, f.posts, f.calls, f.lastLen, l.ccnt)
+		}
+		for k := 0; k < 96; k++ {
+			j := uint64(k) % c.list
+			off := j * max(c.size, 64)
+			if c.size > 2048 {
+				off = 0
+			}
+			if f.addrs[k] != 0x10000+off || f.remotes[k] != 0x90000+off {
+				t.Errorf("%+v: request %d at %#x -> %#x, want offset %#x", c, k, f.addrs[k], f.remotes[k], off)
+				break
+			}
+		}
+		if f.nsig != 96/int(c.cqMod) {
+			t.Errorf("%+v: %d signaled", c, f.nsig)
+		}
+		for i := 0; i < min(f.nsig, len(f.signaled)); i++ {
+			if uint64(f.signaled[i]+1)%c.cqMod != 0 {
+				t.Errorf("%+v: request %d signaled", c, f.signaled[i])
+				break
+			}
+		}
+	}
+}
+
+// TestSendLoopInlineSignaled: a completion for every inline message
+// (-I with -Q 1) keeps both flags.
+func TestSendLoopInlineSignaled(t *testing.T) {
+	f := &fakeSQ{perPoll: 3}
+	l := newSendLoop(f, Send, 20, 8, 1, false)
+	l.local, l.inline = make([]byte, 8192), 64
+	l.setup(64, 1, 0)
+	if want := uverbs.SendInline | uverbs.SendSignaled; l.wr[0].Flags != want {
+		t.Errorf("flags %v, want %v", l.wr[0].Flags, want)
+	}
+	if err := l.run(); err != nil || f.nsig != 20 || f.inline[19] == 0 {
+		t.Errorf("%v: %d signaled, inline %v", err, f.nsig, f.inline[:20])
 	}
 }
 

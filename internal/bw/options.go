@@ -108,6 +108,11 @@ type Options struct {
 	Vector    int    // -X (with -e): the CQs' completion vector (0)
 	Duration  int    // -D: run for this many seconds instead of Iters messages (0: iterations)
 	Margin    int    // -f: seconds left out of the measure at each end (-D/4 with -D)
+	PostList  int    // -l (1): post this many requests per PostSend, a chain
+
+	// notice is what perftest prints on stdout while it parses (Run
+	// prints it first).
+	notice string
 
 	reqVector bool
 
@@ -177,6 +182,8 @@ type usageError struct {
 	quiet bool
 	// resultLine: perftest prints its dashed rule on stdout first.
 	resultLine bool
+	// notice: what perftest printed on stdout before (Options.notice).
+	notice string
 }
 
 func (e *usageError) Error() string { return e.msg }
@@ -218,7 +225,7 @@ func inRange(arg, name string, lo, hi int64) (int64, error) {
 func ParseArgs(v Verb, args []string) (Options, error) {
 	o := Options{Port: defPort, IBPort: 1, Size: defSize, Iters: defIters, TxDepth: defTxDepth,
 		RxDepth: defRxRDMA, QPTimeout: defQPTimeout, GIDIndex: -1, CQMod: defCQMod, Inline: -1,
-		Margin: defInitMargin}
+		Margin: defInitMargin, PostList: 1}
 	duration := defDuration
 	if v == Write {
 		o.Iters = defItersWrite
@@ -338,6 +345,14 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 					err = &usageError{msg: " Margin must be non-negative"}
 				}
 			}
+		case 'l':
+			if n, err = cValue(p.Arg, "Send Post List size", "int"); err == nil {
+				o.PostList = int(int32(n))
+				if o.PostList < 1 {
+					// perftest takes it and then never completes a run.
+					err = &usageError{msg: " Send Post List size should be positive"}
+				}
+			}
 		case 'a':
 			o.All = true
 		case 'F':
@@ -377,6 +392,9 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 		return Options{}, &usageError{msg: " Invalid Command line. Please check command rerun "}
 	}
 	if err := o.forceDependencies(v, duration); err != nil {
+		if ue, ok := err.(*usageError); ok {
+			ue.notice = o.notice // printed before perftest gave up
+		}
 		return Options{}, err
 	}
 	return o, nil
@@ -458,11 +476,31 @@ func (o *Options) forceDependencies(v Verb, duration int) error {
 	// Large messages complete one by one: moderation would make the
 	// average depend on the last group.
 	// (Not with events, where perftest keeps the moderation.)
-	if o.Size > cqModSizeLimit && !o.All && !o.reqCQMod && !o.Events {
-		o.CQMod = 1
+	if o.Size > cqModSizeLimit && !o.All && !o.Events {
+		if !o.reqCQMod {
+			o.CQMod = 1
+		} else if o.CQMod > 1 {
+			o.notice += resultLine + "Warning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n"
+		}
 	}
 	if o.CQMod > o.TxDepth {
 		o.CQMod = o.TxDepth
+	}
+	if o.PostList > 1 {
+		// A completion per list (or per cq_mod requests of it).
+		if o.Duration == 0 && o.Iters%uint64(o.PostList) != 0 {
+			return &usageError{msg: "Number of iterations must be a multiple of post list size", quiet: true, resultLine: true}
+		}
+		if !o.reqCQMod {
+			o.CQMod = o.PostList
+			o.notice += resultLine + "Post List requested - CQ moderation will be the size of the post list\n"
+		} else if o.PostList%o.CQMod != 0 {
+			return &usageError{msg: "Post list size must be a multiple of CQ moderation", quiet: true, resultLine: true}
+		}
+		if o.PostList > o.TxDepth {
+			// perftest would never post.
+			return &usageError{msg: fmt.Sprintf(" Post list size %d exceeds the TX depth %d", o.PostList, o.TxDepth), quiet: true}
+		}
 	}
 	if v == Read {
 		o.Inline = 0
@@ -532,6 +570,7 @@ func Usage(w io.Writer, v Verb, prog string) {
 		lines = append(lines, "  -I, --inline_size=<size>  Max size of message to be sent in inline (default 0 in BW tests)")
 	}
 	lines = append(lines,
+		"  -l, --post_list=<list size>  Post list of send WQEs of <list size> size (instead of single post)",
 		"  -m, --mtu=<mtu>  MTU size : 256 - 4096 (default port mtu)",
 		fmt.Sprintf("  -n, --iters=<iters>  Number of exchanges (at least %d, default %d)", minIter, iters),
 		"  -N, --noPeak  Skip the peak bandwidth (its timestamps) in the report",

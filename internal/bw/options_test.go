@@ -63,6 +63,23 @@ func TestParseArgsDefaults(t *testing.T) {
 	if o, _ := ParseArgs(Send, []string{"-e", "--vector=3"}); !o.Events || o.Vector != 3 {
 		t.Errorf("-e --vector=3: %+v", o)
 	}
+	// A post list sets the moderation to its size unless -Q gives one,
+	// and says so on stdout.
+	if o, err := ParseArgs(Send, []string{"-l", "8", "h"}); err != nil || o.PostList != 8 || o.CQMod != 8 ||
+		o.notice != resultLine+"Post List requested - CQ moderation will be the size of the post list\n" {
+		t.Errorf("-l 8: %+v, %v", o, err)
+	}
+	if o, err := ParseArgs(Write, []string{"-l", "8", "-Q", "4", "-s", "64", "h"}); err != nil || o.CQMod != 4 || o.notice != "" {
+		t.Errorf("-l 8 -Q 4: %+v, %v", o, err)
+	}
+	// Moderation asked for on large messages: perftest warns.
+	if o, err := ParseArgs(Write, []string{"-Q", "4", "h"}); err != nil || o.CQMod != 4 ||
+		o.notice != resultLine+"Warning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n" {
+		t.Errorf("-Q 4 on 64 KiB: %+v, %v", o, err)
+	}
+	if o, err := ParseArgs(Write, []string{"-l", "8", "-Q", "4", "-s", "64", "h"}); err != nil || o.CQMod != 4 || o.notice != "" {
+		t.Errorf("-l 8 -Q 4: %+v, %v", o, err)
+	}
 	// The margin: a quarter of the duration unless -f gives it.
 	for _, c := range []struct {
 		args             []string
@@ -107,6 +124,10 @@ func TestParseArgsErrors(t *testing.T) {
 		{Write, []string{"-D", "4", "-f", "2"}, "please check that DURATION > 2*MARGIN"},
 		{Write, []string{"-f", "3"}, "please check that DURATION > 2*MARGIN"}, // against the default 5 s
 		{Read, []string{"-D", "4", "-a"}, "Duration mode currently doesn't support running on all sizes."},
+		{Write, []string{"-l", "3", "-n", "100"}, "Number of iterations must be a multiple of post list size"},
+		{Write, []string{"-l", "8", "-Q", "3"}, "Post list size must be a multiple of CQ moderation"},
+		{Write, []string{"-l", "0"}, " Send Post List size should be positive"},
+		{Write, []string{"-l", "256", "-t", "128", "-n", "1024"}, " Post list size 256 exceeds the TX depth 128"},
 		{Write, []string{"-k", "1"}, " -k: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-Z"}, " -Z: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-y"}, "option requires an argument -- 'y'"},
@@ -141,6 +162,14 @@ func TestMainHelpVersion(t *testing.T) {
 	if rc := Main(Send, "sendbw", []string{"-D", "4", "-e"}, &out, &errb); rc != 1 || out.String() != resultLine ||
 		errb.String() != "Duration mode doesn't work with events.\n" {
 		t.Errorf("-D -e: rc %d, stdout %q, stderr %q", rc, out.String(), errb.String())
+	}
+	// What perftest printed before it gave up is printed too.
+	out.Reset()
+	errb.Reset()
+	if rc := Main(Write, "writebw", []string{"-l", "8", "-Q", "3"}, &out, &errb); rc != 1 ||
+		out.String() != resultLine+"Warning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n"+resultLine ||
+		errb.String() != "Post list size must be a multiple of CQ moderation\n" {
+		t.Errorf("-l 8 -Q 3: rc %d, stdout %q, stderr %q", rc, out.String(), errb.String())
 	}
 	// perftest exits from force_dependencies, without the parser's line.
 	errb.Reset()

@@ -36,8 +36,11 @@ func Main(v Verb, prog string, args []string, stdout, stderr io.Writer) int {
 		return 1
 	case err != nil:
 		var ue *usageError
-		if errors.As(err, &ue) && ue.resultLine {
-			io.WriteString(stdout, resultLine)
+		if errors.As(err, &ue) {
+			io.WriteString(stdout, ue.notice)
+			if ue.resultLine {
+				io.WriteString(stdout, resultLine)
+			}
 		}
 		if ue != nil && ue.msg != "" {
 			fmt.Fprintf(stderr, "%s\n", ue.msg)
@@ -108,6 +111,7 @@ type test struct {
 func Run(ctx context.Context, v Verb, o Options, stdout, stderr io.Writer) error {
 	t := &test{v: v, o: o, stdout: stdout, stderr: stderr, client: o.Server != "", gidIndex: o.GIDIndex}
 	t.ctx = ctx
+	io.WriteString(stdout, o.notice)
 	err := t.run(ctx)
 	if t.c != nil {
 		t.c.Close()
@@ -481,7 +485,11 @@ func (t *test) printTestInfo() {
 	w := t.stdout
 	o := &t.o
 	io.WriteString(w, resultLine)
-	fmt.Fprintf(w, "                    %s BW Test\n", t.v)
+	list := ""
+	if o.PostList > 1 {
+		list = "Post List "
+	}
+	fmt.Fprintf(w, "                    %s %sBW Test\n", t.v, list)
 	if o.Events {
 		fmt.Fprintf(w, " Test with events. Using %s_comp%d\n", o.Dev, o.Vector)
 	}
@@ -492,6 +500,9 @@ func (t *test) printTestInfo() {
 	fmt.Fprintf(w, " ibv_wr* API     : OFF\n")
 	if t.client {
 		fmt.Fprintf(w, " TX depth        : %d\n", o.TxDepth)
+	}
+	if o.PostList > 1 {
+		fmt.Fprintf(w, " Post List       : %d\n", o.PostList)
 	}
 	if t.v == Send && !t.client {
 		fmt.Fprintf(w, " RX depth        : %d\n", o.RxDepth)
@@ -666,7 +677,7 @@ func (t *test) runRDMA() error {
 		return nil
 	}
 	t.send = sendLoop{qp: t.qp, cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
-		cqMod: uint64(t.o.CQMod), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
+		cqMod: uint64(t.o.CQMod), postList: uint64(t.o.PostList), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
 		myAddr: t.mr.Addr(), remAddr: t.rem.VAddr, local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters, t.o.NoPeak)}
 	if t.ch != nil {
 		w, err := t.armEvents(t.sendCQ)
@@ -708,7 +719,7 @@ func (t *test) runSend() error {
 	writeHeader(t.stdout, t.o.Gbits)
 	if t.client {
 		t.send = sendLoop{qp: t.qp, cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
-			cqMod: uint64(t.o.CQMod), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
+			cqMod: uint64(t.o.CQMod), postList: uint64(t.o.PostList), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
 			myAddr: t.mr.Addr(), local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters, t.o.NoPeak)}
 	} else {
 		t.recv = recvLoop{qp: t.qp, cq: t.recvCQ, iters: t.o.Iters, depth: uint64(t.o.RxDepth),

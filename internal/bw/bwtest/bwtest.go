@@ -552,6 +552,10 @@ var BadArgs = [][]string{
 	// default 5 s without -D), not with events or -a.
 	{"-D", "0"}, {"-D", "x"}, {"-D", "4", "-f", "2"}, {"-f", "3"}, {"-f", "-1"}, {"-D", "4", "-e"}, {"-D", "4", "-a"},
 	{"-D", "4", "-f", "1"},
+	// Post lists: a multiple of it in iterations, of the moderation in it.
+	{"-l", "3", "-n", "100"}, {"-l", "8", "-Q", "3"}, {"-l", "4"}, {"-l", "8", "-Q", "4", "-s", "64"},
+	// Moderation asked for on large messages: a warning.
+	{"-Q", "4"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")
