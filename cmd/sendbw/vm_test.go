@@ -39,25 +39,11 @@ func TestVMGoGo(t *testing.T) {
 	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 300, "-I", "64")
 }
 
-// TestVMEvents: -e (the CQs report to a completion channel and the
-// loops sleep on it), Go against C both ways on rxe0, moderated (2 B,
-// a completion every 100 messages) and not (64 KiB: perftest keeps the
-// moderation with events, so -Q 1 asks for it). perftest 6.06's client
-// sleeps before every poll and, with a completion per message, waits for
-// an event that never comes (docs/performance.md), so -Q 1 pairs a C
-// server with the Go client only; then Go against Go with completions
-// arriving faster than one poll reads them.
-func TestVMEvents(t *testing.T) {
-	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2, 65536}, 100, "-e")
-	bwtest.MatrixOn(t, tool, "rxe0", []pptest.Pair{{Server: pptest.C, Client: pptest.Go}}, []int{65536}, 100, "-e", "-Q", "1")
-	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{1024}, 2000, "-e", "-Q", "1", "-X", "0")
-}
+// TestVMEvents: -e, Go against C (bwtest.Events).
+func TestVMEvents(t *testing.T) { bwtest.Events(t, tool) }
 
-// TestVMDuration: -D (run for a time and report the messages of the
-// stretch between the margins), Go against C both ways on rxe0.
-func TestVMDuration(t *testing.T) {
-	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 100, "-D", "3", "-f", "1")
-}
+// TestVMDuration: -D, Go against C both ways (bwtest.Duration).
+func TestVMDuration(t *testing.T) { bwtest.Duration(t, tool) }
 
 // TestVMClientKilled: the client dies mid-run (SIGKILL). The Go server,
 // polling or sleeping on events, gives up after a watchdog period
@@ -121,12 +107,10 @@ func rcvdPkts(t *testing.T) int {
 	return n
 }
 
-// TestVMPostList: -l (each post a chain of requests, a completion per
-// list or per -Q of it), Go against C both ways on rxelo.
+// TestVMPostList: -l, Go against C both ways (bwtest.PostList); and
+// inline messages with a completion for each, which keep both flags.
 func TestVMPostList(t *testing.T) {
-	bwtest.MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{64, 4096}, 400, "-l", "4")
-	bwtest.MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{1024}, 400, "-l", "8", "-Q", "4")
-	// Inline messages with a completion for each keep both flags.
+	bwtest.PostList(t, tool)
 	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 200, "-I", "64", "-Q", "1")
 }
 

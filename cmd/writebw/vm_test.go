@@ -31,18 +31,11 @@ func TestVMGoGo(t *testing.T) {
 	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 300, "-I", "64")
 }
 
-// TestVMDuration: -D (run for a time and report the messages of the
-// stretch between the margins), Go against C both ways on rxe0.
-func TestVMDuration(t *testing.T) {
-	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 100, "-D", "3", "-f", "1")
-}
+// TestVMDuration: -D, Go against C both ways (bwtest.Duration).
+func TestVMDuration(t *testing.T) { bwtest.Duration(t, tool) }
 
-// TestVMPostList: -l (each post a chain of requests, a completion per
-// list or per -Q of it), Go against C both ways on rxelo.
-func TestVMPostList(t *testing.T) {
-	bwtest.MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{64, 4096}, 400, "-l", "4")
-	bwtest.MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{1024}, 400, "-l", "8", "-Q", "4")
-}
+// TestVMPostList: -l, Go against C both ways (bwtest.PostList).
+func TestVMPostList(t *testing.T) { bwtest.PostList(t, tool) }
 
 // TestVMAllSizes: -a (2 B to 8 MiB, a line per size on the client, the last one on the server),
 // Go against C both ways on rxelo.

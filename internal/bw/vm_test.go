@@ -115,18 +115,7 @@ func TestVMLoopsNoAllocs(t *testing.T) {
 	s := &sendLoop{qp: qp, cq: scq, verb: Send, iters: 400, txDepth: 128, cqMod: 100, cycle: 4096, line: 64,
 		myAddr: mr.Addr(), tm: newTiming(400, false)}
 	r := &recvLoop{qp: qp, cq: rcq, iters: 400, depth: 400, cycle: 4096, line: 64, rxAddr: half, tm: newTiming(1, true)}
-	testkit.NoAllocs(t, 3, func() {
-		if err := r.prepost(1024, mr.LKey()); err != nil {
-			t.Fatal(err)
-		}
-		s.setup(1024, mr.LKey(), 0)
-		if err := s.run(); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.run(); err != nil {
-			t.Fatal(err)
-		}
-	})
+	sendReceive(t, s, r, mr.LKey())
 	if r.rcnt != 400 {
 		t.Errorf("received %d", r.rcnt)
 	}
@@ -166,18 +155,7 @@ func TestVMLoopsEvents(t *testing.T) {
 	s := &sendLoop{qp: qp, cq: scq, events: sw, verb: Send, iters: 400, txDepth: 128, cqMod: 1, cycle: 4096, line: 64,
 		myAddr: mr.Addr(), tm: newTiming(400, false)}
 	r := &recvLoop{qp: qp, cq: rcq, events: rw, iters: 400, depth: 400, cycle: 4096, line: 64, rxAddr: half, tm: newTiming(1, true)}
-	testkit.NoAllocs(t, 3, func() {
-		if err := r.prepost(1024, mr.LKey()); err != nil {
-			t.Fatal(err)
-		}
-		s.setup(1024, mr.LKey(), 0)
-		if err := s.run(); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.run(); err != nil {
-			t.Fatal(err)
-		}
-	})
+	sendReceive(t, s, r, mr.LKey())
 	if r.rcnt != 400 || rw.n == 0 {
 		t.Errorf("received %d after %d waits", r.rcnt, rw.n)
 	}
@@ -192,4 +170,24 @@ type countingWaiter struct {
 func (c *countingWaiter) wait() error {
 	c.n++
 	return c.w.wait()
+}
+
+// sendReceive runs 1 KiB SENDs through s and receives them with r, three
+// times and more, and checks that the runs allocate nothing: r preposts,
+// s sends, then r collects (one after the other: the receives are all
+// posted before the sends start).
+func sendReceive(t *testing.T, s *sendLoop, r *recvLoop, lkey uint32) {
+	t.Helper()
+	testkit.NoAllocs(t, 3, func() {
+		if err := r.prepost(1024, lkey); err != nil {
+			t.Fatal(err)
+		}
+		s.setup(1024, lkey, 0)
+		if err := s.run(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.run(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

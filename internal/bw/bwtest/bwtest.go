@@ -341,6 +341,33 @@ func MatrixOn(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, size
 	}
 }
 
+// Events is the test of -e (the CQs report to a completion channel and
+// the loops sleep on it), for read and send: Go against C both ways on
+// rxe0, moderated (2 B, a completion every 100 messages) and not (64 KiB:
+// perftest keeps the moderation with events, so -Q 1 asks for it).
+// perftest 6.06's client sleeps before every poll and, with a completion
+// per message, waits for an event that never comes (docs/performance.md),
+// so -Q 1 pairs a C server with the Go client only; then Go against Go
+// with completions arriving faster than one poll reads them.
+func Events(t *testing.T, tool Tool) {
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2, 65536}, 100, "-e")
+	MatrixOn(t, tool, "rxe0", []pptest.Pair{{Server: pptest.C, Client: pptest.Go}}, []int{65536}, 100, "-e", "-Q", "1")
+	MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{1024}, 2000, "-e", "-Q", "1", "-X", "0")
+}
+
+// Duration is the test of -D (run for a time and report the messages of
+// the stretch between the margins): Go against C both ways on rxe0.
+func Duration(t *testing.T, tool Tool) {
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 100, "-D", "3", "-f", "1")
+}
+
+// PostList is the test of -l (each post a chain of requests, a
+// completion per list or per -Q of it): Go against C both ways on rxelo.
+func PostList(t *testing.T, tool Tool) {
+	MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{64, 4096}, 400, "-l", "4")
+	MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{1024}, 400, "-l", "8", "-Q", "4")
+}
+
 // SameFailure runs the Go and the C tool with args, expects both to exit
 // non-zero and the C tool's message, want, to appear in both outputs.
 func SameFailure(t *testing.T, tool Tool, want string, args ...string) {
