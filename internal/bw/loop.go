@@ -307,15 +307,15 @@ func (l *sendLoop) run() error {
 // until phaseEnd).
 func (l *sendLoop) loop(iters uint64) error {
 	w := &l.wr[0]
-	cqMod, dur, n := l.cqMod, l.dur, l.postList
-	single := n == 1 // a list's requests keep their slots and signals
+	cqMod, dur, step := l.cqMod, l.dur, l.postList
+	single := step == 1 // a list's requests keep their slots and signals
 	cycling := single && l.size <= l.cycle/2
 	ne := 0
 	for l.scnt < iters || l.ccnt < iters {
 		if dur != nil && dur.phase.Load() == phaseEnd {
 			return nil
 		}
-		for l.scnt < iters && l.scnt-l.ccnt+n <= l.txDepth {
+		for l.scnt < iters && l.scnt-l.ccnt+step <= l.txDepth {
 			if dur != nil && dur.phase.Load() == phaseEnd {
 				return nil
 			}
@@ -338,7 +338,7 @@ func (l *sendLoop) loop(iters uint64) error {
 					w.RemoteAddr = nextAddr(w.RemoteAddr, l.remAddr, l.size, l.scnt, l.line, l.cycle)
 				}
 			}
-			l.scnt += n
+			l.scnt += step
 			if single && (l.scnt%cqMod == cqMod-1 || l.scnt == iters-1) {
 				w.Flags |= uverbs.SendSignaled
 			}
