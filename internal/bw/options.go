@@ -226,7 +226,6 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 	o := Options{Port: defPort, IBPort: 1, Size: defSize, Iters: defIters, TxDepth: defTxDepth,
 		RxDepth: defRxRDMA, QPTimeout: defQPTimeout, GIDIndex: -1, CQMod: defCQMod, Inline: -1,
 		Margin: defInitMargin, PostList: 1}
-	duration := defDuration
 	if v == Write {
 		o.Iters = defItersWrite
 	}
@@ -333,8 +332,8 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 			}
 		case 'D':
 			if n, err = cValue(p.Arg, "Duration period", "int"); err == nil {
-				duration, o.Duration = int(int32(n)), int(int32(n))
-				if duration <= 0 {
+				o.Duration = int(int32(n))
+				if o.Duration <= 0 {
 					err = &usageError{msg: " Duration period must be positive"}
 				}
 			}
@@ -391,7 +390,7 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 	default:
 		return Options{}, &usageError{msg: " Invalid Command line. Please check command rerun "}
 	}
-	if err := o.forceDependencies(v, duration); err != nil {
+	if err := o.forceDependencies(v); err != nil {
 		if ue, ok := err.(*usageError); ok {
 			ue.notice = o.notice // printed before perftest gave up
 		}
@@ -461,10 +460,8 @@ func strtolPrefix(s string) int64 {
 }
 
 // forceDependencies is perftest's force_dependecies for what the Go tools
-// implement (RC, one QP, iterations).
-// duration is -D's value, or perftest's default of 5 seconds, which the
-// check of the margin uses even when the test counts iterations.
-func (o *Options) forceDependencies(v Verb, duration int) error {
+// implement (RC, one QP).
+func (o *Options) forceDependencies(v Verb) error {
 	if o.Duration == 0 {
 		if uint64(o.TxDepth) > o.Iters {
 			o.TxDepth = int(o.Iters)
@@ -533,6 +530,12 @@ func (o *Options) forceDependencies(v Verb, duration int) error {
 	}
 	if o.Inline < 0 {
 		o.Inline = 0 // perftest's default inline size of BW tests
+	}
+	// The margin is checked against perftest's default duration even
+	// when the test counts iterations.
+	duration := o.Duration
+	if duration == 0 {
+		duration = defDuration
 	}
 	if !(duration > 2*o.Margin) {
 		return &usageError{msg: "please check that DURATION > 2*MARGIN", quiet: true, resultLine: true}
