@@ -134,3 +134,6 @@ func TestVMBadArgs(t *testing.T) {
 		"-c UD": "ib_send_bw runs UD; this port runs RC only and refuses it (docs/performance.md)",
 	})
 }
+
+// TestVMQPs: -q, Go against C both ways (bwtest.QPs).
+func TestVMQPs(t *testing.T) { bwtest.QPs(t, tool) }

@@ -37,6 +37,9 @@ func TestVMDuration(t *testing.T) { bwtest.Duration(t, tool) }
 // TestVMPostList: -l, Go against C both ways (bwtest.PostList).
 func TestVMPostList(t *testing.T) { bwtest.PostList(t, tool) }
 
+// TestVMQPs: -q, Go against C both ways (bwtest.QPs).
+func TestVMQPs(t *testing.T) { bwtest.QPs(t, tool) }
+
 // TestVMAllSizes: -a (2 B to 8 MiB, a line per size on the client, the last one on the server),
 // Go against C both ways on rxelo.
 func TestVMAllSizes(t *testing.T) {

@@ -176,81 +176,98 @@ func (w *watchdog) start(alive *atomic.Uint64, iters uint64) {
 	})
 }
 
-// sendLoop is the client side of a run (run_iter_bw for one QP): keep up
-// to txDepth messages in flight, ask for a completion every cqMod
-// messages (and for the last), and count cqMod messages per completion.
-// Every value it posts and polls lives in the struct, so a run allocates
-// nothing.
+// sendLoop is the client side of a run (run_iter_bw): keep up to
+// txDepth messages in flight on each QP, ask for a completion every
+// cqMod messages (and for each QP's last), and count cqMod messages per
+// completion. The QPs share one CQ; a completion's wr_id is its QP's
+// index. Every value it posts and polls lives in the struct, so a run
+// allocates nothing.
 type sendLoop struct {
-	qp      sender
+	qps     []sendQP
 	cq      poller
 	events  waiter    // -e
 	dur     *duration // -D: iters is 0, the loop runs until phaseEnd
 	sampled uint64    // -D: messages completed in phaseSample
-	wr      [1]uverbs.SendWR
-	sge     [1]uverbs.SGE
 	wc      [pollBatch]uverbs.WC
 	verb    Verb
-	iters   uint64
-	txDepth uint64
+	iters   uint64 // per QP
+	txDepth uint64 // per QP
 	cqMod   uint64
-	// postList > 1 (-l): each post is the chain list (with its SGEs in
-	// lsge), cqMod divides it; posting is what one PostSend posts.
+	// postList > 1 (-l): each post is a QP's chain list (with its SGEs
+	// in lsge), cqMod divides it.
 	postList uint64
-	list     []uverbs.SendWR
-	lsge     []uverbs.SGE
-	posting  []uverbs.SendWR
 	noPeak   bool
 	size     uint64
 	cycle    uint64
 	line     uint64 // cache line
-	myAddr   uint64 // local buffer start
-	remAddr  uint64 // remote buffer start (write, read)
-	local    []byte // the registered memory at myAddr (inline sends copy from it)
+	base     uint64 // where local starts
+	local    []byte // the registered memory at base (inline sends copy from it)
 	inline   int    // send and write messages up to this size inline
-	tm       timing
-	scnt     uint64
-	ccnt     uint64
+	tm       timing // iters * len(qps) stamps (one without the peak)
+	scnt     uint64 // messages posted, all QPs
+	ccnt     uint64 // messages completed, all QPs
 }
 
-// setup prepares the work requests for size-byte messages
+// sendQP is one QP of a sendLoop: its requests and counts (perftest's
+// wr[i], scnt[i], ccnt[i], my_addr[i], rem_addr[i]).
+type sendQP struct {
+	qp      sender
+	wr      [1]uverbs.SendWR
+	sge     [1]uverbs.SGE
+	list    []uverbs.SendWR
+	lsge    []uverbs.SGE
+	posting []uverbs.SendWR // what one PostSend posts: wr, or list
+	myAddr  uint64          // this QP's slice of the local buffer
+	remAddr uint64          // the peer's area for this QP (write, read)
+	rkey    uint32          // the peer's key for it
+	scnt    uint64
+	ccnt    uint64
+}
+
+// setup prepares the work requests of every QP for size-byte messages
 // (ctx_set_send_wqes): one, or a chain of postList whose slots follow
 // each other in the cycle buffer and stay put from post to post, a
 // completion asked for every cqMod of them.
-func (l *sendLoop) setup(size uint64, lkey, rkey uint32) {
+func (l *sendLoop) setup(size uint64, lkey uint32) {
 	l.size = size
 	l.postList = max(l.postList, 1)
+	for i := range l.qps {
+		l.setupQP(&l.qps[i], uint64(i), lkey)
+	}
+}
+
+func (l *sendLoop) setupQP(q *sendQP, id uint64, lkey uint32) {
 	if l.postList == 1 {
-		l.posting = l.wr[:]
-		l.setupWR(&l.wr[0], l.sge[:], l.myAddr, l.remAddr, lkey, rkey)
+		q.posting = q.wr[:]
+		l.setupWR(&q.wr[0], q.sge[:], id, q.myAddr, q.remAddr, lkey, q.rkey)
 		if l.cqMod == 1 {
-			l.wr[0].Flags |= uverbs.SendSignaled
+			q.wr[0].Flags |= uverbs.SendSignaled
 		}
 		return
 	}
-	if uint64(len(l.list)) != l.postList {
-		l.list = make([]uverbs.SendWR, l.postList)
-		l.lsge = make([]uverbs.SGE, l.postList)
+	if uint64(len(q.list)) != l.postList {
+		q.list = make([]uverbs.SendWR, l.postList)
+		q.lsge = make([]uverbs.SGE, l.postList)
 	}
-	l.posting = l.list
-	addr, rem := l.myAddr, l.remAddr
-	for j := range l.list {
-		if j > 0 && size <= l.cycle/2 {
-			addr = nextAddr(addr, l.myAddr, size, uint64(j-1), l.line, l.cycle)
-			rem = nextAddr(rem, l.remAddr, size, uint64(j-1), l.line, l.cycle)
+	q.posting = q.list
+	addr, rem := q.myAddr, q.remAddr
+	for j := range q.list {
+		if j > 0 && l.size <= l.cycle/2 {
+			addr = nextAddr(addr, q.myAddr, l.size, uint64(j-1), l.line, l.cycle)
+			rem = nextAddr(rem, q.remAddr, l.size, uint64(j-1), l.line, l.cycle)
 		}
-		l.setupWR(&l.list[j], l.lsge[j:j+1], addr, rem, lkey, rkey)
+		l.setupWR(&q.list[j], q.lsge[j:j+1], id, addr, rem, lkey, q.rkey)
 		if uint64(j+1)%l.cqMod == 0 {
-			l.list[j].Flags |= uverbs.SendSignaled
+			q.list[j].Flags |= uverbs.SendSignaled
 		}
 	}
 }
 
-// setupWR fills in one request for a message at addr (and, for write
-// and read, the peer's rem), unsignaled.
-func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, addr, rem uint64, lkey, rkey uint32) {
+// setupWR fills in one request of QP id for a message at addr (and, for
+// write and read, the peer's rem), unsignaled.
+func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, id, addr, rem uint64, lkey, rkey uint32) {
 	sgl[0] = uverbs.SGE{Addr: addr, Length: uint32(l.size), LKey: lkey}
-	*w = uverbs.SendWR{ID: 0, SGL: sgl}
+	*w = uverbs.SendWR{ID: id, SGL: sgl}
 	switch l.verb {
 	case Write:
 		w.Opcode = uverbs.WRRDMAWrite
@@ -265,18 +282,22 @@ func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, addr, rem uint64,
 	if l.verb != Read && l.size <= uint64(l.inline) {
 		// IBV_SEND_INLINE: the bytes go into the queue at post time, so
 		// the request names them instead of an SGE.
-		off := addr - l.myAddr
+		off := addr - l.base
 		w.Flags |= uverbs.SendInline
 		w.SGL = nil
 		w.Inline = l.local[off : off+l.size]
 	}
 }
 
-// run posts iters messages and waits for their completions, recording
-// the timestamps the report needs; with -D it posts until the time is up
-// and counts the completions of the measured stretch in sampled.
+// run posts iters messages on each QP and waits for their completions,
+// recording the timestamps the report needs; with -D it posts until the
+// time is up and counts the completions of the measured stretch in
+// sampled.
 func (l *sendLoop) run() error {
 	l.scnt, l.ccnt, l.sampled = 0, 0, 0
+	for i := range l.qps {
+		l.qps[i].scnt, l.qps[i].ccnt = 0, 0
+	}
 	clear(l.tm.posted) // a stamp this run does not take stays zero
 	clear(l.tm.completed)
 	if l.dur == nil {
@@ -303,47 +324,61 @@ func (l *sendLoop) run() error {
 	return nil
 }
 
-// loop is run_iter_bw's loop for iters messages (math.MaxUint64 with -D:
-// until phaseEnd).
+// total is the messages of a run of iters per QP over all the QPs
+// (math.MaxUint64 stays: -D).
+func total(iters uint64, qps int) uint64 {
+	if iters == math.MaxUint64 {
+		return iters
+	}
+	return iters * uint64(qps)
+}
+
+// loop is run_iter_bw's loop for iters messages per QP (math.MaxUint64
+// with -D: until phaseEnd): each turn tops up every QP, then polls.
 func (l *sendLoop) loop(iters uint64) error {
-	w := &l.wr[0]
 	cqMod, dur, step := l.cqMod, l.dur, l.postList
 	single := step == 1 // a list's requests keep their slots and signals
 	cycling := single && l.size <= l.cycle/2
+	tot := total(iters, len(l.qps))
 	ne := 0
-	for l.scnt < iters || l.ccnt < iters {
+	for l.scnt < tot || l.ccnt < tot {
 		if dur != nil && dur.phase.Load() == phaseEnd {
 			return nil
 		}
-		for l.scnt < iters && l.scnt-l.ccnt+step <= l.txDepth {
-			if dur != nil && dur.phase.Load() == phaseEnd {
-				return nil
-			}
-			if single && l.scnt%cqMod == 0 && cqMod > 1 && l.scnt != iters-1 {
-				w.Flags &^= uverbs.SendSignaled
-			}
-			if !l.noPeak {
-				l.tm.posted[l.scnt] = stamp()
-			}
-			if err := l.qp.PostSend(l.posting); err != nil {
-				return msgError{fmt.Sprintf("Couldn't post send: qp 0 scnt=%d ", l.scnt), "  (" + err.Error() + ")"}
-			}
-			if cycling {
-				l.sge[0].Addr = nextAddr(l.sge[0].Addr, l.myAddr, l.size, l.scnt, l.line, l.cycle)
-				if w.Inline != nil {
-					off := l.sge[0].Addr - l.myAddr
-					w.Inline = l.local[off : off+l.size]
+		for i := range l.qps {
+			q := &l.qps[i]
+			w := &q.wr[0]
+			for q.scnt < iters && q.scnt-q.ccnt+step <= l.txDepth {
+				if dur != nil && dur.phase.Load() == phaseEnd {
+					return nil
 				}
-				if l.verb != Send {
-					w.RemoteAddr = nextAddr(w.RemoteAddr, l.remAddr, l.size, l.scnt, l.line, l.cycle)
+				if single && q.scnt%cqMod == 0 && cqMod > 1 && q.scnt != iters-1 {
+					w.Flags &^= uverbs.SendSignaled
 				}
-			}
-			l.scnt += step
-			if single && (l.scnt%cqMod == cqMod-1 || l.scnt == iters-1) {
-				w.Flags |= uverbs.SendSignaled
+				if !l.noPeak {
+					l.tm.posted[l.scnt] = stamp()
+				}
+				if err := q.qp.PostSend(q.posting); err != nil {
+					return msgError{fmt.Sprintf("Couldn't post send: qp %d scnt=%d ", i, q.scnt), "  (" + err.Error() + ")"}
+				}
+				if cycling {
+					q.sge[0].Addr = nextAddr(q.sge[0].Addr, q.myAddr, l.size, q.scnt, l.line, l.cycle)
+					if w.Inline != nil {
+						off := q.sge[0].Addr - l.base
+						w.Inline = l.local[off : off+l.size]
+					}
+					if l.verb != Send {
+						w.RemoteAddr = nextAddr(w.RemoteAddr, q.remAddr, l.size, q.scnt, l.line, l.cycle)
+					}
+				}
+				q.scnt += step
+				l.scnt += step
+				if single && (q.scnt%cqMod == cqMod-1 || q.scnt == iters-1) {
+					w.Flags |= uverbs.SendSignaled
+				}
 			}
 		}
-		if l.ccnt < iters {
+		if l.ccnt < tot {
 			// With events, sleep only after a poll found nothing: the
 			// completions that came before the last re-arm raised no
 			// event (perftest after 6.06; 6.06 sleeps before every poll,
@@ -361,18 +396,22 @@ func (l *sendLoop) loop(iters uint64) error {
 			ne = n
 			for i := 0; i < n; i++ {
 				wc := &l.wc[i]
+				if wc.ID >= uint64(len(l.qps)) {
+					return unknownID(wc)
+				}
 				if wc.Status != uverbs.WCSuccess {
 					return msgError{" Completion with error at client",
 						fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
 						fmt.Sprintf("scnt=%d, ccnt=%d", l.scnt, l.ccnt)}
 				}
+				l.qps[wc.ID].ccnt += cqMod
 				l.ccnt += cqMod
 				if dur != nil && dur.phase.Load() == phaseSample {
 					l.sampled += cqMod
 				}
 				if !l.noPeak {
-					if l.ccnt > iters {
-						l.tm.completed[iters-1] = stamp()
+					if l.ccnt > tot {
+						l.tm.completed[tot-1] = stamp()
 					} else {
 						l.tm.completed[l.ccnt-1] = stamp()
 					}
@@ -383,57 +422,71 @@ func (l *sendLoop) loop(iters uint64) error {
 	return nil
 }
 
-// recvLoop is the server side of ib_send_bw (run_iter_bw_server for one
-// QP): count receive completions, posting a new receive for each one
-// until iters receives are posted in all. The clock starts at the first
+// recvLoop is the server side of ib_send_bw (run_iter_bw_server): count
+// receive completions, posting a new receive on the QP of each one until
+// iters receives are posted on each. The QPs share one CQ; a
+// completion's wr_id is its QP's index. The clock starts at the first
 // completion.
 type recvLoop struct {
-	qp      receiver
+	qps     []recvQP
 	cq      poller
 	events  waiter        // -e
 	dur     *duration     // -D: iters is 0, the loop runs until phaseEnd
 	sampled uint64        // -D: receives in phaseSample
 	watch   *watchdog     // iterations: give up when the client stops sending
 	alive   atomic.Uint64 // rcnt, published after each batch for the watchdog
-	rwr     [1]uverbs.RecvWR
-	rsge    [1]uverbs.SGE
 	wc      [pollBatch]uverbs.WC
-	iters   uint64
-	depth   uint64 // receives posted before the run (rx depth)
+	iters   uint64 // per QP
+	depth   uint64 // receives posted on each QP before the run (rx depth)
 	size    uint64
 	cycle   uint64
 	line    uint64
-	rxAddr  uint64 // receive area start
 	tm      timing
-	posted  uint64
-	rcnt    uint64
+	rcnt    uint64 // receives, all QPs
 }
 
-// prepost posts the first depth receives for size-byte messages
-// (ctx_set_recv_wqes).
+// recvQP is one QP of a recvLoop (perftest's rwr[i], rx_buffer_addr[i],
+// posted_per_qp[i], rcnt_for_qp[i]).
+type recvQP struct {
+	qp     receiver
+	rwr    [1]uverbs.RecvWR
+	rsge   [1]uverbs.SGE
+	rxAddr uint64 // this QP's receive area
+	posted uint64
+	rcnt   uint64
+}
+
+// prepost posts the first depth receives of each QP for size-byte
+// messages (ctx_set_recv_wqes).
 func (l *recvLoop) prepost(size uint64, lkey uint32) error {
 	l.size = size
-	l.rsge[0] = uverbs.SGE{Addr: l.rxAddr, Length: uint32(size), LKey: lkey}
-	l.rwr[0] = uverbs.RecvWR{ID: 0, SGL: l.rsge[:]}
 	cycling := size <= l.cycle/2
-	for j := uint64(0); j < l.depth; j++ {
-		if err := l.qp.PostRecv(l.rwr[:]); err != nil {
-			return msgError{fmt.Sprintf("Couldn't post recv Qp = 0: counter=%d", j), "  (" + err.Error() + ")"}
+	for i := range l.qps {
+		q := &l.qps[i]
+		q.rsge[0] = uverbs.SGE{Addr: q.rxAddr, Length: uint32(size), LKey: lkey}
+		q.rwr[0] = uverbs.RecvWR{ID: uint64(i), SGL: q.rsge[:]}
+		for j := uint64(0); j < l.depth; j++ {
+			if err := q.qp.PostRecv(q.rwr[:]); err != nil {
+				return msgError{fmt.Sprintf("Couldn't post recv Qp = %d: counter=%d", i, j), "  (" + err.Error() + ")"}
+			}
+			if cycling {
+				q.rsge[0].Addr = nextAddr(q.rsge[0].Addr, q.rxAddr, size, j, l.line, l.cycle)
+			}
 		}
-		if cycling {
-			l.rsge[0].Addr = nextAddr(l.rsge[0].Addr, l.rxAddr, size, j, l.line, l.cycle)
-		}
+		q.rsge[0].Addr = q.rxAddr
+		q.posted = l.depth
 	}
-	l.rsge[0].Addr = l.rxAddr
-	l.posted = l.depth
 	return nil
 }
 
-// run receives iters messages; with -D it receives until the time is
-// up, its clock started by the first receive, and counts the receives of
-// the measured stretch in sampled.
+// run receives iters messages on each QP; with -D it receives until the
+// time is up, its clock started by the first receive, and counts the
+// receives of the measured stretch in sampled.
 func (l *recvLoop) run() error {
 	l.rcnt, l.sampled = 0, 0
+	for i := range l.qps {
+		l.qps[i].rcnt = 0
+	}
 	clear(l.tm.posted)
 	clear(l.tm.completed)
 	iters := l.iters
@@ -443,7 +496,7 @@ func (l *recvLoop) run() error {
 	}
 	l.alive.Store(0)
 	if l.watch != nil && l.dur == nil {
-		l.watch.start(&l.alive, iters)
+		l.watch.start(&l.alive, total(iters, len(l.qps)))
 	}
 	err := l.loop(iters)
 	if l.dur != nil {
@@ -462,13 +515,14 @@ func (l *recvLoop) run() error {
 	return nil
 }
 
-// loop is run_iter_bw_server's loop for iters receives (math.MaxUint64
-// with -D: until phaseEnd).
+// loop is run_iter_bw_server's loop for iters receives per QP
+// (math.MaxUint64 with -D: until phaseEnd).
 func (l *recvLoop) loop(iters uint64) error {
 	cycling := l.size <= l.cycle/2
 	dur := l.dur
+	tot := total(iters, len(l.qps))
 	first := true
-	for l.rcnt < iters {
+	for l.rcnt < tot {
 		if dur != nil && dur.phase.Load() == phaseEnd {
 			return nil
 		}
@@ -505,22 +559,27 @@ func (l *recvLoop) loop(iters uint64) error {
 			}
 			for i := 0; i < n; i++ {
 				wc := &l.wc[i]
+				if wc.ID >= uint64(len(l.qps)) {
+					return unknownID(wc)
+				}
+				q := &l.qps[wc.ID]
 				if wc.Status != uverbs.WCSuccess {
 					return msgError{" Completion with error at server",
 						fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
-						fmt.Sprintf(" rcnt=%d", l.rcnt)}
+						fmt.Sprintf(" rcnt=%d", q.rcnt)}
 				}
+				q.rcnt++
 				l.rcnt++
 				if dur != nil && dur.phase.Load() == phaseSample {
 					l.sampled++
 				}
-				if dur != nil || l.posted+1 <= l.iters {
-					if err := l.qp.PostRecv(l.rwr[:]); err != nil {
-						return msgError{fmt.Sprintf("Couldn't post recv Qp=0 rcnt=%d", l.rcnt), "  (" + err.Error() + ")"}
+				if dur != nil || q.posted+1 <= l.iters {
+					if err := q.qp.PostRecv(q.rwr[:]); err != nil {
+						return msgError{fmt.Sprintf("Couldn't post recv Qp=%d rcnt=%d", wc.ID, q.rcnt), "  (" + err.Error() + ")"}
 					}
-					l.posted++
+					q.posted++
 					if cycling {
-						l.rsge[0].Addr = nextAddr(l.rsge[0].Addr, l.rxAddr, l.size, l.posted, l.line, l.cycle)
+						q.rsge[0].Addr = nextAddr(q.rsge[0].Addr, q.rxAddr, l.size, q.posted, l.line, l.cycle)
 					}
 				}
 			}
@@ -530,11 +589,18 @@ func (l *recvLoop) loop(iters uint64) error {
 	return nil
 }
 
+// unknownID is the error for a completion whose wr_id names no QP of the
+// loop (the loops post with the QP's index; perftest would index out of
+// its arrays).
+func unknownID(wc *uverbs.WC) error {
+	return msgError{fmt.Sprintf(" Completion with an unknown wr_id %d (status %d)", wc.ID, wc.Status)}
+}
+
 // stuck is check_alive's verdict: perftest prints it and exits with 17,
 // or with 1 when it sleeps on events ("cannot produce a report").
 func (l *recvLoop) stuck() error {
 	m := msgError{" Did not get Message for 120 Seconds, exiting..",
-		fmt.Sprintf(" Total Received=%d, Total Iters Required=%d", l.rcnt, l.iters)}
+		fmt.Sprintf(" Total Received=%d, Total Iters Required=%d", l.rcnt, total(l.iters, len(l.qps)))}
 	if l.events != nil {
 		return append(m, " Due to this issue, Perftest cannot produce a report when in event mode.")
 	}

@@ -21,8 +21,10 @@ type fakeSQ struct {
 	nsig     int
 	addrs    [256]uint64 // local address of each post (first 256)
 	remotes  [256]uint64
-	inline   [256]int // inline sends: cap of the payload slice (its offset from the end of the memory)
-	pending  int      // signaled, not yet polled
+	ids      [256]uint64 // wr_id of each post (first 256)
+	inline   [256]int    // inline sends: cap of the payload slice (its offset from the end of the memory)
+	pending  int         // signaled, not yet polled
+	queue    idQueue     // their wr_ids, in order
 	perPoll  int
 	ev       *fakeEvents // -e: a signaled post raises an event when armed
 	calls    int         // PostSend calls
@@ -64,8 +66,10 @@ func (f *fakeSQ) PostSend(wrs []uverbs.SendWR) error {
 				f.addrs[f.posts] = w.SGL[0].Addr
 			}
 			f.remotes[f.posts] = w.RemoteAddr
+			f.ids[f.posts] = w.ID
 		}
 		if w.Flags&uverbs.SendSignaled != 0 {
+			f.queue.push(w.ID)
 			if f.nsig < len(f.signaled) {
 				f.signaled[f.nsig] = f.posts
 			}
@@ -83,15 +87,32 @@ func (f *fakeSQ) PostSend(wrs []uverbs.SendWR) error {
 func (f *fakeSQ) Poll(wcs []uverbs.WC) (int, error) {
 	n := min(f.pending, f.perPoll, len(wcs))
 	for i := range n {
-		wcs[i] = uverbs.WC{Status: uverbs.WCSuccess}
+		wcs[i] = uverbs.WC{ID: f.queue.pop(), Status: uverbs.WCSuccess}
 	}
 	f.pending -= n
 	return n, nil
 }
 
+// idQueue is a FIFO of wr_ids in a fixed ring (no allocation).
+type idQueue struct {
+	ring       [4096]uint64
+	head, tail int
+}
+
+func (q *idQueue) push(id uint64) {
+	q.ring[q.tail%len(q.ring)] = id
+	q.tail++
+}
+
+func (q *idQueue) pop() uint64 {
+	id := q.ring[q.head%len(q.ring)]
+	q.head++
+	return id
+}
+
 func newSendLoop(f *fakeSQ, v Verb, iters, tx, cqMod uint64, noPeak bool) *sendLoop {
-	return &sendLoop{qp: f, cq: f, verb: v, iters: iters, txDepth: tx, cqMod: cqMod, noPeak: noPeak,
-		cycle: 4096, line: 64, myAddr: 0x10000, remAddr: 0x90000, tm: newTiming(iters, noPeak)}
+	return &sendLoop{qps: []sendQP{{qp: f, myAddr: 0x10000, remAddr: 0x90000, rkey: 2}}, cq: f, verb: v, iters: iters,
+		txDepth: tx, cqMod: cqMod, noPeak: noPeak, cycle: 4096, line: 64, base: 0x10000, tm: newTiming(iters, noPeak)}
 }
 
 func TestSendLoop(t *testing.T) {
@@ -107,7 +128,7 @@ func TestSendLoop(t *testing.T) {
 	} {
 		f := &fakeSQ{perPoll: 3}
 		l := newSendLoop(f, Write, c.iters, c.tx, c.cqMod, c.noPeak)
-		l.setup(c.size, 1, 2)
+		l.setup(c.size, 1)
 		if err := l.run(); err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +164,7 @@ func TestSendLoop(t *testing.T) {
 				break
 			}
 		}
-		r := computeReport(c.size, c.iters, &l.tm, int(c.cqMod), c.noPeak, false)
+		r := computeReport(c.size, c.iters, &l.tm, int(c.cqMod), 1, c.noPeak, false)
 		if r.Avg <= 0 || (!c.noPeak && r.Peak <= 0) {
 			t.Errorf("%+v: report %+v", c, r)
 		}
@@ -156,7 +177,7 @@ func TestSendLoopInline(t *testing.T) {
 	f := &fakeSQ{perPoll: 3}
 	l := newSendLoop(f, Write, 300, 64, 10, false)
 	l.local, l.inline = make([]byte, 8192), 128
-	l.setup(100, 1, 2)
+	l.setup(100, 1)
 	if err := l.run(); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +190,7 @@ func TestSendLoopInline(t *testing.T) {
 	f2 := &fakeSQ{perPoll: 3}
 	l = newSendLoop(f2, Write, 10, 64, 10, false)
 	l.local, l.inline = make([]byte, 8192), 128
-	l.setup(129, 1, 2)
+	l.setup(129, 1)
 	if err := l.run(); err != nil || f2.inline[0] != 0 || f2.addrs[0] != 0x10000 {
 		t.Errorf("129 B with inline 128: %v, inline %d, address %#x", err, f2.inline[0], f2.addrs[0])
 	}
@@ -184,7 +205,7 @@ func TestSendLoopPostList(t *testing.T) {
 		f := &fakeSQ{perPoll: 3}
 		l := newSendLoop(f, Write, 96, 32, c.cqMod, false)
 		l.postList = c.list
-		l.setup(c.size, 1, 2)
+		l.setup(c.size, 1)
 		if err := l.run(); err != nil {
 			t.Fatal(err)
 		}
@@ -220,9 +241,9 @@ func TestSendLoopInlineSignaled(t *testing.T) {
 	f := &fakeSQ{perPoll: 3}
 	l := newSendLoop(f, Send, 20, 8, 1, false)
 	l.local, l.inline = make([]byte, 8192), 64
-	l.setup(64, 1, 0)
-	if want := uverbs.SendInline | uverbs.SendSignaled; l.wr[0].Flags != want {
-		t.Errorf("flags %v, want %v", l.wr[0].Flags, want)
+	l.setup(64, 1)
+	if want := uverbs.SendInline | uverbs.SendSignaled; l.qps[0].wr[0].Flags != want {
+		t.Errorf("flags %v, want %v", l.qps[0].wr[0].Flags, want)
 	}
 	if err := l.run(); err != nil || f.nsig != 20 || f.inline[19] == 0 {
 		t.Errorf("%v: %d signaled, inline %v", err, f.nsig, f.inline[:20])
@@ -243,7 +264,7 @@ func TestSendLoopTxDepth(t *testing.T) {
 		}
 		return n, err
 	})
-	l.setup(64, 1, 0)
+	l.setup(64, 1)
 	if err := l.run(); err != nil {
 		t.Fatal(err)
 	}
@@ -261,14 +282,24 @@ func (p pollFunc) Poll(wcs []uverbs.WC) (int, error) { return p(wcs) }
 type fakeRQ struct {
 	posted, done int
 	addrs        [256]uint64
+	perQP        [4][64]uint64 // the first receive addresses of QPs 0-3
+	nQP          [4]int        // receives posted on each
 	perPoll      int
 	ev           *fakeEvents
+	queue        idQueue
 }
 
 func (f *fakeRQ) PostRecv(wrs []uverbs.RecvWR) error {
 	if f.posted < len(f.addrs) {
 		f.addrs[f.posted] = wrs[0].SGL[0].Addr
 	}
+	if id := wrs[0].ID; id < uint64(len(f.nQP)) {
+		if f.nQP[id] < len(f.perQP[id]) {
+			f.perQP[id][f.nQP[id]] = wrs[0].SGL[0].Addr
+		}
+		f.nQP[id]++
+	}
+	f.queue.push(wrs[0].ID)
 	f.posted++
 	if f.ev != nil {
 		f.ev.arrive()
@@ -279,15 +310,133 @@ func (f *fakeRQ) PostRecv(wrs []uverbs.RecvWR) error {
 func (f *fakeRQ) Poll(wcs []uverbs.WC) (int, error) {
 	n := min(f.posted-f.done, f.perPoll, len(wcs))
 	for i := range n {
-		wcs[i] = uverbs.WC{Status: uverbs.WCSuccess}
+		wcs[i] = uverbs.WC{ID: f.queue.pop(), Status: uverbs.WCSuccess}
 	}
 	f.done += n
 	return n, nil
 }
 
+// TestSendLoopQPs: with -q the loop keeps each QP's own window of tx
+// depth, posts from each QP's own slice to the peer's area for it, names
+// the QP in wr_id, and counts a completion for the QP it names; the run
+// and the report cover iters messages per QP.
+func TestSendLoopQPs(t *testing.T) {
+	const nqp, iters, tx, cqMod = 3, 100, 16, 4
+	f := &fakeSQ{perPoll: 2}
+	l := newSendLoop(f, Write, iters, tx, cqMod, false)
+	l.qps = make([]sendQP, nqp)
+	for i := range l.qps {
+		l.qps[i] = sendQP{qp: f, myAddr: 0x10000 + uint64(i)*0x1000, remAddr: 0x90000 + uint64(i)*0x1000, rkey: 2}
+	}
+	l.tm = newTiming(iters*nqp, false)
+	var inFlight [nqp]uint64
+	l.cq = pollFunc(func(wcs []uverbs.WC) (int, error) {
+		for i := range inFlight {
+			if n := l.qps[i].scnt - l.qps[i].ccnt; n > tx {
+				t.Fatalf("QP %d: %d in flight", i, n)
+			}
+		}
+		return f.Poll(wcs)
+	})
+	l.setup(64, 1)
+	if err := l.run(); err != nil {
+		t.Fatal(err)
+	}
+	if f.posts != iters*nqp || l.scnt != iters*nqp || l.ccnt < iters*nqp {
+		t.Fatalf("%d posts, scnt %d ccnt %d", f.posts, l.scnt, l.ccnt)
+	}
+	var posts [nqp]int
+	for k := 0; k < len(f.ids); k++ {
+		id := f.ids[k]
+		if id >= nqp {
+			t.Fatalf("post %d: wr_id %d", k, id)
+		}
+		off := uint64(posts[id]) % 64 * 64
+		if f.addrs[k] != l.qps[id].myAddr+off || f.remotes[k] != l.qps[id].remAddr+off {
+			t.Fatalf("post %d (QP %d, its %dth): %#x -> %#x", k, id, posts[id], f.addrs[k], f.remotes[k])
+		}
+		posts[id]++
+	}
+	for i := range l.qps {
+		if l.qps[i].scnt != iters || l.qps[i].ccnt < iters {
+			t.Errorf("QP %d: scnt %d ccnt %d", i, l.qps[i].scnt, l.qps[i].ccnt)
+		}
+	}
+	// The first round fills every QP's window before the first poll.
+	if f.ids[0] != 0 || f.ids[tx] != 1 || f.ids[2*tx] != 2 {
+		t.Errorf("first posts from QPs %d, %d, %d", f.ids[0], f.ids[tx], f.ids[2*tx])
+	}
+	if r := computeReport(64, iters*nqp, &l.tm, cqMod, 1, false, false); r.Iters != iters*nqp || r.Avg <= 0 || r.Peak <= 0 {
+		t.Errorf("report %+v", r)
+	}
+}
+
+// TestLoopsUnknownID: a completion naming no QP of the loop ends the run
+// with an error, not an index out of range.
+func TestLoopsUnknownID(t *testing.T) {
+	f := &fakeSQ{perPoll: 1}
+	l := newSendLoop(f, Write, 10, 4, 1, false)
+	l.cq = pollFunc(func(wcs []uverbs.WC) (int, error) {
+		wcs[0] = uverbs.WC{ID: 7}
+		return 1, nil
+	})
+	l.setup(64, 1)
+	if err := l.run(); err == nil || !strings.Contains(err.Error(), "unknown wr_id 7") {
+		t.Errorf("send: %v", err)
+	}
+	r := &fakeRQ{perPoll: 1}
+	rl := &recvLoop{qps: []recvQP{{qp: r, rxAddr: 0x20000}}, cq: pollFunc(func(wcs []uverbs.WC) (int, error) {
+		wcs[0] = uverbs.WC{ID: 1}
+		return 1, nil
+	}), iters: 10, depth: 4, cycle: 4096, line: 64, tm: newTiming(1, true)}
+	if err := rl.prepost(64, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.run(); err == nil || !strings.Contains(err.Error(), "unknown wr_id 1") {
+		t.Errorf("receive: %v", err)
+	}
+}
+
+// TestRecvLoopQPs: with -q each QP gets rx depth receives in its own
+// area, a completion is refilled on the QP it names, and the run ends
+// after iters receives on each.
+func TestRecvLoopQPs(t *testing.T) {
+	const nqp, iters, depth = 3, 100, 8
+	f := &fakeRQ{perPoll: 5}
+	l := &recvLoop{cq: f, iters: iters, depth: depth, cycle: 4096, line: 64, tm: newTiming(1, true)}
+	for i := range nqp {
+		l.qps = append(l.qps, recvQP{qp: f, rxAddr: 0x20000 + uint64(i)*0x1000})
+	}
+	if err := l.prepost(128, 1); err != nil {
+		t.Fatal(err)
+	}
+	if f.posted != nqp*depth {
+		t.Fatalf("preposted %d", f.posted)
+	}
+	if err := l.run(); err != nil {
+		t.Fatal(err)
+	}
+	if f.posted != nqp*iters || f.done != nqp*iters || l.rcnt != nqp*iters {
+		t.Errorf("posted %d, done %d, rcnt %d", f.posted, f.done, l.rcnt)
+	}
+	for i := range nqp {
+		if f.nQP[i] != iters || l.qps[i].rcnt != iters {
+			t.Errorf("QP %d: %d posted, %d received", i, f.nQP[i], l.qps[i].rcnt)
+		}
+		// The preposted receives cycle through the QP's area; so do the
+		// refills, from its start again (as in perftest).
+		for k := range 64 {
+			a, rx := f.perQP[i][k], l.qps[i].rxAddr
+			if (k < depth && a != rx+uint64(k)*128) || (k == depth && a != rx) || a < rx || a >= rx+4096 || (a-rx)%128 != 0 {
+				t.Fatalf("QP %d receive %d at %#x (area %#x)", i, k, a, rx)
+			}
+		}
+	}
+}
+
 func TestRecvLoop(t *testing.T) {
 	f := &fakeRQ{perPoll: 5}
-	l := &recvLoop{qp: f, cq: f, iters: 1000, depth: 512, cycle: 4096, line: 64, rxAddr: 0x20000, tm: newTiming(1, true)}
+	l := &recvLoop{qps: []recvQP{{qp: f, rxAddr: 0x20000}}, cq: f, iters: 1000, depth: 512, cycle: 4096, line: 64, tm: newTiming(1, true)}
 	if err := l.prepost(128, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +474,7 @@ func TestLoopsEvents(t *testing.T) {
 		f := &fakeSQ{perPoll: int(c.perPoll), ev: ev}
 		l := newSendLoop(f, Read, c.iters, c.tx, c.cqMod, false)
 		l.events = ev
-		l.setup(64, 1, 2)
+		l.setup(64, 1)
 		if err := l.run(); err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}
@@ -335,7 +484,7 @@ func TestLoopsEvents(t *testing.T) {
 	}
 	ev := &fakeEvents{armed: true}
 	r := &fakeRQ{perPoll: 5, ev: ev}
-	rl := &recvLoop{qp: r, cq: r, events: ev, iters: 1000, depth: 512, cycle: 4096, line: 64, rxAddr: 0x20000, tm: newTiming(1, true)}
+	rl := &recvLoop{qps: []recvQP{{qp: r, rxAddr: 0x20000}}, cq: r, events: ev, iters: 1000, depth: 512, cycle: 4096, line: 64, tm: newTiming(1, true)}
 	if err := rl.prepost(128, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +498,7 @@ func TestLoopsEvents(t *testing.T) {
 	f := &fakeSQ{perPoll: 1, ev: &fakeEvents{}}
 	l := newSendLoop(f, Send, 10, 4, 1, false)
 	l.events = f.ev
-	l.setup(64, 1, 0)
+	l.setup(64, 1)
 	if err := l.run(); err == nil || !strings.Contains(err.Error(), "Couldn't request CQ notification") {
 		t.Errorf("unarmed CQ: %v", err)
 	}
@@ -364,7 +513,7 @@ func TestLoopsDuration(t *testing.T) {
 	f := &fakeSQ{perPoll: 2}
 	l := newSendLoop(f, Write, 0, 128, 4, true)
 	l.dur = newDuration(total, margin)
-	l.setup(64, 1, 2)
+	l.setup(64, 1)
 	start := time.Now()
 	if err := l.run(); err != nil {
 		t.Fatal(err)
@@ -374,11 +523,11 @@ func TestLoopsDuration(t *testing.T) {
 	if l.sampled == 0 || l.sampled >= l.ccnt || l.ccnt > l.scnt || took < total || sample < total-2*margin || sample >= took {
 		t.Errorf("send: %d posted, %d completed, %d in the sample of %v; the run took %v", l.scnt, l.ccnt, l.sampled, sample, took)
 	}
-	if r := computeReport(64, l.sampled, &l.tm, 4, true, false); r.Avg <= 0 || r.Iters != l.sampled {
+	if r := computeReport(64, l.sampled, &l.tm, 4, 1, true, false); r.Avg <= 0 || r.Iters != l.sampled {
 		t.Errorf("report %+v", r)
 	}
 	r := &fakeRQ{perPoll: 5}
-	rl := &recvLoop{qp: r, cq: r, dur: newDuration(total, 0), iters: 0, depth: 64, cycle: 4096, line: 64, rxAddr: 0x20000, tm: newTiming(1, true)}
+	rl := &recvLoop{qps: []recvQP{{qp: r, rxAddr: 0x20000}}, cq: r, dur: newDuration(total, 0), iters: 0, depth: 64, cycle: 4096, line: 64, tm: newTiming(1, true)}
 	if err := rl.prepost(128, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -390,9 +539,9 @@ func TestLoopsDuration(t *testing.T) {
 	}
 	// A run that fails stops its clock at once.
 	l = newSendLoop(f, Write, 0, 128, 4, true)
-	l.qp = failingSQ{}
+	l.qps[0].qp = failingSQ{}
 	l.dur = newDuration(time.Hour, 0)
-	l.setup(64, 1, 2)
+	l.setup(64, 1)
 	if err := l.run(); err == nil {
 		t.Error("a failed post did not end the run")
 	}
@@ -412,7 +561,7 @@ func (failingSQ) PostSend([]uverbs.SendWR) error { return errors.New("post faile
 func TestRecvLoopWatchdog(t *testing.T) {
 	const period = 50 * time.Millisecond
 	newLoop := func(q *stallingRQ) *recvLoop {
-		return &recvLoop{qp: q, cq: q, iters: 1000, depth: 64, cycle: 4096, line: 64, rxAddr: 0x20000,
+		return &recvLoop{qps: []recvQP{{qp: q, rxAddr: 0x20000}}, cq: q, iters: 1000, depth: 64, cycle: 4096, line: 64,
 			tm: newTiming(1, true), watch: &watchdog{period: period}}
 	}
 	q := &stallingRQ{fakeRQ: fakeRQ{perPoll: 5}, limit: 100}
@@ -486,16 +635,16 @@ func (w ctxWaiter) wait() error {
 func TestLoopsNoAllocs(t *testing.T) {
 	f := &fakeSQ{perPoll: 4}
 	l := newSendLoop(f, Read, 2000, 128, 100, false)
-	l.setup(64, 1, 2)
+	l.setup(64, 1)
 	testkit.NoAllocs(t, 20, func() {
 		*f = fakeSQ{perPoll: 4}
-		l.setup(64, 1, 2)
+		l.setup(64, 1)
 		if err := l.run(); err != nil {
 			t.Fatal(err)
 		}
 	})
 	r := &fakeRQ{perPoll: 16}
-	rl := &recvLoop{qp: r, cq: r, iters: 2000, depth: 512, cycle: 4096, line: 64, rxAddr: 0x20000, tm: newTiming(1, true)}
+	rl := &recvLoop{qps: []recvQP{{qp: r, rxAddr: 0x20000}}, cq: r, iters: 2000, depth: 512, cycle: 4096, line: 64, tm: newTiming(1, true)}
 	testkit.NoAllocs(t, 20, func() {
 		*r = fakeRQ{perPoll: 16}
 		if err := rl.prepost(64, 1); err != nil {

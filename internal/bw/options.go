@@ -69,6 +69,8 @@ const (
 	maxRx          = 16384
 	minCQMod       = 1
 	maxCQMod       = 1024
+	minQPs         = 1
+	maxQPs         = 16384
 	maxInline      = 912
 	maxGIDIndex    = 64
 	maxSL          = 15
@@ -109,6 +111,7 @@ type Options struct {
 	Duration  int    // -D: run for this many seconds instead of Iters messages (0: iterations)
 	Margin    int    // -f: seconds left out of the measure at each end (-D/4 with -D)
 	PostList  int    // -l (1): post this many requests per PostSend, a chain
+	QPs       int    // -q (1): RC QPs sharing the CQs, Iters messages each
 
 	// notice is what perftest prints on stdout while it parses (Run
 	// prints it first).
@@ -225,7 +228,7 @@ func inRange(arg, name string, lo, hi int64) (int64, error) {
 func ParseArgs(v Verb, args []string) (Options, error) {
 	o := Options{Port: defPort, IBPort: 1, Size: defSize, Iters: defIters, TxDepth: defTxDepth,
 		RxDepth: defRxRDMA, QPTimeout: defQPTimeout, GIDIndex: -1, CQMod: defCQMod, Inline: -1,
-		Margin: defInitMargin, PostList: 1}
+		Margin: defInitMargin, PostList: 1, QPs: 1}
 	if v == Write {
 		o.Iters = defItersWrite
 	}
@@ -290,8 +293,8 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 				err = &usageError{msg: fmt.Sprintf(" -c %s: this port runs RC only", p.Arg)}
 			}
 		case 'q':
-			if n, err = inRange(p.Arg, "num of Qps", 1, 16384); err == nil && n != 1 {
-				err = &usageError{msg: " -q: this port runs one QP"}
+			if n, err = inRange(p.Arg, "num of Qps", minQPs, maxQPs); err == nil {
+				o.QPs = int(n)
 			}
 		case 'I':
 			if n, err = inRange(p.Arg, "Max inline", 0, maxInline); err == nil {
@@ -460,7 +463,7 @@ func strtolPrefix(s string) int64 {
 }
 
 // forceDependencies is perftest's force_dependecies for what the Go tools
-// implement (RC, one QP).
+// implement (RC).
 func (o *Options) forceDependencies(v Verb) error {
 	if o.Duration == 0 {
 		if uint64(o.TxDepth) > o.Iters {
@@ -583,6 +586,7 @@ func Usage(w io.Writer, v Verb, prog string) {
 	}
 	lines = append(lines,
 		"  -p, --port=<port>  Listen on/connect to port <port> (default 18515)",
+		"  -q, --qp=<num of qp's>  Num of qp's(default 1)",
 		fmt.Sprintf("  -Q, --cq-mod  Generate Cqe only after <--cq-mod> completion (default %d)", defCQMod),
 	)
 	if v == Send {
@@ -598,7 +602,7 @@ func Usage(w io.Writer, v Verb, prog string) {
 		"      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)",
 	)
 	lines = append(lines, "",
-		" This Go port runs RC over one QP, exchanging addresses over TCP as perftest "+Version+" does,",
+		" This Go port runs RC QPs (-q of them), exchanging addresses over TCP as perftest "+Version+" does,",
 		" so either side may be "+v.CTool()+". Other perftest options are refused.")
 	for _, l := range lines {
 		fmt.Fprintln(w, l)

@@ -63,6 +63,12 @@ func TestParseArgsDefaults(t *testing.T) {
 	if o, _ := ParseArgs(Send, []string{"-e", "--vector=3"}); !o.Events || o.Vector != 3 {
 		t.Errorf("-e --vector=3: %+v", o)
 	}
+	if o, err := ParseArgs(Read, []string{"--qp=4", "h"}); err != nil || o.QPs != 4 {
+		t.Errorf("--qp=4: %+v, %v", o, err)
+	}
+	if o, _ := ParseArgs(Read, nil); o.QPs != 1 {
+		t.Errorf("default QPs %d", o.QPs)
+	}
 	// A post list sets the moderation to its size unless -Q gives one,
 	// and says so on stdout.
 	if o, err := ParseArgs(Send, []string{"-l", "8", "h"}); err != nil || o.PostList != 8 || o.CQMod != 8 ||
@@ -111,7 +117,8 @@ func TestParseArgsErrors(t *testing.T) {
 		{Write, []string{"-b"}, " -b: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"--run_infinitely"}, " --run_infinitely: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-c", "UC"}, " -c UC: this port runs RC only"},
-		{Write, []string{"-q", "2"}, " -q: this port runs one QP"},
+		{Write, []string{"-q", "0"}, " num of Qps should be between 1 and 16384"},
+		{Send, []string{"-q", "16385"}, " num of Qps should be between 1 and 16384"},
 		{Write, []string{"a", "b"}, " Invalid Command line. Please check command rerun "},
 		{Write, []string{"-e"}, " Events feature not available on WRITE verb"},
 		{Write, []string{"-X", "0"}, " Events feature not available on WRITE verb"},

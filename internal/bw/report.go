@@ -25,10 +25,12 @@ type timing struct {
 	completed []int64
 }
 
-// computeReport is print_report_bw's arithmetic for one QP: the average
-// over the whole run, and the peak, the best rate over every stretch from
-// a post to a later completion. cqMod is the completion moderation.
-func computeReport(size, iters uint64, tm *timing, cqMod int, noPeak, gbits bool) Report {
+// computeReport is print_report_bw's arithmetic: the average over the
+// whole run of iters messages (all QPs), and the peak, the best rate over
+// every stretch from a post to a later completion. cqMod is the
+// completion moderation; with a post list (postList > 1) only a list's
+// first request has a post stamp.
+func computeReport(size, iters uint64, tm *timing, cqMod, postList int, noPeak, gbits bool) Report {
 	format := float64(mbsFactor)
 	if gbits {
 		format = gbsFactor
@@ -41,7 +43,7 @@ func computeReport(size, iters uint64, tm *timing, cqMod int, noPeak, gbits bool
 	optDelta := d(0, 0)
 	if !noPeak {
 		m := cqMod
-		for i := 0; i < n; i++ {
+		for i := 0; i < n; i += max(postList, 1) {
 			for j := roundUp(i+1, m) - 1; j < n; j += m {
 				optDelta = min(optDelta, d(i, j))
 			}

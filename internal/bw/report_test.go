@@ -21,7 +21,7 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs
 
 func TestComputeReport(t *testing.T) {
 	tm := steady(1000, 1000)
-	r := computeReport(65536, 1000, tm, 1, false, false)
+	r := computeReport(65536, 1000, tm, 1, 1, false, false)
 	// Average: 1000 messages between the first post and the last
 	// completion (999+5 intervals).
 	wantAvg := 65536.0 * 1000 * 1e9 / (1004000.0 * 0x100000)
@@ -33,7 +33,7 @@ func TestComputeReport(t *testing.T) {
 	if want := 65536.0 * 1e9 / (1004 * 0x100000); !near(r.Peak, want) {
 		t.Errorf("peak %v, want %v", r.Peak, want)
 	}
-	g := computeReport(65536, 1000, tm, 1, false, true)
+	g := computeReport(65536, 1000, tm, 1, 1, false, true)
 	if !near(g.Avg, r.Avg*0x100000/125000000) {
 		t.Errorf("Gb/s average %v", g.Avg)
 	}
@@ -43,12 +43,12 @@ func TestComputeReport(t *testing.T) {
 	for j := 99; j < 1000; j += 100 {
 		mod.completed[j] = tm.completed[j]
 	}
-	m := computeReport(4096, 1000, mod, 100, false, false)
+	m := computeReport(4096, 1000, mod, 100, 1, false, false)
 	if m.Peak <= 0 || math.IsInf(m.Peak, 0) || !near(m.Avg, 4096.0*1000*1e9/(1004000.0*0x100000)) {
 		t.Errorf("moderated: %+v", m)
 	}
 	// Without the peak: [0] holds the start and the end.
-	np := computeReport(4096, 1000, &timing{posted: []int64{0}, completed: []int64{2e9}}, 100, true, false)
+	np := computeReport(4096, 1000, &timing{posted: []int64{0}, completed: []int64{2e9}}, 100, 1, true, false)
 	if np.Peak != 0 || !near(np.Avg, 4096.0*1000/2/0x100000) || !near(np.MsgRate, 500.0/1e6) {
 		t.Errorf("no peak: %+v", np)
 	}

@@ -1,7 +1,7 @@
 // Package bw is the shared code of the Go bandwidth tools cmd/writebw,
 // cmd/readbw and cmd/sendbw, ports of perftest's ib_write_bw, ib_read_bw
-// and ib_send_bw (perftest 6.06, as Debian 12 ships it) over one RC QP.
-// They take perftest's options (those that make sense for one RC QP),
+// and ib_send_bw (perftest 6.06, as Debian 12 ships it) over RC QPs (-q).
+// They take perftest's options (those that make sense for RC),
 // exchange QPN, PSN, GID, rkey and buffer address over TCP with perftest's
 // "Ethernet" method, message for message, and print its tables, so that
 // either side of a run may be the C tool.
@@ -85,8 +85,8 @@ type test struct {
 	mr     *uverbs.MR
 	ch     *uverbs.CompChannel // -e
 	sendCQ *uverbs.CQ
-	recvCQ *uverbs.CQ // send only
-	qp     *uverbs.QP
+	recvCQ *uverbs.CQ   // send only
+	qps    []*uverbs.QP // -q
 	c      *conn
 
 	linkEth   bool
@@ -97,8 +97,8 @@ type test struct {
 	cycle     uint64 // perftest's cycle buffer: the page size, the larger of both sides'
 	cacheLine uint64
 	bufSize   uint64 // the larger of size and the cycle buffer
-	half      uint64 // bufSize rounded up to cache lines: where the second half starts
-	my, rem   Dest
+	half      uint64 // bufSize rounded up to cache lines: a QP's share of each half
+	my, rem   []Dest // a QP's each
 
 	send sendLoop
 	recv recvLoop
@@ -330,14 +330,16 @@ func cacheLineSize() uint64 {
 	return defCacheLine
 }
 
-// createResources is alloc_ctx and ctx_init for one RC QP: a buffer of
-// two halves (the local messages, and the area the peer writes to, reads
-// from or receives into), PD, MR, CQs, the QP in INIT.
+// createResources is alloc_ctx and ctx_init for -q RC QPs: a buffer of
+// two halves, each with a slice per QP (the local messages, and the area
+// the peer writes to, reads from or receives into), PD, MR, CQs shared
+// by the QPs, the QPs in INIT.
 func (t *test) createResources() error {
 	o := &t.o
+	nqp := uint64(o.QPs)
 	t.bufSize = max(o.Size, t.cycle)
 	t.half = inc(t.bufSize, t.cacheLine)
-	n := t.half * 2
+	n := t.half * 2 * nqp
 	var err error
 	t.buf, err = uverbs.AllocBuffer(int(n))
 	if err != nil {
@@ -374,23 +376,36 @@ func (t *test) createResources() error {
 		return msgError{"Couldn't allocate MR", "  (" + err.Error() + ")"}
 	}
 	cqOpts := &uverbs.CQOptions{CompVector: o.Vector, Channel: t.ch}
-	t.sendCQ, err = t.dev.CreateCQ(o.TxDepth, cqOpts)
+	t.sendCQ, err = t.dev.CreateCQ(o.TxDepth*o.QPs, cqOpts)
 	if err != nil {
 		return msgError{"Couldn't create CQ", "  (" + err.Error() + ")"}
 	}
 	t.recvCQ = t.sendCQ
 	if t.v == Send {
-		t.recvCQ, err = t.dev.CreateCQ(o.RxDepth, cqOpts)
+		t.recvCQ, err = t.dev.CreateCQ(o.RxDepth*o.QPs, cqOpts)
 		if err != nil {
 			return msgError{"Couldn't create a receiver CQ", "  (" + err.Error() + ")"}
 		}
 	}
-	t.qp, err = t.pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: t.sendCQ, RecvCQ: t.recvCQ,
+	for i := 0; i < o.QPs; i++ {
+		if err := t.createQP(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createQP creates QP i and moves it to INIT (create_qp_main,
+// modify_qp_to_init).
+func (t *test) createQP(i int) error {
+	o := &t.o
+	qp, err := t.pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: t.sendCQ, RecvCQ: t.recvCQ,
 		Cap: uverbs.QPCap{MaxSendWR: o.TxDepth, MaxSendSGE: 1, MaxRecvWR: o.RxDepth, MaxRecvSGE: 1, MaxInlineData: o.Inline}})
 	if err != nil {
-		return msgError{"Couldn't create QP", "  (" + err.Error() + ")"}
+		return msgError{fmt.Sprintf("Couldn't create QP %d", i), "  (" + err.Error() + ")"}
 	}
-	if got := t.qp.Cap().MaxInlineData; o.Inline > got {
+	t.qps = append(t.qps, qp)
+	if got := qp.Cap().MaxInlineData; o.Inline > got {
 		fmt.Fprintf(t.stdout, "  Actual inline-size(%d) > requested inline-size(%d)\n", got, o.Inline)
 		o.Inline = got
 	}
@@ -403,39 +418,53 @@ func (t *test) createResources() error {
 	case Send:
 		attr.AccessFlags = uverbs.AccessRemoteWrite | uverbs.AccessLocalWrite
 	}
-	if err := t.qp.Modify(&attr, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+	if err := qp.Modify(&attr, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
 		return msgError{"Failed to modify QP to INIT", "  (" + err.Error() + ")", " Couldn't create IB resources"}
 	}
 	return nil
 }
 
-// setUpConnection fills in this side's address (set_up_connection): the
-// GID (the best one of the port unless -x chose it), QPN, a random PSN,
-// the rkey and the address of the buffer's second half.
+// setUpConnection fills in this side's address for each QP
+// (set_up_connection): the GID (the best one of the port unless -x chose
+// it), QPN, a random PSN, the rkey and the address of the QP's slice of
+// the buffer's second half.
 func (t *test) setUpConnection() error {
+	var gid uverbs.GID
 	if t.gidIndex != -1 {
 		if t.o.GIDIndex == -1 {
 			t.gidIndex = t.bestGIDIndex()
 		}
 		// ibv_query_gid: an empty entry is the zero GID, as in C.
-		gid, err := t.dev.GID(t.o.IBPort, t.gidIndex)
+		var err error
+		gid, err = t.dev.GID(t.o.IBPort, t.gidIndex)
 		if err != nil {
 			return msgError{" Unable to set up socket connection", "  (" + err.Error() + ")"}
 		}
-		t.my.GID = gid
 	}
 	pa, err := t.dev.QueryPort(t.o.IBPort)
 	if err != nil {
 		return msgError{" Unable to set up socket connection", "  (" + err.Error() + ")"}
 	}
-	t.my.LID = pa.LID
-	t.my.QPN = t.qp.QPN()
-	t.my.PSN = rand.Uint32() & 0xffffff
-	t.my.RKey = t.mr.RKey()
-	t.my.OutReads = t.outReads
-	t.my.VAddr = t.mr.Addr() + t.bufSize
+	n := len(t.qps)
+	t.my, t.rem = make([]Dest, n), make([]Dest, n)
+	for i, qp := range t.qps {
+		t.my[i] = Dest{LID: pa.LID, QPN: qp.QPN(), PSN: rand.Uint32() & 0xffffff, RKey: t.mr.RKey(),
+			OutReads: t.outReads, VAddr: t.remoteArea(i), GID: gid}
+	}
 	return nil
 }
+
+// localSlice is where QP i's messages start (ctx->buf[i]), remoteArea
+// the area the peer's QP i writes to or reads from (its dest's vaddr),
+// and recvArea the one QP i receives into: slices of bufSize in the
+// first half, of bufSize and of half in the second, as in perftest.
+func (t *test) localSlice(i int) uint64 { return t.mr.Addr() + uint64(i)*t.bufSize }
+
+func (t *test) remoteArea(i int) uint64 {
+	return t.mr.Addr() + uint64(len(t.qps)+i)*t.bufSize
+}
+
+func (t *test) recvArea(i int) uint64 { return t.mr.Addr() + uint64(len(t.qps)+i)*t.half }
 
 // bestGIDIndex is get_best_gid_index: prefer an IPv4-mapped GID, then
 // RoCE v2 over v1.
@@ -494,7 +523,7 @@ func (t *test) printTestInfo() {
 		fmt.Fprintf(w, " Test with events. Using %s_comp%d\n", o.Dev, o.Vector)
 	}
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", o.Dev)
-	fmt.Fprintf(w, " Number of qps   : 1\t\tTransport type : IB\n")
+	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", o.QPs)
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
 	fmt.Fprintf(w, " PCIe relax order: OFF\n")
 	fmt.Fprintf(w, " ibv_wr* API     : OFF\n")
@@ -564,68 +593,79 @@ func altHex(v uint64, width int) string {
 	return "0x" + s
 }
 
-// connect runs the handshakes around moving the QP to RTR (and, on the
-// client, RTS), and prints both addresses, in the order of
-// write_bw.c/read_bw.c or send_bw.c.
+// connect runs the handshakes around moving the QPs to RTR (and, on the
+// client, RTS), and prints the addresses, in the order of
+// write_bw.c/read_bw.c or send_bw.c: one exchange per QP, the QPs
+// connected, every local address, then one exchange per QP, each
+// followed by the remote address it brought.
 func (t *test) connect() error {
 	withGID := t.gidIndex != -1
-	rem, err := t.c.handshake(&t.my, withGID)
-	if err != nil {
-		return err
+	for i := range t.my {
+		rem, err := t.c.handshake(&t.my[i], withGID)
+		if err != nil {
+			return err
+		}
+		t.rem[i] = rem
 	}
-	t.rem = rem
-	if isV4Mapped(t.my.GID) != isV4Mapped(t.rem.GID) {
+	if isV4Mapped(t.my[0].GID) != isV4Mapped(t.rem[0].GID) {
 		return msgError{"\n Found Incompatibility issue with GID types.", " Please Try to use a different IP version.\n"}
 	}
-	if err := t.modifyRTR(); err != nil {
-		return err
-	}
-	if t.v == Send {
-		if _, err := t.c.handshake(&t.my, withGID); err != nil {
+	for i := range t.qps {
+		if err := t.modifyRTR(i); err != nil {
 			return err
 		}
 	}
-	t.printDest("local", &t.my)
-	if _, err := t.c.handshake(&t.my, withGID); err != nil {
-		return err
+	if t.v == Send {
+		if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
+			return err
+		}
 	}
-	t.printDest("remote", &t.rem)
+	for i := range t.my {
+		t.printDest("local", &t.my[i])
+	}
+	for i := range t.my {
+		if _, err := t.c.handshake(&t.my[i], withGID); err != nil {
+			return err
+		}
+		t.printDest("remote", &t.rem[i])
+	}
 	if t.v != Send {
 		// "An additional handshake is required after moving qp to RTR."
-		if _, err := t.c.handshake(&t.my, withGID); err != nil {
+		if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// modifyRTR is ctx_connect for one RC QP: RTR towards the peer, and RTS
-// on the client (the server of a one-way test only receives).
-func (t *test) modifyRTR() error {
+// modifyRTR is ctx_connect for RC QP i: RTR towards the peer's QP i,
+// and RTS on the client (the server of a one-way test only receives).
+func (t *test) modifyRTR(i int) error {
 	o := &t.o
-	attr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: t.mtu, DestQPN: t.rem.QPN, RQPSN: t.rem.PSN,
-		MaxDestRdAtomic: uint8(t.my.OutReads), MinRNRTimer: 12}
-	attr.AH = uverbs.AHAttr{DLID: t.rem.LID, SL: uint8(o.SL), PortNum: uint8(o.IBPort)}
+	qp, my, rem := t.qps[i], &t.my[i], &t.rem[i]
+	attr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: t.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN,
+		MaxDestRdAtomic: uint8(my.OutReads), MinRNRTimer: 12}
+	attr.AH = uverbs.AHAttr{DLID: rem.LID, SL: uint8(o.SL), PortNum: uint8(o.IBPort)}
 	if t.gidIndex != -1 {
 		attr.AH.IsGlobal = true
-		attr.AH.DGID = t.rem.GID
+		attr.AH.DGID = rem.GID
 		attr.AH.SGIDIndex = uint8(t.gidIndex)
 		attr.AH.HopLimit = 0xff
 	}
 	mask := uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN |
 		uverbs.QPAttrMinRNRTimer | uverbs.QPAttrMaxDestRdAtomic
-	if err := t.qp.Modify(&attr, mask); err != nil {
-		return msgError{fmt.Sprintf("Failed to modify QP %d to RTR", t.qp.QPN()), "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
+	if err := qp.Modify(&attr, mask); err != nil {
+		return msgError{fmt.Sprintf("Failed to modify QP %d to RTR", qp.QPN()), "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
 	}
 	if !t.client {
 		return nil
 	}
 	attr.State = uverbs.QPStateRTS
-	attr.SQPSN = t.my.PSN
+	attr.SQPSN = my.PSN
 	attr.Timeout, attr.RetryCnt, attr.RNRRetry = uint8(o.QPTimeout), 7, 7
-	attr.MaxRdAtomic = uint8(t.rem.OutReads)
+	attr.MaxRdAtomic = uint8(rem.OutReads)
 	mask = uverbs.QPAttrState | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRdAtomic
-	if err := t.qp.Modify(&attr, mask); err != nil {
+	if err := qp.Modify(&attr, mask); err != nil {
 		return msgError{"Failed to modify QP to RTS", "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
 	}
 	return nil
@@ -661,7 +701,7 @@ func (t *test) runRDMA() error {
 	writeHeader(t.stdout, t.o.Gbits)
 	var my Report
 	if !t.client {
-		if _, err := t.c.handshake(&t.my, withGID); err != nil {
+		if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
 			return err
 		}
 		rem, err := t.c.xchgReport(&my)
@@ -669,16 +709,14 @@ func (t *test) runRDMA() error {
 			return err
 		}
 		writeReport(t.stdout, rem, t.o.Gbits)
-		if err := t.c.closeConn(&t.my, withGID); err != nil {
+		if err := t.c.closeConn(&t.my[0], withGID); err != nil {
 			return withLines(err, "Failed to close connection between server and client")
 		}
 		t.c = nil
 		io.WriteString(t.stdout, resultLine)
 		return nil
 	}
-	t.send = sendLoop{qp: t.qp, cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
-		cqMod: uint64(t.o.CQMod), postList: uint64(t.o.PostList), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
-		myAddr: t.mr.Addr(), remAddr: t.rem.VAddr, local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters, t.o.NoPeak)}
+	t.send = t.newSendLoop()
 	if t.ch != nil {
 		w, err := t.armEvents(t.sendCQ)
 		if err != nil {
@@ -690,21 +728,21 @@ func (t *test) runRDMA() error {
 		t.send.dur = newDuration(time.Duration(t.o.Duration)*time.Second, time.Duration(t.o.Margin)*time.Second)
 	}
 	for _, size := range t.sizes() {
-		t.send.setup(size, t.mr.LKey(), t.rem.RKey)
+		t.send.setup(size, t.mr.LKey())
 		if err := t.send.run(); err != nil {
 			return withLines(err, " Failed to complete run_iter_bw function successfully")
 		}
-		my = computeReport(size, t.iters(t.send.sampled), &t.send.tm, t.o.CQMod, t.o.NoPeak, t.o.Gbits)
+		my = computeReport(size, t.iters(t.send.sampled), &t.send.tm, t.o.CQMod, t.o.PostList, t.o.NoPeak, t.o.Gbits)
 		writeReport(t.stdout, my, t.o.Gbits)
 	}
 	io.WriteString(t.stdout, resultLine)
-	if _, err := t.c.handshake(&t.my, withGID); err != nil {
+	if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
 		return err
 	}
 	if _, err := t.c.xchgReport(&my); err != nil {
 		return err
 	}
-	if err := t.c.closeConn(&t.my, withGID); err != nil {
+	if err := t.c.closeConn(&t.my[0], withGID); err != nil {
 		return withLines(err, "Failed to close connection between server and client")
 	}
 	t.c = nil
@@ -718,12 +756,13 @@ func (t *test) runSend() error {
 	withGID := t.gidIndex != -1
 	writeHeader(t.stdout, t.o.Gbits)
 	if t.client {
-		t.send = sendLoop{qp: t.qp, cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
-			cqMod: uint64(t.o.CQMod), postList: uint64(t.o.PostList), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
-			myAddr: t.mr.Addr(), local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters, t.o.NoPeak)}
+		t.send = t.newSendLoop()
 	} else {
-		t.recv = recvLoop{qp: t.qp, cq: t.recvCQ, iters: t.o.Iters, depth: uint64(t.o.RxDepth),
-			cycle: t.cycle, line: t.cacheLine, rxAddr: t.mr.Addr() + t.half, tm: newTiming(1, true)}
+		t.recv = recvLoop{qps: make([]recvQP, len(t.qps)), cq: t.recvCQ, iters: t.o.Iters, depth: uint64(t.o.RxDepth),
+			cycle: t.cycle, line: t.cacheLine, tm: newTiming(1, true)}
+		for i, qp := range t.qps {
+			t.recv.qps[i].qp, t.recv.qps[i].rxAddr = qp, t.recvArea(i)
+		}
 	}
 	if t.ch != nil {
 		// send_bw arms both CQs on both sides.
@@ -749,11 +788,11 @@ func (t *test) runSend() error {
 	}
 	for _, size := range t.sizes() {
 		if t.client {
-			t.send.setup(size, t.mr.LKey(), 0)
+			t.send.setup(size, t.mr.LKey())
 		} else if err := t.recv.prepost(size, t.mr.LKey()); err != nil {
 			return withLines(err, " Failed to post receive recv_wqes")
 		}
-		if _, err := t.c.handshake(&t.my, withGID); err != nil {
+		if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
 			return err
 		}
 		var r Report
@@ -761,22 +800,22 @@ func (t *test) runSend() error {
 			if err := t.send.run(); err != nil {
 				return err
 			}
-			r = computeReport(size, t.iters(t.send.sampled), &t.send.tm, t.o.CQMod, t.o.NoPeak, t.o.Gbits)
+			r = computeReport(size, t.iters(t.send.sampled), &t.send.tm, t.o.CQMod, t.o.PostList, t.o.NoPeak, t.o.Gbits)
 		} else {
 			if err := t.recv.run(); err != nil {
 				return err
 			}
-			r = computeReport(size, t.iters(t.recv.sampled), &t.recv.tm, t.o.CQMod, true, t.o.Gbits)
+			r = computeReport(size, t.iters(t.recv.sampled), &t.recv.tm, t.o.CQMod, t.o.PostList, true, t.o.Gbits)
 		}
 		writeReport(t.stdout, r, t.o.Gbits)
 		if t.o.All {
-			if _, err := t.c.handshake(&t.my, withGID); err != nil {
+			if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
 				return err
 			}
 		}
 	}
 	io.WriteString(t.stdout, resultLine)
-	if err := t.c.closeConn(&t.my, withGID); err != nil {
+	if err := t.c.closeConn(&t.my[0], withGID); err != nil {
 		return withLines(err, " Failed to close connection between server and client")
 	}
 	t.c = nil
@@ -791,13 +830,29 @@ func alivePeriod() time.Duration {
 	return 60 * time.Second
 }
 
-// iters is the report's message count: -n's, or with -D the messages
-// of the measured stretch.
+// iters is the report's message count: -n's on each QP, or with -D the
+// messages of the measured stretch.
 func (t *test) iters(sampled uint64) uint64 {
 	if t.o.Duration > 0 {
 		return sampled
 	}
-	return t.o.Iters
+	return t.o.Iters * uint64(t.o.QPs)
+}
+
+// newSendLoop is the client's loop over its QPs, each with its slice of
+// the buffer and the peer's area for it.
+func (t *test) newSendLoop() sendLoop {
+	l := sendLoop{qps: make([]sendQP, len(t.qps)), cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
+		cqMod: uint64(t.o.CQMod), postList: uint64(t.o.PostList), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
+		base: t.mr.Addr(), local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters*uint64(t.o.QPs), t.o.NoPeak)}
+	for i, qp := range t.qps {
+		q := &l.qps[i]
+		q.qp, q.myAddr = qp, t.localSlice(i)
+		if t.v != Send {
+			q.remAddr, q.rkey = t.rem[i].VAddr, t.rem[i].RKey
+		}
+	}
+	return l
 }
 
 // armEvents asks for the first completion event of each CQ (the
@@ -840,7 +895,15 @@ func (t *test) close() error {
 		msg  string
 		do   func() error
 	}{
-		{t.qp != nil, "Couldn't destroy QP", func() error { return t.qp.Destroy(ctx) }},
+		{len(t.qps) > 0, "Couldn't destroy QP", func() error {
+			for len(t.qps) > 0 {
+				if err := t.qps[0].Destroy(ctx); err != nil {
+					return err
+				}
+				t.qps = t.qps[1:]
+			}
+			return nil
+		}},
 		{t.mr != nil, "Failed to deregister MR", t.mr.Dereg},
 		{t.recvCQ != nil && t.recvCQ != t.sendCQ, "Failed to destroy recv CQ", func() error { return t.recvCQ.Destroy(ctx) }},
 		{t.sendCQ != nil, "Failed to destroy send CQ", func() error { return t.sendCQ.Destroy(ctx) }},
@@ -857,7 +920,7 @@ func (t *test) close() error {
 			return msgError{s.msg, "  (" + err.Error() + ")"}
 		}
 	}
-	t.qp, t.mr, t.recvCQ, t.sendCQ, t.pd, t.ch, t.dev = nil, nil, nil, nil, nil, nil, nil
+	t.qps, t.mr, t.recvCQ, t.sendCQ, t.pd, t.ch, t.dev = nil, nil, nil, nil, nil, nil, nil
 	if t.buf != nil {
 		if err := t.buf.Close(); err != nil {
 			return msgError{"Couldn't free the work buf.", "  (" + err.Error() + ")"}

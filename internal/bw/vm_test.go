@@ -95,15 +95,15 @@ func TestVMLoopsNoAllocs(t *testing.T) {
 	qp, scq, rcq, mr := selfQP(t, 128, 512, false)
 	half := mr.Addr() + 1<<17
 	for _, v := range []Verb{Write, Read} {
-		l := &sendLoop{qp: qp, cq: scq, verb: v, iters: 1000, txDepth: 128, cqMod: 100, cycle: 4096, line: 64,
-			myAddr: mr.Addr(), remAddr: half, tm: newTiming(1000, false)}
+		l := &sendLoop{qps: []sendQP{{qp: qp, myAddr: mr.Addr(), remAddr: half, rkey: mr.RKey()}}, cq: scq, verb: v, iters: 1000,
+			txDepth: 128, cqMod: 100, cycle: 4096, line: 64, base: mr.Addr(), tm: newTiming(1000, false)}
 		testkit.NoAllocs(t, 3, func() {
-			l.setup(4096, mr.LKey(), mr.RKey())
+			l.setup(4096, mr.LKey())
 			if err := l.run(); err != nil {
 				t.Fatal(err)
 			}
 		})
-		r := computeReport(4096, 1000, &l.tm, 100, false, false)
+		r := computeReport(4096, 1000, &l.tm, 100, 1, false, false)
 		t.Logf("%v through a looped-back QP: %.2f MB/s (peak %.2f)", v, r.Avg, r.Peak)
 		if l.scnt != 1000 || r.Avg <= 0 {
 			t.Errorf("%v: scnt %d, report %+v", v, l.scnt, r)
@@ -112,9 +112,9 @@ func TestVMLoopsNoAllocs(t *testing.T) {
 	// SEND: the receive loop first preposts, then the send loop sends
 	// and the receive loop collects (one goroutine after the other: the
 	// receives are all posted before the sends start).
-	s := &sendLoop{qp: qp, cq: scq, verb: Send, iters: 400, txDepth: 128, cqMod: 100, cycle: 4096, line: 64,
-		myAddr: mr.Addr(), tm: newTiming(400, false)}
-	r := &recvLoop{qp: qp, cq: rcq, iters: 400, depth: 400, cycle: 4096, line: 64, rxAddr: half, tm: newTiming(1, true)}
+	s := &sendLoop{qps: []sendQP{{qp: qp, myAddr: mr.Addr()}}, cq: scq, verb: Send, iters: 400, txDepth: 128, cqMod: 100,
+		cycle: 4096, line: 64, base: mr.Addr(), tm: newTiming(400, false)}
+	r := &recvLoop{qps: []recvQP{{qp: qp, rxAddr: half}}, cq: rcq, iters: 400, depth: 400, cycle: 4096, line: 64, tm: newTiming(1, true)}
 	sendReceive(t, s, r, mr.LKey())
 	if r.rcnt != 400 {
 		t.Errorf("received %d", r.rcnt)
@@ -137,11 +137,11 @@ func TestVMLoopsEvents(t *testing.T) {
 	}
 	sw := arm(scq)
 	for _, cqMod := range []uint64{100, 1} {
-		l := &sendLoop{qp: qp, cq: scq, events: sw, verb: Read, iters: 1000, txDepth: 128, cqMod: cqMod, cycle: 4096, line: 64,
-			myAddr: mr.Addr(), remAddr: half, tm: newTiming(1000, false)}
+		l := &sendLoop{qps: []sendQP{{qp: qp, myAddr: mr.Addr(), remAddr: half, rkey: mr.RKey()}}, cq: scq, events: sw, verb: Read,
+			iters: 1000, txDepth: 128, cqMod: cqMod, cycle: 4096, line: 64, base: mr.Addr(), tm: newTiming(1000, false)}
 		sw.n = 0
 		testkit.NoAllocs(t, 3, func() {
-			l.setup(4096, mr.LKey(), mr.RKey())
+			l.setup(4096, mr.LKey())
 			if err := l.run(); err != nil {
 				t.Fatal(err)
 			}
@@ -152,9 +152,9 @@ func TestVMLoopsEvents(t *testing.T) {
 		t.Logf("reads, cq_mod %d: %d waits in 4 runs", cqMod, sw.n)
 	}
 	rw := arm(rcq)
-	s := &sendLoop{qp: qp, cq: scq, events: sw, verb: Send, iters: 400, txDepth: 128, cqMod: 1, cycle: 4096, line: 64,
-		myAddr: mr.Addr(), tm: newTiming(400, false)}
-	r := &recvLoop{qp: qp, cq: rcq, events: rw, iters: 400, depth: 400, cycle: 4096, line: 64, rxAddr: half, tm: newTiming(1, true)}
+	s := &sendLoop{qps: []sendQP{{qp: qp, myAddr: mr.Addr()}}, cq: scq, events: sw, verb: Send, iters: 400, txDepth: 128,
+		cqMod: 1, cycle: 4096, line: 64, base: mr.Addr(), tm: newTiming(400, false)}
+	r := &recvLoop{qps: []recvQP{{qp: qp, rxAddr: half}}, cq: rcq, events: rw, iters: 400, depth: 400, cycle: 4096, line: 64, tm: newTiming(1, true)}
 	sendReceive(t, s, r, mr.LKey())
 	if r.rcnt != 400 || rw.n == 0 {
 		t.Errorf("received %d after %d waits", r.rcnt, rw.n)
@@ -182,7 +182,7 @@ func sendReceive(t *testing.T, s *sendLoop, r *recvLoop, lkey uint32) {
 		if err := r.prepost(1024, lkey); err != nil {
 			t.Fatal(err)
 		}
-		s.setup(1024, lkey, 0)
+		s.setup(1024, lkey)
 		if err := s.run(); err != nil {
 			t.Fatal(err)
 		}

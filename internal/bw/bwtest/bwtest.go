@@ -215,25 +215,44 @@ func (r *Run) sizes() []uint64 {
 	return []uint64{uint64(r.Size)}
 }
 
-// Check verifies both outputs: each side's remote address is the other's
-// local one (QPN, PSN, rkey, address, GID), the GIDs are gid, every size
-// has its result line with the run's iterations and a positive rate,
-// and (write, read) the server printed the client's last line. It returns
-// the last line of each side.
+// qps is the run's -q (1 without).
+func (r *Run) qps() int {
+	if i := slices.Index(r.Extra, "-q"); i >= 0 && i+1 < len(r.Extra) {
+		if n, err := strconv.Atoi(r.Extra[i+1]); err == nil {
+			return n
+		}
+	}
+	return 1
+}
+
+// Check verifies both outputs: an address line per QP (-q) and side, each
+// side's remote address i is the other's local address i (QPN, PSN,
+// rkey, address, GID), the QPNs differ, the GIDs are gid, every size has
+// its result line with the run's iterations (on every QP) and a positive
+// rate, and (write, read) the server printed the client's last line. It
+// returns the last line of each side.
 func (r *Run) Check(t testing.TB, gid string) (server, client bw.Report) {
 	t.Helper()
 	sl, sr := Addrs(r.Server)
 	cl, cr := Addrs(r.Client)
-	if len(sl) != 1 || len(sr) != 1 || len(cl) != 1 || len(cr) != 1 {
-		t.Errorf("address lines: server %d local %d remote, client %d local %d remote; want 1 each\nserver:\n%s\nclient:\n%s",
-			len(sl), len(sr), len(cl), len(cr), r.Server, r.Client)
+	n := r.qps()
+	if len(sl) != n || len(sr) != n || len(cl) != n || len(cr) != n {
+		t.Errorf("address lines: server %d local %d remote, client %d local %d remote; want %d each\nserver:\n%s\nclient:\n%s",
+			len(sl), len(sr), len(cl), len(cr), n, r.Server, r.Client)
 	} else {
 		asLocal := func(a Addr) Addr { a.Remote = false; return a }
-		if sl[0] != asLocal(cr[0]) || cl[0] != asLocal(sr[0]) {
-			t.Errorf("server local %+v remote %+v; client local %+v remote %+v", sl[0], sr[0], cl[0], cr[0])
+		qpns := map[string]bool{}
+		for i := range n {
+			if sl[i] != asLocal(cr[i]) || cl[i] != asLocal(sr[i]) {
+				t.Errorf("QP %d: server local %+v remote %+v; client local %+v remote %+v", i, sl[i], sr[i], cl[i], cr[i])
+			}
+			if g := gidLine(gid); sl[i].GID != g.server || cl[i].GID != g.client {
+				t.Errorf("QP %d: GIDs %s and %s, want %s and %s", i, sl[i].GID, cl[i].GID, g.server, g.client)
+			}
+			qpns["s"+sl[i].QPN], qpns["c"+cl[i].QPN] = true, true
 		}
-		if g := gidLine(gid); sl[0].GID != g.server || cl[0].GID != g.client {
-			t.Errorf("GIDs %s and %s, want %s and %s", sl[0].GID, cl[0].GID, g.server, g.client)
+		if len(qpns) != 2*n {
+			t.Errorf("QPNs repeat: %v", qpns)
 		}
 	}
 	srs, crs := bw.ParseReports(r.Server), bw.ParseReports(r.Client)
@@ -256,12 +275,12 @@ func (r *Run) Check(t testing.TB, gid string) (server, client bw.Report) {
 			// 5 messages of 2 B print an average of 0.00 MB/s: the message
 			// rate, with 6 decimals, shows that time passed.
 			// With -D the line counts the messages of the measured stretch.
-			itersOK := rep.Iters == uint64(r.Iters)
+			itersOK := rep.Iters == uint64(r.Iters*n)
 			if slices.Contains(r.Extra, "-D") {
 				itersOK = rep.Iters > 0
 			}
 			if rep.Size != s.want[i] || !itersOK || !(rep.Avg > 0 || rep.MsgRate > 0) {
-				t.Errorf("%s: line %d: %+v, want %d bytes, %d iterations, a positive rate:\n%s", s.name, i, rep, s.want[i], r.Iters, s.out)
+				t.Errorf("%s: line %d: %+v, want %d bytes, %d iterations, a positive rate:\n%s", s.name, i, rep, s.want[i], r.Iters*n, s.out)
 			}
 		}
 	}
@@ -366,6 +385,16 @@ func Duration(t *testing.T, tool Tool) {
 func PostList(t *testing.T, tool Tool) {
 	MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{64, 4096}, 400, "-l", "4")
 	MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{1024}, 400, "-l", "8", "-Q", "4")
+}
+
+// QPs is the test of -q (several RC QPs sharing the CQs, -n messages on
+// each): Go against C both ways on rxe0, moderated and with a completion
+// per message; and Go against Go on rxelo with a post list, a window of
+// 8 per QP and 16 QPs.
+func QPs(t *testing.T, tool Tool) {
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64, 65536}, 200, "-q", "4")
+	MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{1024}, 400,
+		"-q", "16", "-t", "8", "-l", "4", "-Q", "2")
 }
 
 // SameFailure runs the Go and the C tool with args, expects both to exit
@@ -583,6 +612,8 @@ var BadArgs = [][]string{
 	{"-l", "3", "-n", "100"}, {"-l", "8", "-Q", "3"}, {"-l", "4"}, {"-l", "8", "-Q", "4", "-s", "64"},
 	// Moderation asked for on large messages: a warning.
 	{"-Q", "4"},
+	// QPs: 1 to 16384.
+	{"-q", "0"}, {"-q", "16385"}, {"-q", "x"}, {"-q", "4"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")
