@@ -137,3 +137,6 @@ func TestVMBadArgs(t *testing.T) {
 
 // TestVMQPs: -q, Go against C both ways (bwtest.QPs).
 func TestVMQPs(t *testing.T) { bwtest.QPs(t, tool) }
+
+// TestVMForever: --run_infinitely, Go against C both ways (bwtest.Forever).
+func TestVMForever(t *testing.T) { bwtest.Forever(t, tool) }

@@ -58,3 +58,6 @@ func TestVMUnsupported(t *testing.T) {
 func TestVMBadArgs(t *testing.T) {
 	bwtest.SameAsC(t, tool, bwtest.BadArgs, nil)
 }
+
+// TestVMForever: --run_infinitely, Go against C both ways (bwtest.Forever).
+func TestVMForever(t *testing.T) { bwtest.Forever(t, tool) }

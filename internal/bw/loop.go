@@ -106,10 +106,12 @@ func (b *background) halt() {
 // duration runs the clock of a -D run: the margin, then the measured
 // stretch (its start and end stamped as timing's posted[0] and
 // completed[0]), then the margin again. The loops read the phase with
-// one atomic load per post and per completion.
+// one atomic load per post and per completion. A run without end
+// (--run_infinitely) stays in phaseSample until stop.
 type duration struct {
 	background
 	total, margin time.Duration
+	forever       bool
 	phase         atomic.Int32
 }
 
@@ -117,9 +119,21 @@ func newDuration(total, margin time.Duration) *duration {
 	return &duration{total: total, margin: margin}
 }
 
+// newForever is the clock of a run that ends only when stop is called
+// (or fails).
+func newForever() *duration { return &duration{forever: true} }
+
+// stop ends the run: the loops return at their next look at the phase.
+func (d *duration) stop() { d.phase.Store(phaseEnd) }
+
 // start starts the clock; tm receives the two stamps (written before the
 // phase that follows them is published).
 func (d *duration) start(tm *timing) {
+	if d.forever {
+		// Whatever stopped an earlier run ends this one too.
+		d.phase.CompareAndSwap(phaseWarmUp, phaseSample)
+		return
+	}
 	d.phase.Store(phaseWarmUp)
 	d.background.start(func(sleep func(time.Duration) bool) {
 		if !sleep(d.margin) {
@@ -206,6 +220,9 @@ type sendLoop struct {
 	tm       timing // iters * len(qps) stamps (one without the peak)
 	scnt     uint64 // messages posted, all QPs
 	ccnt     uint64 // messages completed, all QPs
+	// progress is ccnt, published after each batch of completions for
+	// the reports of a run without end.
+	progress atomic.Uint64
 }
 
 // sendQP is one QP of a sendLoop: its requests and counts (perftest's
@@ -295,6 +312,7 @@ func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, id, addr, rem uin
 // sampled.
 func (l *sendLoop) run() error {
 	l.scnt, l.ccnt, l.sampled = 0, 0, 0
+	l.progress.Store(0)
 	for i := range l.qps {
 		l.qps[i].scnt, l.qps[i].ccnt = 0, 0
 	}
@@ -417,6 +435,9 @@ func (l *sendLoop) loop(iters uint64) error {
 					}
 				}
 			}
+			if n > 0 && dur != nil {
+				l.progress.Store(l.ccnt)
+			}
 		}
 	}
 	return nil
@@ -430,19 +451,21 @@ func (l *sendLoop) loop(iters uint64) error {
 type recvLoop struct {
 	qps     []recvQP
 	cq      poller
-	events  waiter        // -e
-	dur     *duration     // -D: iters is 0, the loop runs until phaseEnd
-	sampled uint64        // -D: receives in phaseSample
-	watch   *watchdog     // iterations: give up when the client stops sending
-	alive   atomic.Uint64 // rcnt, published after each batch for the watchdog
-	wc      [pollBatch]uverbs.WC
-	iters   uint64 // per QP
-	depth   uint64 // receives posted on each QP before the run (rx depth)
-	size    uint64
-	cycle   uint64
-	line    uint64
-	tm      timing
-	rcnt    uint64 // receives, all QPs
+	events  waiter    // -e
+	dur     *duration // -D: iters is 0, the loop runs until phaseEnd
+	sampled uint64    // -D: receives in phaseSample
+	watch   *watchdog // iterations: give up when the client stops sending
+	// progress is rcnt, published after each batch of completions for
+	// the watchdog and for the reports of a run without end.
+	progress atomic.Uint64
+	wc       [pollBatch]uverbs.WC
+	iters    uint64 // per QP
+	depth    uint64 // receives posted on each QP before the run (rx depth)
+	size     uint64
+	cycle    uint64
+	line     uint64
+	tm       timing
+	rcnt     uint64 // receives, all QPs
 }
 
 // recvQP is one QP of a recvLoop (perftest's rwr[i], rx_buffer_addr[i],
@@ -492,11 +515,13 @@ func (l *recvLoop) run() error {
 	iters := l.iters
 	if l.dur != nil {
 		iters = math.MaxUint64
-		l.dur.phase.Store(phaseWarmUp)
+		if !l.dur.forever { // (a stop before the run must hold)
+			l.dur.phase.Store(phaseWarmUp)
+		}
 	}
-	l.alive.Store(0)
+	l.progress.Store(0)
 	if l.watch != nil && l.dur == nil {
-		l.watch.start(&l.alive, total(iters, len(l.qps)))
+		l.watch.start(&l.progress, total(iters, len(l.qps)))
 	}
 	err := l.loop(iters)
 	if l.dur != nil {
@@ -583,7 +608,7 @@ func (l *recvLoop) loop(iters uint64) error {
 					}
 				}
 			}
-			l.alive.Store(l.rcnt)
+			l.progress.Store(l.rcnt)
 		}
 	}
 	return nil

@@ -655,3 +655,125 @@ func TestLoopsNoAllocs(t *testing.T) {
 		}
 	})
 }
+
+// stoppingSQ stops a run without end after limit posts.
+type stoppingSQ struct {
+	*fakeSQ
+	d     *duration
+	limit int
+}
+
+func (s stoppingSQ) PostSend(wrs []uverbs.SendWR) error {
+	if s.posts+len(wrs) >= s.limit {
+		s.d.stop()
+	}
+	return s.fakeSQ.PostSend(wrs)
+}
+
+// stoppingRQ stops a run without end after limit receives are posted.
+type stoppingRQ struct {
+	*fakeRQ
+	d     *duration
+	limit int
+}
+
+func (s stoppingRQ) PostRecv(wrs []uverbs.RecvWR) error {
+	if s.posted+1 >= s.limit {
+		s.d.stop()
+	}
+	return s.fakeRQ.PostRecv(wrs)
+}
+
+// TestLoopsForever: a run without end (--run_infinitely) keeps posting
+// past any count, counts every completion and publishes the count,
+// until its clock is stopped (the completions of the batch being read
+// then count, but not in the sample); a stop before the run holds.
+func TestLoopsForever(t *testing.T) {
+	f := &fakeSQ{perPoll: 4}
+	d := newForever()
+	l := newSendLoop(f, Write, 100, 32, 4, true) // -n does not bound the run
+	l.qps[0].qp = stoppingSQ{f, d, 5000}
+	l.dur = d
+	l.setup(64, 1)
+	if err := l.run(); err != nil {
+		t.Fatal(err)
+	}
+	if l.scnt < 5000 || l.ccnt > l.scnt || l.ccnt < l.scnt-32 || l.sampled > l.ccnt || l.sampled+4*4 < l.ccnt || l.progress.Load() != l.ccnt {
+		t.Errorf("send: scnt %d ccnt %d sampled %d progress %d", l.scnt, l.ccnt, l.sampled, l.progress.Load())
+	}
+	if err := l.run(); err != nil || l.scnt != 0 {
+		t.Errorf("a stopped clock: %v, %d posted", err, l.scnt)
+	}
+	r := &fakeRQ{perPoll: 5}
+	rd := newForever()
+	rl := &recvLoop{qps: []recvQP{{qp: stoppingRQ{r, rd, 3000}, rxAddr: 0x20000}}, cq: r, dur: rd, iters: 100, depth: 64,
+		cycle: 4096, line: 64, tm: newTiming(1, true)}
+	if err := rl.prepost(128, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.run(); err != nil {
+		t.Fatal(err)
+	}
+	// (The rest of the batch after the stop is not in the sample.)
+	if rl.rcnt < 3000-64 || rl.sampled > rl.rcnt || rl.sampled+5 < rl.rcnt || rl.progress.Load() != rl.rcnt {
+		t.Errorf("receive: rcnt %d sampled %d progress %d", rl.rcnt, rl.sampled, rl.progress.Load())
+	}
+}
+
+// lineWriter hands each line written to it to lines.
+type lineWriter struct{ lines chan string }
+
+func (w lineWriter) Write(b []byte) (int, error) {
+	w.lines <- string(b)
+	return len(b), nil
+}
+
+// TestForeverReports: a run without end prints a result line every
+// period (PUREVERBS_BW_PERIOD here) with the messages of that period and
+// no peak, and ends when Run's context does, with the context's error
+// and no goroutine left.
+func TestForeverReports(t *testing.T) {
+	t.Setenv(periodEnv, "20ms")
+	before := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := lineWriter{make(chan string)}
+	o, err := ParseArgs(Write, []string{"--run_infinitely", "-s", "64", "-Q", "4", "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt := &test{ctx: ctx, v: Write, o: o, stdout: w}
+	f := &fakeSQ{perPoll: 4}
+	tt.send = sendLoop{qps: []sendQP{{qp: f, myAddr: 0x10000, remAddr: 0x90000}}, cq: f, verb: Write, iters: o.Iters,
+		txDepth: 32, cqMod: 4, noPeak: true, cycle: 4096, line: 64, base: 0x10000, tm: newTiming(1, true), dur: newForever()}
+	tt.send.setup(64, 1)
+	done := make(chan error)
+	go func() {
+		done <- tt.forever(64, tt.send.dur, &tt.send.progress, tt.send.run, " Error occurred while running infinitely! aborting ...")
+	}()
+	var total uint64
+	for i := range 3 {
+		rs := ParseReports(<-w.lines)
+		if len(rs) != 1 || rs[0].Size != 64 || rs[0].Iters == 0 || rs[0].Iters%4 != 0 || rs[0].Avg <= 0 || rs[0].Peak != 0 {
+			t.Errorf("line %d: %+v", i, rs)
+		}
+		if len(rs) == 1 {
+			total += rs[0].Iters
+		}
+	}
+	cancel()
+	for {
+		select {
+		case <-w.lines: // a line printed before the stop
+			continue
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) || total > tt.send.ccnt {
+				t.Errorf("%v; %d messages in the lines, %d completed", err, total, tt.send.ccnt)
+			}
+		}
+		break
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after the run, %d before", n, before)
+	}
+}

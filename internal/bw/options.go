@@ -112,6 +112,7 @@ type Options struct {
 	Margin    int    // -f: seconds left out of the measure at each end (-D/4 with -D)
 	PostList  int    // -l (1): post this many requests per PostSend, a chain
 	QPs       int    // -q (1): RC QPs sharing the CQs, Iters messages each
+	Infinite  bool   // --run_infinitely: run until killed, a line every -D seconds (5)
 
 	// notice is what perftest prints on stdout while it parses (Run
 	// prints it first).
@@ -373,6 +374,8 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 			switch p.Name {
 			case "report_gbits":
 				o.Gbits = true
+			case "run_infinitely":
+				o.Infinite = true
 			case "use_old_post_send", "disable_pcie_relaxed":
 				// Nothing to choose: the Go tools always post with PostSend
 				// and never ask for relaxed ordering.
@@ -392,6 +395,9 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 		o.Server = operands[0]
 	default:
 		return Options{}, &usageError{msg: " Invalid Command line. Please check command rerun "}
+	}
+	if o.Infinite {
+		o.All = false // perftest's run_infinitely replaces -a's test method
 	}
 	if err := o.forceDependencies(v); err != nil {
 		if ue, ok := err.(*usageError); ok {
@@ -521,11 +527,18 @@ func (o *Options) forceDependencies(v Verb) error {
 		if o.All {
 			return &usageError{msg: "Duration mode currently doesn't support running on all sizes.", quiet: true, resultLine: true}
 		}
-		if o.Margin == defInitMargin {
-			o.Margin = o.Duration / 4
+	}
+	if o.Infinite {
+		// A line every -D seconds, without a peak.
+		o.NoPeak = true
+		if o.Events {
+			return &usageError{msg: " run_infinitely does not support events feature yet.", quiet: true, resultLine: true}
 		}
 	}
-	if v == Send && o.RxDepth%2 == 1 && !o.All {
+	if (o.Duration > 0 || o.Infinite) && o.Margin == defInitMargin {
+		o.Margin = o.period() / 4
+	}
+	if v == Send && o.RxDepth%2 == 1 && !o.All && !o.Infinite {
 		o.RxDepth++ // perftest's "WA for a bug when rx_depth is odd in SEND"
 	}
 	if o.Duration == 0 && o.Iters > noPeakIters {
@@ -536,17 +549,23 @@ func (o *Options) forceDependencies(v Verb) error {
 	}
 	// The margin is checked against perftest's default duration even
 	// when the test counts iterations.
-	duration := o.Duration
-	if duration == 0 {
-		duration = defDuration
-	}
-	if !(duration > 2*o.Margin) {
+	if !(o.period() > 2*o.Margin) {
 		return &usageError{msg: "please check that DURATION > 2*MARGIN", quiet: true, resultLine: true}
 	}
 	if o.reqVector && !o.Events {
 		return &usageError{msg: " Events must be enabled to select a completion vector", quiet: true}
 	}
 	return nil
+}
+
+// period is -D, or perftest's default duration without it: the length
+// of a run of fixed duration, the time between the lines of a run
+// without end.
+func (o *Options) period() int {
+	if o.Duration > 0 {
+		return o.Duration
+	}
+	return defDuration
 }
 
 // Usage writes the tool's usage text (stdout, as perftest prints it).
@@ -600,6 +619,7 @@ func Usage(w io.Writer, v Verb, prog string) {
 		"  -V, --version  Display version number",
 		"  -x, --gid-index=<index>  Test uses GID with GID index",
 		"      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)",
+		"      --run_infinitely  Run test forever, print results every <duration> seconds",
 	)
 	lines = append(lines, "",
 		" This Go port runs RC QPs (-q of them), exchanging addresses over TCP as perftest "+Version+" does,",

@@ -63,6 +63,15 @@ func TestParseArgsDefaults(t *testing.T) {
 	if o, _ := ParseArgs(Send, []string{"-e", "--vector=3"}); !o.Events || o.Vector != 3 {
 		t.Errorf("-e --vector=3: %+v", o)
 	}
+	// --run_infinitely: no peak, perftest's margin, and -a ignored (its
+	// test method replaces -a's).
+	if o, err := ParseArgs(Send, []string{"--run_infinitely", "-a", "-r", "7"}); err != nil || !o.Infinite || o.All || !o.NoPeak ||
+		o.Margin != 1 || o.Size != defSize || o.RxDepth != 7 || o.Iters != defIters {
+		t.Errorf("--run_infinitely -a: %+v, %v", o, err)
+	}
+	if o, err := ParseArgs(Write, []string{"--run_infinitely", "-D", "2", "h"}); err != nil || o.Margin != 0 || o.period() != 2 {
+		t.Errorf("--run_infinitely -D 2: %+v, %v", o, err)
+	}
 	if o, err := ParseArgs(Read, []string{"--qp=4", "h"}); err != nil || o.QPs != 4 {
 		t.Errorf("--qp=4: %+v, %v", o, err)
 	}
@@ -115,7 +124,9 @@ func TestParseArgsErrors(t *testing.T) {
 		{Write, []string{"-s", "0"}, " Message Size should be between 1 and 2147483647"},
 		{Write, []string{"-S", "16"}, " Only 15 Service levels"},
 		{Write, []string{"-b"}, " -b: not supported by this port of perftest (pureverbs)"},
-		{Write, []string{"--run_infinitely"}, " --run_infinitely: not supported by this port of perftest (pureverbs)"},
+		{Read, []string{"--run_infinitely", "-e"}, " run_infinitely does not support events feature yet."},
+		{Send, []string{"--run_infinitely", "-D", "2", "-e"}, "Duration mode doesn't work with events."},
+		{Write, []string{"--run_infinitely", "-f", "3"}, "please check that DURATION > 2*MARGIN"},
 		{Write, []string{"-c", "UC"}, " -c UC: this port runs RC only"},
 		{Write, []string{"-q", "0"}, " num of Qps should be between 1 and 16384"},
 		{Send, []string{"-q", "16385"}, " num of Qps should be between 1 and 16384"},

@@ -16,6 +16,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pureverbs/pureverbs/internal/pingpong"
@@ -716,13 +717,18 @@ func (t *test) runRDMA() error {
 		io.WriteString(t.stdout, resultLine)
 		return nil
 	}
-	t.send = t.newSendLoop()
+	t.initSend()
 	if t.ch != nil {
 		w, err := t.armEvents(t.sendCQ)
 		if err != nil {
 			return err
 		}
 		t.send.events = w
+	}
+	if t.o.Infinite {
+		t.send.dur = newForever()
+		t.send.setup(t.o.Size, t.mr.LKey())
+		return t.forever(t.o.Size, t.send.dur, &t.send.progress, t.send.run, " Error occurred while running infinitely! aborting ...")
 	}
 	if t.o.Duration > 0 {
 		t.send.dur = newDuration(time.Duration(t.o.Duration)*time.Second, time.Duration(t.o.Margin)*time.Second)
@@ -756,7 +762,7 @@ func (t *test) runSend() error {
 	withGID := t.gidIndex != -1
 	writeHeader(t.stdout, t.o.Gbits)
 	if t.client {
-		t.send = t.newSendLoop()
+		t.initSend()
 	} else {
 		t.recv = recvLoop{qps: make([]recvQP, len(t.qps)), cq: t.recvCQ, iters: t.o.Iters, depth: uint64(t.o.RxDepth),
 			cycle: t.cycle, line: t.cacheLine, tm: newTiming(1, true)}
@@ -772,10 +778,14 @@ func (t *test) runSend() error {
 		}
 		t.send.events, t.recv.events = w, w
 	}
-	if t.o.Duration > 0 {
+	switch {
+	case t.o.Infinite:
+		d := newForever()
+		t.send.dur, t.recv.dur = d, d
+	case t.o.Duration > 0:
 		d := newDuration(time.Duration(t.o.Duration)*time.Second, time.Duration(t.o.Margin)*time.Second)
 		t.send.dur, t.recv.dur = d, d
-	} else if !t.client {
+	case !t.client:
 		// check_alive: a server whose client died gives up.
 		w := &watchdog{period: alivePeriod()}
 		if t.ch != nil {
@@ -794,6 +804,12 @@ func (t *test) runSend() error {
 		}
 		if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
 			return err
+		}
+		if t.o.Infinite && t.client {
+			return t.forever(size, t.send.dur, &t.send.progress, t.send.run, " Error occurred while running infinitely! aborting ...")
+		}
+		if t.o.Infinite {
+			return t.forever(size, t.recv.dur, &t.recv.progress, t.recv.run, " Error occurred while running infinitely on server! aborting ...")
 		}
 		var r Report
 		if t.client {
@@ -822,6 +838,43 @@ func (t *test) runSend() error {
 	return nil
 }
 
+// forever runs a test without end (--run_infinitely: perftest's
+// run_iter_bw_infinitely and run_iter_bw_infinitely_server): run does
+// not return until it fails or d stops it, which Run's context does when
+// it ends. Meanwhile a goroutine prints, every -D seconds, the line of
+// the messages completed since the last one, as perftest's print thread
+// does (handle_signal_print_thread), from the count the loop publishes
+// once per batch of completions.
+func (t *test) forever(size uint64, d *duration, progress *atomic.Uint64, run func() error, failed string) error {
+	stop := context.AfterFunc(t.ctx, d.stop)
+	defer stop()
+	period := time.Duration(t.o.period()) * time.Second
+	if p, err := time.ParseDuration(os.Getenv(periodEnv)); err == nil && p > 0 {
+		period = p
+	}
+	var printer background
+	tm := timing{posted: make([]int64, 1), completed: make([]int64, 1)}
+	start, last := nanotime(), uint64(0)
+	printer.start(func(sleep func(time.Duration) bool) {
+		for sleep(period) {
+			now, n := nanotime(), progress.Load()
+			tm.posted[0], tm.completed[0] = start, now
+			writeReport(t.stdout, computeReport(size, n-last, &tm, t.o.CQMod, t.o.PostList, true, t.o.Gbits), t.o.Gbits)
+			start, last = now, n
+		}
+	})
+	err := run()
+	printer.halt()
+	if err != nil {
+		return withLines(err, failed)
+	}
+	return t.ctx.Err() // the run stopped because the context ended
+}
+
+// periodEnv sets the time between the lines of a run without end (a Go
+// duration, "200ms"), instead of -D's seconds: tests shorten it.
+const periodEnv = "PUREVERBS_BW_PERIOD"
+
 // alivePeriod is the watchdog's period: perftest's 60 s, or aliveEnv's.
 func alivePeriod() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv(aliveEnv)); err == nil && d > 0 {
@@ -839,20 +892,19 @@ func (t *test) iters(sampled uint64) uint64 {
 	return t.o.Iters * uint64(t.o.QPs)
 }
 
-// newSendLoop is the client's loop over its QPs, each with its slice of
-// the buffer and the peer's area for it.
-func (t *test) newSendLoop() sendLoop {
-	l := sendLoop{qps: make([]sendQP, len(t.qps)), cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
+// initSend sets up the client's loop over its QPs, each with its slice
+// of the buffer and the peer's area for it.
+func (t *test) initSend() {
+	t.send = sendLoop{qps: make([]sendQP, len(t.qps)), cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
 		cqMod: uint64(t.o.CQMod), postList: uint64(t.o.PostList), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
 		base: t.mr.Addr(), local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters*uint64(t.o.QPs), t.o.NoPeak)}
 	for i, qp := range t.qps {
-		q := &l.qps[i]
+		q := &t.send.qps[i]
 		q.qp, q.myAddr = qp, t.localSlice(i)
 		if t.v != Send {
 			q.remAddr, q.rkey = t.rem[i].VAddr, t.rem[i].RKey
 		}
 	}
-	return l
 }
 
 // armEvents asks for the first completion event of each CQ (the

@@ -52,9 +52,16 @@ var errOutputEnded = errors.New("writer finished")
 // or done (which may be nil) is closed with substr still absent
 // (errOutputEnded).
 func (o *Output) WaitFor(ctx context.Context, substr string, done <-chan struct{}) error {
+	return o.WaitUntil(ctx, func(s string) bool { return strings.Contains(s, substr) }, done)
+}
+
+// WaitUntil blocks until cond holds for the output, ctx ends
+// (ctx.Err()), or done (which may be nil) is closed with cond still
+// false (errOutputEnded). cond runs after every write.
+func (o *Output) WaitUntil(ctx context.Context, cond func(string) bool, done <-chan struct{}) error {
 	for {
 		o.mu.Lock()
-		found := strings.Contains(o.b.String(), substr)
+		found := cond(o.b.String())
 		if o.changed == nil {
 			o.changed = make(chan struct{})
 		}
@@ -66,7 +73,7 @@ func (o *Output) WaitFor(ctx context.Context, substr string, done <-chan struct{
 		select {
 		case <-changed:
 		case <-done:
-			if strings.Contains(o.String(), substr) {
+			if cond(o.String()) {
 				return nil
 			}
 			return errOutputEnded

@@ -180,6 +180,20 @@ func (p *Peer) WaitForOutput(ctx context.Context, substr string) error {
 	}
 }
 
+// WaitUntil blocks until cond holds for the peer's output (what holds
+// is described by what, for the error), ctx is done or the peer exits
+// first.
+func (p *Peer) WaitUntil(ctx context.Context, what string, cond func(string) bool) error {
+	switch err := p.out.WaitUntil(ctx, cond, p.done); {
+	case err == nil:
+		return nil
+	case errors.Is(err, errOutputEnded):
+		return fmt.Errorf("waiting for %s from %s: %w (%v); output:\n%s", what, p.name, ErrPeerExited, p.err, p.Output())
+	default:
+		return fmt.Errorf("waiting for %s from %s: %w; output so far:\n%s", what, p.name, err, p.Output())
+	}
+}
+
 // RunPeer runs name with args to completion and returns its combined output
 // and exit error.
 func RunPeer(ctx context.Context, tb testing.TB, name string, args ...string) (string, error) {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -397,6 +398,77 @@ func QPs(t *testing.T, tool Tool) {
 		"-q", "16", "-t", "8", "-l", "4", "-Q", "2")
 }
 
+// Forever is the test of --run_infinitely, Go against C both ways on
+// rxe0 with -D 1 (a line a second): the client (and a send server)
+// prints result lines with the size, the messages of that second and no
+// peak, until it is killed, perftest's only way to end it. The client is
+// killed after its third line; a write or read server, waiting for the
+// client's last handshake, then fails on its own, a send server (which
+// polls for ever, as perftest's) is stopped. Both sides printed each
+// other's addresses, and the kernel's resource counts are back where
+// they were.
+func Forever(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	for _, pair := range pptest.BothWays {
+		t.Run(pair.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			before := testkit.Resources(t, testkit.RxeDev)
+			r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 1000,
+				Extra: []string{"--run_infinitely", "-D", "1"}, Port: Port()}
+			srv := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), r.Args(false)...)
+			if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
+				t.Fatalf("%v\n%s", err, srv.Output())
+			}
+			cli := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), r.Args(true)...)
+			lines := func(n int) func(string) bool {
+				return func(out string) bool { return len(bw.ParseReports(out)) >= n }
+			}
+			if err := cli.WaitUntil(ctx, "3 result lines", lines(3)); err != nil {
+				t.Fatal(err)
+			}
+			if tool.Verb == bw.Send {
+				if err := srv.WaitUntil(ctx, "2 result lines", lines(2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cli.Kill()
+			if err := cli.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+				t.Errorf("client: %v, want killed", err)
+			}
+			if tool.Verb == bw.Send {
+				srv.Stop()
+			} else if err := srv.Wait(); err == nil {
+				t.Errorf("the server exited 0 after its client was killed:\n%s", srv.Output())
+			}
+			r.Server, r.Client = srv.Output(), cli.Output()
+			sl, sr := Addrs(r.Server)
+			cl, cr := Addrs(r.Client)
+			if len(sl) != 1 || len(sr) != 1 || len(cl) != 1 || len(cr) != 1 || sl[0].QPN != cr[0].QPN || cl[0].QPN != sr[0].QPN {
+				t.Errorf("addresses: server %+v %+v, client %+v %+v", sl, sr, cl, cr)
+			}
+			for _, side := range []struct{ name, out string }{{"client", r.Client}, {"server", r.Server}} {
+				rs := bw.ParseReports(side.out)
+				if side.name == "server" && tool.Verb != bw.Send {
+					if len(rs) != 0 {
+						t.Errorf("a %v server printed result lines:\n%s", tool.Verb, side.out)
+					}
+					continue
+				}
+				for i, rep := range rs {
+					if rep.Size != 4096 || rep.Iters == 0 || rep.Avg <= 0 || rep.Peak != 0 {
+						t.Errorf("%s line %d: %+v:\n%s", side.name, i, rep, side.out)
+					}
+				}
+				t.Logf("%s (%s): %d lines, the first %+v", side.name, tool.Bin(map[string]pptest.Side{"client": pair.Client, "server": pair.Server}[side.name]), len(rs), rs[0])
+			}
+			if after := testkit.Resources(t, testkit.RxeDev); !maps.Equal(after, before) {
+				t.Errorf("resources after %v, before %v", after, before)
+			}
+		})
+	}
+}
+
 // SameFailure runs the Go and the C tool with args, expects both to exit
 // non-zero and the C tool's message, want, to appear in both outputs.
 func SameFailure(t *testing.T, tool Tool, want string, args ...string) {
@@ -614,6 +686,10 @@ var BadArgs = [][]string{
 	{"-Q", "4"},
 	// QPs: 1 to 16384.
 	{"-q", "0"}, {"-q", "16385"}, {"-q", "x"}, {"-q", "4"},
+	// A run without end: not with events (with -D, the duration's
+	// complaint comes first); -a ignored.
+	{"--run_infinitely", "-e"}, {"--run_infinitely", "-D", "2", "-e"}, {"--run_infinitely", "-f", "3"},
+	{"--run_infinitely", "-a"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")
