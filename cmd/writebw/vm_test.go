@@ -61,3 +61,6 @@ func TestVMBadArgs(t *testing.T) {
 
 // TestVMForever: --run_infinitely, Go against C both ways (bwtest.Forever).
 func TestVMForever(t *testing.T) { bwtest.Forever(t, tool) }
+
+// TestVMBidirectional: -b, Go against C both ways (bwtest.Bidirectional).
+func TestVMBidirectional(t *testing.T) { bwtest.Bidirectional(t, tool) }

@@ -354,47 +354,15 @@ func total(iters uint64, qps int) uint64 {
 // loop is run_iter_bw's loop for iters messages per QP (math.MaxUint64
 // with -D: until phaseEnd): each turn tops up every QP, then polls.
 func (l *sendLoop) loop(iters uint64) error {
-	cqMod, dur, step := l.cqMod, l.dur, l.postList
-	single := step == 1 // a list's requests keep their slots and signals
-	cycling := single && l.size <= l.cycle/2
+	dur := l.dur
 	tot := total(iters, len(l.qps))
 	ne := 0
 	for l.scnt < tot || l.ccnt < tot {
 		if dur != nil && dur.phase.Load() == phaseEnd {
 			return nil
 		}
-		for i := range l.qps {
-			q := &l.qps[i]
-			w := &q.wr[0]
-			for q.scnt < iters && q.scnt-q.ccnt+step <= l.txDepth {
-				if dur != nil && dur.phase.Load() == phaseEnd {
-					return nil
-				}
-				if single && q.scnt%cqMod == 0 && cqMod > 1 && q.scnt != iters-1 {
-					w.Flags &^= uverbs.SendSignaled
-				}
-				if !l.noPeak {
-					l.tm.posted[l.scnt] = stamp()
-				}
-				if err := q.qp.PostSend(q.posting); err != nil {
-					return msgError{fmt.Sprintf("Couldn't post send: qp %d scnt=%d ", i, q.scnt), "  (" + err.Error() + ")"}
-				}
-				if cycling {
-					q.sge[0].Addr = nextAddr(q.sge[0].Addr, q.myAddr, l.size, q.scnt, l.line, l.cycle)
-					if w.Inline != nil {
-						off := q.sge[0].Addr - l.base
-						w.Inline = l.local[off : off+l.size]
-					}
-					if l.verb != Send {
-						w.RemoteAddr = nextAddr(w.RemoteAddr, q.remAddr, l.size, q.scnt, l.line, l.cycle)
-					}
-				}
-				q.scnt += step
-				l.scnt += step
-				if single && (q.scnt%cqMod == cqMod-1 || q.scnt == iters-1) {
-					w.Flags |= uverbs.SendSignaled
-				}
-			}
+		if end, err := l.post(iters); end || err != nil {
+			return err
 		}
 		if l.ccnt < tot {
 			// With events, sleep only after a poll found nothing: the
@@ -407,40 +375,94 @@ func (l *sendLoop) loop(iters uint64) error {
 					return msgError{"Couldn't request CQ notification", "  (" + err.Error() + ")"}
 				}
 			}
-			n, err := l.cq.Poll(l.wc[:])
-			if err != nil {
-				return msgError{"poll CQ failed: " + err.Error()}
-			}
-			ne = n
-			for i := 0; i < n; i++ {
-				wc := &l.wc[i]
-				if wc.ID >= uint64(len(l.qps)) {
-					return unknownID(wc)
-				}
-				if wc.Status != uverbs.WCSuccess {
-					return msgError{" Completion with error at client",
-						fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
-						fmt.Sprintf("scnt=%d, ccnt=%d", l.scnt, l.ccnt)}
-				}
-				l.qps[wc.ID].ccnt += cqMod
-				l.ccnt += cqMod
-				if dur != nil && dur.phase.Load() == phaseSample {
-					l.sampled += cqMod
-				}
-				if !l.noPeak {
-					if l.ccnt > tot {
-						l.tm.completed[tot-1] = stamp()
-					} else {
-						l.tm.completed[l.ccnt-1] = stamp()
-					}
-				}
-			}
-			if n > 0 && dur != nil {
-				l.progress.Store(l.ccnt)
+			var err error
+			if ne, err = l.poll(tot); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// post tops up the window of every QP (the posting loops of run_iter_bw
+// and run_iter_bi) for a run of iters messages per QP; end is true when
+// the time of a -D run is up.
+func (l *sendLoop) post(iters uint64) (end bool, err error) {
+	cqMod, dur, step := l.cqMod, l.dur, l.postList
+	single := step == 1 // a list's requests keep their slots and signals
+	cycling := single && l.size <= l.cycle/2
+	for i := range l.qps {
+		q := &l.qps[i]
+		w := &q.wr[0]
+		for q.scnt < iters && q.scnt-q.ccnt+step <= l.txDepth {
+			if dur != nil && dur.phase.Load() == phaseEnd {
+				return true, nil
+			}
+			if single && q.scnt%cqMod == 0 && cqMod > 1 && q.scnt != iters-1 {
+				w.Flags &^= uverbs.SendSignaled
+			}
+			if !l.noPeak {
+				l.tm.posted[l.scnt] = stamp()
+			}
+			if err := q.qp.PostSend(q.posting); err != nil {
+				return false, msgError{fmt.Sprintf("Couldn't post send: qp %d scnt=%d ", i, q.scnt), "  (" + err.Error() + ")"}
+			}
+			if cycling {
+				q.sge[0].Addr = nextAddr(q.sge[0].Addr, q.myAddr, l.size, q.scnt, l.line, l.cycle)
+				if w.Inline != nil {
+					off := q.sge[0].Addr - l.base
+					w.Inline = l.local[off : off+l.size]
+				}
+				if l.verb != Send {
+					w.RemoteAddr = nextAddr(w.RemoteAddr, q.remAddr, l.size, q.scnt, l.line, l.cycle)
+				}
+			}
+			q.scnt += step
+			l.scnt += step
+			if single && (q.scnt%cqMod == cqMod-1 || q.scnt == iters-1) {
+				w.Flags |= uverbs.SendSignaled
+			}
+		}
+	}
+	return false, nil
+}
+
+// poll reads one batch of send completions and counts them (cqMod
+// messages each, for the QP each names) in a run of tot messages; it
+// returns how many it read.
+func (l *sendLoop) poll(tot uint64) (int, error) {
+	cqMod, dur := l.cqMod, l.dur
+	n, err := l.cq.Poll(l.wc[:])
+	if err != nil {
+		return 0, msgError{"poll CQ failed: " + err.Error()}
+	}
+	for i := 0; i < n; i++ {
+		wc := &l.wc[i]
+		if wc.ID >= uint64(len(l.qps)) {
+			return 0, unknownID(wc)
+		}
+		if wc.Status != uverbs.WCSuccess {
+			return 0, msgError{" Completion with error at client",
+				fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
+				fmt.Sprintf("scnt=%d, ccnt=%d", l.scnt, l.ccnt)}
+		}
+		l.qps[wc.ID].ccnt += cqMod
+		l.ccnt += cqMod
+		if dur != nil && dur.phase.Load() == phaseSample {
+			l.sampled += cqMod
+		}
+		if !l.noPeak {
+			if l.ccnt > tot {
+				l.tm.completed[tot-1] = stamp()
+			} else {
+				l.tm.completed[l.ccnt-1] = stamp()
+			}
+		}
+	}
+	if n > 0 && dur != nil {
+		l.progress.Store(l.ccnt)
+	}
+	return n, nil
 }
 
 // recvLoop is the server side of ib_send_bw (run_iter_bw_server): count
@@ -543,7 +565,6 @@ func (l *recvLoop) run() error {
 // loop is run_iter_bw_server's loop for iters receives per QP
 // (math.MaxUint64 with -D: until phaseEnd).
 func (l *recvLoop) loop(iters uint64) error {
-	cycling := l.size <= l.cycle/2
 	dur := l.dur
 	tot := total(iters, len(l.qps))
 	first := true
@@ -582,34 +603,163 @@ func (l *recvLoop) loop(iters uint64) error {
 				}
 				first = false
 			}
-			for i := 0; i < n; i++ {
-				wc := &l.wc[i]
-				if wc.ID >= uint64(len(l.qps)) {
-					return unknownID(wc)
+			if err := l.complete(n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// complete counts the n receive completions in l.wc and posts a new
+// receive on the QP of each while the run needs more (always with -D),
+// then publishes the count.
+func (l *recvLoop) complete(n int) error {
+	cycling := l.size <= l.cycle/2
+	dur := l.dur
+	for i := 0; i < n; i++ {
+		wc := &l.wc[i]
+		if wc.ID >= uint64(len(l.qps)) {
+			return unknownID(wc)
+		}
+		q := &l.qps[wc.ID]
+		if wc.Status != uverbs.WCSuccess {
+			return msgError{" Completion with error at server",
+				fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
+				fmt.Sprintf(" rcnt=%d", q.rcnt)}
+		}
+		q.rcnt++
+		l.rcnt++
+		if dur != nil && dur.phase.Load() == phaseSample {
+			l.sampled++
+		}
+		if dur != nil || q.posted+1 <= l.iters {
+			if err := q.qp.PostRecv(q.rwr[:]); err != nil {
+				return msgError{fmt.Sprintf("Couldn't post recv Qp=%d rcnt=%d", wc.ID, q.rcnt), "  (" + err.Error() + ")"}
+			}
+			q.posted++
+			if cycling {
+				q.rsge[0].Addr = nextAddr(q.rsge[0].Addr, q.rxAddr, l.size, q.posted, l.line, l.cycle)
+			}
+		}
+	}
+	l.progress.Store(l.rcnt)
+	return nil
+}
+
+// biLoop is both sides of ib_send_bw -b (run_iter_bi): each sends iters
+// messages per QP through s and receives as many through r, in one loop
+// that tops up the send windows, then reads a batch of receives
+// (reposting), then a batch of send completions. The server sends only
+// after its first receive (so that it does not start before the
+// client), and the clock of a -D run starts there; the client's starts
+// with the loop. The report times the sends (s.tm); with -D it counts
+// the sends and receives of the measured stretch.
+type biLoop struct {
+	s      *sendLoop
+	r      *recvLoop
+	server bool
+}
+
+// run runs the loop for iters messages per QP each way (the loops'
+// iters), or until the time of a -D run is up.
+func (b *biLoop) run() error {
+	s, r := b.s, b.r
+	s.scnt, s.ccnt, s.sampled, r.rcnt, r.sampled = 0, 0, 0, 0, 0
+	s.progress.Store(0)
+	r.progress.Store(0)
+	for i := range s.qps {
+		s.qps[i].scnt, s.qps[i].ccnt = 0, 0
+	}
+	for i := range r.qps {
+		r.qps[i].rcnt = 0
+	}
+	clear(s.tm.posted)
+	clear(s.tm.completed)
+	iters := s.iters
+	if s.noPeak {
+		s.tm.posted[0] = stamp()
+	}
+	if s.dur != nil {
+		iters = math.MaxUint64
+		if !b.server {
+			s.dur.start(&s.tm)
+		} else if !s.dur.forever {
+			s.dur.phase.Store(phaseWarmUp)
+		}
+	}
+	if r.watch != nil && s.dur == nil {
+		r.watch.start(&r.progress, total(iters, len(r.qps)))
+	}
+	err := b.loop(iters)
+	if s.dur != nil {
+		s.dur.halt()
+	}
+	if r.watch != nil {
+		r.watch.halt()
+	}
+	if err != nil {
+		return err
+	}
+	if s.noPeak && s.dur == nil {
+		s.tm.completed[0] = stamp()
+	}
+	toNanos(s.tm.posted, s.tm.completed)
+	return nil
+}
+
+// sampled is what a -D run reports: the sends and the receives of the
+// measured stretch.
+func (b *biLoop) sampled() uint64 { return b.s.sampled + b.r.sampled }
+
+func (b *biLoop) loop(iters uint64) error {
+	s, r, dur := b.s, b.r, b.s.dur
+	tot := total(iters, len(s.qps))
+	sending := !b.server
+	idle := false
+	for dur != nil || s.ccnt < tot || r.rcnt < tot {
+		if dur != nil && dur.phase.Load() == phaseEnd {
+			return nil
+		}
+		if r.watch != nil && r.watch.stuck.Load() {
+			return r.stuck()
+		}
+		if sending {
+			if end, err := s.post(iters); end || err != nil {
+				return err
+			}
+		}
+		// With events, sleep only after a turn whose polls found
+		// nothing (perftest sleeps before every turn, and can wait for
+		// an event that never comes; see sendLoop.loop).
+		if s.events != nil && idle {
+			if err := s.events.wait(); err != nil {
+				if r.watch != nil && r.watch.stuck.Load() {
+					return r.stuck()
 				}
-				q := &l.qps[wc.ID]
-				if wc.Status != uverbs.WCSuccess {
-					return msgError{" Completion with error at server",
-						fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
-						fmt.Sprintf(" rcnt=%d", q.rcnt)}
-				}
-				q.rcnt++
-				l.rcnt++
-				if dur != nil && dur.phase.Load() == phaseSample {
-					l.sampled++
-				}
-				if dur != nil || q.posted+1 <= l.iters {
-					if err := q.qp.PostRecv(q.rwr[:]); err != nil {
-						return msgError{fmt.Sprintf("Couldn't post recv Qp=%d rcnt=%d", wc.ID, q.rcnt), "  (" + err.Error() + ")"}
-					}
-					q.posted++
-					if cycling {
-						q.rsge[0].Addr = nextAddr(q.rsge[0].Addr, q.rxAddr, l.size, q.posted, l.line, l.cycle)
-					}
+				return msgError{"Failed to notify events to CQ", "  (" + err.Error() + ")"}
+			}
+		}
+		n, err := r.cq.Poll(r.wc[:])
+		if err != nil {
+			return msgError{"poll CQ failed: " + err.Error()}
+		}
+		if n > 0 {
+			if !sending {
+				sending = true
+				if dur != nil {
+					dur.start(&s.tm)
 				}
 			}
-			l.progress.Store(l.rcnt)
+			if err := r.complete(n); err != nil {
+				return err
+			}
 		}
+		m, err := s.poll(tot)
+		if err != nil {
+			return err
+		}
+		idle = n == 0 && m == 0
 	}
 	return nil
 }
@@ -627,7 +777,7 @@ func (l *recvLoop) stuck() error {
 	m := msgError{" Did not get Message for 120 Seconds, exiting..",
 		fmt.Sprintf(" Total Received=%d, Total Iters Required=%d", l.rcnt, total(l.iters, len(l.qps)))}
 	if l.events != nil {
-		return append(m, " Due to this issue, Perftest cannot produce a report when in event mode.")
+		return statusError{append(m, " Due to this issue, Perftest cannot produce a report when in event mode."), 1}
 	}
 	return statusError{m, 17}
 }

@@ -3,7 +3,6 @@ package bw
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -509,7 +508,7 @@ func TestLoopsEvents(t *testing.T) {
 // and the clock's goroutine is gone after the run, failed or not.
 func TestLoopsDuration(t *testing.T) {
 	const total, margin = 300 * time.Millisecond, 50 * time.Millisecond
-	before := runtime.NumGoroutine()
+	testkit.LeakCheck(t) // the clock's goroutine ends with the run, failed or not
 	f := &fakeSQ{perPoll: 2}
 	l := newSendLoop(f, Write, 0, 128, 4, true)
 	l.dur = newDuration(total, margin)
@@ -544,9 +543,6 @@ func TestLoopsDuration(t *testing.T) {
 	l.setup(64, 1)
 	if err := l.run(); err == nil {
 		t.Error("a failed post did not end the run")
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Errorf("%d goroutines after the runs, %d before", n, before)
 	}
 }
 
@@ -584,7 +580,7 @@ func TestRecvLoopWatchdog(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = l.run()
-	if !errors.As(err, new(msgError)) || errors.As(err, &se) || !strings.Contains(err.Error(), "cannot produce a report when in event mode") {
+	if !errors.As(err, &se) || se.status != 1 || !strings.Contains(err.Error(), "cannot produce a report when in event mode") {
 		t.Errorf("events: %v", err)
 	}
 	// Ten receives, one every fifth of a period: never a whole period without.
@@ -734,7 +730,7 @@ func (w lineWriter) Write(b []byte) (int, error) {
 // and no goroutine left.
 func TestForeverReports(t *testing.T) {
 	t.Setenv(periodEnv, "20ms")
-	before := runtime.NumGoroutine()
+	testkit.LeakCheck(t) // the printer's goroutine ends with the run
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := lineWriter{make(chan string)}
@@ -773,7 +769,90 @@ func TestForeverReports(t *testing.T) {
 		}
 		break
 	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Errorf("%d goroutines after the run, %d before", n, before)
+}
+
+// lateRQ is a fakeRQ whose first polls find nothing (the peer has not
+// started), and which records the poll that first found a completion.
+type lateRQ struct {
+	*fakeRQ
+	empty, polls, first int
+}
+
+func (q *lateRQ) Poll(wcs []uverbs.WC) (int, error) {
+	q.polls++
+	if q.polls <= q.empty {
+		return 0, nil
+	}
+	n, err := q.fakeRQ.Poll(wcs)
+	if n > 0 && q.first == 0 {
+		q.first = q.polls
+	}
+	return n, err
+}
+
+// watchedSQ is a fakeSQ that records the receive poll of its first post.
+type watchedSQ struct {
+	*fakeSQ
+	rq     *lateRQ
+	first  int
+	posted bool
+}
+
+func (s *watchedSQ) PostSend(wrs []uverbs.SendWR) error {
+	if !s.posted {
+		s.first, s.posted = s.rq.polls, true
+	}
+	return s.fakeSQ.PostSend(wrs)
+}
+
+// TestBiLoop: ib_send_bw -b's loop sends and receives iters messages per
+// QP on both QPs; the server sends only after its first receive, the
+// client at once; with -D both directions count in the sample.
+func TestBiLoop(t *testing.T) {
+	for _, server := range []bool{false, true} {
+		const nqp, iters = 2, 300
+		f := &fakeSQ{perPoll: 3}
+		rq := &lateRQ{fakeRQ: &fakeRQ{perPoll: 5}, empty: 4}
+		sq := &watchedSQ{fakeSQ: f, rq: rq}
+		s := newSendLoop(f, Send, iters, 16, 4, false)
+		s.qps = []sendQP{{qp: sq, myAddr: 0x10000}, {qp: sq, myAddr: 0x11000}}
+		s.tm = newTiming(iters*nqp, false)
+		r := &recvLoop{cq: rq, iters: iters, depth: 32, cycle: 4096, line: 64, tm: newTiming(1, true)}
+		r.qps = []recvQP{{qp: rq.fakeRQ, rxAddr: 0x20000}, {qp: rq.fakeRQ, rxAddr: 0x21000}}
+		s.setup(64, 1)
+		if err := r.prepost(64, 1); err != nil {
+			t.Fatal(err)
+		}
+		b := &biLoop{s: s, r: r, server: server}
+		if err := b.run(); err != nil {
+			t.Fatal(err)
+		}
+		if f.posts != iters*nqp || s.ccnt < iters*nqp || r.rcnt != iters*nqp || rq.posted != iters*nqp {
+			t.Errorf("server %v: %d sends, %d completed, %d received, %d receives posted", server, f.posts, s.ccnt, r.rcnt, rq.posted)
+		}
+		if server && (rq.first == 0 || sq.first < rq.first) || !server && sq.first != 0 {
+			t.Errorf("server %v: first send at receive poll %d, first receive at %d", server, sq.first, rq.first)
+		}
+		if rep := computeReport(64, iters*nqp, &s.tm, 4, 1, false, false); rep.Avg <= 0 || rep.Peak <= 0 {
+			t.Errorf("report %+v", rep)
+		}
+	}
+	// -D: until the time is up, both directions in the sample.
+	f := &fakeSQ{perPoll: 3}
+	rq := &fakeRQ{perPoll: 5}
+	d := newDuration(200*time.Millisecond, 50*time.Millisecond)
+	s := newSendLoop(f, Send, 0, 16, 4, true)
+	s.dur = d
+	r := &recvLoop{qps: []recvQP{{qp: rq, rxAddr: 0x20000}}, cq: rq, dur: d, depth: 32, cycle: 4096, line: 64, tm: newTiming(1, true)}
+	s.setup(64, 1)
+	if err := r.prepost(64, 1); err != nil {
+		t.Fatal(err)
+	}
+	b := &biLoop{s: s, r: r, server: true}
+	if err := b.run(); err != nil {
+		t.Fatal(err)
+	}
+	if s.sampled == 0 || r.sampled == 0 || b.sampled() != s.sampled+r.sampled || s.tm.completed[0] <= s.tm.posted[0] {
+		t.Errorf("-D: %d sends and %d receives in the sample, timing %+v", s.sampled, r.sampled, s.tm)
 	}
 }

@@ -113,6 +113,8 @@ type Options struct {
 	PostList  int    // -l (1): post this many requests per PostSend, a chain
 	QPs       int    // -q (1): RC QPs sharing the CQs, Iters messages each
 	Infinite  bool   // --run_infinitely: run until killed, a line every -D seconds (5)
+	Duplex    bool   // -b: both sides send (write, read: both post; the line sums both sides')
+	Both      bool   // --report-both: with -b, also each side's own line
 
 	// notice is what perftest prints on stdout while it parses (Run
 	// prints it first).
@@ -363,6 +365,8 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 			// time with the monotonic clock and never warn.
 		case 'N':
 			o.NoPeak = true
+		case 'b':
+			o.Duplex = true
 		case 'V':
 			return o, errVersion
 		case 'h':
@@ -376,6 +380,8 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 				o.Gbits = true
 			case "run_infinitely":
 				o.Infinite = true
+			case "report-both":
+				o.Both = true
 			case "use_old_post_send", "disable_pcie_relaxed":
 				// Nothing to choose: the Go tools always post with PostSend
 				// and never ask for relaxed ordering.
@@ -514,7 +520,7 @@ func (o *Options) forceDependencies(v Verb) error {
 	if o.All {
 		o.Size = maxSize
 	}
-	if v == Send && o.Server == "" {
+	if v == Send && o.Server == "" && !o.Duplex {
 		o.NoPeak = true // the server times from its first receive
 	}
 	if o.Duration > 0 {
@@ -533,6 +539,9 @@ func (o *Options) forceDependencies(v Verb) error {
 		o.NoPeak = true
 		if o.Events {
 			return &usageError{msg: " run_infinitely does not support events feature yet.", quiet: true, resultLine: true}
+		}
+		if o.Duplex && v == Send {
+			return &usageError{msg: " run_infinitely mode is not supported in SEND Bidirectional BW test", quiet: true, resultLine: true}
 		}
 	}
 	if (o.Duration > 0 || o.Infinite) && o.Margin == defInitMargin {
@@ -577,6 +586,7 @@ func Usage(w io.Writer, v Verb, prog string) {
 	}
 	lines := []string{
 		"  -a, --all  Run sizes from 2 till 2^23",
+		"  -b, --bidirectional  Measure bidirectional bandwidth (default unidirectional)",
 		"  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)",
 		"  -D, --duration  Run test for a customized period of seconds.",
 	}
@@ -619,6 +629,7 @@ func Usage(w io.Writer, v Verb, prog string) {
 		"  -V, --version  Display version number",
 		"  -x, --gid-index=<index>  Test uses GID with GID index",
 		"      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)",
+		"      --report-both  Report RX & TX results separately on Bidirectional BW tests",
 		"      --run_infinitely  Run test forever, print results every <duration> seconds",
 	)
 	lines = append(lines, "",

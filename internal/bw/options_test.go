@@ -63,6 +63,9 @@ func TestParseArgsDefaults(t *testing.T) {
 	if o, _ := ParseArgs(Send, []string{"-e", "--vector=3"}); !o.Events || o.Vector != 3 {
 		t.Errorf("-e --vector=3: %+v", o)
 	}
+	if o, err := ParseArgs(Read, []string{"-b", "--report-both", "h"}); err != nil || !o.Duplex || !o.Both {
+		t.Errorf("-b --report-both: %+v, %v", o, err)
+	}
 	// --run_infinitely: no peak, perftest's margin, and -a ignored (its
 	// test method replaces -a's).
 	if o, err := ParseArgs(Send, []string{"--run_infinitely", "-a", "-r", "7"}); err != nil || !o.Infinite || o.All || !o.NoPeak ||
@@ -123,7 +126,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{Write, []string{"-o", "4"}, " Setting Outstanding reads only available on READ verb"},
 		{Write, []string{"-s", "0"}, " Message Size should be between 1 and 2147483647"},
 		{Write, []string{"-S", "16"}, " Only 15 Service levels"},
-		{Write, []string{"-b"}, " -b: not supported by this port of perftest (pureverbs)"},
+		{Write, []string{"-R"}, " -R: not supported by this port of perftest (pureverbs)"},
 		{Read, []string{"--run_infinitely", "-e"}, " run_infinitely does not support events feature yet."},
 		{Send, []string{"--run_infinitely", "-D", "2", "-e"}, "Duration mode doesn't work with events."},
 		{Write, []string{"--run_infinitely", "-f", "3"}, "please check that DURATION > 2*MARGIN"},
@@ -171,8 +174,8 @@ func TestMainHelpVersion(t *testing.T) {
 		t.Errorf("-h: rc %d:\n%s", rc, out.String())
 	}
 	out.Reset()
-	if rc := Main(Write, "writebw", []string{"-b"}, &out, &errb); rc != 1 || errb.String() != " -b: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n" {
-		t.Errorf("-b: rc %d, stderr %q", rc, errb.String())
+	if rc := Main(Write, "writebw", []string{"-R"}, &out, &errb); rc != 1 || errb.String() != " -R: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n" {
+		t.Errorf("-R: rc %d, stderr %q", rc, errb.String())
 	}
 	// perftest prints its rule on stdout, then the complaint.
 	out.Reset()

@@ -515,11 +515,14 @@ func (t *test) printTestInfo() {
 	w := t.stdout
 	o := &t.o
 	io.WriteString(w, resultLine)
-	list := ""
-	if o.PostList > 1 {
-		list = "Post List "
+	kind := ""
+	if o.Duplex {
+		kind = "Bidirectional "
 	}
-	fmt.Fprintf(w, "                    %s %sBW Test\n", t.v, list)
+	if o.PostList > 1 {
+		kind += "Post List "
+	}
+	fmt.Fprintf(w, "                    %s %sBW Test\n", t.v, kind)
 	if o.Events {
 		fmt.Fprintf(w, " Test with events. Using %s_comp%d\n", o.Dev, o.Vector)
 	}
@@ -528,13 +531,13 @@ func (t *test) printTestInfo() {
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
 	fmt.Fprintf(w, " PCIe relax order: OFF\n")
 	fmt.Fprintf(w, " ibv_wr* API     : OFF\n")
-	if t.client {
+	if t.client || o.Duplex {
 		fmt.Fprintf(w, " TX depth        : %d\n", o.TxDepth)
 	}
 	if o.PostList > 1 {
 		fmt.Fprintf(w, " Post List       : %d\n", o.PostList)
 	}
-	if t.v == Send && !t.client {
+	if t.v == Send && (!t.client || o.Duplex) {
 		fmt.Fprintf(w, " RX depth        : %d\n", o.RxDepth)
 	}
 	fmt.Fprintf(w, " CQ Moderation   : %d\n", o.CQMod)
@@ -640,7 +643,8 @@ func (t *test) connect() error {
 }
 
 // modifyRTR is ctx_connect for RC QP i: RTR towards the peer's QP i,
-// and RTS on the client (the server of a one-way test only receives).
+// and RTS on the client and on both sides of -b (the server of a one-way
+// test only receives).
 func (t *test) modifyRTR(i int) error {
 	o := &t.o
 	qp, my, rem := t.qps[i], &t.my[i], &t.rem[i]
@@ -658,7 +662,7 @@ func (t *test) modifyRTR(i int) error {
 	if err := qp.Modify(&attr, mask); err != nil {
 		return msgError{fmt.Sprintf("Failed to modify QP %d to RTR", qp.QPN()), "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
 	}
-	if !t.client {
+	if !t.client && !o.Duplex {
 		return nil
 	}
 	attr.State = uverbs.QPStateRTS
@@ -696,12 +700,13 @@ func newTiming(iters uint64, noPeak bool) timing {
 
 // runRDMA is the rest of ib_write_bw and ib_read_bw: the client posts and
 // prints a line per size; the server waits, then prints the client's
-// last line, which the report exchange brings.
+// last line, which the report exchange brings. With -b both sides post,
+// start each size together and print the sum of both sides' lines.
 func (t *test) runRDMA() error {
 	withGID := t.gidIndex != -1
 	writeHeader(t.stdout, t.o.Gbits)
 	var my Report
-	if !t.client {
+	if !t.client && !t.o.Duplex {
 		if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
 			return err
 		}
@@ -735,13 +740,30 @@ func (t *test) runRDMA() error {
 	}
 	for _, size := range t.sizes() {
 		t.send.setup(size, t.mr.LKey())
+		if t.o.Duplex {
+			if err := t.sync(); err != nil {
+				return err
+			}
+		}
 		if err := t.send.run(); err != nil {
 			return withLines(err, " Failed to complete run_iter_bw function successfully")
 		}
+		if t.o.Duplex && t.o.All {
+			if err := t.sync(); err != nil {
+				return err
+			}
+		}
 		my = computeReport(size, t.iters(t.send.sampled), &t.send.tm, t.o.CQMod, t.o.PostList, t.o.NoPeak, t.o.Gbits)
-		writeReport(t.stdout, my, t.o.Gbits)
+		if !t.o.Duplex {
+			writeReport(t.stdout, my, t.o.Gbits)
+		} else if err := t.reportBoth(my); err != nil {
+			return err
+		}
 	}
 	io.WriteString(t.stdout, resultLine)
+	if t.o.Duplex {
+		return t.closeConn()
+	}
 	if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
 		return err
 	}
@@ -755,15 +777,62 @@ func (t *test) runRDMA() error {
 	return nil
 }
 
+// sync is the handshake that starts (and with -a ends) each size of a
+// bidirectional test.
+func (t *test) sync() error {
+	if _, err := t.c.handshake(&t.my[0], t.gidIndex != -1); err != nil {
+		return withLines(err, "Failed to sync between server and client between different msg sizes")
+	}
+	return nil
+}
+
+// reportBoth exchanges the two sides' lines of a bidirectional run and
+// prints their sum (print_full_bw_report with both), and with
+// --report-both (not with -a) each side's own line too.
+func (t *test) reportBoth(my Report) error {
+	rem, err := t.c.xchgReport(&my)
+	if err != nil {
+		return err
+	}
+	sum := my
+	sum.Peak += rem.Peak
+	sum.Avg += rem.Avg
+	sum.MsgRate += rem.MsgRate
+	writeReport(t.stdout, sum, t.o.Gbits)
+	if t.o.Both && !t.o.All {
+		for _, side := range []struct {
+			name string
+			r    Report
+		}{{"Local", my}, {"Remote", rem}} {
+			io.WriteString(t.stdout, resultLine)
+			fmt.Fprintf(t.stdout, "\n %s results: \n", side.name)
+			writeHeader(t.stdout, t.o.Gbits)
+			writeReport(t.stdout, side.r, t.o.Gbits)
+		}
+	}
+	return nil
+}
+
+// closeConn ends the connection after a successful run.
+func (t *test) closeConn() error {
+	if err := t.c.closeConn(&t.my[0], t.gidIndex != -1); err != nil {
+		return withLines(err, "Failed to close connection between server and client")
+	}
+	t.c = nil
+	return nil
+}
+
 // runSend is the rest of ib_send_bw: both sides print their own line per
 // size, the server's timed from its first receive; a handshake starts
 // each size (after the server posted its receives) and, with -a, ends it.
 func (t *test) runSend() error {
 	withGID := t.gidIndex != -1
 	writeHeader(t.stdout, t.o.Gbits)
-	if t.client {
+	sends, receives := t.client || t.o.Duplex, !t.client || t.o.Duplex
+	if sends {
 		t.initSend()
-	} else {
+	}
+	if receives {
 		t.recv = recvLoop{qps: make([]recvQP, len(t.qps)), cq: t.recvCQ, iters: t.o.Iters, depth: uint64(t.o.RxDepth),
 			cycle: t.cycle, line: t.cacheLine, tm: newTiming(1, true)}
 		for i, qp := range t.qps {
@@ -785,22 +854,29 @@ func (t *test) runSend() error {
 	case t.o.Duration > 0:
 		d := newDuration(time.Duration(t.o.Duration)*time.Second, time.Duration(t.o.Margin)*time.Second)
 		t.send.dur, t.recv.dur = d, d
-	case !t.client:
-		// check_alive: a server whose client died gives up.
+	case receives:
+		// check_alive: a receiver whose peer died gives up.
 		w := &watchdog{period: alivePeriod()}
 		if t.ch != nil {
 			ctx, cancel := context.WithCancel(t.ctx)
 			defer cancel()
 			w.cancel = cancel
 			t.recv.events = &channelWaiter{ch: t.ch, ctx: ctx}
+			if t.o.Duplex {
+				t.send.events = t.recv.events
+			}
 		}
 		t.recv.watch = w
 	}
+	bi := biLoop{s: &t.send, r: &t.recv, server: !t.client}
 	for _, size := range t.sizes() {
-		if t.client {
+		if sends {
 			t.send.setup(size, t.mr.LKey())
-		} else if err := t.recv.prepost(size, t.mr.LKey()); err != nil {
-			return withLines(err, " Failed to post receive recv_wqes")
+		}
+		if receives {
+			if err := t.recv.prepost(size, t.mr.LKey()); err != nil {
+				return withLines(err, " Failed to post receive recv_wqes")
+			}
 		}
 		if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
 			return err
@@ -812,18 +888,32 @@ func (t *test) runSend() error {
 			return t.forever(size, t.recv.dur, &t.recv.progress, t.recv.run, " Error occurred while running infinitely on server! aborting ...")
 		}
 		var r Report
-		if t.client {
+		switch {
+		case t.o.Duplex:
+			if err := bi.run(); err != nil {
+				return sendFailed(err)
+			}
+			r = computeReport(size, t.iters(bi.sampled()), &t.send.tm, t.o.CQMod, t.o.PostList, t.o.NoPeak, t.o.Gbits)
+		case t.client:
 			if err := t.send.run(); err != nil {
-				return err
+				return sendFailed(err)
 			}
 			r = computeReport(size, t.iters(t.send.sampled), &t.send.tm, t.o.CQMod, t.o.PostList, t.o.NoPeak, t.o.Gbits)
-		} else {
+		default:
 			if err := t.recv.run(); err != nil {
-				return err
+				return sendFailed(err)
 			}
 			r = computeReport(size, t.iters(t.recv.sampled), &t.recv.tm, t.o.CQMod, t.o.PostList, true, t.o.Gbits)
 		}
-		writeReport(t.stdout, r, t.o.Gbits)
+		// With -b each side prints the sum of both sides' lines, except
+		// with -D, where each prints its own (sends and receives).
+		if t.o.Duplex && t.o.Duration == 0 {
+			if err := t.reportBoth(r); err != nil {
+				return err
+			}
+		} else {
+			writeReport(t.stdout, r, t.o.Gbits)
+		}
 		if t.o.All {
 			if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
 				return err
@@ -836,6 +926,20 @@ func (t *test) runSend() error {
 	}
 	t.c = nil
 	return nil
+}
+
+// sendFailed is send_bw's exit status after a failed run (17), unless
+// the failure has its own.
+func sendFailed(err error) error {
+	var se statusError
+	if errors.As(err, &se) {
+		return err
+	}
+	var m msgError
+	if !errors.As(err, &m) {
+		m = msgError{err.Error()}
+	}
+	return statusError{m, 17}
 }
 
 // forever runs a test without end (--run_infinitely: perftest's
@@ -852,6 +956,12 @@ func (t *test) forever(size uint64, d *duration, progress *atomic.Uint64, run fu
 	if p, err := time.ParseDuration(os.Getenv(periodEnv)); err == nil && p > 0 {
 		period = p
 	}
+	// With -b (write, read) the line counts both directions, as
+	// perftest's run_inf_bi_factor does.
+	factor := 1.0
+	if t.o.Duplex && t.v != Send {
+		factor = 2
+	}
 	var printer background
 	tm := timing{posted: make([]int64, 1), completed: make([]int64, 1)}
 	start, last := nanotime(), uint64(0)
@@ -859,7 +969,10 @@ func (t *test) forever(size uint64, d *duration, progress *atomic.Uint64, run fu
 		for sleep(period) {
 			now, n := nanotime(), progress.Load()
 			tm.posted[0], tm.completed[0] = start, now
-			writeReport(t.stdout, computeReport(size, n-last, &tm, t.o.CQMod, t.o.PostList, true, t.o.Gbits), t.o.Gbits)
+			r := computeReport(size, n-last, &tm, t.o.CQMod, t.o.PostList, true, t.o.Gbits)
+			r.Avg *= factor
+			r.MsgRate *= factor
+			writeReport(t.stdout, r, t.o.Gbits)
 			start, last = now, n
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -256,10 +257,11 @@ func (r *Run) Check(t testing.TB, gid string) (server, client bw.Report) {
 			t.Errorf("QPNs repeat: %v", qpns)
 		}
 	}
-	srs, crs := bw.ParseReports(r.Server), bw.ParseReports(r.Client)
+	duplex := slices.Contains(r.Extra, "-b")
+	srs, crs := r.sums(t, "server", r.Server), r.sums(t, "client", r.Client)
 	want := r.sizes()
 	wantSrv := want
-	if r.Tool.Verb != bw.Send {
+	if r.Tool.Verb != bw.Send && !duplex {
 		wantSrv = want[len(want)-1:]
 	}
 	for _, s := range []struct {
@@ -289,10 +291,54 @@ func (r *Run) Check(t testing.TB, gid string) (server, client bw.Report) {
 		return bw.Report{}, bw.Report{}
 	}
 	server, client = srs[len(srs)-1], crs[len(crs)-1]
-	if r.Tool.Verb != bw.Send && server != client {
+	if r.Tool.Verb != bw.Send && !duplex && server != client {
 		t.Errorf("the server printed %+v, the client %+v: the report exchange should carry the client's line", server, client)
 	}
+	timed := slices.Contains(r.Extra, "-D")
+	if duplex && !(r.Tool.Verb == bw.Send && timed) {
+		// Both print the sum of the same two lines (the report exchange;
+		// ib_send_bw -b -D prints each side's own). The count is each
+		// side's own, which with -D differ.
+		rates := func(rs []bw.Report) []bw.Report {
+			out := slices.Clone(rs)
+			for i := range out {
+				if timed {
+					out[i].Iters = 0
+				}
+			}
+			return out
+		}
+		if !slices.Equal(rates(srs), rates(crs)) {
+			t.Errorf("-b: the server printed %+v, the client %+v", srs, crs)
+		}
+	}
 	return server, client
+}
+
+// sums returns the result lines of a side's output. With --report-both
+// each line (the sum of both directions) is followed by the side's own
+// and the peer's line, under their headings: sums checks that the first
+// is the sum of the other two (as printed, to 0.01) and returns the sums.
+func (r *Run) sums(t testing.TB, side, out string) []bw.Report {
+	t.Helper()
+	rs := bw.ParseReports(out)
+	if !slices.Contains(r.Extra, "--report-both") {
+		return rs
+	}
+	if len(rs)%3 != 0 || strings.Count(out, "\n Local results: \n") != len(rs)/3 || strings.Count(out, "\n Remote results: \n") != len(rs)/3 {
+		t.Errorf("%s: --report-both: %d lines:\n%s", side, len(rs), out)
+		return nil
+	}
+	var sums []bw.Report
+	for i := 0; i < len(rs); i += 3 {
+		s, l, rm := rs[i], rs[i+1], rs[i+2]
+		near := func(a, b float64) bool { return math.Abs(a-b) <= 0.011 }
+		if s.Size != l.Size || s.Iters != l.Iters || !near(s.Avg, l.Avg+rm.Avg) || !near(s.Peak, l.Peak+rm.Peak) || !near(s.MsgRate, l.MsgRate+rm.MsgRate) {
+			t.Errorf("%s: %+v is not the sum of %+v and %+v", side, s, l, rm)
+		}
+		sums = append(sums, s)
+	}
+	return sums
 }
 
 type gids struct{ server, client string }
@@ -466,6 +512,23 @@ func Forever(t *testing.T, tool Tool) {
 				t.Errorf("resources after %v, before %v", after, before)
 			}
 		})
+	}
+}
+
+// Bidirectional is the test of -b (both sides send; each prints the sum
+// of both sides' lines, which the report exchange brings): Go against C
+// both ways on rxe0, moderated and not, with --report-both, and with -D
+// (ib_send_bw: each side's own line, its sends and receives); then Go
+// against Go on rxelo with -a, with -q, and (read, send) with events.
+func Bidirectional(t *testing.T, tool Tool) {
+	goGo := []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64, 65536}, 200, "-b")
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 200, "-b", "--report-both")
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 100, "-b", "-D", "2")
+	MatrixOn(t, tool, "rxelo", goGo, []int{65536}, 5, "-b", "-a")
+	MatrixOn(t, tool, "rxelo", goGo, []int{1024}, 300, "-b", "-q", "3")
+	if tool.Verb != bw.Write {
+		MatrixOn(t, tool, "rxelo", goGo, []int{1024}, 1000, "-b", "-e", "-Q", "1")
 	}
 }
 
@@ -690,6 +753,8 @@ var BadArgs = [][]string{
 	// complaint comes first); -a ignored.
 	{"--run_infinitely", "-e"}, {"--run_infinitely", "-D", "2", "-e"}, {"--run_infinitely", "-f", "3"},
 	{"--run_infinitely", "-a"},
+	// Bidirectional: not with run_infinitely on send.
+	{"-b", "--run_infinitely"}, {"-b", "--report-both"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")
