@@ -64,3 +64,6 @@ func TestVMForever(t *testing.T) { bwtest.Forever(t, tool) }
 
 // TestVMBidirectional: -b, Go against C both ways (bwtest.Bidirectional).
 func TestVMBidirectional(t *testing.T) { bwtest.Bidirectional(t, tool) }
+
+// TestVMUC: -c UC, Go against C both ways (bwtest.UC).
+func TestVMUC(t *testing.T) { bwtest.UC(t, tool) }

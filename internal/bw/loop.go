@@ -237,6 +237,8 @@ type sendQP struct {
 	myAddr  uint64          // this QP's slice of the local buffer
 	remAddr uint64          // the peer's area for this QP (write, read)
 	rkey    uint32          // the peer's key for it
+	ah      *uverbs.AH      // UD: the address of the peer's QP,
+	remQPN  uint32          // and its number
 	scnt    uint64
 	ccnt    uint64
 }
@@ -256,7 +258,7 @@ func (l *sendLoop) setup(size uint64, lkey uint32) {
 func (l *sendLoop) setupQP(q *sendQP, id uint64, lkey uint32) {
 	if l.postList == 1 {
 		q.posting = q.wr[:]
-		l.setupWR(&q.wr[0], q.sge[:], id, q.myAddr, q.remAddr, lkey, q.rkey)
+		l.setupWR(&q.wr[0], q.sge[:], q, id, q.myAddr, q.remAddr, lkey)
 		if l.cqMod == 1 {
 			q.wr[0].Flags |= uverbs.SendSignaled
 		}
@@ -273,16 +275,16 @@ func (l *sendLoop) setupQP(q *sendQP, id uint64, lkey uint32) {
 			addr = nextAddr(addr, q.myAddr, l.size, uint64(j-1), l.line, l.cycle)
 			rem = nextAddr(rem, q.remAddr, l.size, uint64(j-1), l.line, l.cycle)
 		}
-		l.setupWR(&q.list[j], q.lsge[j:j+1], id, addr, rem, lkey, q.rkey)
+		l.setupWR(&q.list[j], q.lsge[j:j+1], q, id, addr, rem, lkey)
 		if uint64(j+1)%l.cqMod == 0 {
 			q.list[j].Flags |= uverbs.SendSignaled
 		}
 	}
 }
 
-// setupWR fills in one request of QP id for a message at addr (and, for
-// write and read, the peer's rem), unsignaled.
-func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, id, addr, rem uint64, lkey, rkey uint32) {
+// setupWR fills in one request of QP q (index id) for a message at addr
+// (and, for write and read, the peer's rem), unsignaled.
+func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, q *sendQP, id, addr, rem uint64, lkey uint32) {
 	sgl[0] = uverbs.SGE{Addr: addr, Length: uint32(l.size), LKey: lkey}
 	*w = uverbs.SendWR{ID: id, SGL: sgl}
 	switch l.verb {
@@ -294,7 +296,10 @@ func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, id, addr, rem uin
 		w.Opcode = uverbs.WRSend
 	}
 	if l.verb != Send {
-		w.RemoteAddr, w.RKey = rem, rkey
+		w.RemoteAddr, w.RKey = rem, q.rkey
+	}
+	if q.ah != nil {
+		w.AH, w.RemoteQPN, w.RemoteQKey = q.ah, q.remQPN, udQKey
 	}
 	if l.verb != Read && l.size <= uint64(l.inline) {
 		// IBV_SEND_INLINE: the bytes go into the queue at post time, so
@@ -483,6 +488,7 @@ type recvLoop struct {
 	wc       [pollBatch]uverbs.WC
 	iters    uint64 // per QP
 	depth    uint64 // receives posted on each QP before the run (rx depth)
+	grh      uint64 // UD: room for the GRH before each message
 	size     uint64
 	cycle    uint64
 	line     uint64
@@ -508,7 +514,7 @@ func (l *recvLoop) prepost(size uint64, lkey uint32) error {
 	cycling := size <= l.cycle/2
 	for i := range l.qps {
 		q := &l.qps[i]
-		q.rsge[0] = uverbs.SGE{Addr: q.rxAddr, Length: uint32(size), LKey: lkey}
+		q.rsge[0] = uverbs.SGE{Addr: q.rxAddr, Length: uint32(size + l.grh), LKey: lkey}
 		q.rwr[0] = uverbs.RecvWR{ID: uint64(i), SGL: q.rsge[:]}
 		for j := uint64(0); j < l.depth; j++ {
 			if err := q.qp.PostRecv(q.rwr[:]); err != nil {

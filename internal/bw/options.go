@@ -69,9 +69,11 @@ const (
 	maxRx          = 16384
 	minCQMod       = 1
 	maxCQMod       = 1024
+	ucMaxRx        = 16000
 	minQPs         = 1
 	maxQPs         = 16384
 	maxInline      = 912
+	maxInlineUD    = 884
 	maxGIDIndex    = 64
 	maxSL          = 15
 	minEQNum       = 0
@@ -111,14 +113,16 @@ type Options struct {
 	Duration  int    // -D: run for this many seconds instead of Iters messages (0: iterations)
 	Margin    int    // -f: seconds left out of the measure at each end (-D/4 with -D)
 	PostList  int    // -l (1): post this many requests per PostSend, a chain
-	QPs       int    // -q (1): RC QPs sharing the CQs, Iters messages each
+	QPs       int    // -q (1): QPs sharing the CQs, Iters messages each
+	Conn      Conn   // -c: RC, UC (write, send) or UD (send)
 	Infinite  bool   // --run_infinitely: run until killed, a line every -D seconds (5)
 	Duplex    bool   // -b: both sides send (write, read: both post; the line sums both sides')
 	Both      bool   // --report-both: with -b, also each side's own line
 
 	// notice is what perftest prints on stdout while it parses (Run
-	// prints it first).
+	// prints it first), warn what it prints on stderr.
 	notice string
+	warn   string
 
 	reqVector bool
 
@@ -188,8 +192,9 @@ type usageError struct {
 	quiet bool
 	// resultLine: perftest prints its dashed rule on stdout first.
 	resultLine bool
-	// notice: what perftest printed on stdout before (Options.notice).
-	notice string
+	// notice and warn: what perftest printed on stdout and stderr
+	// before (Options.notice and warn).
+	notice, warn string
 }
 
 func (e *usageError) Error() string { return e.msg }
@@ -289,11 +294,24 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 				}
 			}
 		case 'c':
-			switch {
-			case p.Arg == "UD" && v != Send:
-				err = &usageError{msg: " UD connection only possible in SEND verb", quiet: true}
-			case p.Arg != "RC":
-				err = &usageError{msg: fmt.Sprintf(" -c %s: this port runs RC only", p.Arg)}
+			// change_conn_type: its complaints exit from the parser.
+			switch p.Arg {
+			case "RC":
+				o.Conn = RC
+			case "UC":
+				o.Conn = UC
+				if v == Read {
+					err = &usageError{msg: " UC connection not possible in READ/ATOMIC verbs", quiet: true}
+				}
+			case "UD":
+				o.Conn = UD
+				if v != Send {
+					err = &usageError{msg: " UD connection only possible in SEND verb", quiet: true}
+				}
+			case "RawEth", "XRC", "DC", "SRD":
+				err = &usageError{msg: fmt.Sprintf(" -c %s: this port runs RC, UC and UD only", p.Arg)}
+			default:
+				err = &usageError{msg: " Invalid Connection type. Please choose from {RC,UC,UD,XRC,DC,SRD}", quiet: true}
 			}
 		case 'q':
 			if n, err = inRange(p.Arg, "num of Qps", minQPs, maxQPs); err == nil {
@@ -407,7 +425,7 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 	}
 	if err := o.forceDependencies(v); err != nil {
 		if ue, ok := err.(*usageError); ok {
-			ue.notice = o.notice // printed before perftest gave up
+			ue.notice, ue.warn = o.notice, o.warn // printed before perftest gave up
 		}
 		return Options{}, err
 	}
@@ -484,11 +502,17 @@ func (o *Options) forceDependencies(v Verb) error {
 		if v == Send && uint64(o.RxDepth) > o.Iters {
 			o.RxDepth = int(o.Iters)
 		}
+		// UC and UD drop what finds no receive posted: all of a size's
+		// receives are posted before it starts (up to UC_MAX_RX).
+		if o.Conn != RC && o.RxDepth == defRxSend {
+			o.RxDepth = int(min(o.Iters, ucMaxRx))
+		}
 	}
 	// Large messages complete one by one: moderation would make the
 	// average depend on the last group.
 	// (Not with events, where perftest keeps the moderation.)
-	if o.Size > cqModSizeLimit && !o.All && !o.Events {
+	// (Nor for UD, whose messages are at most the MTU.)
+	if o.Size > cqModSizeLimit && !o.All && !o.Events && o.Conn != UD {
 		if !o.reqCQMod {
 			o.CQMod = 1
 		} else if o.CQMod > 1 {
@@ -556,6 +580,11 @@ func (o *Options) forceDependencies(v Verb) error {
 	if o.Inline < 0 {
 		o.Inline = 0 // perftest's default inline size of BW tests
 	}
+	if o.Conn == UD && o.Inline > maxInlineUD {
+		o.notice += resultLine
+		o.warn += fmt.Sprintf("Setting inline size to %d (Max inline size in UD)\n", maxInlineUD)
+		o.Inline = maxInlineUD
+	}
 	// The margin is checked against perftest's default duration even
 	// when the test counts iterations.
 	if !(o.period() > 2*o.Margin) {
@@ -565,6 +594,26 @@ func (o *Options) forceDependencies(v Verb) error {
 		return &usageError{msg: " Events must be enabled to select a completion vector", quiet: true}
 	}
 	return nil
+}
+
+// Conn is a connection type (perftest's -c).
+type Conn int
+
+// The connection types the tools run.
+const (
+	RC Conn = iota // reliable connected (the default)
+	UC             // unreliable connected
+	UD             // unreliable datagram (send only)
+)
+
+func (c Conn) String() string {
+	switch c {
+	case UC:
+		return "UC"
+	case UD:
+		return "UD"
+	}
+	return "RC"
 }
 
 // period is -D, or perftest's default duration without it: the length
@@ -587,9 +636,14 @@ func Usage(w io.Writer, v Verb, prog string) {
 	lines := []string{
 		"  -a, --all  Run sizes from 2 till 2^23",
 		"  -b, --bidirectional  Measure bidirectional bandwidth (default unidirectional)",
+	}
+	if v != Read {
+		lines = append(lines, "  -c, --connection=<RC/UC>  Connection type RC/UC (default RC)")
+	}
+	lines = append(lines,
 		"  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)",
 		"  -D, --duration  Run test for a customized period of seconds.",
-	}
+	)
 	if v != Write {
 		lines = append(lines,
 			"  -e, --events  Sleep on CQ events (default poll)",
@@ -633,7 +687,7 @@ func Usage(w io.Writer, v Verb, prog string) {
 		"      --run_infinitely  Run test forever, print results every <duration> seconds",
 	)
 	lines = append(lines, "",
-		" This Go port runs RC QPs (-q of them), exchanging addresses over TCP as perftest "+Version+" does,",
+		" This Go port runs RC or UC QPs (-q of them), exchanging addresses over TCP as perftest "+Version+" does,",
 		" so either side may be "+v.CTool()+". Other perftest options are refused.")
 	for _, l := range lines {
 		fmt.Fprintln(w, l)

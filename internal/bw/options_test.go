@@ -75,6 +75,24 @@ func TestParseArgsDefaults(t *testing.T) {
 	if o, err := ParseArgs(Write, []string{"--run_infinitely", "-D", "2", "h"}); err != nil || o.Margin != 0 || o.period() != 2 {
 		t.Errorf("--run_infinitely -D 2: %+v, %v", o, err)
 	}
+	// UC: every receive of a run posted before it starts, up to 16000.
+	for _, c := range []struct {
+		args []string
+		rx   int
+	}{{[]string{"-c", "UC"}, 1000}, {[]string{"-c", "UC", "-n", "20000"}, 16000}, {[]string{"-c", "UC", "-r", "64"}, 64}} {
+		if o, err := ParseArgs(Send, c.args); err != nil || o.Conn != UC || o.RxDepth != c.rx || o.Conn.String() != "UC" {
+			t.Errorf("%q: %+v, %v", c.args, o, err)
+		}
+	}
+	// UD: the large-message moderation rule does not apply (the size
+	// becomes the MTU's later); inline at most 884, with perftest's lines.
+	if o, err := ParseArgs(Send, []string{"-c", "UD"}); err != nil || o.Conn != UD || o.RxDepth != 1000 || o.CQMod != defCQMod {
+		t.Errorf("-c UD: %+v, %v", o, err)
+	}
+	if o, err := ParseArgs(Send, []string{"-c", "UD", "-I", "900"}); err != nil || o.Inline != 884 || o.notice != resultLine ||
+		o.warn != "Setting inline size to 884 (Max inline size in UD)\n" {
+		t.Errorf("-c UD -I 900: %+v, %v", o, err)
+	}
 	if o, err := ParseArgs(Read, []string{"--qp=4", "h"}); err != nil || o.QPs != 4 {
 		t.Errorf("--qp=4: %+v, %v", o, err)
 	}
@@ -130,7 +148,10 @@ func TestParseArgsErrors(t *testing.T) {
 		{Read, []string{"--run_infinitely", "-e"}, " run_infinitely does not support events feature yet."},
 		{Send, []string{"--run_infinitely", "-D", "2", "-e"}, "Duration mode doesn't work with events."},
 		{Write, []string{"--run_infinitely", "-f", "3"}, "please check that DURATION > 2*MARGIN"},
-		{Write, []string{"-c", "UC"}, " -c UC: this port runs RC only"},
+		{Read, []string{"-c", "UC"}, " UC connection not possible in READ/ATOMIC verbs"},
+		{Write, []string{"-c", "UD"}, " UD connection only possible in SEND verb"},
+		{Write, []string{"-c", "XRC"}, " -c XRC: this port runs RC, UC and UD only"},
+		{Write, []string{"-c", "uc"}, " Invalid Connection type. Please choose from {RC,UC,UD,XRC,DC,SRD}"},
 		{Write, []string{"-q", "0"}, " num of Qps should be between 1 and 16384"},
 		{Send, []string{"-q", "16385"}, " num of Qps should be between 1 and 16384"},
 		{Write, []string{"a", "b"}, " Invalid Command line. Please check command rerun "},

@@ -39,6 +39,7 @@ func Main(v Verb, prog string, args []string, stdout, stderr io.Writer) int {
 		var ue *usageError
 		if errors.As(err, &ue) {
 			io.WriteString(stdout, ue.notice)
+			io.WriteString(stderr, ue.warn)
 			if ue.resultLine {
 				io.WriteString(stdout, resultLine)
 			}
@@ -88,6 +89,7 @@ type test struct {
 	sendCQ *uverbs.CQ
 	recvCQ *uverbs.CQ   // send only
 	qps    []*uverbs.QP // -q
+	ahs    []*uverbs.AH // UD, on a sending side: the peer's QP i
 	c      *conn
 
 	linkEth   bool
@@ -113,6 +115,7 @@ func Run(ctx context.Context, v Verb, o Options, stdout, stderr io.Writer) error
 	t := &test{v: v, o: o, stdout: stdout, stderr: stderr, client: o.Server != "", gidIndex: o.GIDIndex}
 	t.ctx = ctx
 	io.WriteString(stdout, o.notice)
+	io.WriteString(stderr, o.warn)
 	err := t.run(ctx)
 	if t.c != nil {
 		t.c.Close()
@@ -316,6 +319,15 @@ func (t *test) exchangeParams() error {
 	if rm >= 1 && rm <= 5 && uverbs.MTU(rm) < t.mtu {
 		t.mtu = uverbs.MTU(rm)
 	}
+	// A UD message fits in one packet.
+	if mtu := uint64(t.mtu.Bytes()); t.o.Conn == UD && t.o.Size > mtu {
+		if !t.o.All && t.o.reqSize {
+			fmt.Fprintf(t.stderr, " Max message size in UD cannot be greater than MTU \n")
+			return msgError{" Couldn't get context for the device"}
+		}
+		fmt.Fprintf(t.stderr, " Max msg size in UD is MTU %d\n Changing to this MTU\n", mtu)
+		t.o.Size = mtu
+	}
 	return nil
 }
 
@@ -341,6 +353,11 @@ func (t *test) createResources() error {
 	t.bufSize = max(o.Size, t.cycle)
 	t.half = inc(t.bufSize, t.cacheLine)
 	n := t.half * 2 * nqp
+	if o.Conn == UD {
+		// A UD receive starts a GRH before a cache line (recvArea), so
+		// the last one's may end a cache line past the last area.
+		n += t.cacheLine
+	}
 	var err error
 	t.buf, err = uverbs.AllocBuffer(int(n))
 	if err != nil {
@@ -400,7 +417,8 @@ func (t *test) createResources() error {
 // modify_qp_to_init).
 func (t *test) createQP(i int) error {
 	o := &t.o
-	qp, err := t.pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: t.sendCQ, RecvCQ: t.recvCQ,
+	typ := map[Conn]uverbs.QPType{RC: uverbs.QPTypeRC, UC: uverbs.QPTypeUC, UD: uverbs.QPTypeUD}[o.Conn]
+	qp, err := t.pd.CreateQP(uverbs.QPInitAttr{Type: typ, SendCQ: t.sendCQ, RecvCQ: t.recvCQ,
 		Cap: uverbs.QPCap{MaxSendWR: o.TxDepth, MaxSendSGE: 1, MaxRecvWR: o.RxDepth, MaxRecvSGE: 1, MaxInlineData: o.Inline}})
 	if err != nil {
 		return msgError{fmt.Sprintf("Couldn't create QP %d", i), "  (" + err.Error() + ")"}
@@ -411,15 +429,22 @@ func (t *test) createQP(i int) error {
 		o.Inline = got
 	}
 	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: uint8(o.IBPort)}
-	switch t.v {
-	case Read:
+	mask := uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort
+	switch {
+	case o.Conn == UD:
+		attr.QKey = udQKey
+		mask |= uverbs.QPAttrQKey
+	case t.v == Read:
 		attr.AccessFlags = uverbs.AccessRemoteRead
-	case Write:
+	case t.v == Write:
 		attr.AccessFlags = uverbs.AccessRemoteWrite
-	case Send:
+	default:
 		attr.AccessFlags = uverbs.AccessRemoteWrite | uverbs.AccessLocalWrite
 	}
-	if err := qp.Modify(&attr, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+	if o.Conn != UD {
+		mask |= uverbs.QPAttrAccessFlags
+	}
+	if err := qp.Modify(&attr, mask); err != nil {
 		return msgError{"Failed to modify QP to INIT", "  (" + err.Error() + ")", " Couldn't create IB resources"}
 	}
 	return nil
@@ -465,7 +490,14 @@ func (t *test) remoteArea(i int) uint64 {
 	return t.mr.Addr() + uint64(len(t.qps)+i)*t.bufSize
 }
 
-func (t *test) recvArea(i int) uint64 { return t.mr.Addr() + uint64(len(t.qps)+i)*t.half }
+func (t *test) recvArea(i int) uint64 {
+	a := t.mr.Addr() + uint64(len(t.qps)+i)*t.half
+	if t.o.Conn == UD {
+		// The GRH before the message, the message on a cache line.
+		a += t.cacheLine - grh
+	}
+	return a
+}
 
 // bestGIDIndex is get_best_gid_index: prefer an IPv4-mapped GID, then
 // RoCE v2 over v1.
@@ -528,7 +560,7 @@ func (t *test) printTestInfo() {
 	}
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", o.Dev)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", o.QPs)
-	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
+	fmt.Fprintf(w, " Connection type : %s\t\tUsing SRQ      : OFF\n", t.o.Conn)
 	fmt.Fprintf(w, " PCIe relax order: OFF\n")
 	fmt.Fprintf(w, " ibv_wr* API     : OFF\n")
 	if t.client || o.Duplex {
@@ -642,12 +674,17 @@ func (t *test) connect() error {
 	return nil
 }
 
-// modifyRTR is ctx_connect for RC QP i: RTR towards the peer's QP i,
-// and RTS on the client and on both sides of -b (the server of a one-way
-// test only receives).
+// modifyRTR is ctx_connect for QP i: RTR towards the peer's QP i, and
+// RTS on the client and on both sides of -b (the server of a one-way
+// test only receives). A UD QP is not connected: it goes to RTR and RTS
+// alone, and the sending sides make an address handle for the peer's
+// QP i instead.
 func (t *test) modifyRTR(i int) error {
 	o := &t.o
 	qp, my, rem := t.qps[i], &t.my[i], &t.rem[i]
+	if o.Conn == UD {
+		return t.readyUD(i)
+	}
 	attr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: t.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN,
 		MaxDestRdAtomic: uint8(my.OutReads), MinRNRTimer: 12}
 	attr.AH = uverbs.AHAttr{DLID: rem.LID, SL: uint8(o.SL), PortNum: uint8(o.IBPort)}
@@ -657,8 +694,10 @@ func (t *test) modifyRTR(i int) error {
 		attr.AH.SGIDIndex = uint8(t.gidIndex)
 		attr.AH.HopLimit = 0xff
 	}
-	mask := uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN |
-		uverbs.QPAttrMinRNRTimer | uverbs.QPAttrMaxDestRdAtomic
+	mask := uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN
+	if o.Conn == RC {
+		mask |= uverbs.QPAttrMinRNRTimer | uverbs.QPAttrMaxDestRdAtomic
+	}
 	if err := qp.Modify(&attr, mask); err != nil {
 		return msgError{fmt.Sprintf("Failed to modify QP %d to RTR", qp.QPN()), "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
 	}
@@ -667,23 +706,65 @@ func (t *test) modifyRTR(i int) error {
 	}
 	attr.State = uverbs.QPStateRTS
 	attr.SQPSN = my.PSN
-	attr.Timeout, attr.RetryCnt, attr.RNRRetry = uint8(o.QPTimeout), 7, 7
-	attr.MaxRdAtomic = uint8(rem.OutReads)
-	mask = uverbs.QPAttrState | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRdAtomic
+	mask = uverbs.QPAttrState | uverbs.QPAttrSQPSN
+	if o.Conn == RC {
+		attr.Timeout, attr.RetryCnt, attr.RNRRetry = uint8(o.QPTimeout), 7, 7
+		attr.MaxRdAtomic = uint8(rem.OutReads)
+		mask |= uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRdAtomic
+	}
 	if err := qp.Modify(&attr, mask); err != nil {
 		return msgError{"Failed to modify QP to RTS", "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
 	}
 	return nil
 }
 
+// udQKey is perftest's DEF_QKEY, the Q_Key of its UD QPs.
+const udQKey = 0x11111111
+
+// readyUD moves UD QP i to RTR and, on a sending side, to RTS, and makes
+// the address handle of the peer's QP i (ctx_connect for UD).
+func (t *test) readyUD(i int) error {
+	o := &t.o
+	qp := t.qps[i]
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState); err != nil {
+		return msgError{fmt.Sprintf("Failed to modify QP %d to RTR", qp.QPN()), "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
+	}
+	if !t.client && !o.Duplex {
+		return nil
+	}
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: t.my[i].PSN}, uverbs.QPAttrState|uverbs.QPAttrSQPSN); err != nil {
+		return msgError{"Failed to modify QP to RTS", "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
+	}
+	ah := uverbs.AHAttr{DLID: t.rem[i].LID, SL: uint8(o.SL), PortNum: uint8(o.IBPort)}
+	if t.gidIndex != -1 {
+		ah.IsGlobal = true
+		ah.DGID = t.rem[i].GID
+		ah.SGIDIndex = uint8(t.gidIndex)
+		ah.HopLimit = 0xff
+	}
+	a, err := t.pd.CreateAH(ah)
+	if err != nil {
+		return msgError{"Failed to create AH", "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
+	}
+	t.ahs = append(t.ahs, a)
+	return nil
+}
+
+// grh is perftest's UD_ADDITION: the 40-byte GRH in front of each UD
+// receive.
+const grh = 40
+
 // sizes returns the message sizes of the run: -s, or with -a 2 .. 2^23
-// (ib_send_bw: up to 2^23 as well for RC).
+// (ib_send_bw: up to 2^23 as well for RC and UC, up to the MTU for UD).
 func (t *test) sizes() []uint64 {
 	if !t.o.All {
 		return []uint64{t.o.Size}
 	}
 	var s []uint64
 	for i := 1; i < 24; i++ {
+		if t.o.Conn == UD && 1<<i > t.mtu.Bytes() {
+			break
+		}
 		s = append(s, 1<<i)
 	}
 	return s
@@ -835,6 +916,9 @@ func (t *test) runSend() error {
 	if receives {
 		t.recv = recvLoop{qps: make([]recvQP, len(t.qps)), cq: t.recvCQ, iters: t.o.Iters, depth: uint64(t.o.RxDepth),
 			cycle: t.cycle, line: t.cacheLine, tm: newTiming(1, true)}
+		if t.o.Conn == UD {
+			t.recv.grh = grh
+		}
 		for i, qp := range t.qps {
 			t.recv.qps[i].qp, t.recv.qps[i].rxAddr = qp, t.recvArea(i)
 		}
@@ -1017,6 +1101,9 @@ func (t *test) initSend() {
 		if t.v != Send {
 			q.remAddr, q.rkey = t.rem[i].VAddr, t.rem[i].RKey
 		}
+		if t.o.Conn == UD {
+			q.ah, q.remQPN = t.ahs[i], t.rem[i].QPN
+		}
 	}
 }
 
@@ -1060,6 +1147,15 @@ func (t *test) close() error {
 		msg  string
 		do   func() error
 	}{
+		{len(t.ahs) > 0, "Failed to destroy AH", func() error {
+			for len(t.ahs) > 0 {
+				if err := t.ahs[0].Destroy(); err != nil {
+					return err
+				}
+				t.ahs = t.ahs[1:]
+			}
+			return nil
+		}},
 		{len(t.qps) > 0, "Couldn't destroy QP", func() error {
 			for len(t.qps) > 0 {
 				if err := t.qps[0].Destroy(ctx); err != nil {
@@ -1085,7 +1181,7 @@ func (t *test) close() error {
 			return msgError{s.msg, "  (" + err.Error() + ")"}
 		}
 	}
-	t.qps, t.mr, t.recvCQ, t.sendCQ, t.pd, t.ch, t.dev = nil, nil, nil, nil, nil, nil, nil
+	t.ahs, t.qps, t.mr, t.recvCQ, t.sendCQ, t.pd, t.ch, t.dev = nil, nil, nil, nil, nil, nil, nil, nil
 	if t.buf != nil {
 		if err := t.buf.Close(); err != nil {
 			return msgError{"Couldn't free the work buf.", "  (" + err.Error() + ")"}

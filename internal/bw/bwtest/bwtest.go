@@ -205,11 +205,15 @@ func Addrs(out string) (local, remote []Addr) {
 	return local, remote
 }
 
-// sizes are the sizes a run prints a line for.
+// sizes are the sizes a run prints a line for (UD, which UD tests run
+// on rxe0: up to its MTU).
 func (r *Run) sizes() []uint64 {
 	if slices.Contains(r.Extra, "-a") {
 		var s []uint64
 		for i := 1; i < 24; i++ {
+			if slices.Contains(r.Extra, "UD") && 1<<i > udMTU {
+				break
+			}
 			s = append(s, 1<<i)
 		}
 		return s
@@ -532,6 +536,69 @@ func Bidirectional(t *testing.T, tool Tool) {
 	}
 }
 
+// UC is the test of -c UC (write, send: unreliable connected QPs): Go
+// against C both ways on rxe0, moderated and not; Go against Go on rxelo
+// with -q 2 and -b.
+func UC(t *testing.T, tool Tool) {
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64, 65536}, 200, "-c", "UC")
+	MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{4096}, 300, "-c", "UC", "-q", "2", "-b")
+}
+
+// UD is the test of ib_send_bw -c UD (unreliable datagrams, a message
+// per packet): Go against C both ways on rxe0, small and MTU-sized
+// messages, -a (2 B up to the MTU) and -q 2 -b; then a size above the
+// MTU, which both refuse after the MTU exchange, and the default size
+// (64 KiB), which both lower to the MTU.
+func UD(t *testing.T, tool Tool) {
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64, udMTU}, 200, "-c", "UD")
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{udMTU}, 50, "-c", "UD", "-a")
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{512}, 200, "-c", "UD", "-q", "2", "-b")
+	for _, pair := range pptest.BothWays {
+		t.Run(pair.String()+"/too-large", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 50, Extra: []string{"-c", "UD"}}
+			if err := r.try(ctx, t); err == nil {
+				t.Fatalf("4096 B over UD with a 1024-byte MTU ran:\n%s\n%s", r.Server, r.Client)
+			}
+			for _, out := range []string{r.Server, r.Client} {
+				if !strings.Contains(out, " Max message size in UD cannot be greater than MTU \n Couldn't get context for the device") {
+					t.Errorf("want perftest's complaint:\n%s", out)
+				}
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, pair := range pptest.BothWays {
+		r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Iters: 50, Extra: []string{"-c", "UD"}}
+		args := func(client bool) []string { // without -s
+			a := r.Args(client)
+			return append(a[:6:6], a[8:]...)
+		}
+		r.Port = Port()
+		srv := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), args(false)...)
+		if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
+			t.Fatal(err)
+		}
+		cli := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), args(true)...)
+		cerr, serr := cli.Wait(), srv.Wait()
+		for _, p := range []struct {
+			out string
+			err error
+		}{{srv.Output(), serr}, {cli.Output(), cerr}} {
+			rs := bw.ParseReports(p.out)
+			if p.err != nil || !strings.Contains(p.out, " Max msg size in UD is MTU 1024\n Changing to this MTU\n") || len(rs) != 1 || rs[0].Size != udMTU {
+				t.Errorf("%s, default size: %v, %+v:\n%s", pair, p.err, rs, p.out)
+			}
+		}
+	}
+}
+
+// udMTU is the path MTU of rxe0 (over the dummy netdev d0): the largest
+// UD message there.
+const udMTU = 1024
+
 // SameFailure runs the Go and the C tool with args, expects both to exit
 // non-zero and the C tool's message, want, to appear in both outputs.
 func SameFailure(t *testing.T, tool Tool, want string, args ...string) {
@@ -753,6 +820,8 @@ var BadArgs = [][]string{
 	// complaint comes first); -a ignored.
 	{"--run_infinitely", "-e"}, {"--run_infinitely", "-D", "2", "-e"}, {"--run_infinitely", "-f", "3"},
 	{"--run_infinitely", "-a"},
+	// Connection types: UC (not for read), an unknown one.
+	{"-c", "UC"}, {"-c", "uc"},
 	// Bidirectional: not with run_infinitely on send.
 	{"-b", "--run_infinitely"}, {"-b", "--report-both"},
 }
