@@ -548,16 +548,7 @@ func (l *recvLoop) run() error {
 		}
 	}
 	l.progress.Store(0)
-	if l.watch != nil && l.dur == nil {
-		l.watch.start(&l.progress, total(iters, len(l.qps)))
-	}
-	err := l.loop(iters)
-	if l.dur != nil {
-		l.dur.halt()
-	}
-	if l.watch != nil {
-		l.watch.halt()
-	}
+	err := guarded(l.dur, l.watch, &l.progress, total(iters, len(l.qps)), func() error { return l.loop(iters) })
 	if err != nil {
 		return err
 	}
@@ -694,16 +685,7 @@ func (b *biLoop) run() error {
 			s.dur.phase.Store(phaseWarmUp)
 		}
 	}
-	if r.watch != nil && s.dur == nil {
-		r.watch.start(&r.progress, total(iters, len(r.qps)))
-	}
-	err := b.loop(iters)
-	if s.dur != nil {
-		s.dur.halt()
-	}
-	if r.watch != nil {
-		r.watch.halt()
-	}
+	err := guarded(s.dur, r.watch, &r.progress, total(iters, len(r.qps)), func() error { return b.loop(iters) })
 	if err != nil {
 		return err
 	}
@@ -775,6 +757,23 @@ func (b *biLoop) loop(iters uint64) error {
 // its arrays).
 func unknownID(wc *uverbs.WC) error {
 	return msgError{fmt.Sprintf(" Completion with an unknown wr_id %d (status %d)", wc.ID, wc.Status)}
+}
+
+// guarded runs a receiving loop with its helpers: the watchdog, in a
+// run of iterations, watching progress against tot; after it, the -D
+// clock and the watchdog stop.
+func guarded(dur *duration, watch *watchdog, progress *atomic.Uint64, tot uint64, loop func() error) error {
+	if watch != nil && dur == nil {
+		watch.start(progress, tot)
+	}
+	err := loop()
+	if dur != nil {
+		dur.halt()
+	}
+	if watch != nil {
+		watch.halt()
+	}
+	return err
 }
 
 // stuck is check_alive's verdict: perftest prints it and exits with 17,

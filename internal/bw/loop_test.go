@@ -819,14 +819,7 @@ func TestBiLoop(t *testing.T) {
 		s.tm = newTiming(iters*nqp, false)
 		r := &recvLoop{cq: rq, iters: iters, depth: 32, cycle: 4096, line: 64, tm: newTiming(1, true)}
 		r.qps = []recvQP{{qp: rq.fakeRQ, rxAddr: 0x20000}, {qp: rq.fakeRQ, rxAddr: 0x21000}}
-		s.setup(64, 1)
-		if err := r.prepost(64, 1); err != nil {
-			t.Fatal(err)
-		}
-		b := &biLoop{s: s, r: r, server: server}
-		if err := b.run(); err != nil {
-			t.Fatal(err)
-		}
+		runBi(t, s, r, server)
 		if f.posts != iters*nqp || s.ccnt < iters*nqp || r.rcnt != iters*nqp || rq.posted != iters*nqp {
 			t.Errorf("server %v: %d sends, %d completed, %d received, %d receives posted", server, f.posts, s.ccnt, r.rcnt, rq.posted)
 		}
@@ -844,15 +837,23 @@ func TestBiLoop(t *testing.T) {
 	s := newSendLoop(f, Send, 0, 16, 4, true)
 	s.dur = d
 	r := &recvLoop{qps: []recvQP{{qp: rq, rxAddr: 0x20000}}, cq: rq, dur: d, depth: 32, cycle: 4096, line: 64, tm: newTiming(1, true)}
+	b := runBi(t, s, r, true)
+	if s.sampled == 0 || r.sampled == 0 || b.sampled() != s.sampled+r.sampled || s.tm.completed[0] <= s.tm.posted[0] {
+		t.Errorf("-D: %d sends and %d receives in the sample, timing %+v", s.sampled, r.sampled, s.tm)
+	}
+}
+
+// runBi runs s and r as one side of a bidirectional test of 64-byte
+// messages (after posting r's first receives).
+func runBi(t *testing.T, s *sendLoop, r *recvLoop, server bool) *biLoop {
+	t.Helper()
 	s.setup(64, 1)
 	if err := r.prepost(64, 1); err != nil {
 		t.Fatal(err)
 	}
-	b := &biLoop{s: s, r: r, server: true}
+	b := &biLoop{s: s, r: r, server: server}
 	if err := b.run(); err != nil {
 		t.Fatal(err)
 	}
-	if s.sampled == 0 || r.sampled == 0 || b.sampled() != s.sampled+r.sampled || s.tm.completed[0] <= s.tm.posted[0] {
-		t.Errorf("-D: %d sends and %d receives in the sample, timing %+v", s.sampled, r.sampled, s.tm)
-	}
+	return b
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -170,14 +171,7 @@ var ErrPeerExited = errors.New("peer exited")
 // WaitForOutput blocks until the peer's output contains substr, ctx is done
 // or the peer exits without printing it.
 func (p *Peer) WaitForOutput(ctx context.Context, substr string) error {
-	switch err := p.out.WaitFor(ctx, substr, p.done); {
-	case err == nil:
-		return nil
-	case errors.Is(err, errOutputEnded):
-		return fmt.Errorf("waiting for %q from %s: %w (%v); output:\n%s", substr, p.name, ErrPeerExited, p.err, p.Output())
-	default:
-		return fmt.Errorf("waiting for %q from %s: %w; output so far:\n%s", substr, p.name, err, p.Output())
-	}
+	return p.WaitUntil(ctx, strconv.Quote(substr), func(s string) bool { return strings.Contains(s, substr) })
 }
 
 // WaitUntil blocks until cond holds for the peer's output (what holds
