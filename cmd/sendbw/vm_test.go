@@ -147,3 +147,6 @@ func TestVMUC(t *testing.T) { bwtest.UC(t, tool) }
 
 // TestVMUD: -c UD, Go against C both ways (bwtest.UD).
 func TestVMUD(t *testing.T) { bwtest.UD(t, tool) }
+
+// TestVMSRQ: --use-srq, Go against C both ways (bwtest.SRQ).
+func TestVMSRQ(t *testing.T) { bwtest.SRQ(t, tool) }

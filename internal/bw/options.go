@@ -115,6 +115,7 @@ type Options struct {
 	PostList  int    // -l (1): post this many requests per PostSend, a chain
 	QPs       int    // -q (1): QPs sharing the CQs, Iters messages each
 	Conn      Conn   // -c: RC, UC (write, send) or UD (send)
+	SRQ       bool   // --use-srq (send): the receiving sides' QPs share one SRQ
 	Infinite  bool   // --run_infinitely: run until killed, a line every -D seconds (5)
 	Duplex    bool   // -b: both sides send (write, read: both post; the line sums both sides')
 	Both      bool   // --report-both: with -b, also each side's own line
@@ -192,6 +193,8 @@ type usageError struct {
 	quiet bool
 	// resultLine: perftest prints its dashed rule on stdout first.
 	resultLine bool
+	// toStdout: perftest prints msg on stdout, not stderr.
+	toStdout bool
 	// notice and warn: what perftest printed on stdout and stderr
 	// before (Options.notice and warn).
 	notice, warn string
@@ -400,6 +403,8 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 				o.Infinite = true
 			case "report-both":
 				o.Both = true
+			case "use-srq":
+				o.SRQ = true
 			case "use_old_post_send", "disable_pcie_relaxed":
 				// Nothing to choose: the Go tools always post with PostSend
 				// and never ask for relaxed ordering.
@@ -543,6 +548,12 @@ func (o *Options) forceDependencies(v Verb) error {
 	}
 	if o.All {
 		o.Size = maxSize
+	}
+	if o.SRQ && v != Send {
+		return &usageError{msg: " Using SRQ only avavilible in SEND tests.", quiet: true, resultLine: true, toStdout: true}
+	}
+	if o.SRQ && o.QPs > o.RxDepth {
+		return &usageError{msg: " Using SRQ depth should be greater than number of QPs.", quiet: true, resultLine: true, toStdout: true}
 	}
 	if v == Send && o.Server == "" && !o.Duplex {
 		o.NoPeak = true // the server times from its first receive

@@ -151,6 +151,8 @@ func TestParseArgsErrors(t *testing.T) {
 		{Read, []string{"-c", "UC"}, " UC connection not possible in READ/ATOMIC verbs"},
 		{Write, []string{"-c", "UD"}, " UD connection only possible in SEND verb"},
 		{Write, []string{"-c", "XRC"}, " -c XRC: this port runs RC, UC and UD only"},
+		{Read, []string{"--use-srq"}, " Using SRQ only avavilible in SEND tests."},
+		{Send, []string{"--use-srq", "-q", "8", "-r", "4"}, " Using SRQ depth should be greater than number of QPs."},
 		{Write, []string{"-c", "uc"}, " Invalid Connection type. Please choose from {RC,UC,UD,XRC,DC,SRD}"},
 		{Write, []string{"-q", "0"}, " num of Qps should be between 1 and 16384"},
 		{Send, []string{"-q", "16385"}, " num of Qps should be between 1 and 16384"},
@@ -212,6 +214,13 @@ func TestMainHelpVersion(t *testing.T) {
 		out.String() != resultLine+"Warning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n"+resultLine ||
 		errb.String() != "Post list size must be a multiple of CQ moderation\n" {
 		t.Errorf("-l 8 -Q 3: rc %d, stdout %q, stderr %q", rc, out.String(), errb.String())
+	}
+	// Some of perftest's complaints go to stdout.
+	out.Reset()
+	errb.Reset()
+	if rc := Main(Write, "writebw", []string{"--use-srq"}, &out, &errb); rc != 1 || errb.String() != "" ||
+		out.String() != resultLine+" Using SRQ only avavilible in SEND tests.\n" {
+		t.Errorf("--use-srq: rc %d, stdout %q, stderr %q", rc, out.String(), errb.String())
 	}
 	// perftest exits from force_dependencies, without the parser's line.
 	errb.Reset()

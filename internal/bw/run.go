@@ -44,7 +44,10 @@ func Main(v Verb, prog string, args []string, stdout, stderr io.Writer) int {
 				io.WriteString(stdout, resultLine)
 			}
 		}
-		if ue != nil && ue.msg != "" {
+		switch {
+		case ue != nil && ue.msg != "" && ue.toStdout:
+			fmt.Fprintf(stdout, "%s\n", ue.msg)
+		case ue != nil && ue.msg != "":
 			fmt.Fprintf(stderr, "%s\n", ue.msg)
 		}
 		if ue == nil || !ue.quiet {
@@ -88,6 +91,7 @@ type test struct {
 	ch     *uverbs.CompChannel // -e
 	sendCQ *uverbs.CQ
 	recvCQ *uverbs.CQ   // send only
+	srq    *uverbs.SRQ  // --use-srq, on a receiving side
 	qps    []*uverbs.QP // -q
 	ahs    []*uverbs.AH // UD, on a sending side: the peer's QP i
 	c      *conn
@@ -405,6 +409,11 @@ func (t *test) createResources() error {
 			return msgError{"Couldn't create a receiver CQ", "  (" + err.Error() + ")"}
 		}
 	}
+	if o.SRQ && (!t.client || o.Duplex) {
+		if t.srq, err = t.pd.CreateSRQ(uverbs.SRQAttr{MaxWR: o.RxDepth, MaxSGE: 1}); err != nil {
+			return msgError{"Couldn't create SRQ", "  (" + err.Error() + ")"}
+		}
+	}
 	for i := 0; i < o.QPs; i++ {
 		if err := t.createQP(i); err != nil {
 			return err
@@ -418,7 +427,7 @@ func (t *test) createResources() error {
 func (t *test) createQP(i int) error {
 	o := &t.o
 	typ := map[Conn]uverbs.QPType{RC: uverbs.QPTypeRC, UC: uverbs.QPTypeUC, UD: uverbs.QPTypeUD}[o.Conn]
-	qp, err := t.pd.CreateQP(uverbs.QPInitAttr{Type: typ, SendCQ: t.sendCQ, RecvCQ: t.recvCQ,
+	qp, err := t.pd.CreateQP(uverbs.QPInitAttr{Type: typ, SendCQ: t.sendCQ, RecvCQ: t.recvCQ, SRQ: t.srq,
 		Cap: uverbs.QPCap{MaxSendWR: o.TxDepth, MaxSendSGE: 1, MaxRecvWR: o.RxDepth, MaxRecvSGE: 1, MaxInlineData: o.Inline}})
 	if err != nil {
 		return msgError{fmt.Sprintf("Couldn't create QP %d", i), "  (" + err.Error() + ")"}
@@ -560,7 +569,11 @@ func (t *test) printTestInfo() {
 	}
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", o.Dev)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", o.QPs)
-	fmt.Fprintf(w, " Connection type : %s\t\tUsing SRQ      : OFF\n", t.o.Conn)
+	srq := "OFF"
+	if o.SRQ {
+		srq = "ON"
+	}
+	fmt.Fprintf(w, " Connection type : %s\t\tUsing SRQ      : %s\n", o.Conn, srq)
 	fmt.Fprintf(w, " PCIe relax order: OFF\n")
 	fmt.Fprintf(w, " ibv_wr* API     : OFF\n")
 	if t.client || o.Duplex {
@@ -921,6 +934,15 @@ func (t *test) runSend() error {
 		}
 		for i, qp := range t.qps {
 			t.recv.qps[i].qp, t.recv.qps[i].rxAddr = qp, t.recvArea(i)
+			if t.srq != nil {
+				// Each QP's share of the SRQ: its receives (wr_id i) go
+				// to the SRQ, and whichever QP takes one, the
+				// completion names i, whose receive is posted again.
+				t.recv.qps[i].qp = t.srq
+			}
+		}
+		if t.srq != nil {
+			t.recv.depth /= uint64(len(t.qps))
 		}
 	}
 	if t.ch != nil {
@@ -1165,6 +1187,7 @@ func (t *test) close() error {
 			}
 			return nil
 		}},
+		{t.srq != nil, "Couldn't destroy SRQ", func() error { return t.srq.Destroy(ctx) }},
 		{t.mr != nil, "Failed to deregister MR", t.mr.Dereg},
 		{t.recvCQ != nil && t.recvCQ != t.sendCQ, "Failed to destroy recv CQ", func() error { return t.recvCQ.Destroy(ctx) }},
 		{t.sendCQ != nil, "Failed to destroy send CQ", func() error { return t.sendCQ.Destroy(ctx) }},
@@ -1181,7 +1204,7 @@ func (t *test) close() error {
 			return msgError{s.msg, "  (" + err.Error() + ")"}
 		}
 	}
-	t.ahs, t.qps, t.mr, t.recvCQ, t.sendCQ, t.pd, t.ch, t.dev = nil, nil, nil, nil, nil, nil, nil, nil
+	t.ahs, t.qps, t.srq, t.mr, t.recvCQ, t.sendCQ, t.pd, t.ch, t.dev = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	if t.buf != nil {
 		if err := t.buf.Close(); err != nil {
 			return msgError{"Couldn't free the work buf.", "  (" + err.Error() + ")"}

@@ -595,6 +595,16 @@ func UD(t *testing.T, tool Tool) {
 	}
 }
 
+// SRQ is the test of ib_send_bw --use-srq (the receiving side's QPs
+// share one SRQ): Go against C both ways on rxe0, one QP and four,
+// moderated and not; Go against Go with -b and with UD.
+func SRQ(t *testing.T, tool Tool) {
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64, 65536}, 200, "--use-srq")
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 200, "--use-srq", "-q", "4")
+	MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{1024}, 300, "--use-srq", "-q", "2", "-b")
+	MatrixOn(t, tool, "rxe0", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{512}, 300, "--use-srq", "-c", "UD")
+}
+
 // udMTU is the path MTU of rxe0 (over the dummy netdev d0): the largest
 // UD message there.
 const udMTU = 1024
@@ -822,6 +832,8 @@ var BadArgs = [][]string{
 	{"--run_infinitely", "-a"},
 	// Connection types: UC (not for read), an unknown one.
 	{"-c", "UC"}, {"-c", "uc"},
+	// SRQ: send only, at least a receive per QP.
+	{"--use-srq"}, {"--use-srq", "-q", "8", "-r", "4"},
 	// Bidirectional: not with run_infinitely on send.
 	{"-b", "--run_infinitely"}, {"-b", "--report-both"},
 }
