@@ -642,8 +642,8 @@ func altHex(v uint64, width int) string {
 	return "0x" + s
 }
 
-// connect runs the handshakes around moving the QPs to RTR (and, on the
-// client, RTS), and prints the addresses, in the order of
+// connect runs the handshakes around moving the QPs to RTR (and, on a
+// sending side, RTS), and prints the addresses, in the order of
 // write_bw.c/read_bw.c or send_bw.c: one exchange per QP, the QPs
 // connected, every local address, then one exchange per QP, each
 // followed by the remote address it brought.
