@@ -393,6 +393,10 @@ func (c *Context) Close() error {
 		return nil
 	}
 	c.closed = true
+	// The registry closes with the flag: once Closed reports true, a
+	// create racing Close can no longer publish its object, and returns
+	// ErrClosed instead of an object Close is about to kill.
+	objs := c.reg.Close()
 	chans := c.chans
 	c.chans = nil
 	hooks := c.onClose
@@ -403,7 +407,7 @@ func (c *Context) Close() error {
 	for _, f := range hooks {
 		f()
 	}
-	for _, o := range c.reg.Close() {
+	for _, o := range objs {
 		o.(killer).kill()
 	}
 	// Waiters in GetCQEvent wake with ErrClosed.
