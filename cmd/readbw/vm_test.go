@@ -64,3 +64,9 @@ func TestVMForever(t *testing.T) { bwtest.Forever(t, tool) }
 
 // TestVMBidirectional: -b, Go against C both ways (bwtest.Bidirectional).
 func TestVMBidirectional(t *testing.T) { bwtest.Bidirectional(t, tool) }
+
+// TestVMOutput: --output, Go against C both ways (bwtest.Output).
+func TestVMOutput(t *testing.T) { bwtest.Output(t, tool) }
+
+// TestVMLimits: -w and -y, Go against C both ways (bwtest.Limits).
+func TestVMLimits(t *testing.T) { bwtest.Limits(t, tool) }

@@ -150,3 +150,9 @@ func TestVMUD(t *testing.T) { bwtest.UD(t, tool) }
 
 // TestVMSRQ: --use-srq, Go against C both ways (bwtest.SRQ).
 func TestVMSRQ(t *testing.T) { bwtest.SRQ(t, tool) }
+
+// TestVMOutput: --output, Go against C both ways (bwtest.Output).
+func TestVMOutput(t *testing.T) { bwtest.Output(t, tool) }
+
+// TestVMLimits: -w and -y, Go against C both ways (bwtest.Limits).
+func TestVMLimits(t *testing.T) { bwtest.Limits(t, tool) }

@@ -67,3 +67,9 @@ func TestVMBidirectional(t *testing.T) { bwtest.Bidirectional(t, tool) }
 
 // TestVMUC: -c UC, Go against C both ways (bwtest.UC).
 func TestVMUC(t *testing.T) { bwtest.UC(t, tool) }
+
+// TestVMOutput: --output, Go against C both ways (bwtest.Output).
+func TestVMOutput(t *testing.T) { bwtest.Output(t, tool) }
+
+// TestVMLimits: -w and -y, Go against C both ways (bwtest.Limits).
+func TestVMLimits(t *testing.T) { bwtest.Limits(t, tool) }

@@ -1,6 +1,7 @@
 package bw
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -116,9 +117,14 @@ type Options struct {
 	QPs       int    // -q (1): QPs sharing the CQs, Iters messages each
 	Conn      Conn   // -c: RC, UC (write, send) or UD (send)
 	SRQ       bool   // --use-srq (send): the receiving sides' QPs share one SRQ
-	Infinite  bool   // --run_infinitely: run until killed, a line every -D seconds (5)
-	Duplex    bool   // -b: both sides send (write, read: both post; the line sums both sides')
-	Both      bool   // --report-both: with -b, also each side's own line
+	Output    Output // --output: the whole report (default), or one number per line
+	// -w, -y: fail when no line reaches this average bandwidth or message
+	// rate (perftest checks the message rate only when -w is given too).
+	LimitBW, LimitMsgRate    float64
+	HasLimitBW, HasLimitRate bool
+	Infinite                 bool // --run_infinitely: run until killed, a line every -D seconds (5)
+	Duplex                   bool // -b: both sides send (write, read: both post; the line sums both sides')
+	Both                     bool // --report-both: with -b, also each side's own line
 
 	// notice is what perftest prints on stdout while it parses (Run
 	// prints it first), warn what it prints on stderr.
@@ -388,6 +394,20 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 			o.NoPeak = true
 		case 'b':
 			o.Duplex = true
+		case 'w', 'y':
+			// strtof(optarg, NULL): what does not parse is 0.
+			f := strtof(p.Arg)
+			if p.Val == 'w' {
+				o.LimitBW, o.HasLimitBW = f, true
+				if f < 0 {
+					err = &usageError{msg: " Invalid Minimum BW Limit"}
+				}
+			} else {
+				o.LimitMsgRate, o.HasLimitRate = f, true
+				if f < 0 {
+					err = &usageError{msg: " Invalid Minimum msgRate Limit"}
+				}
+			}
 		case 'V':
 			return o, errVersion
 		case 'h':
@@ -405,6 +425,17 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 				o.Both = true
 			case "use-srq":
 				o.SRQ = true
+			case "output":
+				switch p.Arg {
+				case "bandwidth":
+					o.Output = OutputBW
+				case "message_rate":
+					o.Output = OutputMsgRate
+				case "latency":
+					o.Output = outputLatency
+				default:
+					err = &usageError{msg: " Invalid verbosity level output flag. Please use bandwidth, latency, message_rate"}
+				}
 			case "use_old_post_send", "disable_pcie_relaxed":
 				// Nothing to choose: the Go tools always post with PostSend
 				// and never ask for relaxed ordering.
@@ -439,6 +470,18 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 
 func unsupported(opt string) error {
 	return &usageError{msg: fmt.Sprintf(" %s: not supported by this port of perftest (pureverbs)", opt)}
+}
+
+// strtof is C's strtof(s, NULL): the longest prefix that reads as a
+// number (after leading spaces), 0 if none.
+func strtof(s string) float64 {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	for n := len(s); n > 0; n-- {
+		if f, err := strconv.ParseFloat(s[:n], 32); err == nil || errors.Is(err, strconv.ErrRange) {
+			return f
+		}
+	}
+	return 0
 }
 
 // parseSize reads -s as perftest does: strtol(arg, NULL, 0) of the
@@ -555,6 +598,9 @@ func (o *Options) forceDependencies(v Verb) error {
 	if o.SRQ && o.QPs > o.RxDepth {
 		return &usageError{msg: " Using SRQ depth should be greater than number of QPs.", quiet: true, resultLine: true, toStdout: true}
 	}
+	if o.Output == outputLatency {
+		return &usageError{msg: " Output verbosity level for BW can be: bandwidth, message_rate", quiet: true, resultLine: true}
+	}
 	if v == Send && o.Server == "" && !o.Duplex {
 		o.NoPeak = true // the server times from its first receive
 	}
@@ -606,6 +652,16 @@ func (o *Options) forceDependencies(v Verb) error {
 	}
 	return nil
 }
+
+// Output is what the tools print (perftest's --output).
+type Output int
+
+const (
+	OutputFull    Output = iota // everything: test info, addresses, the table
+	OutputBW                    // --output=bandwidth: each line's average bandwidth alone
+	OutputMsgRate               // --output=message_rate: each line's message rate alone
+	outputLatency               // --output=latency: perftest's latency tests only
+)
 
 // Conn is a connection type (perftest's -c).
 type Conn int
@@ -693,6 +749,7 @@ func Usage(w io.Writer, v Verb, prog string) {
 		fmt.Sprintf("  -u, --qp-timeout=<timeout>  QP timeout, timeout value is 4 usec * 2 ^(timeout), default %d", defQPTimeout),
 		"  -V, --version  Display version number",
 		"  -x, --gid-index=<index>  Test uses GID with GID index",
+		"      --output=<units>  Set verbosity output level: bandwidth , message_rate",
 		"      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)",
 		"      --report-both  Report RX & TX results separately on Bidirectional BW tests",
 		"      --run_infinitely  Run test forever, print results every <duration> seconds",

@@ -3,6 +3,7 @@ package bw
 import (
 	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 )
@@ -152,6 +153,10 @@ func TestParseArgsErrors(t *testing.T) {
 		{Write, []string{"-c", "UD"}, " UD connection only possible in SEND verb"},
 		{Write, []string{"-c", "XRC"}, " -c XRC: this port runs RC, UC and UD only"},
 		{Read, []string{"--use-srq"}, " Using SRQ only avavilible in SEND tests."},
+		{Write, []string{"--output=latency"}, " Output verbosity level for BW can be: bandwidth, message_rate"},
+		{Write, []string{"-w", "-1"}, " Invalid Minimum BW Limit"},
+		{Send, []string{"-y", "-0.5"}, " Invalid Minimum msgRate Limit"},
+		{Write, []string{"--output=bw"}, " Invalid verbosity level output flag. Please use bandwidth, latency, message_rate"},
 		{Send, []string{"--use-srq", "-q", "8", "-r", "4"}, " Using SRQ depth should be greater than number of QPs."},
 		{Write, []string{"-c", "uc"}, " Invalid Connection type. Please choose from {RC,UC,UD,XRC,DC,SRD}"},
 		{Write, []string{"-q", "0"}, " num of Qps should be between 1 and 16384"},
@@ -236,5 +241,48 @@ func TestMainHelpVersion(t *testing.T) {
 	Main(Read, "readbw", []string{"-h"}, &out, &errb)
 	if !strings.Contains(out.String(), "  -e, --events  Sleep on CQ events (default poll)") {
 		t.Errorf("readbw -h does not offer events:\n%s", out.String())
+	}
+}
+
+// TestLimits: -w and -y fail a run when no line reaches them, -y only
+// together with -w (perftest checks is_limit_bw for both); the write
+// and read servers of a one-way test never check.
+func TestLimits(t *testing.T) {
+	for _, c := range []struct {
+		v      Verb
+		args   []string
+		client bool
+		want   string
+	}{
+		{Write, []string{"-w", "50"}, true, ""},
+		{Write, []string{"-w", "60"}, true, "Error: BW result is below bw limit"},
+		{Write, []string{"-w", "60"}, false, ""},
+		{Write, []string{"-w", "60", "-b"}, false, "Error: BW result is below bw limit"},
+		{Send, []string{"-w", "60"}, false, "Error: BW result is below bw limit"},
+		{Send, []string{"-y", "1"}, true, ""},
+		{Send, []string{"-w", "1", "-y", "1"}, true, "Error: Msg rate  is below msg_rate limit"},
+		{Send, []string{"-w", "1", "-y", "0.5"}, true, ""},
+	} {
+		o, err := ParseArgs(c.v, c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tt := &test{v: c.v, o: o, client: c.client, stdout: io.Discard}
+		tt.writeReport(Report{Avg: 40, MsgRate: 0.5})
+		tt.writeReport(Report{Avg: 55, MsgRate: 0.2})
+		err = tt.limits()
+		if got := ""; err != nil {
+			got = err.Error()
+			if got != c.want {
+				t.Errorf("%v %q client %v: %q, want %q", c.v, c.args, c.client, got, c.want)
+			}
+		} else if c.want != "" {
+			t.Errorf("%v %q client %v: passed, want %q", c.v, c.args, c.client, c.want)
+		}
+	}
+	for in, want := range map[string]float64{"12.5": 12.5, " 3e2x": 300, "abc": 0, "": 0, "7.": 7} {
+		if got := strtof(in); got != want {
+			t.Errorf("strtof(%q) = %v, want %v", in, got, want)
+		}
 	}
 }

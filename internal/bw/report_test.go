@@ -3,6 +3,7 @@ package bw
 import (
 	"bytes"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -74,5 +75,28 @@ func TestWriteReport(t *testing.T) {
 	rs := ParseReports("junk\n" + ext + " 4096       300              0.00               37.03  \t\t   0.009479\n")
 	if len(rs) != 2 || rs[0].Size != 2 || rs[0].Avg != 0.002 || rs[1] != (Report{Size: 4096, Iters: 300, Avg: 37.03, MsgRate: 0.009479}) {
 		t.Errorf("ParseReports: %+v", rs)
+	}
+}
+
+// TestOutputModes: --output prints each line's average bandwidth or
+// message rate alone, as perftest's "%lf\n", and no rule or headings.
+func TestOutputModes(t *testing.T) {
+	r := Report{Size: 4096, Iters: 1000, Peak: 40, Avg: 12.5, MsgRate: 0.003052}
+	for _, c := range []struct {
+		out  Output
+		want string
+	}{
+		{OutputBW, "12.500000\n"},
+		{OutputMsgRate, "0.003052\n"},
+		{OutputFull, resultLine + resultFmt + "\n 4096       1000             40.00              12.50  \t\t   0.003052\n" + resultLine},
+	} {
+		var b strings.Builder
+		tt := &test{o: Options{Output: c.out}, stdout: &b}
+		tt.writeHeader()
+		tt.writeReport(r)
+		tt.rule()
+		if b.String() != c.want {
+			t.Errorf("output %d: %q, want %q", c.out, b.String(), c.want)
+		}
 	}
 }

@@ -109,6 +109,9 @@ type test struct {
 
 	send sendLoop
 	recv recvLoop
+
+	// Whether a line reached -w's bandwidth and -y's message rate.
+	bwPassed, ratePassed bool
 }
 
 // Run runs one side of the test with parsed options: the server when
@@ -128,14 +131,35 @@ func Run(ctx context.Context, v Verb, o Options, stdout, stderr io.Writer) error
 		t.release()
 		return err
 	}
-	return t.close()
+	if err := t.close(); err != nil {
+		return err
+	}
+	return t.limits()
+}
+
+// limits is the -w and -y verdict at the end of a run: perftest fails
+// when no line reached -w's bandwidth, or -y's message rate when -w is
+// given too (it checks is_limit_bw for both). The write and read
+// servers of a one-way test never check.
+func (t *test) limits() error {
+	o := &t.o
+	if !o.HasLimitBW || (t.v != Send && !t.client && !o.Duplex) {
+		return nil
+	}
+	if !t.bwPassed {
+		return msgError{"Error: BW result is below bw limit"}
+	}
+	if !t.ratePassed {
+		return msgError{"Error: Msg rate  is below msg_rate limit"}
+	}
+	return nil
 }
 
 func (t *test) run(ctx context.Context) error {
 	if err := t.open(); err != nil {
 		return err
 	}
-	if !t.client {
+	if !t.client && t.verbose() {
 		io.WriteString(t.stdout, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
 	}
 	var err error
@@ -553,6 +577,9 @@ func isV4Mapped(g uverbs.GID) bool {
 
 // printTestInfo is ctx_print_test_info.
 func (t *test) printTestInfo() {
+	if !t.verbose() {
+		return
+	}
 	w := t.stdout
 	o := &t.o
 	io.WriteString(w, resultLine)
@@ -607,6 +634,9 @@ func (t *test) printTestInfo() {
 
 // printDest is ctx_print_pingpong_data.
 func (t *test) printDest(side string, d *Dest) {
+	if !t.verbose() {
+		return
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, " %s address: LID %s QPN %s PSN %s", side, altHex(uint64(d.LID), 4), altHex(uint64(d.QPN), 6), altHex(uint64(d.PSN), 6))
 	if t.v == Read {
@@ -798,7 +828,7 @@ func newTiming(iters uint64, noPeak bool) timing {
 // start each size together and print the sum of both sides' lines.
 func (t *test) runRDMA() error {
 	withGID := t.gidIndex != -1
-	writeHeader(t.stdout, t.o.Gbits)
+	t.writeHeader()
 	var my Report
 	if !t.client && !t.o.Duplex {
 		if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
@@ -808,12 +838,12 @@ func (t *test) runRDMA() error {
 		if err != nil {
 			return err
 		}
-		writeReport(t.stdout, rem, t.o.Gbits)
+		t.writeReport(rem)
 		if err := t.c.closeConn(&t.my[0], withGID); err != nil {
 			return withLines(err, "Failed to close connection between server and client")
 		}
 		t.c = nil
-		io.WriteString(t.stdout, resultLine)
+		t.rule()
 		return nil
 	}
 	t.initSend()
@@ -849,12 +879,12 @@ func (t *test) runRDMA() error {
 		}
 		my = computeReport(size, t.iters(t.send.sampled), &t.send.tm, t.o.CQMod, t.o.PostList, t.o.NoPeak, t.o.Gbits)
 		if !t.o.Duplex {
-			writeReport(t.stdout, my, t.o.Gbits)
+			t.writeReport(my)
 		} else if err := t.reportBoth(my); err != nil {
 			return err
 		}
 	}
-	io.WriteString(t.stdout, resultLine)
+	t.rule()
 	if t.o.Duplex {
 		return t.closeConn()
 	}
@@ -869,6 +899,44 @@ func (t *test) runRDMA() error {
 	}
 	t.c = nil
 	return nil
+}
+
+// verbose tells whether the tool prints everything (not --output).
+func (t *test) verbose() bool { return t.o.Output == OutputFull }
+
+// writeHeader prints the table's rule and headings, unless --output.
+func (t *test) writeHeader() {
+	if t.verbose() {
+		writeHeader(t.stdout, t.o.Gbits)
+	}
+}
+
+// rule prints the table's closing rule, unless --output.
+func (t *test) rule() {
+	if t.verbose() {
+		io.WriteString(t.stdout, resultLine)
+	}
+}
+
+// writeReport prints a result line, or with --output its average
+// bandwidth or message rate alone (print_full_bw_report's "%lf"), and
+// notes whether it reaches the -w and -y limits.
+func (t *test) writeReport(r Report) {
+	t.bwPassed = t.bwPassed || !t.o.HasLimitBW || r.Avg >= t.o.LimitBW
+	t.ratePassed = t.ratePassed || !t.o.HasLimitRate || r.MsgRate >= t.o.LimitMsgRate
+	t.writeLine(r)
+}
+
+// writeLine is writeReport without the limits (--report-both's lines).
+func (t *test) writeLine(r Report) {
+	switch t.o.Output {
+	case OutputBW:
+		fmt.Fprintf(t.stdout, "%f\n", r.Avg)
+	case OutputMsgRate:
+		fmt.Fprintf(t.stdout, "%f\n", r.MsgRate)
+	default:
+		writeReport(t.stdout, r, t.o.Gbits)
+	}
 }
 
 // sync is the handshake that starts (and with -a ends) each size of a
@@ -892,16 +960,17 @@ func (t *test) reportBoth(my Report) error {
 	sum.Peak += rem.Peak
 	sum.Avg += rem.Avg
 	sum.MsgRate += rem.MsgRate
-	writeReport(t.stdout, sum, t.o.Gbits)
+	t.writeReport(sum)
 	if t.o.Both && !t.o.All {
 		for _, side := range []struct {
 			name string
 			r    Report
 		}{{"Local", my}, {"Remote", rem}} {
+			// (perftest prints these headings whatever --output says)
 			io.WriteString(t.stdout, resultLine)
 			fmt.Fprintf(t.stdout, "\n %s results: \n", side.name)
 			writeHeader(t.stdout, t.o.Gbits)
-			writeReport(t.stdout, side.r, t.o.Gbits)
+			t.writeLine(side.r)
 		}
 	}
 	return nil
@@ -921,7 +990,7 @@ func (t *test) closeConn() error {
 // each size (after the server posted its receives) and, with -a, ends it.
 func (t *test) runSend() error {
 	withGID := t.gidIndex != -1
-	writeHeader(t.stdout, t.o.Gbits)
+	t.writeHeader()
 	sends, receives := t.client || t.o.Duplex, !t.client || t.o.Duplex
 	if sends {
 		t.initSend()
@@ -1018,7 +1087,7 @@ func (t *test) runSend() error {
 				return err
 			}
 		} else {
-			writeReport(t.stdout, r, t.o.Gbits)
+			t.writeReport(r)
 		}
 		if t.o.All {
 			if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
@@ -1026,7 +1095,7 @@ func (t *test) runSend() error {
 			}
 		}
 	}
-	io.WriteString(t.stdout, resultLine)
+	t.rule()
 	if err := t.c.closeConn(&t.my[0], withGID); err != nil {
 		return withLines(err, " Failed to close connection between server and client")
 	}
@@ -1078,7 +1147,7 @@ func (t *test) forever(size uint64, d *duration, progress *atomic.Uint64, run fu
 			r := computeReport(size, n-last, &tm, t.o.CQMod, t.o.PostList, true, t.o.Gbits)
 			r.Avg *= factor
 			r.MsgRate *= factor
-			writeReport(t.stdout, r, t.o.Gbits)
+			t.writeReport(r)
 			start, last = now, n
 		}
 	})

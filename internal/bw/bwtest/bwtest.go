@@ -605,6 +605,86 @@ func SRQ(t *testing.T, tool Tool) {
 	MatrixOn(t, tool, "rxe0", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{512}, 300, "--use-srq", "-c", "UD")
 }
 
+// Output is the test of --output=bandwidth and --output=message_rate:
+// Go against C both ways on rxe0, each side prints its one number (the
+// line it would print: for write and read the client's, on both sides)
+// and, around it, exactly the lines the C tool prints in the same role.
+func Output(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	number := regexp.MustCompile(`^[0-9]+\.[0-9]{6}$`)
+	for _, kind := range []string{"bandwidth", "message_rate"} {
+		t.Run(kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			rest := map[string]string{} // role/side -> the lines that are not the number
+			for _, pair := range pptest.BothWays {
+				r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 200, Extra: []string{"--output=" + kind}}
+				r.Do(ctx, t)
+				for _, side := range []struct {
+					role string
+					impl pptest.Side
+					out  string
+				}{{"server", pair.Server, r.Server}, {"client", pair.Client, r.Client}} {
+					var nums []string
+					var other []string
+					for _, l := range strings.Split(strings.TrimSuffix(side.out, "\n"), "\n") {
+						if number.MatchString(l) {
+							nums = append(nums, l)
+						} else {
+							other = append(other, l)
+						}
+					}
+					if len(nums) != 1 {
+						t.Errorf("%s %s (%s): %d numbers, want 1:\n%s", pair, side.role, side.impl, len(nums), side.out)
+					} else if v, _ := strconv.ParseFloat(nums[0], 64); v <= 0 {
+						t.Errorf("%s %s (%s): %s", pair, side.role, side.impl, nums[0])
+					}
+					rest[side.role+"/"+string(side.impl)] = strings.Join(other, "\n")
+				}
+			}
+			for _, role := range []string{"server", "client"} {
+				if g, c := rest[role+"/"+string(pptest.Go)], rest[role+"/"+string(pptest.C)]; g != c {
+					t.Errorf("%s: the Go tool prints\n%s\nbesides its number, the C tool\n%s", role, g, c)
+				}
+			}
+		})
+	}
+}
+
+// Limits is the test of -w (and -y): Go against C both ways on rxe0. A
+// limit no run reaches fails the sides perftest checks (the client; a
+// send server too), after their report, with perftest's line; one every
+// run reaches passes.
+func Limits(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	const below = "Error: BW result is below bw limit"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, pair := range pptest.BothWays {
+		r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 200, Extra: []string{"-w", "0.001", "-y", "0.000001"}}
+		r.Do(ctx, t)
+		// Both sides run to their end (try would stop a server whose
+		// client failed, maybe before its own verdict).
+		r = &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 200, Extra: []string{"-w", "1000000"}, Port: Port()}
+		srv := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), r.Args(false)...)
+		if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
+			t.Fatal(err)
+		}
+		cli := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), r.Args(true)...)
+		cerr, serr := cli.Wait(), srv.Wait()
+		r.Server, r.Client = srv.Output(), cli.Output()
+		if cerr == nil || (serr == nil) != (tool.Verb != bw.Send) {
+			t.Errorf("%s: -w 1000000: client %v, server %v:\n%s\n%s", pair, cerr, serr, r.Server, r.Client)
+		}
+		if !strings.Contains(r.Client, below) || len(bw.ParseReports(r.Client)) != 1 {
+			t.Errorf("%s client: want its line, then %q:\n%s", pair, below, r.Client)
+		}
+		if got := strings.Contains(r.Server, below); got != (tool.Verb == bw.Send) {
+			t.Errorf("%s server: %q printed %v:\n%s", pair, below, got, r.Server)
+		}
+	}
+}
+
 // udMTU is the path MTU of rxe0 (over the dummy netdev d0): the largest
 // UD message there.
 const udMTU = 1024
@@ -832,6 +912,10 @@ var BadArgs = [][]string{
 	{"--run_infinitely", "-a"},
 	// Connection types: UC (not for read), an unknown one.
 	{"-c", "UC"}, {"-c", "uc"},
+	// Output: bandwidth or message rate only.
+	{"--output=latency"}, {"--output=bw"},
+	// Limits: not negative (what does not parse is 0).
+	{"-w", "-1"}, {"-y", "-2"}, {"-w", "x"},
 	// SRQ: send only, at least a receive per QP.
 	{"--use-srq"}, {"--use-srq", "-q", "8", "-r", "4"},
 	// Bidirectional: not with run_infinitely on send.
