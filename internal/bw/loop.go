@@ -316,13 +316,7 @@ func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, q *sendQP, id, ad
 // time is up and counts the completions of the measured stretch in
 // sampled.
 func (l *sendLoop) run() error {
-	l.scnt, l.ccnt, l.sampled = 0, 0, 0
-	l.progress.Store(0)
-	for i := range l.qps {
-		l.qps[i].scnt, l.qps[i].ccnt = 0, 0
-	}
-	clear(l.tm.posted) // a stamp this run does not take stays zero
-	clear(l.tm.completed)
+	l.reset()
 	if l.dur == nil {
 		if l.noPeak {
 			l.tm.posted[0] = stamp()
@@ -345,6 +339,18 @@ func (l *sendLoop) run() error {
 	}
 	toNanos(l.tm.posted, l.tm.completed)
 	return nil
+}
+
+// reset zeroes the counts and stamps before a run (a stamp the run does
+// not take stays zero).
+func (l *sendLoop) reset() {
+	l.scnt, l.ccnt, l.sampled = 0, 0, 0
+	l.progress.Store(0)
+	for i := range l.qps {
+		l.qps[i].scnt, l.qps[i].ccnt = 0, 0
+	}
+	clear(l.tm.posted)
+	clear(l.tm.completed)
 }
 
 // total is the messages of a run of iters per QP over all the QPs
@@ -530,16 +536,22 @@ func (l *recvLoop) prepost(size uint64, lkey uint32) error {
 	return nil
 }
 
-// run receives iters messages on each QP; with -D it receives until the
-// time is up, its clock started by the first receive, and counts the
-// receives of the measured stretch in sampled.
-func (l *recvLoop) run() error {
+// reset zeroes the counts and stamps before a run.
+func (l *recvLoop) reset() {
 	l.rcnt, l.sampled = 0, 0
+	l.progress.Store(0)
 	for i := range l.qps {
 		l.qps[i].rcnt = 0
 	}
 	clear(l.tm.posted)
 	clear(l.tm.completed)
+}
+
+// run receives iters messages on each QP; with -D it receives until the
+// time is up, its clock started by the first receive, and counts the
+// receives of the measured stretch in sampled.
+func (l *recvLoop) run() error {
+	l.reset()
 	iters := l.iters
 	if l.dur != nil {
 		iters = math.MaxUint64
@@ -547,7 +559,6 @@ func (l *recvLoop) run() error {
 			l.dur.phase.Store(phaseWarmUp)
 		}
 	}
-	l.progress.Store(0)
 	err := guarded(l.dur, l.watch, &l.progress, total(iters, len(l.qps)), func() error { return l.loop(iters) })
 	if err != nil {
 		return err
@@ -662,17 +673,8 @@ type biLoop struct {
 // iters), or until the time of a -D run is up.
 func (b *biLoop) run() error {
 	s, r := b.s, b.r
-	s.scnt, s.ccnt, s.sampled, r.rcnt, r.sampled = 0, 0, 0, 0, 0
-	s.progress.Store(0)
-	r.progress.Store(0)
-	for i := range s.qps {
-		s.qps[i].scnt, s.qps[i].ccnt = 0, 0
-	}
-	for i := range r.qps {
-		r.qps[i].rcnt = 0
-	}
-	clear(s.tm.posted)
-	clear(s.tm.completed)
+	s.reset()
+	r.reset()
 	iters := s.iters
 	if s.noPeak {
 		s.tm.posted[0] = stamp()

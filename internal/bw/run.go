@@ -839,10 +839,9 @@ func (t *test) runRDMA() error {
 			return err
 		}
 		t.writeReport(rem)
-		if err := t.c.closeConn(&t.my[0], withGID); err != nil {
-			return withLines(err, "Failed to close connection between server and client")
+		if err := t.closeConn(); err != nil {
+			return err
 		}
-		t.c = nil
 		t.rule()
 		return nil
 	}
@@ -885,20 +884,16 @@ func (t *test) runRDMA() error {
 		}
 	}
 	t.rule()
-	if t.o.Duplex {
-		return t.closeConn()
+	if !t.o.Duplex {
+		// The waiting server's last handshake, and the line it prints.
+		if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
+			return err
+		}
+		if _, err := t.c.xchgReport(&my); err != nil {
+			return err
+		}
 	}
-	if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
-		return err
-	}
-	if _, err := t.c.xchgReport(&my); err != nil {
-		return err
-	}
-	if err := t.c.closeConn(&t.my[0], withGID); err != nil {
-		return withLines(err, "Failed to close connection between server and client")
-	}
-	t.c = nil
-	return nil
+	return t.closeConn()
 }
 
 // verbose tells whether the tool prints everything (not --output).
@@ -976,7 +971,7 @@ func (t *test) reportBoth(my Report) error {
 	return nil
 }
 
-// closeConn ends the connection after a successful run.
+// closeConn ends the connection after a successful write or read run.
 func (t *test) closeConn() error {
 	if err := t.c.closeConn(&t.my[0], t.gidIndex != -1); err != nil {
 		return withLines(err, "Failed to close connection between server and client")
