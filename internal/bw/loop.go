@@ -730,19 +730,28 @@ func (b *biLoop) loop(iters uint64) error {
 				return msgError{"Failed to notify events to CQ", "  (" + err.Error() + ")"}
 			}
 		}
-		n, err := r.cq.Poll(r.wc[:])
-		if err != nil {
-			return msgError{"poll CQ failed: " + err.Error()}
-		}
-		if n > 0 {
+		// Every receive that has come (perftest polls rx depth at once),
+		// a batch at a time.
+		n := 0
+		for {
+			k, err := r.cq.Poll(r.wc[:])
+			if err != nil {
+				return msgError{"poll CQ failed: " + err.Error()}
+			}
+			if k == 0 {
+				break
+			}
 			if !sending {
 				sending = true
 				if dur != nil {
 					dur.start(&s.tm)
 				}
 			}
-			if err := r.complete(n); err != nil {
+			if err := r.complete(k); err != nil {
 				return err
+			}
+			if n += k; k < len(r.wc) {
+				break
 			}
 		}
 		m, err := s.poll(tot)

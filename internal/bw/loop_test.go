@@ -807,12 +807,17 @@ func (s *watchedSQ) PostSend(wrs []uverbs.SendWR) error {
 
 // TestBiLoop: ib_send_bw -b's loop sends and receives iters messages per
 // QP on both QPs; the server sends only after its first receive, the
-// client at once; with -D both directions count in the sample.
+// client at once; a turn reads every receive that has come; with -D
+// both directions count in the sample.
 func TestBiLoop(t *testing.T) {
-	for _, server := range []bool{false, true} {
+	for _, c := range []struct {
+		server  bool
+		perPoll int // receives one poll reads: 16 fills a batch, so a turn polls again
+	}{{false, 5}, {true, 5}, {true, 16}} {
+		server := c.server
 		const nqp, iters = 2, 300
 		f := &fakeSQ{perPoll: 3}
-		rq := &lateRQ{fakeRQ: &fakeRQ{perPoll: 5}, empty: 4}
+		rq := &lateRQ{fakeRQ: &fakeRQ{perPoll: c.perPoll}, empty: 4}
 		sq := &watchedSQ{fakeSQ: f, rq: rq}
 		s := newSendLoop(f, Send, iters, 16, 4, false)
 		s.qps = []sendQP{{qp: sq, myAddr: 0x10000}, {qp: sq, myAddr: 0x11000}}
