@@ -1,22 +1,22 @@
 // Command sendbw is the Go port of perftest's ib_send_bw: the bandwidth of
-// SEND messages over one reliable-connected (RC) QP between a server
-// and a client, which find each other over TCP.
+// SEND messages over reliable-connected (RC), unreliable-connected (UC)
+// or unreliable-datagram (UD) QPs, optionally with a shared receive
+// queue, between a server and a client that find each other over TCP.
 //
 //	sendbw [options]          start a server and wait for a connection
 //	sendbw [options] <host>   connect to the server at <host>
 //
-// It takes perftest's options that make sense for one RC QP (-d device,
-// -i port, -x GID index, -s size, -n iterations, -t TX depth, -r RX depth,
-// -a all sizes from 2 to 2^23, -p TCP port, -m MTU, -Q CQ moderation, -N
-// no peak, -u QP timeout, -S SL, -I inline size, --report_gbits; -F, -c RC,
-// -q 1 and --use_old_post_send are accepted and change nothing), speaks
-// perftest 6.06's TCP exchange message for message, and prints its
+// It takes perftest's options as perftest spells them (-d, -i, -x, -s, -n,
+// -t, -a, -p, -m, -Q, -N, -q, -l, -b, -D, -c, --run_infinitely, ...; the
+// whole list is in docs/performance.md) and refuses the rest by name,
+// speaks perftest 6.06's TCP exchange message for message, and prints its
 // tables, so either side can be ib_send_bw:
 //
 //	#bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]
 //	65536      5000             32.05              17.02             0.000272
 //
-// The hot loop (post, poll) allocates nothing. See internal/bw.
+// The hot loop (post, poll) allocates nothing, and runs on one P unless
+// GOMAXPROCS is set (bw.OneProc). See internal/bw.
 package main
 
 import (
@@ -26,5 +26,6 @@ import (
 )
 
 func main() {
+	bw.OneProc()
 	os.Exit(bw.Main(bw.Send, os.Args[0], os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -2,6 +2,7 @@ package bw
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -70,5 +71,68 @@ func toNanos(ts ...[]int64) {
 				s[i] = mono0 + int64(float64(uint64(t)-tsc0)*nsPerTick)
 			}
 		}
+	}
+}
+
+// stampsPer is d in stamp units: nanoseconds, or TSC ticks at the rate
+// the TSC has advanced against the monotonic clock since start-up (an
+// estimate; with less than a millisecond to go on, 1 GHz at least).
+func stampsPer(d time.Duration) int64 {
+	if !useTSC {
+		return int64(d)
+	}
+	tsc1, mono1 := rdtsc(), nanotime()
+	if mono1-mono0 < int64(time.Millisecond) || tsc1 <= tsc0 {
+		return int64(d) * 4
+	}
+	return int64(float64(d) * float64(tsc1-tsc0) / float64(mono1-mono0))
+}
+
+// yieldEvery is how often the loops hand their P to the scheduler.
+// sysmon preempts a goroutine that has run 10 ms without a scheduling
+// point with a signal (and, with an idle P, wakes another thread to take
+// it over); a loop that never blocks passes one itself well before that.
+const yieldEvery = 2 * time.Millisecond
+
+// yielder lets a busy loop pass a scheduling point every yieldEvery, so
+// that the runtime never needs to preempt it: the tools run their loop
+// on one P (OneProc), where the other goroutines (the -D clock, the
+// watchdog, the report printer, signals) run at those points.
+type yielder struct {
+	next, every int64
+	yield       func() // runtime.Gosched; tests count
+}
+
+// reset starts an interval now (of yieldEvery, unless a test set
+// another).
+func (y *yielder) reset() {
+	if y.every == 0 {
+		y.every = stampsPer(yieldEvery)
+	}
+	y.next = stamp() + y.every
+}
+
+// at yields when now (a stamp) has passed the end of the interval, and
+// says whether it did.
+func (y *yielder) at(now int64) bool {
+	if now < y.next {
+		return false
+	}
+	if y.yield != nil {
+		y.yield()
+	} else {
+		runtime.Gosched()
+	}
+	y.next = now + y.every
+	return true
+}
+
+// OneProc runs the tool's goroutines on one P, as perftest runs on one
+// thread, unless GOMAXPROCS is set in the environment. The timed loops
+// are one goroutine each; a second P only lets the runtime move that
+// goroutine between threads at each preemption (docs/performance.md).
+func OneProc() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
 	}
 }

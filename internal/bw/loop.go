@@ -223,6 +223,7 @@ type sendLoop struct {
 	// progress is ccnt, published after each batch of completions for
 	// the reports of a run without end.
 	progress atomic.Uint64
+	y        yielder
 }
 
 // sendQP is one QP of a sendLoop: its requests and counts (perftest's
@@ -346,6 +347,7 @@ func (l *sendLoop) run() error {
 func (l *sendLoop) reset() {
 	l.scnt, l.ccnt, l.sampled = 0, 0, 0
 	l.progress.Store(0)
+	l.y.reset()
 	for i := range l.qps {
 		l.qps[i].scnt, l.qps[i].ccnt = 0, 0
 	}
@@ -372,6 +374,7 @@ func (l *sendLoop) loop(iters uint64) error {
 		if dur != nil && dur.phase.Load() == phaseEnd {
 			return nil
 		}
+		l.y.at(stamp())
 		if end, err := l.post(iters); end || err != nil {
 			return err
 		}
@@ -412,8 +415,12 @@ func (l *sendLoop) post(iters uint64) (end bool, err error) {
 			if single && q.scnt%cqMod == 0 && cqMod > 1 && q.scnt != iters-1 {
 				w.Flags &^= uverbs.SendSignaled
 			}
+			now := stamp()
+			if l.y.at(now) {
+				now = stamp()
+			}
 			if !l.noPeak {
-				l.tm.posted[l.scnt] = stamp()
+				l.tm.posted[l.scnt] = now
 			}
 			if err := q.qp.PostSend(q.posting); err != nil {
 				return false, msgError{fmt.Sprintf("Couldn't post send: qp %d scnt=%d ", i, q.scnt), "  (" + err.Error() + ")"}
@@ -491,6 +498,7 @@ type recvLoop struct {
 	// progress is rcnt, published after each batch of completions for
 	// the watchdog and for the reports of a run without end.
 	progress atomic.Uint64
+	y        yielder
 	wc       [pollBatch]uverbs.WC
 	iters    uint64 // per QP
 	depth    uint64 // receives posted on each QP before the run (rx depth)
@@ -540,6 +548,7 @@ func (l *recvLoop) prepost(size uint64, lkey uint32) error {
 func (l *recvLoop) reset() {
 	l.rcnt, l.sampled = 0, 0
 	l.progress.Store(0)
+	l.y.reset()
 	for i := range l.qps {
 		l.qps[i].rcnt = 0
 	}
@@ -596,6 +605,7 @@ func (l *recvLoop) loop(iters uint64) error {
 			if dur != nil && dur.phase.Load() == phaseEnd {
 				return nil
 			}
+			l.y.at(stamp())
 			n, err := l.cq.Poll(l.wc[:])
 			if err != nil {
 				return msgError{"Poll Receive CQ failed: " + err.Error()}
@@ -714,6 +724,7 @@ func (b *biLoop) loop(iters uint64) error {
 		if r.watch != nil && r.watch.stuck.Load() {
 			return r.stuck()
 		}
+		s.y.at(stamp())
 		if sending {
 			if end, err := s.post(iters); end || err != nil {
 				return err

@@ -3,6 +3,7 @@ package bw
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -861,4 +862,59 @@ func runBi(t *testing.T, s *sendLoop, r *recvLoop, server bool) *biLoop {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestYielder: an interval is well under sysmon's 10 ms; the yielder
+// passes a scheduling point once the interval is over, and only then.
+func TestYielder(t *testing.T) {
+	n := 0
+	y := yielder{yield: func() { n++ }}
+	y.reset()
+	if y.every <= 0 || 4*y.every > stampsPer(10*time.Millisecond) {
+		t.Fatalf("interval %d stamps, 10 ms is %d", y.every, stampsPer(10*time.Millisecond))
+	}
+	start := y.next - y.every
+	if y.at(start) || y.at(y.next-1) || n != 0 {
+		t.Fatalf("yielded %d times within the interval", n)
+	}
+	end := y.next
+	if !y.at(end+5) || n != 1 || y.next != end+5+y.every {
+		t.Fatalf("at the end: %d yields, next %d (end %d, every %d)", n, y.next, end, y.every)
+	}
+}
+
+// TestLoopsYield: every loop passes the scheduling points its yielder
+// asks for, and none when its interval never ends.
+func TestLoopsYield(t *testing.T) {
+	for _, every := range []int64{1, math.MaxInt64 / 2} {
+		var sends, recvs, bis int
+		f := &fakeSQ{perPoll: 4}
+		l := newSendLoop(f, Write, 500, 32, 4, false)
+		l.y = yielder{every: every, yield: func() { sends++ }}
+		l.setup(64, 1)
+		if err := l.run(); err != nil {
+			t.Fatal(err)
+		}
+		r := &fakeRQ{perPoll: 5}
+		rl := &recvLoop{qps: []recvQP{{qp: r, rxAddr: 0x20000}}, cq: r, iters: 500, depth: 64, cycle: 4096, line: 64, tm: newTiming(1, true)}
+		rl.y = yielder{every: every, yield: func() { recvs++ }}
+		if err := rl.prepost(64, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.run(); err != nil {
+			t.Fatal(err)
+		}
+		bf := &fakeSQ{perPoll: 3}
+		brq := &fakeRQ{perPoll: 5}
+		s := newSendLoop(bf, Send, 300, 16, 4, false)
+		s.y = yielder{every: every, yield: func() { bis++ }}
+		br := &recvLoop{qps: []recvQP{{qp: brq, rxAddr: 0x20000}}, cq: brq, iters: 300, depth: 32, cycle: 4096, line: 64, tm: newTiming(1, true)}
+		runBi(t, s, br, false)
+		if every == 1 && (sends < 500 || recvs < 500/5 || bis < 300) {
+			t.Errorf("every stamp: %d yields in the send loop, %d in the receive loop, %d in the bidirectional loop", sends, recvs, bis)
+		}
+		if every > 1 && sends+recvs+bis != 0 {
+			t.Errorf("no interval ends: %d, %d, %d yields", sends, recvs, bis)
+		}
+	}
 }
