@@ -1,6 +1,8 @@
 package bw
 
 import (
+	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -42,5 +44,22 @@ func TestTSCStamps(t *testing.T) {
 		if got <= 0 || got < lo*95/100 || got > hi*105/100 {
 			t.Errorf("stamps %d..%d: %v apart, the monotonic clock says %v to %v", p[0], p[1], time.Duration(got), time.Duration(lo), time.Duration(hi))
 		}
+	}
+}
+
+// TestOneProc: one P, unless GOMAXPROCS is set in the environment.
+func TestOneProc(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	runtime.GOMAXPROCS(2)
+	t.Setenv("GOMAXPROCS", "2")
+	OneProc()
+	if n := runtime.GOMAXPROCS(0); n != 2 {
+		t.Errorf("GOMAXPROCS=2 in the environment: %d Ps", n)
+	}
+	os.Unsetenv("GOMAXPROCS")
+	OneProc()
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Errorf("no GOMAXPROCS in the environment: %d Ps", n)
 	}
 }
