@@ -75,8 +75,10 @@ func toNanos(ts ...[]int64) {
 }
 
 // stampsPer is d in stamp units: nanoseconds, or TSC ticks at the rate
-// the TSC has advanced against the monotonic clock since start-up (an
-// estimate; with less than a millisecond to go on, 1 GHz at least).
+// the TSC has advanced against the monotonic clock since start-up. With
+// less than a millisecond to go on it assumes 4 GHz: on a slower TSC the
+// yielder's 2 ms then last longer, 8 ms at 1 GHz, still under sysmon's
+// 10 ms.
 func stampsPer(d time.Duration) int64 {
 	if !useTSC {
 		return int64(d)
