@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +31,11 @@ type Peer struct {
 	abort  func()               // remote: drop the connection to the agent
 	done   chan struct{}        // closed when the process has exited
 	err    error                // valid after done
+	start  time.Time
+	exited time.Time // valid after done
+	// stopped is set when the test's end found the peer still running
+	// (cleanup stopped it); a peer that exited by itself has it false.
+	stopped bool
 
 	out Output
 }
@@ -57,7 +63,7 @@ func StartPeerEnv(ctx context.Context, tb testing.TB, env []string, name string,
 // added to the environment.
 func startLocal(ctx context.Context, tb testing.TB, env []string, name string, args []string) *Peer {
 	tb.Helper()
-	p := &Peer{name: name, args: args, done: make(chan struct{})}
+	p := &Peer{name: name, args: args, done: make(chan struct{}), start: time.Now()}
 	pr, err := startProc(name, args, env, "", &p.out)
 	if err != nil {
 		tb.Fatalf("start peer %s: %v", name, err)
@@ -72,7 +78,7 @@ func startLocal(ctx context.Context, tb testing.TB, env []string, name string, a
 	}()
 	go func() {
 		<-pr.done
-		p.err = pr.err
+		p.err, p.exited = pr.err, time.Now()
 		close(p.done)
 	}()
 	p.cleanup(tb)
@@ -82,7 +88,7 @@ func startLocal(ctx context.Context, tb testing.TB, env []string, name string, a
 // startRemotePeer has the agent at addr start a peer.
 func startRemotePeer(ctx context.Context, tb testing.TB, addr string, env []string, dir, name string, args []string) *Peer {
 	tb.Helper()
-	p := &Peer{name: name, where: addr, args: args, done: make(chan struct{})}
+	p := &Peer{name: name, where: addr, args: args, done: make(chan struct{}), start: time.Now()}
 	r, err := startRemote(ctx, addr, append([]string{name}, args...), env, dir, &p.out)
 	if err != nil {
 		tb.Fatalf("start peer %s on %s: %v", name, addr, err)
@@ -91,7 +97,7 @@ func startRemotePeer(ctx context.Context, tb testing.TB, addr string, env []stri
 	p.abort = func() { r.conn.Close() }
 	go func() {
 		<-r.done
-		p.err = r.err
+		p.err, p.exited = r.err, time.Now()
 		close(p.done)
 	}()
 	p.cleanup(tb)
@@ -99,18 +105,82 @@ func startRemotePeer(ctx context.Context, tb testing.TB, addr string, env []stri
 }
 
 // cleanup stops the peer at the end of the test and logs its output if
-// the test failed.
+// the test failed. The first peer of a test also registers the summary
+// (peerSummary), which runs after every peer's cleanup.
 func (p *Peer) cleanup(tb testing.TB) {
+	addToSummary(tb, p)
 	tb.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.stopped = true
+		}
 		p.Stop()
 		if tb.Failed() {
-			where := ""
-			if p.where != "" {
-				where = " (on " + p.where + ")"
-			}
-			tb.Logf("peer %s %s%s output:\n%s", p.name, strings.Join(p.args, " "), where, p.Output())
+			tb.Logf("peer %s output:\n%s", p.describe(), p.Output())
 		}
 	})
+}
+
+// describe names the peer with its arguments and host.
+func (p *Peer) describe() string {
+	s := strings.TrimSpace(p.name + " " + strings.Join(p.args, " "))
+	if p.where != "" {
+		s += " (on " + p.where + ")"
+	}
+	return s
+}
+
+// status says how the peer ended, for the summary: by itself (when, and
+// its exit error) or stopped at the end of the test.
+func (p *Peer) status(t0 time.Time) string {
+	at := func(t time.Time) string { return fmt.Sprintf("+%.2fs", t.Sub(t0).Seconds()) }
+	how := "exit status 0"
+	if p.err != nil {
+		how = p.err.Error()
+	}
+	if p.stopped {
+		return fmt.Sprintf("started %s, still running at the end of the test, then stopped (%s at %s)", at(p.start), how, at(p.exited))
+	}
+	return fmt.Sprintf("started %s, exited by itself at %s: %s", at(p.start), at(p.exited), how)
+}
+
+// summaries holds, per test, the peers it started, in order.
+var summaries sync.Map // testing.TB -> *peerSummary
+
+type peerSummary struct {
+	mu    sync.Mutex
+	t0    time.Time
+	peers []*Peer
+}
+
+// addToSummary records p among tb's peers. The first peer of tb
+// registers the cleanup that, if tb failed, logs one line per peer: how
+// and when each ended. It runs after the peers' own cleanups (which log
+// their outputs), so that the last lines of a failed test say which
+// program died first and how, whatever the length of the outputs.
+func addToSummary(tb testing.TB, p *Peer) {
+	v, loaded := summaries.LoadOrStore(tb, &peerSummary{t0: p.start})
+	s := v.(*peerSummary)
+	if !loaded {
+		tb.Cleanup(func() {
+			summaries.Delete(tb)
+			if !tb.Failed() {
+				return
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			var b strings.Builder
+			fmt.Fprintf(&b, "peers of %s (times from the first one's start):", tb.Name())
+			for _, p := range s.peers {
+				fmt.Fprintf(&b, "\n  %s: %s", p.describe(), p.status(s.t0))
+			}
+			tb.Log(b.String())
+		})
+	}
+	s.mu.Lock()
+	s.peers = append(s.peers, p)
+	s.mu.Unlock()
 }
 
 // Wait waits for the peer to exit and returns its exit error (nil for
