@@ -96,6 +96,37 @@ func (r *Run) start(ctx context.Context, t testing.TB, h *testkit.Host, name str
 // when the host deschedules the guest's vCPUs (get_clock.c).
 const cClockFlake = "Can't produce a report"
 
+// clockFlake returns the first of outs in which perftest said it could
+// not calibrate its clock (cClockFlake), or "".
+func clockFlake(outs ...string) string {
+	for _, out := range outs {
+		if strings.Contains(out, cClockFlake) {
+			return out
+		}
+	}
+	return ""
+}
+
+// clockRetry runs attempt until it returns "", at most 3 times. An
+// attempt that runs perftest beside a Go tool returns the output of a
+// perftest that ended because it could not calibrate its clock
+// (clockFlake), having stopped its peers and without failing t; then it
+// runs again, with a log line saying so. Any other outcome is the
+// attempt's to report.
+func clockRetry(t testing.TB, what string, attempt func() (flake string)) {
+	t.Helper()
+	for i := 1; ; i++ {
+		flake := attempt()
+		if flake == "" || t.Failed() {
+			return
+		}
+		if i == 3 {
+			t.Fatalf("%s: perftest could not calibrate its clock in 3 attempts; the last:\n%s", what, flake)
+		}
+		t.Logf("%s, attempt %d: perftest could not calibrate its clock (%q); running it again", what, i, cClockFlake)
+	}
+}
+
 // Do runs the server, waits until it listens, runs the client and waits
 // for both; it fails the test if either exits non-zero. A run whose C
 // side failed only because perftest could not calibrate its clock is
@@ -464,59 +495,88 @@ func Forever(t *testing.T, tool Tool) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			before := testkit.Resources(t, testkit.RxeDev)
-			r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 1000,
-				Extra: []string{"--run_infinitely", "-D", "1"}, Port: Port()}
-			srv := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), r.Args(false)...)
-			if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
-				t.Fatalf("%v\n%s", err, srv.Output())
-			}
-			cli := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), r.Args(true)...)
-			lines := func(n int) func(string) bool {
-				return func(out string) bool { return len(bw.ParseReports(out)) >= n }
-			}
-			if err := cli.WaitUntil(ctx, "3 result lines", lines(3)); err != nil {
-				t.Fatal(err)
-			}
-			if tool.Verb == bw.Send {
-				if err := srv.WaitUntil(ctx, "2 result lines", lines(2)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			cli.Kill()
-			if err := cli.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
-				t.Errorf("client: %v, want killed", err)
-			}
-			if tool.Verb == bw.Send {
-				srv.Stop()
-			} else if err := srv.Wait(); err == nil {
-				t.Errorf("the server exited 0 after its client was killed:\n%s", srv.Output())
-			}
-			r.Server, r.Client = srv.Output(), cli.Output()
-			sl, sr := Addrs(r.Server)
-			cl, cr := Addrs(r.Client)
-			if len(sl) != 1 || len(sr) != 1 || len(cl) != 1 || len(cr) != 1 || sl[0].QPN != cr[0].QPN || cl[0].QPN != sr[0].QPN {
-				t.Errorf("addresses: server %+v %+v, client %+v %+v", sl, sr, cl, cr)
-			}
-			for _, side := range []struct{ name, out string }{{"client", r.Client}, {"server", r.Server}} {
-				rs := bw.ParseReports(side.out)
-				if side.name == "server" && tool.Verb != bw.Send {
-					if len(rs) != 0 {
-						t.Errorf("a %v server printed result lines:\n%s", tool.Verb, side.out)
-					}
-					continue
-				}
-				for i, rep := range rs {
-					if rep.Size != 4096 || rep.Iters == 0 || rep.Avg <= 0 || rep.Peak != 0 {
-						t.Errorf("%s line %d: %+v:\n%s", side.name, i, rep, side.out)
-					}
-				}
-				t.Logf("%s (%s): %d lines, the first %+v", side.name, tool.Bin(map[string]pptest.Side{"client": pair.Client, "server": pair.Server}[side.name]), len(rs), rs[0])
-			}
+			// perftest calibrates its clock before every line.
+			clockRetry(t, pair.String(), func() string { return forever(ctx, t, tool, pair) })
 			if after := testkit.Resources(t, testkit.RxeDev); !maps.Equal(after, before) {
 				t.Errorf("resources after %v, before %v", after, before)
 			}
 		})
 	}
+}
+
+// forever is one attempt of Forever. If a C peer ended early because
+// perftest could not calibrate its clock, it stops both peers and
+// returns that peer's output, without failing t; otherwise it returns "".
+func forever(ctx context.Context, t *testing.T, tool Tool, pair pptest.Pair) (flake string) {
+	r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 1000,
+		Extra: []string{"--run_infinitely", "-D", "1"}, Port: Port()}
+	srv := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), r.Args(false)...)
+	if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
+		t.Fatalf("%v\n%s", err, srv.Output())
+	}
+	cli := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), r.Args(true)...)
+	lines := func(n int) func(string) bool {
+		return func(out string) bool { return len(bw.ParseReports(out)) >= n }
+	}
+	// waitLines waits for n lines from p; if p or the other peer ended
+	// on perftest's clock, both are stopped and that output returned.
+	waitLines := func(p *testkit.Peer, n int) string {
+		err := p.WaitUntil(ctx, fmt.Sprintf("%d result lines", n), lines(n))
+		if err == nil {
+			return ""
+		}
+		if out := clockFlake(cli.Output(), srv.Output()); out != "" {
+			cli.Stop()
+			srv.Stop()
+			return out
+		}
+		t.Fatal(err)
+		return ""
+	}
+	if out := waitLines(cli, 3); out != "" {
+		return out
+	}
+	if tool.Verb == bw.Send {
+		if out := waitLines(srv, 2); out != "" {
+			return out
+		}
+	}
+	cli.Kill()
+	if err := cli.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		// The C client's calibration can fail as it is killed.
+		if out := clockFlake(cli.Output(), srv.Output()); out != "" {
+			srv.Stop()
+			return out
+		}
+		t.Errorf("client: %v, want killed", err)
+	}
+	if tool.Verb == bw.Send {
+		srv.Stop()
+	} else if err := srv.Wait(); err == nil {
+		t.Errorf("the server exited 0 after its client was killed:\n%s", srv.Output())
+	}
+	r.Server, r.Client = srv.Output(), cli.Output()
+	sl, sr := Addrs(r.Server)
+	cl, cr := Addrs(r.Client)
+	if len(sl) != 1 || len(sr) != 1 || len(cl) != 1 || len(cr) != 1 || sl[0].QPN != cr[0].QPN || cl[0].QPN != sr[0].QPN {
+		t.Errorf("addresses: server %+v %+v, client %+v %+v", sl, sr, cl, cr)
+	}
+	for _, side := range []struct{ name, out string }{{"client", r.Client}, {"server", r.Server}} {
+		rs := bw.ParseReports(side.out)
+		if side.name == "server" && tool.Verb != bw.Send {
+			if len(rs) != 0 {
+				t.Errorf("a %v server printed result lines:\n%s", tool.Verb, side.out)
+			}
+			continue
+		}
+		for i, rep := range rs {
+			if rep.Size != 4096 || rep.Iters == 0 || rep.Avg <= 0 || rep.Peak != 0 {
+				t.Errorf("%s line %d: %+v:\n%s", side.name, i, rep, side.out)
+			}
+		}
+		t.Logf("%s (%s): %d lines, the first %+v", side.name, tool.Bin(map[string]pptest.Side{"client": pair.Client, "server": pair.Server}[side.name]), len(rs), rs[0])
+	}
+	return ""
 }
 
 // Bidirectional is the test of -b (both sides send; each prints the sum
@@ -576,22 +636,28 @@ func UD(t *testing.T, tool Tool) {
 			a := r.Args(client)
 			return append(a[:6:6], a[8:]...)
 		}
-		r.Port = Port()
-		srv := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), args(false)...)
-		if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
-			t.Fatal(err)
-		}
-		cli := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), args(true)...)
-		cerr, serr := cli.Wait(), srv.Wait()
-		for _, p := range []struct {
-			out string
-			err error
-		}{{srv.Output(), serr}, {cli.Output(), cerr}} {
-			rs := bw.ParseReports(p.out)
-			if p.err != nil || !strings.Contains(p.out, " Max msg size in UD is MTU 1024\n Changing to this MTU\n") || len(rs) != 1 || rs[0].Size != udMTU {
-				t.Errorf("%s, default size: %v, %+v:\n%s", pair, p.err, rs, p.out)
+		clockRetry(t, pair.String()+", default size", func() string {
+			r.Port = Port()
+			srv := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), args(false)...)
+			if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
+				t.Fatal(err)
 			}
-		}
+			cli := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), args(true)...)
+			cerr, serr := cli.Wait(), srv.Wait()
+			if out := clockFlake(srv.Output(), cli.Output()); out != "" {
+				return out
+			}
+			for _, p := range []struct {
+				out string
+				err error
+			}{{srv.Output(), serr}, {cli.Output(), cerr}} {
+				rs := bw.ParseReports(p.out)
+				if p.err != nil || !strings.Contains(p.out, " Max msg size in UD is MTU 1024\n Changing to this MTU\n") || len(rs) != 1 || rs[0].Size != udMTU {
+					t.Errorf("%s, default size: %v, %+v:\n%s", pair, p.err, rs, p.out)
+				}
+			}
+			return ""
+		})
 	}
 }
 
@@ -665,23 +731,29 @@ func Limits(t *testing.T, tool Tool) {
 		r.Do(ctx, t)
 		// Both sides run to their end (try would stop a server whose
 		// client failed, maybe before its own verdict).
-		r = &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 200, Extra: []string{"-w", "1000000"}, Port: Port()}
-		srv := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), r.Args(false)...)
-		if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
-			t.Fatal(err)
-		}
-		cli := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), r.Args(true)...)
-		cerr, serr := cli.Wait(), srv.Wait()
-		r.Server, r.Client = srv.Output(), cli.Output()
-		if cerr == nil || (serr == nil) != (tool.Verb != bw.Send) {
-			t.Errorf("%s: -w 1000000: client %v, server %v:\n%s\n%s", pair, cerr, serr, r.Server, r.Client)
-		}
-		if !strings.Contains(r.Client, below) || len(bw.ParseReports(r.Client)) != 1 {
-			t.Errorf("%s client: want its line, then %q:\n%s", pair, below, r.Client)
-		}
-		if got := strings.Contains(r.Server, below); got != (tool.Verb == bw.Send) {
-			t.Errorf("%s server: %q printed %v:\n%s", pair, below, got, r.Server)
-		}
+		clockRetry(t, pair.String()+", -w 1000000", func() string {
+			r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 200, Extra: []string{"-w", "1000000"}, Port: Port()}
+			srv := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), r.Args(false)...)
+			if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
+				t.Fatal(err)
+			}
+			cli := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), r.Args(true)...)
+			cerr, serr := cli.Wait(), srv.Wait()
+			r.Server, r.Client = srv.Output(), cli.Output()
+			if out := clockFlake(r.Server, r.Client); out != "" {
+				return out
+			}
+			if cerr == nil || (serr == nil) != (tool.Verb != bw.Send) {
+				t.Errorf("%s: -w 1000000: client %v, server %v:\n%s\n%s", pair, cerr, serr, r.Server, r.Client)
+			}
+			if !strings.Contains(r.Client, below) || len(bw.ParseReports(r.Client)) != 1 {
+				t.Errorf("%s client: want its line, then %q:\n%s", pair, below, r.Client)
+			}
+			if got := strings.Contains(r.Server, below); got != (tool.Verb == bw.Send) {
+				t.Errorf("%s server: %q printed %v:\n%s", pair, below, got, r.Server)
+			}
+			return ""
+		})
 	}
 }
 

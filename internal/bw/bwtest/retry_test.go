@@ -1,0 +1,90 @@
+package bwtest
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// recTB records what clockRetry says; Fatalf ends the goroutine, as
+// testing's does.
+type recTB struct {
+	testing.TB
+	failed bool
+	logs   []string
+	fatal  string
+}
+
+func (r *recTB) Helper()      {}
+func (r *recTB) Failed() bool { return r.failed }
+func (r *recTB) Logf(format string, a ...any) {
+	r.logs = append(r.logs, fmt.Sprintf(format, a...))
+}
+func (r *recTB) Fatalf(format string, a ...any) {
+	r.fatal, r.failed = fmt.Sprintf(format, a...), true
+	runtime.Goexit()
+}
+
+// retry runs clockRetry with attempts that return outs in turn (a
+// failing attempt fails tb when its out is "fail") and returns the
+// number of attempts made.
+func retry(tb *recTB, outs ...string) int {
+	n := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		clockRetry(tb, "pair", func() string {
+			out := outs[n]
+			n++
+			if out == "fail" {
+				tb.failed = true
+			}
+			return out
+		})
+	}()
+	<-done
+	return n
+}
+
+// TestClockRetry: an attempt that ended on perftest's clock runs again,
+// at most three times in all; success, or a failure of the attempt's
+// own, ends the retries.
+func TestClockRetry(t *testing.T) {
+	flake := "a\n" + cClockFlake + "\n"
+	for _, c := range []struct {
+		name  string
+		outs  []string
+		n     int
+		logs  int
+		fatal bool
+	}{
+		{"passes", []string{""}, 1, 0, false},
+		{"flake then passes", []string{flake, ""}, 2, 1, false},
+		{"flake twice then passes", []string{flake, flake, ""}, 3, 2, false},
+		{"flake three times", []string{flake, flake, flake, ""}, 3, 2, true},
+		{"flake then fails", []string{flake, "fail", ""}, 2, 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tb := &recTB{TB: t}
+			if n := retry(tb, c.outs...); n != c.n {
+				t.Errorf("%d attempts, want %d", n, c.n)
+			}
+			if len(tb.logs) != c.logs {
+				t.Errorf("logs %q, want %d", tb.logs, c.logs)
+			}
+			if got := tb.fatal != ""; got != c.fatal {
+				t.Errorf("fatal %q, want one: %v", tb.fatal, c.fatal)
+			}
+			if c.fatal && !strings.Contains(tb.fatal, cClockFlake) {
+				t.Errorf("the failure does not show the last output: %q", tb.fatal)
+			}
+		})
+	}
+	if got := clockFlake("ok", "x "+cClockFlake, "y "+cClockFlake); got != "x "+cClockFlake {
+		t.Errorf("clockFlake: %q", got)
+	}
+	if got := clockFlake("ok", ""); got != "" {
+		t.Errorf("clockFlake without the line: %q", got)
+	}
+}
