@@ -102,7 +102,29 @@ const yieldEvery = 2 * time.Millisecond
 // watchdog, the report printer, signals) run at those points.
 type yielder struct {
 	next, every int64
+	calls       int    // check's calls since it last read the clock
 	yield       func() // runtime.Gosched; tests count
+}
+
+// yieldCheck is how many calls of check share one read of the clock.
+// The loops call check at every turn and poll, which spin far faster
+// than the interval: 64 polls take tens of microseconds even when each
+// finds a full batch, so the interval still ends within a fraction of
+// it. Under TCG a guest's RDTSC is a call into QEMU's clock code, not
+// an instruction, and reading it at every spin (which perftest's loops
+// do not) cost the two-host sendbw runs about a tenth of their rate
+// (docs/performance.md, "The clock in the spin").
+const yieldCheck = 64
+
+// check is at(stamp()) for the spinning parts of the loops: it reads the
+// clock only every yieldCheck calls.
+func (y *yielder) check() bool {
+	y.calls++
+	if y.calls < yieldCheck {
+		return false
+	}
+	y.calls = 0
+	return y.at(stamp())
 }
 
 // reset starts an interval now (of yieldEvery, unless a test set
@@ -111,7 +133,7 @@ func (y *yielder) reset() {
 	if y.every == 0 {
 		y.every = stampsPer(yieldEvery)
 	}
-	y.next = stamp() + y.every
+	y.next, y.calls = stamp()+y.every, 0
 }
 
 // at yields when now (a stamp) has passed the end of the interval, and

@@ -374,7 +374,7 @@ func (l *sendLoop) loop(iters uint64) error {
 		if dur != nil && dur.phase.Load() == phaseEnd {
 			return nil
 		}
-		l.y.at(stamp())
+		l.y.check()
 		if end, err := l.post(iters); end || err != nil {
 			return err
 		}
@@ -605,7 +605,7 @@ func (l *recvLoop) loop(iters uint64) error {
 			if dur != nil && dur.phase.Load() == phaseEnd {
 				return nil
 			}
-			l.y.at(stamp())
+			l.y.check()
 			n, err := l.cq.Poll(l.wc[:])
 			if err != nil {
 				return msgError{"Poll Receive CQ failed: " + err.Error()}
@@ -724,7 +724,7 @@ func (b *biLoop) loop(iters uint64) error {
 		if r.watch != nil && r.watch.stuck.Load() {
 			return r.stuck()
 		}
-		s.y.at(stamp())
+		s.y.check()
 		if sending {
 			if end, err := s.post(iters); end || err != nil {
 				return err
