@@ -118,15 +118,23 @@ PERFRUN   = $(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) -timeout 12
 perf: perf-bw perf-lat
 	$(MAKE) --no-print-directory perfdoc
 
+# perfhost appends to log $(1) the line perfdoc puts in the section's
+# header: the date, the host's CPUs and its load average as the run ends.
+perfhost = echo "PERFHOST $$(date -u +%F), $$(nproc)-CPU host, QEMU TCG guests, host load average $$(cut -d' ' -f1-3 /proc/loadavg)" >> $(1)
+
 perf-bw: deps
 	@mkdir -p $(PERFLOGS)
 	set -o pipefail; $(PERFRUN) $(BWPKGS) -- -count=1 -v -timeout 120m -run TestVMBandwidth $(PERF_BW) | tee $(PERFLOGS)/bw.log
+	$(call perfhost,$(PERFLOGS)/bw.log)
 	set -o pipefail; $(PERFRUN) -hosts 2 $(BWPKGS) -- -count=1 -v -timeout 120m -run TestTwoHostBandwidth $(PERF_BW2) | tee $(PERFLOGS)/bw2.log
+	$(call perfhost,$(PERFLOGS)/bw2.log)
 
 perf-lat: deps
 	@mkdir -p $(PERFLOGS)
 	set -o pipefail; $(PERFRUN) ./cmd/rcpingpong -- -count=1 -v -timeout 120m -run TestVMPerformance $(PERF_LAT) | tee $(PERFLOGS)/lat-poll.log
+	$(call perfhost,$(PERFLOGS)/lat-poll.log)
 	set -o pipefail; $(PERFRUN) ./cmd/rcpingpong -- -count=1 -v -timeout 120m -run TestVMPerformance $(PERF_LAT) -pp.args=-e | tee $(PERFLOGS)/lat-event.log
+	$(call perfhost,$(PERFLOGS)/lat-event.log)
 
 perfdoc: deps
 	$(GO) run ./internal/bw/perfdoc -doc docs/performance.md -svg docs/latency.svg $(wildcard $(PERFLOGS)/bw.log $(PERFLOGS)/bw2.log $(PERFLOGS)/lat-poll.log $(PERFLOGS)/lat-event.log)

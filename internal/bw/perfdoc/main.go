@@ -16,6 +16,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -56,6 +57,9 @@ type latData struct {
 type data struct {
 	bw  []*bwtest.PerfResult
 	lat map[latKey]*latData
+	// bwWhen, latWhen: the date and host of the logs each section comes
+	// from (when, of the newest log that gave it results).
+	bwWhen, latWhen string
 }
 
 var (
@@ -378,17 +382,29 @@ func main() {
 	svgLink := flag.String("svg-link", "latency.svg", "the plot's path as the document links it")
 	flag.Parse()
 	d := &data{lat: map[latKey]*latData{}}
+	var bwTime, latTime time.Time
 	for _, f := range flag.Args() {
-		fh, err := os.Open(f)
+		b, err := os.ReadFile(f)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "perfdoc:", err)
 			os.Exit(1)
 		}
-		err = parse(fh, d)
-		fh.Close()
-		if err != nil {
+		nbw, nlat := len(d.bw), latCount(d)
+		if err := parse(bytes.NewReader(b), d); err != nil {
 			fmt.Fprintf(os.Stderr, "perfdoc: %s: %v\n", f, err)
 			os.Exit(1)
+		}
+		fi, err := os.Stat(f)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "perfdoc:", err)
+			os.Exit(1)
+		}
+		w := when(string(b), fi.ModTime())
+		if len(d.bw) > nbw && !fi.ModTime().Before(bwTime) {
+			bwTime, d.bwWhen = fi.ModTime(), w
+		}
+		if latCount(d) > nlat && !fi.ModTime().Before(latTime) {
+			latTime, d.latWhen = fi.ModTime(), w
 		}
 	}
 	if len(d.bw) == 0 && len(d.lat) == 0 {
@@ -401,12 +417,11 @@ func main() {
 		os.Exit(1)
 	}
 	doc := string(raw)
-	when := fmt.Sprintf("%s, %s", time.Now().Format("2006-01-02"), hostInfo())
 	if len(d.bw) > 0 {
-		doc = replaceSection(doc, "bandwidth", bandwidthSection(d, when))
+		doc = replaceSection(doc, "bandwidth", bandwidthSection(d, d.bwWhen))
 	}
 	if len(d.lat) > 0 {
-		doc = replaceSection(doc, "latency", latencySection(d, when, *svgLink))
+		doc = replaceSection(doc, "latency", latencySection(d, d.latWhen, *svgLink))
 		if *svgPath != "" {
 			if err := os.WriteFile(*svgPath, []byte(plot(d)), 0o644); err != nil {
 				fmt.Fprintln(os.Stderr, "perfdoc:", err)
@@ -425,19 +440,40 @@ func main() {
 	fmt.Println()
 }
 
-// hostInfo describes the machine the VMs ran on: CPUs and the load
-// average when the document was generated.
-func hostInfo() string {
+// hostLine is what make perf appends to each log when the run ends: the
+// date, the host's CPUs and its load average then.
+const hostLine = "PERFHOST "
+
+// when says when and where a log's results were measured, for a
+// section's header: from its PERFHOST line, or, in a log without one
+// (older runs), its modification date and the host's CPU count.
+func when(log string, mod time.Time) string {
+	for _, l := range strings.Split(log, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), hostLine); ok {
+			return rest
+		}
+	}
+	return fmt.Sprintf("%s, %d-CPU host, QEMU TCG guests, load average not recorded", mod.Format("2006-01-02"), hostCPUs())
+}
+
+// latCount is the number of latency runs in d.
+func latCount(d *data) int {
+	n := 0
+	for _, l := range d.lat {
+		for _, pairs := range l.USec {
+			for _, v := range pairs {
+				n += len(v)
+			}
+		}
+	}
+	return n
+}
+
+// hostCPUs is this machine's CPU count (/proc/cpuinfo).
+func hostCPUs() int {
 	cpus := 0
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		cpus = strings.Count(string(b), "\nprocessor") + 1
 	}
-	load := ""
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		f := strings.Fields(string(b))
-		if len(f) >= 3 {
-			load = fmt.Sprintf(", host load average %s %s %s", f[0], f[1], f[2])
-		}
-	}
-	return fmt.Sprintf("%d-CPU host, QEMU TCG guests%s", cpus, load)
+	return cpus
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // A log as the runner prints it: rcpingpong's header and round lines
@@ -91,5 +92,20 @@ func TestParseLatencyHeaders(t *testing.T) {
 	bad := strings.Replace(exp, "iterations per run", "iterations in each run", 1)
 	if err := parse(strings.NewReader(bad), d); err == nil {
 		t.Fatal("a header perfdoc cannot read went unnoticed")
+	}
+}
+
+// TestWhen: a section's header says when and where its log was
+// measured: the log's PERFHOST line, else the log's date with the load
+// average not recorded.
+func TestWhen(t *testing.T) {
+	mod := time.Date(2026, 11, 30, 13, 41, 0, 0, time.UTC)
+	log := "=== RUN TestVMPerformance\n" + hostLine + "2026-12-01, 2-CPU host, QEMU TCG guests, host load average 0.5 1.0 1.5\nPASS\n"
+	if got, want := when(log, mod), "2026-12-01, 2-CPU host, QEMU TCG guests, host load average 0.5 1.0 1.5"; got != want {
+		t.Errorf("with the line: %q, want %q", got, want)
+	}
+	got := when("=== RUN TestVMPerformance\nPASS\n", mod)
+	if !strings.HasPrefix(got, "2026-11-30, ") || !strings.HasSuffix(got, "load average not recorded") {
+		t.Errorf("without the line: %q", got)
 	}
 }
