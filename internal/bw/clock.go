@@ -107,10 +107,9 @@ type yielder struct {
 }
 
 // yieldCheck is how many calls of check share one read of the clock.
-// The loops call check at every turn and poll, which spin far faster
-// than the interval: 64 polls take tens of microseconds even when each
-// finds a full batch, so the interval still ends within a fraction of
-// it. Under TCG a guest's RDTSC is a call into QEMU's clock code, not
+// The loops call check at every turn and poll; 64 of them are short
+// against the 2 ms interval even when each poll finds a full batch, so
+// a yield still comes well before sysmon's 10 ms. Under TCG a guest's RDTSC is a call into QEMU's clock code, not
 // an instruction, and reading it at every spin (which perftest's loops
 // do not) cost the two-host sendbw runs about a tenth of their rate
 // (docs/performance.md, "The clock in the spin").
