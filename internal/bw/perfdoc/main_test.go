@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pureverbs/pureverbs/internal/bw/bwtest"
 )
 
 // A log as the runner prints it: rcpingpong's header and round lines
@@ -50,7 +52,8 @@ func TestParseAndSections(t *testing.T) {
 		}
 	}
 	bwSec := bandwidthSection(d, "today")
-	for _, want := range []string{"### one host, rxe0, kernel 6.1.0-57-amd64", "| writebw | 64 KiB | 26.6 (26.6) | 32.0 (32.0) | 34.7 (34.7) | 32.5 (32.5) | 0.83 | 0.83 | 0.89 |",
+	for _, want := range []string{"### one host, rxe0, kernel 6.1.0-57-amd64", "| writebw | 64 KiB | 26.6 (26.6) | 32.0 (32.0) | 34.7 (34.7) | 32.5 (32.5) | 0.83 | 0.83 | 0.83-0.83 | 0.89 |",
+		"in 1 rows Go-Go was behind C-C in every round, in 0 ahead or level in every round, and in 0 rows",
 		"from 0.83 to 0.83 over 1 rows (median 0.83); 0 rows at or above 1.0",
 		"writebw: 1 runs failed and were repeated: round 1, go-server-c-client, 4096 B: Failed status 9: wr_id 0 syndrom 0x0."} {
 		if !strings.Contains(bwSec, want) {
@@ -107,5 +110,34 @@ func TestWhen(t *testing.T) {
 	got := when("=== RUN TestVMPerformance\nPASS\n", mod)
 	if !strings.HasPrefix(got, "2026-11-30, ") || !strings.HasSuffix(got, "load average not recorded") {
 		t.Errorf("without the line: %q", got)
+	}
+}
+
+// TestBandwidthRounds: each row shows the range of its rounds' Go/C, and
+// the summary sorts the rows into behind in every round, ahead or level
+// in every round, and both.
+func TestBandwidthRounds(t *testing.T) {
+	pairs := func(gg, cc []float64) map[string][]float64 {
+		return map[string][]float64{goGo: gg, cC: cc, goC: cc, cGo: gg}
+	}
+	d := &data{bw: []*bwtest.PerfResult{{
+		Tool: "sendbw", Kernel: "6.1.0-57-amd64", Place: "rxe0", Rounds: 3, Clocksource: "tsc",
+		Iters: map[string]int{"64": 100, "4096": 100, "65536": 100},
+		MBs: map[string]map[string][]float64{
+			"64":    pairs([]float64{9, 8, 9.5}, []float64{10, 10, 10}),  // 0.9, 0.8, 0.95: behind
+			"4096":  pairs([]float64{10, 11, 12}, []float64{10, 10, 10}), // 1.0, 1.1, 1.2: ahead or level
+			"65536": pairs([]float64{9, 11, 10}, []float64{10, 10, 10}),  // 0.9, 1.1, 1.0: both
+		},
+	}}}
+	sec := bandwidthSection(d, "today")
+	for _, want := range []string{
+		"| sendbw | 64 B | 9.00 (9.50) | 10.0 (10.0) | 10.0 (10.0) | 9.00 (9.50) | 0.90 | 0.90 | 0.80-0.95 | - |",
+		"| sendbw | 4 KiB | 11.0 (12.0) | 10.0 (10.0) | 10.0 (10.0) | 11.0 (12.0) | 1.10 | 1.10 | 1.00-1.20 | - |",
+		"| sendbw | 64 KiB | 10.0 (11.0) | 10.0 (10.0) | 10.0 (10.0) | 10.0 (11.0) | 1.00 | 1.00 | 0.90-1.10 | - |",
+		"in 1 rows Go-Go was behind C-C in every round, in 1 ahead or level in every round, and in 1 rows ahead in some rounds and behind in others.",
+	} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("section lacks %q:\n%s", want, sec)
+		}
 	}
 }
