@@ -109,10 +109,11 @@ type yielder struct {
 // yieldCheck is how many calls of check share one read of the clock.
 // The loops call check at every turn and poll; 64 of them are short
 // against the 2 ms interval even when each poll finds a full batch, so
-// a yield still comes well before sysmon's 10 ms. Under TCG a guest's RDTSC is a call into QEMU's clock code, not
-// an instruction, and reading it at every spin (which perftest's loops
-// do not) cost the two-host sendbw runs about a tenth of their rate
-// (docs/performance.md, "The clock in the spin").
+// a yield still comes well before sysmon's 10 ms. Under TCG a guest's
+// RDTSC is a call into QEMU's clock code, not an instruction, and
+// reading it at every spin (which perftest's loops do not) cost the
+// two-host sendbw runs about a tenth of their rate (docs/performance.md,
+// "The clock in the spin").
 const yieldCheck = 64
 
 // check is at(stamp()) for the spinning parts of the loops: it reads the

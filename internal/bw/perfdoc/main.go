@@ -213,10 +213,7 @@ func bandwidthSection(d *data, when string) string {
 					}
 					return fmt.Sprintf("%s (%s)", num(bwtest.Median(v)), num(slices.Max(v)))
 				}
-				var ratios []float64
-				for i := range min(len(m[goGo]), len(m[cC])) {
-					ratios = append(ratios, m[goGo][i]/m[cC][i])
-				}
+				ratios := roundRatios(m[goGo], m[cC])
 				rr := bwtest.Median(ratios)
 				all = append(all, rr)
 				span := "-"
@@ -366,11 +363,7 @@ func latRatio(d *latData, size int) string {
 	if d == nil {
 		return "-"
 	}
-	g, c := d.USec[size][goGo], d.USec[size][cC]
-	var r []float64
-	for i := range min(len(g), len(c)) {
-		r = append(r, g[i]/c[i])
-	}
+	r := roundRatios(d.USec[size][goGo], d.USec[size][cC])
 	if len(r) == 0 {
 		return "-"
 	}
@@ -381,6 +374,16 @@ func latRatio(d *latData, size int) string {
 		}
 	}
 	return fmt.Sprintf("%.2f (%d of %d)", bwtest.Median(r), slower, len(r))
+}
+
+// roundRatios is each round's Go-Go over its C-C (the rounds both have):
+// runs seconds apart under about the same host load.
+func roundRatios(goGo, cC []float64) []float64 {
+	var r []float64
+	for i := range min(len(goGo), len(cC)) {
+		r = append(r, goGo[i]/cC[i])
+	}
+	return r
 }
 
 // replaceSection puts body between the markers of name, or appends the
