@@ -113,7 +113,7 @@ BWPKGS   := ./cmd/writebw ./cmd/readbw ./cmd/sendbw
 PERFLOGS ?= $(or $(PUREVERBS_CACHE),$(HOME)/.cache/pureverbs)/perf
 PERF_BW  ?= -bw.rounds=5 -bw.sizes=64,4096,65536 -bw.iters=20000,5000,2000
 PERF_BW2 ?= -bw.rounds=5 -bw.sizes=64,4096,65536 -bw.iters=5000,2000,500
-PERF_LAT ?= -pp.rounds=15 -pp.iters=200 -pp.sizes=2,16,128,1024,8192,65536
+PERF_LAT ?= -pp.rounds=15 -pp.sizes=2,16,128,1024,8192,65536 -pp.iters=3000,3000,3000,2000,600,200
 PERFRUN   = $(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) -timeout 120m
 perf: perf-bw perf-lat
 	$(MAKE) --no-print-directory perfdoc

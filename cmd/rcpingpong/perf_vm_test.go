@@ -4,10 +4,9 @@ package main
 // suite it runs one short round (a smoke test of the harness); the
 // numbers in the document come from
 //
-//	KERNEL=6.12 make vmtest VMPKGS=./cmd/rcpingpong RUN=TestVMPerformance \
-//	    VMFLAGS='-timeout 30m' TESTFLAGS='-timeout 30m -pp.rounds=15 -pp.iters=200'
+//	make perf-lat
 //
-// (and the same with KERNEL=6.1).
+// (the Makefile's PERF_LAT gives the rounds, sizes and iterations).
 
 import (
 	"context"
@@ -26,7 +25,7 @@ import (
 
 var (
 	perfRounds = flag.Int("pp.rounds", 1, "TestVMPerformance: rounds of every pair and size")
-	perfIters  = flag.Int("pp.iters", 100, "TestVMPerformance: iterations per run (-n)")
+	perfIters  = flag.String("pp.iters", "100", "TestVMPerformance: iterations per run (-n), one for all sizes or one per size (comma-separated)")
 	perfSizes  = flag.String("pp.sizes", "64,4096,65536", "TestVMPerformance: message sizes (-s), comma-separated")
 	perfDev    = flag.String("pp.dev", testkit.RxeDev, "TestVMPerformance: device (rxe0 or rxelo)")
 	perfArgs   = flag.String("pp.args", "", "TestVMPerformance: more arguments for both sides, space-separated (e.g. -e)")
@@ -68,21 +67,18 @@ func TestVMPerformance(t *testing.T) {
 		}
 		t.Setenv(k, v)
 	}
-	var sizes []int
-	for _, f := range strings.Split(*perfSizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			t.Fatalf("-pp.sizes %q: %q is not a size", *perfSizes, f)
-		}
-		sizes = append(sizes, n)
+	sizes, iters, err := pptest.SizesIters(*perfSizes, *perfIters)
+	if err != nil {
+		t.Fatalf("-pp.sizes/-pp.iters: %v", err)
 	}
-	t.Logf("kernel %s, device %s, %d rounds, %d iterations per run, arguments %q, environment %q, clocksource %s",
-		testkit.KernelRelease(), dev.Name, *perfRounds, *perfIters, *perfArgs, *perfEnv, clocksource())
+	// perfdoc parses this line (its latHeadRE).
+	t.Logf("kernel %s, device %s, %d rounds, sizes %s with %s iterations per run, arguments %q, environment %q, clocksource %s",
+		testkit.KernelRelease(), dev.Name, *perfRounds, join(sizes), join(iters), *perfArgs, *perfEnv, clocksource())
 	// results[size][pair] = usec/iter of each round
 	results := map[int]map[pptest.Pair][]float64{}
 	start := time.Now()
 	for round := range *perfRounds {
-		for _, size := range sizes {
+		for i, size := range sizes {
 			if results[size] == nil {
 				results[size] = map[pptest.Pair][]float64{}
 			}
@@ -90,7 +86,7 @@ func TestVMPerformance(t *testing.T) {
 			for k := range perfPairs {
 				pair := perfPairs[(round+k)%len(perfPairs)]
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-				r := &pptest.Run{Tool: tool, Pair: pair, Dev: dev, Size: size, Iters: *perfIters, Extra: strings.Fields(*perfArgs)}
+				r := &pptest.Run{Tool: tool, Pair: pair, Dev: dev, Size: size, Iters: iters[i], Extra: strings.Fields(*perfArgs)}
 				r.Do(ctx, t)
 				cancel()
 				s, c := r.Check(t, 1)
@@ -120,8 +116,17 @@ func TestVMPerformance(t *testing.T) {
 			gg, b(perfPairs[0]), cc, b(perfPairs[1]), m(perfPairs[2]), b(perfPairs[2]), m(perfPairs[3]), b(perfPairs[3]),
 			gg/cc, median(ratios))
 	}
-	t.Logf("usec/iter, median (best) over %d rounds (%s, %s, %d iterations, clocksource %s at the end, %v):\n%s",
-		*perfRounds, testkit.KernelRelease(), dev.Name, *perfIters, clocksource(), time.Since(start).Round(time.Second), tbl.String())
+	t.Logf("usec/iter, median (best) over %d rounds (%s, %s, %s iterations, clocksource %s at the end, %v):\n%s",
+		*perfRounds, testkit.KernelRelease(), dev.Name, join(iters), clocksource(), time.Since(start).Round(time.Second), tbl.String())
+}
+
+// join is v comma-separated, as the flags take it.
+func join(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 func median(v []float64) float64 {

@@ -817,26 +817,9 @@ func clocksource() string {
 
 // parseSizes returns -bw.sizes and the iterations of each (-bw.iters).
 func parseSizes(t *testing.T) (sizes, iters []int) {
-	list := func(name, v string) []int {
-		var out []int
-		for _, f := range strings.Split(v, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 {
-				t.Fatalf("-%s %q: %q is not a positive number", name, v, f)
-			}
-			out = append(out, n)
-		}
-		return out
-	}
-	sizes, iters = list("bw.sizes", *perfSizes), list("bw.iters", *perfIters)
-	switch len(iters) {
-	case len(sizes):
-	case 1:
-		for len(iters) < len(sizes) {
-			iters = append(iters, iters[0])
-		}
-	default:
-		t.Fatalf("-bw.iters %q: give one number or one per size (-bw.sizes %q)", *perfIters, *perfSizes)
+	sizes, iters, err := pptest.SizesIters(*perfSizes, *perfIters)
+	if err != nil {
+		t.Fatalf("-bw.sizes/-bw.iters: %v", err)
 	}
 	return sizes, iters
 }

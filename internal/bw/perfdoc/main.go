@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/internal/bw/bwtest"
+	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
 )
 
 // The ping-pong pairings, as rcpingpong's and the bandwidth tests name them.
@@ -48,10 +49,12 @@ type latKey struct {
 }
 
 type latData struct {
-	Iters, Rounds int
-	Dev           string
-	Clocksource   string
-	USec          map[int]map[string][]float64 // size -> pair -> per round
+	Iters       string // "200 iterations", or per size "3000 x 2 B, 200 x 64 KiB"
+	IterRange   [2]int // the fewest and the most iterations of a size
+	Rounds      int
+	Dev         string
+	Clocksource string
+	USec        map[int]map[string][]float64 // size -> pair -> per round
 }
 
 type data struct {
@@ -64,8 +67,10 @@ type data struct {
 
 var (
 	bwHeadRE = regexp.MustCompile(`\S+ against \S+: kernel \S+, `)
-	// rcpingpong's TestVMPerformance header; "environment" (-pp.env) since 90ed278.
-	latHeadRE = regexp.MustCompile(`kernel (\S+), device (\S+), (\d+) rounds, (\d+) iterations per run, arguments "([^"]*)"(?:, environment "([^"]*)")?, clocksource (\S+)`)
+	// rcpingpong's TestVMPerformance header; "environment" (-pp.env) since
+	// 90ed278, "sizes S with" (iterations per size) since -pp.iters took a
+	// list.
+	latHeadRE = regexp.MustCompile(`kernel (\S+), device (\S+), (\d+) rounds, (?:sizes (\S+) with )?(\S+) iterations per run, arguments "([^"]*)"(?:, environment "([^"]*)")?, clocksource (\S+)`)
 	roundRE   = regexp.MustCompile(`round \d+ size (\d+): (.*)$`)
 	pairRE    = regexp.MustCompile(`([a-z-]+) ([0-9.]+)`)
 )
@@ -95,17 +100,20 @@ func parse(r io.Reader, d *data) error {
 		}
 		if m := latHeadRE.FindStringSubmatch(line); m != nil {
 			latHeads++
-			if m[6] != "" {
+			iters, span, err := latIters(m[4], m[5])
+			if err != nil {
+				return fmt.Errorf("%q: %v", line, err)
+			}
+			if m[7] != "" {
 				// An experiment (-pp.env GOMAXPROCS=1, ...), not the
 				// tools as users run them: not a series of the plot.
-				fmt.Fprintf(os.Stderr, "perfdoc: skipping a latency run with environment %q\n", m[6])
+				fmt.Fprintf(os.Stderr, "perfdoc: skipping a latency run with environment %q\n", m[7])
 				cur = nil
 				continue
 			}
-			k := latKey{Kernel: m[1], Events: slices.Contains(strings.Fields(m[5]), "-e")}
+			k := latKey{Kernel: m[1], Events: slices.Contains(strings.Fields(m[6]), "-e")}
 			rounds, _ := strconv.Atoi(m[3])
-			iters, _ := strconv.Atoi(m[4])
-			cur = &latData{Iters: iters, Rounds: rounds, Dev: m[2], Clocksource: m[7], USec: map[int]map[string][]float64{}}
+			cur = &latData{Iters: iters, IterRange: span, Rounds: rounds, Dev: m[2], Clocksource: m[8], USec: map[int]map[string][]float64{}}
 			d.lat[k] = cur
 			continue
 		}
@@ -131,6 +139,28 @@ func parse(r io.Reader, d *data) error {
 		return errors.New("a TestVMPerformance run without a header line perfdoc understands (latHeadRE)")
 	}
 	return nil
+}
+
+// latIters describes a latency run's iterations: "200 iterations" when
+// one count was given for all sizes, else "3000 x 2 B, ..., 200 x 64 KiB";
+// and the fewest and most of them.
+func latIters(sizes, iters string) (string, [2]int, error) {
+	if sizes == "" {
+		sizes = "1" // before -pp.iters took a list: one count
+	}
+	s, n, err := pptest.SizesIters(sizes, iters)
+	if err != nil {
+		return "", [2]int{}, err
+	}
+	span := [2]int{slices.Min(n), slices.Max(n)}
+	if span[0] == span[1] {
+		return fmt.Sprintf("%d iterations", n[0]), span, nil
+	}
+	var its []string
+	for i := range s {
+		its = append(its, fmt.Sprintf("%d x %s", n[i], sizeStr(s[i])))
+	}
+	return strings.Join(its, ", "), span, nil
 }
 
 // short is the kernel's series: "6.1" or "6.12".
@@ -323,7 +353,7 @@ func latencySection(d *data, when, svg string) string {
 			d    *latData
 		}{{"polling", poll}, {"events", ev}} {
 			if x.d != nil {
-				info = append(info, fmt.Sprintf("%s: %d rounds of %d iterations on %s, clocksource %s", x.name, x.d.Rounds, x.d.Iters, x.d.Dev, x.d.Clocksource))
+				info = append(info, fmt.Sprintf("%s: %d rounds of %s on %s, clocksource %s", x.name, x.d.Rounds, x.d.Iters, x.d.Dev, x.d.Clocksource))
 			}
 		}
 		fmt.Fprintf(&b, "### Kernel %s\n\n%s.\n\n", kern, strings.Join(info, "; "))

@@ -9,7 +9,7 @@ import (
 )
 
 // A log as the runner prints it: rcpingpong's header and round lines
-// (two kernels, one with -e), a bandwidth test's header, rounds and
+// (two kernels, one with -e and iterations per size), a bandwidth test's header, rounds and
 // BWPERF line, and console noise.
 const sampleLog = `rxevm: === kernel 6.1 ===
     perf_vm_test.go:61: kernel 6.1.0-57-amd64, device rxe0, 2 rounds, 200 iterations per run, arguments "", clocksource tsc
@@ -22,7 +22,7 @@ const sampleLog = `rxevm: === kernel 6.1 ===
     bwtest.go:396: round 1 size 65536: go-server-go-client 26.64, c-server-c-client 31.96, go-server-c-client 34.68, c-server-go-client 32.52
     bwtest.go:406: BWPERF {"tool":"writebw","kernel":"6.1.0-57-amd64","place":"rxe0","iters":{"65536":200},"rounds":1,"args":"","clocksource":"tsc","seconds":6.6,"failures":["round 1, go-server-c-client, 4096 B: Failed status 9: wr_id 0 syndrom 0x0"],"mbs":{"65536":{"c-server-c-client":[31.96],"c-server-go-client":[32.52],"go-server-c-client":[34.68],"go-server-go-client":[26.64]}}}
 rxevm: === kernel 6.12 ===
-    perf_vm_test.go:61: kernel 6.12.107+deb12-amd64, device rxe0, 1 rounds, 200 iterations per run, arguments "-e", environment "", clocksource tsc
+    perf_vm_test.go:61: kernel 6.12.107+deb12-amd64, device rxe0, 1 rounds, sizes 64,4096 with 3000,200 iterations per run, arguments "-e", environment "", clocksource tsc
     perf_vm_test.go:98: round 1 size 64: go-server-go-client 300.00, c-server-c-client 250.00, go-server-c-client 260.00, c-server-go-client 270.00
 `
 
@@ -47,7 +47,8 @@ func TestParseAndSections(t *testing.T) {
 	// 64 B: Go-Go median 55 (best 50), C-C 45 (40), rounds' Go/C 1.5 and
 	// 1.0 -> 1.25, Go slower in one round of two (level in the other).
 	for _, want := range []string{"| 64 B | 55 (50) | 45 (40) | 1.25 (1 of 2) | - | - | - |", "| 64 B | - | - | - | 300 (300) | 250 (250) | 1.20 (1 of 1) |",
-		"### Kernel 6.1.0-57-amd64", "### Kernel 6.12.107+deb12-amd64", "![Ping-pong latency"} {
+		"### Kernel 6.1.0-57-amd64", "### Kernel 6.12.107+deb12-amd64", "![Ping-pong latency",
+		"polling: 2 rounds of 200 iterations on rxe0, clocksource tsc.", "events: 1 rounds of 3000 x 64 B, 200 x 4 KiB on rxe0, clocksource tsc."} {
 		if !strings.Contains(lat, want) {
 			t.Errorf("latency section lacks %q:\n%s", want, lat)
 		}
@@ -62,7 +63,7 @@ func TestParseAndSections(t *testing.T) {
 		}
 	}
 	svg := plot(d)
-	for _, want := range []string{"<svg ", "kernel 6.1.0-57-amd64", "Go, events (-e)", "6.1.0-57-amd64 Go (rcpingpong), polling: 64 B 55 usec", "</svg>"} {
+	for _, want := range []string{"<svg ", "kernel 6.1.0-57-amd64", "Go, events (-e)", "6.1.0-57-amd64 Go (rcpingpong), polling: 64 B 55 usec", "median of 2 rounds of 200-3000 iterations", "</svg>"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("plot lacks %q", want)
 		}
@@ -96,6 +97,10 @@ func TestParseLatencyHeaders(t *testing.T) {
 	bad := strings.Replace(exp, "iterations per run", "iterations in each run", 1)
 	if err := parse(strings.NewReader(bad), d); err == nil {
 		t.Fatal("a header perfdoc cannot read went unnoticed")
+	}
+	bad = strings.Replace(exp, "200 iterations", "sizes 64,4096 with 3000,200,100 iterations", 1)
+	if err := parse(strings.NewReader(bad), d); err == nil {
+		t.Fatal("three iteration counts for two sizes went unnoticed")
 	}
 }
 

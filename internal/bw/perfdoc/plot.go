@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pureverbs/pureverbs/internal/bw/bwtest"
@@ -50,14 +51,14 @@ func plot(d *data) string {
 	minSize, maxSize := math.Inf(1), math.Inf(-1)
 	var sizesAll []int
 	sizeSeen := map[int]bool{}
-	rounds, iters := 0, 0
+	rounds, fewest, most := 0, math.MaxInt, 0
 	for i, kern := range kernels {
 		for _, ev := range []bool{false, true} {
 			ld := d.lat[latKey{kern, ev}]
 			if ld == nil {
 				continue
 			}
-			rounds, iters = max(rounds, ld.Rounds), max(iters, ld.Iters)
+			rounds, fewest, most = max(rounds, ld.Rounds), min(fewest, ld.IterRange[0]), max(most, ld.IterRange[1])
 			mode := "polling"
 			if ev {
 				mode = "events (-e)"
@@ -110,7 +111,7 @@ func plot(d *data) string {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="13">`+"\n", plotW, plotH, plotW, plotH)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", plotW, plotH)
 	fmt.Fprintf(&b, `<text x="%d" y="24" text-anchor="middle" font-size="16" font-weight="bold">RC ping-pong latency by message size: Go (rcpingpong) against C (ibv_rc_pingpong)</text>`+"\n", plotW/2)
-	fmt.Fprintf(&b, `<text x="%d" y="44" text-anchor="middle" fill="#444">usec per iteration (lower is better): median of %d rounds of %d iterations, thin faded lines the best round; rdma_rxe in QEMU/TCG guests, rxe0</text>`+"\n", plotW/2, rounds, iters)
+	fmt.Fprintf(&b, `<text x="%d" y="44" text-anchor="middle" fill="#444">usec per iteration (lower is better): median of %d rounds of %s iterations, thin faded lines the best round; rdma_rxe in QEMU/TCG guests, rxe0</text>`+"\n", plotW/2, rounds, iterSpan(fewest, most))
 	// Legend.
 	legend := []series{{name: "Go, polling", color: goColor}, {name: "C, polling", color: cColor, square: true},
 		{name: "Go, events (-e)", color: goColor, dashed: true}, {name: "C, events (-e)", color: cColor, dashed: true, square: true}}
@@ -237,4 +238,13 @@ func tickLabel(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
+}
+
+// iterSpan is "200", or "200-3000" when the runs' sizes had different
+// iteration counts.
+func iterSpan(fewest, most int) string {
+	if fewest >= most {
+		return strconv.Itoa(most)
+	}
+	return fmt.Sprintf("%d-%d", fewest, most)
 }

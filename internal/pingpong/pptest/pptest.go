@@ -379,3 +379,38 @@ func CompareWithC(t *testing.T, goBin, cBin string, lead func() []string, cases 
 		}
 	}
 }
+
+// SizesIters parses a performance comparison's size and iteration flags:
+// comma-separated message sizes, and either one iteration count for all
+// of them or one per size. It returns one count per size.
+func SizesIters(sizes, iters string) ([]int, []int, error) {
+	list := func(v string) ([]int, error) {
+		var out []int
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("%q: %q is not a positive number", v, f)
+			}
+			out = append(out, n)
+		}
+		return out, nil
+	}
+	s, err := list(sizes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sizes %w", err)
+	}
+	n, err := list(iters)
+	if err != nil {
+		return nil, nil, fmt.Errorf("iterations %w", err)
+	}
+	switch len(n) {
+	case len(s):
+	case 1:
+		for len(n) < len(s) {
+			n = append(n, n[0])
+		}
+	default:
+		return nil, nil, fmt.Errorf("iterations %q: give one number or one per size (sizes %q)", iters, sizes)
+	}
+	return s, n, nil
+}
