@@ -348,12 +348,19 @@ func latencySection(d *data, when, svg string) string {
 	for _, kern := range kernels {
 		poll, ev := d.lat[latKey{kern, false}], d.lat[latKey{kern, true}]
 		var info []string
-		for _, x := range []struct {
-			name string
-			d    *latData
-		}{{"polling", poll}, {"events", ev}} {
-			if x.d != nil {
-				info = append(info, fmt.Sprintf("%s: %d rounds of %s on %s, clocksource %s", x.name, x.d.Rounds, x.d.Iters, x.d.Dev, x.d.Clocksource))
+		how := func(d *latData) string {
+			return fmt.Sprintf("%d rounds of %s on %s, clocksource %s", d.Rounds, d.Iters, d.Dev, d.Clocksource)
+		}
+		if poll != nil && ev != nil && how(poll) == how(ev) {
+			info = append(info, "polling and events: "+how(poll))
+		} else {
+			for _, x := range []struct {
+				name string
+				d    *latData
+			}{{"polling", poll}, {"events", ev}} {
+				if x.d != nil {
+					info = append(info, x.name+": "+how(x.d))
+				}
 			}
 		}
 		fmt.Fprintf(&b, "### Kernel %s\n\n%s.\n\n", kern, strings.Join(info, "; "))

@@ -147,3 +147,22 @@ func TestBandwidthRounds(t *testing.T) {
 		}
 	}
 }
+
+// TestLatencyRunsSaidOnce: polling and events measured alike are
+// described once.
+func TestLatencyRunsSaidOnce(t *testing.T) {
+	d := &data{lat: map[latKey]*latData{}}
+	for _, ev := range []bool{false, true} {
+		d.lat[latKey{"6.1.0-57-amd64", ev}] = &latData{Iters: "3000 x 2 B, 200 x 64 KiB", Rounds: 15, Dev: "rxe0", Clocksource: "tsc",
+			USec: map[int]map[string][]float64{2: {goGo: {60}, cC: {50}}}}
+	}
+	want := "polling and events: 15 rounds of 3000 x 2 B, 200 x 64 KiB on rxe0, clocksource tsc.\n"
+	if sec := latencySection(d, "today", "latency.svg"); !strings.Contains(sec, want) {
+		t.Errorf("latency section lacks %q:\n%s", want, sec)
+	}
+	d.lat[latKey{"6.1.0-57-amd64", true}].Rounds = 5
+	want = "polling: 15 rounds of 3000 x 2 B, 200 x 64 KiB on rxe0, clocksource tsc; events: 5 rounds of"
+	if sec := latencySection(d, "today", "latency.svg"); !strings.Contains(sec, want) {
+		t.Errorf("latency section lacks %q:\n%s", want, sec)
+	}
+}
