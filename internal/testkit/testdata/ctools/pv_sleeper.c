@@ -1,10 +1,10 @@
 /*
  * pv_sleeper: a thread that wakes periodically and does nothing else,
  * the way the Go runtime's sysmon does in a process whose goroutine never
- * blocks (it polls every 10 ms at most). docs/performance.md ("A C
- * ping-pong with a sleeper beside it") pins one to each vCPU next to
- * ibv_rc_pingpong to see what such wake-ups cost a C ping-pong under
- * TCG.
+ * blocks (it polls every 10 ms at most). docs/performance.md ("sysmon's
+ * 10 ms polling is most of the steady-state gap") pins one to each vCPU
+ * next to ibv_rc_pingpong to see what such wake-ups cost a C ping-pong
+ * under TCG.
  *
  *   pv_sleeper [PERIOD_US]     (default 10000; runs until killed)
  *
