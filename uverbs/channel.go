@@ -51,9 +51,10 @@ const (
 	WaitPoller WaitMode = iota
 	// WaitThread blocks the calling goroutine's OS thread in ppoll(2) on
 	// the channel (and a wake-up eventfd for its context and Close), then
-	// reads: two system calls per event that was not yet queued, against
-	// the poller's failed read, futex sleep and wake-up. An opt-in for
-	// the few latency-critical waiters that justify a thread each; see
+	// reads: an event already queued takes one read, one not yet queued a
+	// failed read, the ppoll and the read, against the poller's failed
+	// read, futex sleep and wake-up. An opt-in for the few
+	// latency-critical waiters that justify a thread each; see
 	// docs/performance.md for what it buys.
 	WaitThread
 )

@@ -54,6 +54,8 @@ type RecordReader struct {
 	expired bool            // the AfterFunc moved the deadline into the past
 	tWatch  context.Context // ReadThread's watched context
 
+	lastYield time.Time // ReadThread's last runtime.Gosched; guarded by sem
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }

@@ -2,6 +2,7 @@ package sys
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -10,10 +11,18 @@ import (
 // ReadThread is Read's opt-in lowest-latency variant: instead of parking
 // the goroutine on the runtime poller (a failed read, then a futex sleep
 // that the netpoller's epoll wakes), it blocks the goroutine's OS thread in
-// ppoll(2) on the fd and a private wake-up eventfd, then reads: two system
-// calls per record that was not yet queued, and one if it was. The thread
-// is spent while it waits (the runtime hands the P to another thread), so
-// use it for a few latency-critical waiters, not thousands.
+// ppoll(2) on the fd and a private wake-up eventfd, then reads. A record
+// already queued takes one read and no ppoll; one not yet queued takes
+// that failed read, the ppoll and the read. The thread is spent while it
+// waits, so use it for a few latency-critical waiters, not thousands.
+//
+// A goroutine that only ever blocks in system calls never passes through
+// the scheduler, and Go 1.26's sysmon preempts a goroutine that has not
+// for 10 ms (forcePreemptNS); finding it in a system call, sysmon takes
+// its P, and having taken one it drops back to polling every 20 us. A
+// waiter of a ping-pong would meet that every 10 ms, and keep sysmon
+// polling fast for good. So ReadThread yields (runtime.Gosched) when its
+// last yield is threadYieldEvery old, before it waits.
 //
 // The context's end and Close write the eventfd, which wakes the ppoll;
 // a context deadline also bounds the ppoll directly.
@@ -30,6 +39,10 @@ func (r *RecordReader) ReadThread(ctx context.Context, buf []byte) (int, error) 
 	}
 	if err := r.watchThread(ctx); err != nil {
 		return 0, err
+	}
+	if now := time.Now(); now.Sub(r.lastYield) >= threadYieldEvery {
+		r.lastYield = now
+		runtime.Gosched()
 	}
 	r.buf = buf
 	r.tctx = ctx
@@ -56,9 +69,22 @@ func (r *RecordReader) ReadThread(ctx context.Context, buf []byte) (int, error) 
 // errWoken marks a ReadThread that the eventfd ended.
 var errWoken = unix.ECANCELED
 
-// thread is ReadThread's RawConn callback: ppoll, then read; it always
-// returns true (the runtime poller is not used).
+// threadYieldEvery is how often ReadThread passes through the scheduler:
+// inside sysmon's 10 ms, but rarely enough that the yield's cost (it
+// wakes a spinning thread for the idle P, which finds nothing and sleeps
+// again: two futex calls) stays small against the waits between.
+const threadYieldEvery = 5 * time.Millisecond
+
+// thread is ReadThread's RawConn callback: a read, and if nothing is
+// queued, ppoll then read; it always returns true (the runtime poller is
+// not used).
 func (r *RecordReader) thread(fd uintptr) bool {
+	// The non-blocking read first: a record already queued (the waiter
+	// came late) needs no ppoll, and the read is not a blocking system
+	// call for the runtime.
+	if r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf); r.err != unix.EAGAIN {
+		return true
+	}
 	fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(r.wake), Events: unix.POLLIN}}
 	var ts *unix.Timespec
 	var tsv unix.Timespec
