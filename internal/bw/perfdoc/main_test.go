@@ -9,8 +9,8 @@ import (
 )
 
 // A log as the runner prints it: rcpingpong's header and round lines
-// (two kernels, one with -e and iterations per size), a bandwidth test's header, rounds and
-// BWPERF line, and console noise.
+// (two kernels, one with -e and iterations per size), a bandwidth test's
+// header, rounds and BWPERF line, and console noise.
 const sampleLog = `rxevm: === kernel 6.1 ===
     perf_vm_test.go:61: kernel 6.1.0-57-amd64, device rxe0, 2 rounds, 200 iterations per run, arguments "", clocksource tsc
     perf_vm_test.go:98: round 1 size 64: go-server-go-client 60.00, c-server-c-client 40.00, go-server-c-client 50.00, c-server-go-client 55.00
