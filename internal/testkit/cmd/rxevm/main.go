@@ -52,6 +52,7 @@ type options struct {
 	userTestFlags []string
 	cacheDir      string
 	memMB         int
+	smp           int    // vCPUs per guest
 	bootArgs      string // added to the guest kernel's command line
 	hosts         int    // 1, or 2 for the two-host topology
 	wire          string // -hosts 2: "tcp" (socket listen/connect) or "udp"
@@ -72,6 +73,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.BoolVar(&o.demo, "demo", false, "run internal/testkit/demo.sh in the guest")
 	fs.StringVar(&o.shellCmd, "shell-cmd", "", "run this shell command in the guest and print its output")
 	fs.IntVar(&o.memMB, "mem", 1536, "guest memory in MiB (per guest)")
+	fs.IntVar(&o.smp, "smp", 2, "vCPUs per guest, 1-16 (experiments: a spare vCPU beside two busy-polling processes; the suite and its timings assume 2)")
 	fs.BoolVar(&o.race, "race", false, "build the test binaries with the race detector (CGO_ENABLED=1 -race: linked against glibc, which the guest root has from the same Debian 12 packages)")
 	fs.BoolVar(&o.valgrind, "valgrind", false, "add valgrind to the guests (experiments: callgrind instruction counts of the Go and C tools, docs/performance.md); a base image of its own")
 	fs.StringVar(&o.bootArgs, "boot-args", "", "more kernel command-line arguments for the guests (experiments: clocksource=..., ...)")
@@ -101,6 +103,8 @@ func parseArgs(args []string) (*options, error) {
 	switch {
 	case o.hosts != 1 && o.hosts != 2:
 		return nil, fmt.Errorf("-hosts %d: want 1 or 2", o.hosts)
+	case o.smp < 1 || o.smp > 16:
+		return nil, fmt.Errorf("-smp %d: want 1 to 16", o.smp)
 	case o.wire != "tcp" && o.wire != "tcp-nagle" && o.wire != "udp":
 		return nil, fmt.Errorf("-wire %q: want tcp, tcp-nagle or udp", o.wire)
 	case o.hosts == 2 && o.demo:

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestParseArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(o.kernels) != 2 || !o.verbose || !cmp.Equal(o.pkgs, []string{"./a", "./b/..."}) ||
-		!cmp.Equal(o.testFlags, []string{"-test.run", "X", "-test.skip", twoHostPattern}) || o.hosts != 1 {
+		!cmp.Equal(o.testFlags, []string{"-test.run", "X", "-test.skip", twoHostPattern}) || o.hosts != 1 || o.smp != 2 {
 		t.Errorf("parsed %+v", o)
 	}
 	if _, err := parseArgs([]string{"-kernel", "5.10", "./a"}); err == nil {
@@ -45,7 +46,13 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || o.hosts != 2 || o.wire != "udp" || !cmp.Equal(o.testFlags, []string{"-test.skip", powerOffPattern, "-test.run", twoHostPattern}) {
 		t.Errorf("-hosts 2: %+v, %v", o, err)
 	}
-	for _, bad := range [][]string{{"-hosts", "3", "./a"}, {"-hosts", "2", "-wire", "tap", "./a"}, {"-hosts", "2", "-demo"}} {
+	o, err = parseArgs([]string{"-smp", "3", "./a"})
+	if err != nil || o.smp != 3 {
+		t.Errorf("-smp 3: %+v, %v", o, err)
+	} else if q := qemuArgs(o, &kernelAssets{}, "initrd", ""); !slices.Contains(q, "-smp") || q[slices.Index(q, "-smp")+1] != "3" {
+		t.Errorf("-smp 3: QEMU's arguments %q", q)
+	}
+	for _, bad := range [][]string{{"-hosts", "3", "./a"}, {"-hosts", "2", "-wire", "tap", "./a"}, {"-hosts", "2", "-demo"}, {"-smp", "0", "./a"}, {"-smp", "17", "./a"}} {
 		if _, err := parseArgs(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -264,7 +264,7 @@ func qemuArgs(o *options, a *kernelAssets, initrd, extraBoot string, extra ...st
 		}
 	}
 	args := []string{
-		"-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", strconv.Itoa(o.memMB),
+		"-accel", "tcg,thread=multi", "-cpu", "max", "-smp", strconv.Itoa(o.smp), "-m", strconv.Itoa(o.memMB),
 		"-nographic", "-monitor", "none", "-serial", "stdio", "-no-reboot", "-nic", "none",
 		"-kernel", a.vmlinuz, "-initrd", initrd,
 		"-append", boot,
