@@ -125,6 +125,11 @@ type Options struct {
 	Infinite                 bool // --run_infinitely: run until killed, a line every -D seconds (5)
 	Duplex                   bool // -b: both sides send (write, read: both post; the line sums both sides')
 	Both                     bool // --report-both: with -b, also each side's own line
+	// NoRelaxed (--disable_pcie_relaxed): register the buffer without
+	// AccessRelaxedOrdering, which perftest asks for by default (the
+	// library drops it on devices without optional MR access flags, as
+	// libibverbs does).
+	NoRelaxed bool
 
 	// notice is what perftest prints on stdout while it parses (Run
 	// prints it first), warn what it prints on stderr.
@@ -436,9 +441,10 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 				default:
 					err = &usageError{msg: " Invalid verbosity level output flag. Please use bandwidth, latency, message_rate"}
 				}
-			case "use_old_post_send", "disable_pcie_relaxed":
-				// Nothing to choose: the Go tools always post with PostSend
-				// and never ask for relaxed ordering.
+			case "disable_pcie_relaxed":
+				o.NoRelaxed = true
+			case "use_old_post_send":
+				// Nothing to choose: the Go tools always post with PostSend.
 			default:
 				err = unsupported("--" + p.Name)
 			}
@@ -750,6 +756,7 @@ func Usage(w io.Writer, v Verb, prog string) {
 		"  -V, --version  Display version number",
 		"  -x, --gid-index=<index>  Test uses GID with GID index",
 		"      --output=<units>  Set verbosity output level: bandwidth , message_rate",
+		"      --disable_pcie_relaxed  Disable PCIe relaxed ordering",
 		"      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)",
 		"      --report-both  Report RX & TX results separately on Bidirectional BW tests",
 		"      --run_infinitely  Run test forever, print results every <duration> seconds",

@@ -67,6 +67,12 @@ func TestParseArgsDefaults(t *testing.T) {
 	if o, err := ParseArgs(Read, []string{"-b", "--report-both", "h"}); err != nil || !o.Duplex || !o.Both {
 		t.Errorf("-b --report-both: %+v, %v", o, err)
 	}
+	if o, err := ParseArgs(Write, []string{"h"}); err != nil || o.NoRelaxed {
+		t.Errorf("relaxed ordering by default: %+v, %v", o, err)
+	}
+	if o, err := ParseArgs(Write, []string{"--disable_pcie_relaxed", "--use_old_post_send", "h"}); err != nil || !o.NoRelaxed {
+		t.Errorf("--disable_pcie_relaxed: %+v, %v", o, err)
+	}
 	// --run_infinitely: no peak, perftest's margin, and -a ignored (its
 	// test method replaces -a's).
 	if o, err := ParseArgs(Send, []string{"--run_infinitely", "-a", "-r", "7"}); err != nil || !o.Infinite || o.All || !o.NoPeak ||

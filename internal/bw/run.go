@@ -417,6 +417,9 @@ func (t *test) createResources() error {
 	case Read:
 		access |= uverbs.AccessRemoteRead
 	}
+	if !o.NoRelaxed {
+		access |= uverbs.AccessRelaxedOrdering
+	}
 	t.mr, err = t.pd.RegMR(t.mem, access)
 	if err != nil {
 		return msgError{"Couldn't allocate MR", "  (" + err.Error() + ")"}
@@ -601,7 +604,15 @@ func (t *test) printTestInfo() {
 		srq = "ON"
 	}
 	fmt.Fprintf(w, " Connection type : %s\t\tUsing SRQ      : %s\n", o.Conn, srq)
-	fmt.Fprintf(w, " PCIe relax order: OFF\n")
+	if o.NoRelaxed {
+		fmt.Fprintf(w, " PCIe relax order: OFF\n")
+	} else {
+		fmt.Fprintf(w, " PCIe relax order: ON\n")
+		if !roCompliant(pciDevices) {
+			fmt.Fprintf(w, " WARNING: CPU is not PCIe relaxed ordering compliant.\n")
+			fmt.Fprintf(w, " WARNING: You should disable PCIe RO with `--disable_pcie_relaxed` for both server and client.\n")
+		}
+	}
 	fmt.Fprintf(w, " ibv_wr* API     : OFF\n")
 	if t.client || o.Duplex {
 		fmt.Fprintf(w, " TX depth        : %d\n", o.TxDepth)

@@ -419,6 +419,7 @@ func MatrixOn(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, size
 		}
 		t.Run(dev.Name, func(t *testing.T) {
 			before := testkit.Resources(t, dev.Name)
+			headers := map[headerKey][]string{}
 			for _, pair := range pairs {
 				for _, size := range sizes {
 					t.Run(fmt.Sprintf("%s/size=%d", pair, size), func(t *testing.T) {
@@ -428,9 +429,12 @@ func MatrixOn(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, size
 						r.Do(ctx, t)
 						s, c := r.Check(t, dev.Host)
 						t.Logf("%s %s %d x %d B (client): server %.2f MB/s, client %.2f MB/s (peak %.2f)", dev.Name, pair, c.Iters, size, s.Avg, c.Avg, c.Peak)
+						headers[headerKey{size, false, pair.Server}] = Header(r.Server)
+						headers[headerKey{size, true, pair.Client}] = Header(r.Client)
 					})
 				}
 			}
+			sameHeaders(t, headers)
 			after := testkit.Resources(t, dev.Name)
 			for k, v := range before {
 				if after[k] != v {
@@ -439,6 +443,61 @@ func MatrixOn(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, size
 				}
 			}
 		})
+	}
+}
+
+// headerKey names one side's header in a MatrixOn: the size, the role
+// and which tool played it.
+type headerKey struct {
+	size   int
+	client bool
+	side   pptest.Side
+}
+
+// Header returns the lines of a side's test description: those between
+// the first two dashed rules (perftest's ctx_print_test_info), without
+// empty lines; nil when there are not two rules.
+func Header(out string) []string {
+	var h []string
+	rules := 0
+	for _, l := range strings.Split(out, "\n") {
+		if len(l) >= 20 && strings.Trim(l, "-") == "" {
+			if rules++; rules == 2 {
+				return h
+			}
+			continue
+		}
+		if rules == 1 && strings.TrimSpace(l) != "" {
+			h = append(h, l)
+		}
+	}
+	return nil
+}
+
+// sameHeaders fails t unless the Go tool described each run as the C tool
+// did in the same role, with the same size and arguments: the same lines
+// (the device, depths, MTU, link, GID index, inline size, relaxed
+// ordering and so on).
+func sameHeaders(t *testing.T, headers map[headerKey][]string) {
+	t.Helper()
+	for k, g := range headers {
+		if k.side != pptest.Go {
+			continue
+		}
+		ck := k
+		ck.side = pptest.C
+		c, ok := headers[ck]
+		if !ok {
+			continue
+		}
+		role := "server"
+		if k.client {
+			role = "client"
+		}
+		if len(g) == 0 || !slices.Equal(g, c) {
+			t.Errorf("size %d, %s: the Go tool's test description differs from the C tool's\nGo:\n%s\nC:\n%s",
+				k.size, role, strings.Join(g, "\n"), strings.Join(c, "\n"))
+		}
 	}
 }
 

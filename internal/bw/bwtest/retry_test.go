@@ -3,6 +3,7 @@ package bwtest
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -86,5 +87,23 @@ func TestClockRetry(t *testing.T) {
 	}
 	if got := clockFlake("ok", ""); got != "" {
 		t.Errorf("clockFlake without the line: %q", got)
+	}
+}
+
+// TestHeader: the test description is what lies between the first two
+// dashed rules; output without two rules has none.
+func TestHeader(t *testing.T) {
+	rule := strings.Repeat("-", 87)
+	out := strings.Join([]string{
+		"************************************", "* Waiting for client to connect... *",
+		rule, "                    RDMA_Write BW Test", " Dual-port       : OFF\t\tDevice         : rxe0", "",
+		" PCIe relax order: ON", rule, " local address: LID 0000 QPN 0x0011", rule,
+	}, "\n")
+	want := []string{"                    RDMA_Write BW Test", " Dual-port       : OFF\t\tDevice         : rxe0", " PCIe relax order: ON"}
+	if got := Header(out); !slices.Equal(got, want) {
+		t.Errorf("Header: %q, want %q", got, want)
+	}
+	if got := Header(" IB device nosuchdev0 not found\n" + rule + "\n Dual-port : OFF\n"); got != nil {
+		t.Errorf("one rule: %q, want nil", got)
 	}
 }
