@@ -2,7 +2,7 @@
 // they arrive: the Go counterpart of rdma-core's ibv_asyncwatch, built on
 // the async package.
 //
-//	asyncwatch [-d DEV]
+//	asyncwatch [-d DEV] [-h]
 //
 // Its output is line for line what ibv_asyncwatch of rdma-core v44 prints:
 // a header naming the device and the async event descriptor, then one line
@@ -20,8 +20,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,10 +27,12 @@ import (
 	"syscall"
 
 	"github.com/pureverbs/pureverbs/async"
+	"github.com/pureverbs/pureverbs/internal/getopt"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 func main() {
+	prog = os.Args[0]
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, sigterm)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -50,39 +50,45 @@ Options:
   -h, --help             print a help text and exit
 `
 
+// prog names the program in messages and the usage, as argv[0] does.
+var prog = "asyncwatch"
+
+var longOpts = []getopt.Long{{Name: "ib-dev", HasArg: true, Val: 'd'}, {Name: "help", Val: 'h'}}
+
 // run is the whole program: it parses args (without the program name),
 // watches the device until ctx ends and returns the exit status. Event lines
-// go to stdout, one write per line; diagnostics go to stderr.
+// go to stdout, one write per line; diagnostics go to stderr. The options
+// are ibv_asyncwatch's getopt_long loop: -h prints the usage (on stdout)
+// and ends with 0 when it is met, a bad option with getopt's complaint,
+// the usage and 1; operands are ignored.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	const prog = "asyncwatch"
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(stdout, usageText, prog) }
 	var devName string
-	fs.StringVar(&devName, "d", "", "use IB device `dev` (default first device found)")
-	fs.StringVar(&devName, "ib-dev", "", "use IB device `dev` (default first device found)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	opts, _, perr := getopt.Parse(args, "d:h", longOpts)
+	for _, p := range opts {
+		switch p.Val {
+		case 'd':
+			devName = p.Arg
+		case 'h':
+			fmt.Fprintf(stdout, usageText, prog)
 			return 0
 		}
-		return 1
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", prog, fs.Arg(0))
-		fs.Usage()
+	if perr != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, perr)
+		fmt.Fprintf(stdout, usageText, prog)
 		return 1
 	}
 
 	dev, err := pickDevice(devName)
 	if err != nil {
 		fmt.Fprintf(stderr, "IB device %s not found\n", devName)
-		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		fmt.Fprintf(stderr, "  (%v)\n", err) // the library's detail, as the ping-pong tools give it
 		return 1
 	}
 	c, err := uverbs.Open(dev)
 	if err != nil {
 		fmt.Fprintf(stderr, "Couldn't get context for %s\n", dev.Name)
-		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		fmt.Fprintf(stderr, "  (%v)\n", err)
 		return 1
 	}
 	defer c.Close()

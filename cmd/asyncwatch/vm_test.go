@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
 	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
@@ -220,4 +221,22 @@ func TestVMRunUnknownDevice(t *testing.T) {
 	if code != 1 || cerr == nil || strings.TrimSpace(cout) != first {
 		t.Errorf("ours: %d %q; ibv_asyncwatch: %v %q", code, stderr.String(), cerr, cout)
 	}
+}
+
+// TestVMSameAsC: command lines that end before any event is watched end
+// as in ibv_asyncwatch: the same lines (the library's detail lines aside)
+// and exit status, from getopt's complaints and -h, met in order, to an
+// unknown device; operands are ignored by both.
+func TestVMSameAsC(t *testing.T) {
+	testkit.RequireVM(t)
+	// By its path, so that the comparison's renaming of the program
+	// (argv[0]) leaves the usage's "start an asyncwatch process" alone.
+	bin, err := exec.LookPath("asyncwatch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pptest.CompareWithC(t, bin, "ibv_asyncwatch", func() []string { return nil }, [][]string{
+		{"-h"}, {"--help"}, {"-x"}, {"-x", "-h"}, {"-h", "-x"}, {"--help=1"}, {"--nosuch=1"},
+		{"-ib-dev=" + testkit.RxeDev}, {"-d", "nosuchdev9"}, {"--ib", "nosuchdev9"},
+	}, nil)
 }

@@ -280,29 +280,57 @@ func TestInetNtop6(t *testing.T) {
 	}
 }
 
+// TestRunBadArgs: command lines that ibv_devinfo's option loop ends
+// itself end the same way, without touching a device: the usage on
+// stdout, getopt's complaint (if any) on stderr, and its exit status.
 func TestRunBadArgs(t *testing.T) {
-	for _, args := range [][]string{{"-i", "0"}, {"-i", "x"}, {"-i", "256"}, {"-x"}, {"extra"}} {
+	for _, c := range []struct {
+		args   []string
+		status int
+		stderr string
+	}{
+		{[]string{"-i", "0"}, 1, ""},
+		{[]string{"-i", "x"}, 1, ""},
+		{[]string{"-i", "-1"}, 1, ""},
+		{[]string{"-i", "4294967296"}, 1, ""}, // an int of 0 in C
+		{[]string{"-x"}, 255, "devinfo: invalid option -- 'x'\n"},
+		{[]string{"-h"}, 255, "devinfo: invalid option -- 'h'\n"},
+		{[]string{"-i"}, 255, "devinfo: option requires an argument -- 'i'\n"},
+		{[]string{"--ib-port"}, 255, "devinfo: option '--ib-port' requires an argument\n"},
+		{[]string{"--list=1"}, 255, "devinfo: option '--list' doesn't allow an argument\n"},
+		{[]string{"--ib=rxe0"}, 255, "devinfo: option '--ib=rxe0' is ambiguous; possibilities: '--ib-dev' '--ib-port'\n"},
+		{[]string{"-ib-dev=rxe0"}, 1, ""}, // -i with "b-dev=rxe0"
+		// In order: the bad port ends the loop before -x is seen, and
+		// the reverse.
+		{[]string{"-i", "0", "-x"}, 1, ""},
+		{[]string{"-x", "-i", "0"}, 255, "devinfo: invalid option -- 'x'\n"},
+	} {
 		var out, errb bytes.Buffer
-		if rc := run(args, &out, &errb); rc != 1 {
-			t.Errorf("run(%q) = %d, want 1", args, rc)
+		if rc := run("devinfo", c.args, &out, &errb); rc != c.status {
+			t.Errorf("run(%q) = %d, want %d", c.args, rc, c.status)
 		}
-		if out.Len() != 0 || !strings.Contains(errb.String(), "Usage:") {
-			t.Errorf("run(%q): stdout %q, stderr %q; want usage on stderr only", args, out.String(), errb.String())
+		if !strings.HasPrefix(out.String(), "Usage: devinfo             print the ca attributes\n") || errb.String() != c.stderr {
+			t.Errorf("run(%q): stdout %q, stderr %q; want the usage on stdout and %q on stderr", c.args, out.String(), errb.String(), c.stderr)
 		}
-	}
-	var out, errb bytes.Buffer
-	if rc := run([]string{"-h"}, &out, &errb); rc != 0 {
-		t.Errorf("run(-h) = %d, want 0", rc)
 	}
 }
 
 func TestParseArgs(t *testing.T) {
-	var errb bytes.Buffer
-	o, err := parseArgs([]string{"--ib-dev=rxe0", "-i", "0x2", "-v"}, &errb)
-	if err != nil {
-		t.Fatal(err, errb.String())
-	}
-	if o.dev != "rxe0" || o.port != 2 || !o.verbose || o.list {
-		t.Errorf("parseArgs = %+v", *o)
+	for _, c := range []struct {
+		args []string
+		want options
+	}{
+		{[]string{"--ib-dev=rxe0", "-i", "0x2", "-v", "extra"}, options{dev: "rxe0", port: 2, verbose: true}},
+		{[]string{"--ib-d", "rxe1", "--ib-p=010"}, options{dev: "rxe1", port: 8}},
+		{[]string{"-i", "2abc"}, options{port: 2}},
+		{[]string{"-i", "256"}, options{port: 0}}, // a uint8_t in ibv_devinfo: all ports
+		{[]string{"-i", "257"}, options{port: 1}},
+		{[]string{"-vd", "rxe0"}, options{dev: "rxe0", verbose: true}},
+	} {
+		var out, errb bytes.Buffer
+		o, status, done := parseArgs("devinfo", c.args, &out, &errb)
+		if done || status != 0 || *o != c.want || out.Len() != 0 || errb.Len() != 0 {
+			t.Errorf("parseArgs(%q) = %+v, %d, %v (stdout %q, stderr %q); want %+v", c.args, o, status, done, out.String(), errb.String(), c.want)
+		}
 	}
 }

@@ -4,140 +4,153 @@
 //
 //	devinfo [-d DEV] [-i PORT] [-l] [-v]
 //
-//	-d, --ib-dev=DEV    only device DEV (default: all devices)
+//	-d, --ib-dev=DEV    only device DEV (default: all devices, although the usage says the first, as ibv_devinfo's does)
 //	-i, --ib-port=PORT  only port PORT (default: all ports)
 //	-l, --list          print only the device names
 //	-v, --verbose       also print the extended device attributes and the GID table
 //
 // The output has the same layout, field names and values as the
 // ibv_devinfo of rdma-core v44 (Debian 12), so the two can be compared
-// line by line.
+// line by line, and so do its errors and exit statuses: getopt_long's
+// complaints, the usage on stdout, 255 for an unknown device, 4 for a
+// port the device lacks (TestVMSameAsC).
 package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
+	"syscall"
 
+	"github.com/pureverbs/pureverbs/internal/getopt"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[0], os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // options are the parsed command-line flags.
 type options struct {
 	dev     string
 	port    int // 0: all ports
-	list    bool
 	verbose bool
 }
 
-const usageText = `Usage: devinfo             print the ca attributes
+// usage is ibv_devinfo's usage text, printed on stdout as it prints it.
+func usage(w io.Writer, prog string) {
+	fmt.Fprintf(w, `Usage: %s             print the ca attributes
 
 Options:
-  -d, --ib-dev=<dev>     use IB device <dev> (default all devices)
+  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)
   -i, --ib-port=<port>   use port <port> of IB device (default all ports)
   -l, --list             print only the IB devices names
   -v, --verbose          print all the attributes of the IB device(s)
-`
-
-// errUsage is returned by parseArgs for bad arguments it has already
-// reported on stderr.
-var errUsage = errors.New("usage error")
-
-// parseArgs parses the command line; on a bad one it prints the problem and
-// the usage to stderr and returns an error.
-func parseArgs(args []string, stderr io.Writer) (*options, error) {
-	o := &options{}
-	var port string
-	fs := flag.NewFlagSet("devinfo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usageText) }
-	for _, n := range []string{"d", "ib-dev"} {
-		fs.StringVar(&o.dev, n, "", "use IB device `dev`")
-	}
-	for _, n := range []string{"i", "ib-port"} {
-		fs.StringVar(&port, n, "", "use `port` of the IB device")
-	}
-	for _, n := range []string{"l", "list"} {
-		fs.BoolVar(&o.list, n, false, "print only the IB device names")
-	}
-	for _, n := range []string{"v", "verbose"} {
-		fs.BoolVar(&o.verbose, n, false, "print all the attributes of the IB device(s)")
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err // the flag package has printed the problem and the usage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "devinfo: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return nil, errUsage
-	}
-	if port != "" {
-		// ibv_devinfo parses the port with strtol(..., 0): decimal, 0x hex or 0 octal.
-		n, err := strconv.ParseInt(port, 0, 32)
-		if err != nil || n <= 0 || n > 255 {
-			fmt.Fprintf(stderr, "devinfo: invalid port %q: want a number from 1 to 255\n", port)
-			fs.Usage()
-			return nil, errUsage
-		}
-		o.port = int(n)
-	}
-	return o, nil
+`, prog)
 }
 
-// run is the whole command: it parses args, writes the report to stdout and
-// diagnostics to stderr, and returns the exit status.
-func run(args []string, stdout, stderr io.Writer) int {
-	o, err := parseArgs(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+var longOpts = []getopt.Long{
+	{Name: "ib-dev", HasArg: true, Val: 'd'},
+	{Name: "ib-port", HasArg: true, Val: 'i'},
+	{Name: "list", HasArg: false, Val: 'l'},
+	{Name: "verbose", HasArg: false, Val: 'v'},
+}
+
+// parseArgs is ibv_devinfo's getopt_long loop: it takes the options in
+// order and acts on each as the C tool does, so it may end the program
+// itself (done, with the exit status): -l prints the device list, a port
+// that is not positive prints the usage (status 1), and an unknown option
+// or a missing argument prints getopt's complaint and the usage (status
+// 255). Operands are ignored, as ibv_devinfo ignores them. The port is
+// read as strtol(arg, NULL, 0) and passed on as a uint8_t, so 256 asks for
+// all ports, as it does in C.
+func parseArgs(prog string, args []string, stdout, stderr io.Writer) (o *options, status int, done bool) {
+	o = &options{}
+	opts, _, perr := getopt.Parse(args, "d:i:lv", longOpts)
+	for _, p := range opts {
+		switch p.Val {
+		case 'd':
+			o.dev = p.Arg
+		case 'i':
+			n := int32(getopt.Strtol(p.Arg))
+			if n <= 0 {
+				usage(stdout, prog)
+				return nil, 1, true
+			}
+			o.port = int(uint8(n))
+		case 'v':
+			o.verbose = true
+		case 'l':
+			return nil, list(stdout, stderr), true
+		}
 	}
+	if perr != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, perr)
+		usage(stdout, prog)
+		return nil, 255, true
+	}
+	return o, 0, false
+}
+
+// list is -l: the number of devices and their names.
+func list(stdout, stderr io.Writer) int {
+	devs, err := uverbs.Devices()
 	if err != nil {
-		return 1 // already reported with the usage
+		fmt.Fprintf(stderr, "Failed to get IB devices list: %v\n", err)
+		return 255
+	}
+	names := make([]string, len(devs))
+	for i, d := range devs {
+		names[i] = d.Name
+	}
+	writeList(stdout, names)
+	return 0
+}
+
+// run is the whole command (prog names it in messages, as argv[0] does):
+// it parses args, writes the report to stdout and diagnostics to stderr,
+// and returns ibv_devinfo's exit status: 255 when the device list cannot
+// be read, is empty or lacks -d's device, otherwise the OR of each
+// device's status (1: it does not open, 2: its attributes cannot be
+// read, 4: it has no port -i, or the errno of a failed port query).
+func run(prog string, args []string, stdout, stderr io.Writer) int {
+	o, status, done := parseArgs(prog, args, stdout, stderr)
+	if done {
+		return status
 	}
 
 	devs, err := uverbs.Devices()
 	if err != nil {
-		fmt.Fprintf(stderr, "devinfo: %v\n", err)
-		return 1
+		fmt.Fprintf(stderr, "Failed to get IB devices list: %v\n", err)
+		return 255
 	}
-
-	if o.list {
-		names := make([]string, len(devs))
-		for i, d := range devs {
-			names[i] = d.Name
-		}
-		writeList(stdout, names)
-		return 0
-	}
-
 	if o.dev != "" {
 		i := slices.IndexFunc(devs, func(d uverbs.Device) bool { return d.Name == o.dev })
 		if i < 0 {
-			names := make([]string, len(devs))
-			for i, d := range devs {
-				names[i] = d.Name
-			}
-			fmt.Fprintf(stderr, "devinfo: IB device '%s' wasn't found (devices: %s)\n", o.dev, strings.Join(names, ", "))
-			return 1
+			fmt.Fprintf(stderr, "IB device '%s' wasn't found\n", o.dev)
+			return 255
 		}
 		devs = devs[i : i+1]
+	} else if len(devs) == 0 {
+		fmt.Fprintf(stderr, "No IB devices found\n")
+		return 255
 	}
 
-	status := 0
 	for _, d := range devs {
 		info, err := gather(d, o.port, o.verbose)
 		if err != nil {
-			fmt.Fprintf(stderr, "devinfo: %s: %v\n", d.Name, err)
-			status = 1
+			var de *devError
+			if !errors.As(err, &de) {
+				de = &devError{status: 1, msg: "Failed to open device", err: err}
+			}
+			fmt.Fprintln(stderr, de.msg)
+			if de.err != nil {
+				fmt.Fprintf(stderr, "  (%s: %v)\n", d.Name, de.err)
+			}
+			status |= de.status
 			continue
 		}
 		writeDevice(stdout, info, o.verbose)
@@ -145,22 +158,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return status
 }
 
+// devError is a device's failure: ibv_devinfo's line and status for it,
+// and the library's error behind it (printed on a second line).
+type devError struct {
+	status int
+	msg    string
+	err    error
+}
+
+func (e *devError) Error() string {
+	if e.err == nil {
+		return e.msg
+	}
+	return e.msg + ": " + e.err.Error()
+}
+
+func (e *devError) Unwrap() error { return e.err }
+
 // gather opens d and collects everything writeDevice prints: the device
 // attributes, and for each selected port (all when port is 0) the port
 // attributes and, when verbose, the port's GIDs.
 func gather(d uverbs.Device, port int, verbose bool) (*deviceInfo, error) {
 	ctx, err := uverbs.Open(d)
 	if err != nil {
-		return nil, fmt.Errorf("failed to open device: %w", err)
+		return nil, &devError{status: 1, msg: "Failed to open device", err: err}
 	}
 	defer ctx.Close()
 
 	attr, err := ctx.QueryDevice()
 	if err != nil {
-		return nil, fmt.Errorf("failed to query device props: %w", err)
+		return nil, &devError{status: 2, msg: "Failed to query device props", err: err}
 	}
 	if port > attr.PhysPortCnt {
-		return nil, fmt.Errorf("invalid port %d requested: the device has %d port(s)", port, attr.PhysPortCnt)
+		return nil, &devError{status: 4, msg: "Invalid port requested for device"}
 	}
 	info := &deviceInfo{
 		Name:           d.Name,
@@ -182,7 +212,7 @@ func gather(d uverbs.Device, port int, verbose bool) (*deviceInfo, error) {
 		}
 		pa, err := ctx.QueryPort(p)
 		if err != nil {
-			return nil, fmt.Errorf("failed to query port %d props: %w", p, err)
+			return nil, portError(p, err)
 		}
 		pi := portInfo{Num: p, Attr: pa}
 		for _, g := range gids {
@@ -208,7 +238,7 @@ func queryGIDs(ctx *uverbs.Context, port, nports int) ([]uverbs.GIDEntry, error)
 		return gids, nil
 	}
 	if !errors.Is(err, uverbs.ErrNotSupported) {
-		return nil, fmt.Errorf("failed to query the GID table: %w", err)
+		return nil, &devError{status: 1, msg: "Failed to query the GID table", err: err}
 	}
 	gids = nil
 	for p := 1; p <= nports; p++ {
@@ -217,7 +247,7 @@ func queryGIDs(ctx *uverbs.Context, port, nports int) ([]uverbs.GIDEntry, error)
 		}
 		pa, err := ctx.QueryPort(p)
 		if err != nil {
-			return nil, fmt.Errorf("failed to query port %d props: %w", p, err)
+			return nil, portError(p, err)
 		}
 		for i := 0; i < pa.GIDTblLen; i++ {
 			if g, err := ctx.QueryGID(p, i); err == nil {
@@ -226,6 +256,17 @@ func queryGIDs(ctx *uverbs.Context, port, nports int) ([]uverbs.GIDEntry, error)
 		}
 	}
 	return gids, nil
+}
+
+// portError is a failed port query: ibv_devinfo's line, and its status,
+// which is what ibv_query_port returned (the errno).
+func portError(port int, err error) error {
+	status := 1
+	var errno syscall.Errno
+	if errors.As(err, &errno) && errno != 0 {
+		status = int(errno)
+	}
+	return &devError{status: status, msg: fmt.Sprintf("Failed to query port %d props", port), err: err}
 }
 
 // readBoardID returns /sys/class/infiniband/<name>/board_id without its

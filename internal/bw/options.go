@@ -257,10 +257,10 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 	if v == Send {
 		o.RxDepth = defRxSend
 	}
-	opts, operands, err := getopt.Parse(args, shortOpts, longOpts)
-	if err != nil {
-		return Options{}, &usageError{msg: err.Error()}
-	}
+	// perftest checks each option as getopt_long returns it: an option
+	// before a bad word can still end the run with its own complaint.
+	opts, operands, perr := getopt.Parse(args, shortOpts, longOpts)
+	var err error
 	for _, p := range opts {
 		var n int64
 		switch p.Val {
@@ -454,6 +454,9 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 		if err != nil {
 			return Options{}, err
 		}
+	}
+	if perr != nil {
+		return Options{}, &usageError{msg: perr.Error()}
 	}
 	switch len(operands) {
 	case 0:

@@ -41,7 +41,9 @@ func (e *Error) Error() string { return e.Msg }
 // argument may be attached ("-s64", "--size=64") or be the next word, and
 // a long option may be abbreviated to any prefix that is unique or an
 // exact name. It returns the options in order and the operands; an error
-// is an *Error.
+// is an *Error, returned with the options and operands before the word
+// that caused it: a C tool acts on each option as getopt_long hands it
+// over, so one of those may end the program before the complaint.
 func Parse(args []string, short string, longs []Long) ([]Opt, []string, error) {
 	var opts []Opt
 	var operands []string
@@ -52,16 +54,16 @@ func Parse(args []string, short string, longs []Long) ([]Opt, []string, error) {
 			return opts, append(operands, args[i+1:]...), nil
 		case strings.HasPrefix(a, "--"):
 			name, arg, hasEq := strings.Cut(a[2:], "=")
-			lo, err := findLong(name, longs)
+			lo, err := findLong(name, a[2:], longs)
 			if err != nil {
-				return nil, nil, err
+				return opts, operands, err
 			}
 			switch {
 			case !lo.HasArg && hasEq:
-				return nil, nil, &Error{fmt.Sprintf("option '--%s' doesn't allow an argument", lo.Name)}
+				return opts, operands, &Error{fmt.Sprintf("option '--%s' doesn't allow an argument", lo.Name)}
 			case lo.HasArg && !hasEq:
 				if i+1 >= len(args) {
-					return nil, nil, &Error{fmt.Sprintf("option '--%s' requires an argument", lo.Name)}
+					return opts, operands, &Error{fmt.Sprintf("option '--%s' requires an argument", lo.Name)}
 				}
 				i++
 				arg = args[i]
@@ -72,13 +74,13 @@ func Parse(args []string, short string, longs []Long) ([]Opt, []string, error) {
 				c := a[j]
 				k := strings.IndexByte(short, c)
 				if c == ':' || k < 0 {
-					return nil, nil, &Error{fmt.Sprintf("invalid option -- '%c'", c)}
+					return opts, operands, &Error{fmt.Sprintf("invalid option -- '%c'", c)}
 				}
 				if k+1 < len(short) && short[k+1] == ':' {
 					arg := a[j+1:]
 					if arg == "" {
 						if i+1 >= len(args) {
-							return nil, nil, &Error{fmt.Sprintf("option requires an argument -- '%c'", c)}
+							return opts, operands, &Error{fmt.Sprintf("option requires an argument -- '%c'", c)}
 						}
 						i++
 						arg = args[i]
@@ -96,26 +98,33 @@ func Parse(args []string, short string, longs []Long) ([]Opt, []string, error) {
 }
 
 // findLong looks name up in longs: an exact name wins, otherwise a prefix
-// must match exactly one entry. The ambiguity message lists the matches in
-// the table's order, as glibc does.
-func findLong(name string, longs []Long) (Long, error) {
+// must match one entry, or several that glibc cannot tell apart (the same
+// letter and argument; a long-only option sets its own flag, so it always
+// differs). Complaints quote word, what followed "--" (argument
+// included), and the ambiguity message lists the matches in the table's
+// order, as glibc does.
+func findLong(name, word string, longs []Long) (Long, error) {
 	var matches []Long
+	ambiguous := false
 	for _, lo := range longs {
 		if lo.Name == name {
 			return lo, nil
 		}
 		if strings.HasPrefix(lo.Name, name) {
+			if len(matches) > 0 && (lo.Val == 0 || lo.Val != matches[0].Val || lo.HasArg != matches[0].HasArg) {
+				ambiguous = true
+			}
 			matches = append(matches, lo)
 		}
 	}
-	switch len(matches) {
-	case 0:
-		return Long{}, &Error{fmt.Sprintf("unrecognized option '--%s'", name)}
-	case 1:
+	switch {
+	case len(matches) == 0:
+		return Long{}, &Error{fmt.Sprintf("unrecognized option '--%s'", word)}
+	case !ambiguous:
 		return matches[0], nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "option '--%s' is ambiguous; possibilities:", name)
+	fmt.Fprintf(&b, "option '--%s' is ambiguous; possibilities:", word)
 	for _, m := range matches {
 		b.WriteString(" '--" + m.Name + "'")
 	}

@@ -54,6 +54,19 @@ func TestParse(t *testing.T) {
 		{args: []string{"--chk=1"}, err: "option '--chk' doesn't allow an argument"},
 		{args: []string{"--nope"}, err: "unrecognized option '--nope'"},
 		{args: []string{"--i"}, err: "option '--i' is ambiguous; possibilities: '--ib-dev' '--ib-port' '--iters' '--iodp'"},
+		// glibc quotes what followed "--", an argument included, when it
+		// does not know the option or cannot tell which one.
+		{args: []string{"--nope=3"}, err: "unrecognized option '--nope=3'"},
+		{args: []string{"--ib=rxe0"}, err: "option '--ib=rxe0' is ambiguous; possibilities: '--ib-dev' '--ib-port'"},
+		// Prefix matches glibc cannot tell apart (same letter and
+		// argument) are not ambiguous: the first wins.
+		{short: "a", longs: []Long{{Name: "alpha", Val: 'a'}, {Name: "alphabet", Val: 'a'}}, args: []string{"--alp"},
+			opts: []Opt{{Val: 'a', Name: "alpha"}}},
+		{short: "a", longs: []Long{{Name: "alpha", Val: 'a'}, {Name: "alphabet"}}, args: []string{"--alp"},
+			err: "option '--alp' is ambiguous; possibilities: '--alpha' '--alphabet'"},
+		// Options before the bad word come back with the error (the C
+		// tools act on them first).
+		{args: []string{"-e", "h", "-x", "-c"}, opts: []Opt{{Val: 'e'}}, operands: []string{"h"}, err: "invalid option -- 'x'"},
 		{args: []string{"--ib-p", "2"}, opts: []Opt{{Val: 'i', Name: "ib-port", Arg: "2"}}},
 		// The colons of the short option string are not options.
 		{args: []string{"-:"}, err: "invalid option -- ':'"},
@@ -82,6 +95,9 @@ func TestParse(t *testing.T) {
 			var ge *Error
 			if !errors.As(err, &ge) || err.Error() != c.err || ge.Msg != c.err {
 				t.Errorf("Parse(%q) error = %v, want *Error %q", c.args, err, c.err)
+			}
+			if !reflect.DeepEqual(opts, c.opts) || !reflect.DeepEqual(operands, c.operands) {
+				t.Errorf("Parse(%q) before the error: %v %q, want %v %q", c.args, opts, operands, c.opts, c.operands)
 			}
 			continue
 		}

@@ -213,16 +213,15 @@ func ParseArgs(k Kind, args []string) (Options, error) {
 	if k == SRQ {
 		o.NumQP = 16
 	}
-	opts, operands, err := getopt.Parse(args, sp.short, sp.longs)
-	if err != nil {
-		return Options{}, &getoptError{err.Error()}
-	}
+	// The C tools check each option as getopt_long returns it: an option
+	// before a bad word can still end the run with its own complaint.
+	opts, operands, perr := getopt.Parse(args, sp.short, sp.longs)
 	for _, p := range opts {
 		switch p.Val {
 		case 'p':
-			v := strtoul(p.Arg)
+			v := getopt.Strtoul(p.Arg)
 			if k == UD {
-				v = uint64(strtol(p.Arg)) // ud_pingpong uses strtol; same result
+				v = uint64(getopt.Strtol(p.Arg)) // ud_pingpong uses strtol; same result
 			}
 			o.Port = uint32(v)
 			if o.Port > 65535 {
@@ -231,32 +230,32 @@ func ParseArgs(k Kind, args []string) (Options, error) {
 		case 'd':
 			o.Dev = p.Arg
 		case 'i':
-			o.IBPort = int(int32(strtol(p.Arg)))
+			o.IBPort = int(int32(getopt.Strtol(p.Arg)))
 			if o.IBPort < 1 {
 				return Options{}, errUsage
 			}
 		case 's':
-			o.Size = uint32(strtoul(p.Arg))
+			o.Size = uint32(getopt.Strtoul(p.Arg))
 			if k == SRQ && o.Size < 1 {
 				return Options{}, errUsage
 			}
 		case 'm':
-			o.MTU = MTUFromBytes(int64(int32(strtol(p.Arg))))
+			o.MTU = MTUFromBytes(int64(int32(getopt.Strtol(p.Arg))))
 			if o.MTU == 0 {
 				return Options{}, errUsage
 			}
 		case 'q':
-			o.NumQP = uint32(strtoul(p.Arg))
+			o.NumQP = uint32(getopt.Strtoul(p.Arg))
 		case 'r':
-			o.RxDepth = uint32(strtoul(p.Arg))
+			o.RxDepth = uint32(getopt.Strtoul(p.Arg))
 		case 'n':
-			o.Iters = uint32(strtoul(p.Arg))
+			o.Iters = uint32(getopt.Strtoul(p.Arg))
 		case 'l':
-			o.SL = int(int32(strtol(p.Arg)))
+			o.SL = int(int32(getopt.Strtol(p.Arg)))
 		case 'e':
 			o.Events = true
 		case 'g':
-			o.GIDIndex = int(int32(strtol(p.Arg)))
+			o.GIDIndex = int(int32(getopt.Strtol(p.Arg)))
 		case 'c':
 			o.Validate = true
 		case 'o':
@@ -272,6 +271,9 @@ func ParseArgs(k Kind, args []string) (Options, error) {
 		case 'N':
 			o.NewSend = true
 		}
+	}
+	if perr != nil {
+		return Options{}, &getoptError{perr.Error()}
 	}
 	switch len(operands) {
 	case 0:

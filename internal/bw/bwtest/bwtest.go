@@ -1011,6 +1011,11 @@ var BadArgs = [][]string{
 	{"-u", "99"}, {"-S", "99"}, {"-Q", "0"}, {"-I", "1000"}, {"-o", "0"},
 	{"-c", "UD"}, {"-a", "-s", "64"}, {"--size=64", "--iters=3"},
 	{"extra"}, {"-d", "nosuchdev0"},
+	// In order: a bad size before an unknown option ends the run first.
+	// (An unknown option first is not compared: perftest then prints its
+	// whole usage, every option it has, where the Go tools name the
+	// option.)
+	{"-s", "0", "--nosuch"},
 	// Events: none on the write verb; a completion vector needs -e and
 	// must be at most the device's count (rxe has one, and perftest lets
 	// 1 through to the CQ).

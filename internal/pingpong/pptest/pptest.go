@@ -301,8 +301,9 @@ func SameFailure(t *testing.T, tool Tool, want string, args ...string) {
 // BadArgs are client command lines that fail, or reach the connect to a
 // server that is not there, in every ping-pong tool: sizes, depths,
 // MTUs, ports, GID indexes and SLs out of range or malformed, unknown
-// options, missing arguments, an extra operand, a host that does not
-// resolve, long options, -h. SameAsC runs them. (An option missing its
+// options (also after and before an option that fails its own check),
+// missing arguments, an extra operand, a host that does not resolve, long
+// options, -h. SameAsC runs them. (An option missing its
 // argument cannot be among them: it would take the server operand.)
 var BadArgs = [][]string{
 	{"-s", "0"}, {"-s", "abc"}, {"-s", "-100"}, {"-s", "2000000000"},
@@ -312,6 +313,8 @@ var BadArgs = [][]string{
 	{"-i", "0"}, {"-i", "2"},
 	{"-p", "70000"}, {"-l", "16"},
 	{"-z"}, {"-h"},
+	// In order: a bad port before an unknown option ends the run first.
+	{"-i", "0", "-z"}, {"-z", "-i", "0"},
 	{"--size=64", "--iters=3"},
 	{"extra"},
 	{"-d", "nosuchdev0"},

@@ -1,11 +1,11 @@
-package pingpong
+package getopt
 
-// strtol converts s as C's strtol(s, NULL, 0) does: leading white space,
+// Strtol converts s as C's strtol(s, NULL, 0) does: leading white space,
 // an optional sign, then a hexadecimal ("0x"), octal ("0") or decimal
 // number; conversion stops at the first character that does not belong to
 // it (so "64k" is 64 and "abc" is 0), and out-of-range values saturate at
 // the int64 limits.
-func strtol(s string) int64 {
+func Strtol(s string) int64 {
 	v, neg, _ := strtoAbs(s)
 	if neg {
 		if v > 1<<63 {
@@ -19,10 +19,10 @@ func strtol(s string) int64 {
 	return int64(v)
 }
 
-// strtoul converts s as C's strtoul(s, NULL, 0) does on a 64-bit system:
-// like strtol, but a leading minus negates the unsigned value and
+// Strtoul converts s as C's strtoul(s, NULL, 0) does on a 64-bit system:
+// like Strtol, but a leading minus negates the unsigned value and
 // out-of-range values give ULONG_MAX.
-func strtoul(s string) uint64 {
+func Strtoul(s string) uint64 {
 	v, neg, over := strtoAbs(s)
 	if over {
 		return v
