@@ -97,9 +97,8 @@ func parseArgs(prog string, args []string, stdout, stderr io.Writer) (o *options
 
 // list is -l: the number of devices and their names.
 func list(stdout, stderr io.Writer) int {
-	devs, err := uverbs.Devices()
-	if err != nil {
-		fmt.Fprintf(stderr, "Failed to get IB devices list: %v\n", err)
+	devs, ok := devices(stderr)
+	if !ok {
 		return 255
 	}
 	names := make([]string, len(devs))
@@ -108,6 +107,17 @@ func list(stdout, stderr io.Writer) int {
 	}
 	writeList(stdout, names)
 	return 0
+}
+
+// devices is ibv_get_device_list for both paths: false (after perror's
+// line) when the list cannot be read.
+func devices(stderr io.Writer) ([]uverbs.Device, bool) {
+	devs, err := uverbs.Devices()
+	if err != nil {
+		fmt.Fprintf(stderr, "Failed to get IB devices list: %v\n", err)
+		return nil, false
+	}
+	return devs, true
 }
 
 // run is the whole command (prog names it in messages, as argv[0] does):
@@ -122,9 +132,8 @@ func run(prog string, args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 
-	devs, err := uverbs.Devices()
-	if err != nil {
-		fmt.Fprintf(stderr, "Failed to get IB devices list: %v\n", err)
+	devs, ok := devices(stderr)
+	if !ok {
 		return 255
 	}
 	if o.dev != "" {

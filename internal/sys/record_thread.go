@@ -82,7 +82,7 @@ func (r *RecordReader) thread(fd uintptr) bool {
 	// The non-blocking read first: a record already queued (the waiter
 	// came late) needs no ppoll, and the read is not a blocking system
 	// call for the runtime.
-	if r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf); r.err != unix.EAGAIN {
+	if r.read(fd) {
 		return true
 	}
 	fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(r.wake), Events: unix.POLLIN}}
