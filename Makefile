@@ -82,7 +82,7 @@ bench: deps
 # is 10).
 vmtest: deps
 	@[ -n "$(strip $(VMPKGS))" ] || { echo "make vmtest: '$(GO) list ./...' found no packages"; exit 1; }
-	$(GO) run ./internal/testkit/cmd/rxevm -timeout 20m -kernel $(KERNEL) $(VMFLAGS) $(VMPKGS) -- -count=1 -v $(if $(RUN),-run '$(value RUN)') $(TESTFLAGS)
+	$(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) -timeout 20m $(VMFLAGS) $(VMPKGS) -- -count=1 -v $(if $(RUN),-run '$(value RUN)') $(TESTFLAGS)
 
 # The VM suite's library packages with the race detector (rxevm -race:
 # cgo test binaries linked against the guest's glibc), -short, on
