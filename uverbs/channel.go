@@ -40,6 +40,12 @@ type CompChannel struct {
 	rec   [8]byte    // ib_uverbs_comp_event_desc
 
 	thread atomic.Bool // WaitThread mode
+
+	// The arm bookkeeping (arm.go) that lets a wait skip the read that
+	// would fail.
+	armMu  sync.Mutex
+	armed  []*CQ // armed, not yet seen to fire
+	queued int   // an upper bound on the events queued and not yet read
 }
 
 // WaitMode says how GetCQEvent waits for an event that is not yet queued.
@@ -99,6 +105,7 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		return nil, c.opErr("comp_channel", "create", err)
 	}
 	ch := &CompChannel{ctx: c, r: r, cqs: map[uint64]*CQ{}}
+	r.SetHint(ch.mayHaveEvent)
 	if err := c.addChannel(ch); err != nil {
 		r.Close()
 		return nil, err
@@ -201,6 +208,7 @@ func (ch *CompChannel) readEvent(ctx context.Context, wait bool) (*CQ, error) {
 		// acknowledged (life.destroy), so this is not one of ours.
 		return nil, &OpError{Object: "comp_channel", Method: "get_cq_event", Err: fmt.Errorf("%w: event for unknown CQ user handle %d", ErrInvalid, uh)}
 	}
+	ch.delivered(cq)
 	cq.counts.Delivered(core.CompEvents, 0)
 	return cq, nil
 }
@@ -221,6 +229,7 @@ func (ch *CompChannel) attach(cq *CQ) error {
 
 // detach removes cq (after its destroy, or a failed create).
 func (ch *CompChannel) detach(cq *CQ) {
+	ch.forget(cq)
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	ch.cqsMu.Lock()

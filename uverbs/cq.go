@@ -32,6 +32,7 @@ type CQ struct {
 	cqe    int
 	drv    cqDriver
 	ch     *CompChannel // nil without a completion channel
+	arm    cqArm        // the channel's bookkeeping of its arms (arm.go)
 	life
 }
 
@@ -64,7 +65,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 		return nil, invalidErr("cq", "create", "completion channel of another context")
 	}
 	cq, drv := p.newCQ()
-	*cq = CQ{ctx: c, drv: drv, ch: o.Channel}
+	*cq = CQ{ctx: c, drv: drv, ch: o.Channel, arm: cqArm{at: -1}}
 	// The user handle is reserved before the create command, so that an
 	// event of the new CQ read before CreateCQ returns still finds it (the
 	// reader waits until the CQ is published, complete).
@@ -199,8 +200,9 @@ func (cq *CQ) Channel() *CompChannel { return cq.ch }
 // (true), makes the kernel queue one event on the CQ's channel. A
 // completion that arrived before the arm does not trigger one, so poll
 // again after arming before you wait. It is one write(2) of the
-// REQ_NOTIFY_CQ command, as librxe does, takes no lock shared by other
-// CQs, and allocates nothing. A CQ without a channel gives ErrInvalid.
+// REQ_NOTIFY_CQ command, as librxe does, and allocates nothing; besides
+// the command it notes the arm in the channel, under a lock held for a
+// few loads. A CQ without a channel gives ErrInvalid.
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if cq == nil || cq.ctx == nil {
 		return invalidErr("cq", "req_notify", "nil CQ")
@@ -221,6 +223,9 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if solicitedOnly {
 		cmd.req.SolicitedOnly = 1
 	}
+	// The channel learns of the arm before the kernel: an event of it may
+	// be queued as soon as the command returns.
+	cq.ch.arming(cq)
 	// The command fd stays open while the CQ is held (Close kills the CQ
 	// first), so no fd lock is needed.
 	if err := sys.WriteHeldValue(cq.ctx.cmd, &cmd); err != nil {

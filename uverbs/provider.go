@@ -40,6 +40,13 @@ type cqDriver interface {
 	// run concurrently with poll and after release: released rings stay
 	// readable (sys.Mapping), so it never faults.
 	empty() bool
+	// snap and moved watch the ring for the completion channel's arm
+	// bookkeeping (arm.go): snap records the ring before an arm (false
+	// when the driver cannot watch it), moved reports whether a
+	// completion may have arrived since, erring towards true. Like empty
+	// they take no lock and run after release too.
+	snap() (ringSnap, bool)
+	moved(s ringSnap) bool
 	// udataIn and udataOut return the UHW_IN / UHW_OUT buffers of the
 	// create command (nil for none). They must stay valid (heap) until
 	// created returns.

@@ -30,9 +30,10 @@ type rxeCQ struct {
 	q    rxeQueue
 	mu   sync.Mutex // serialises pollers
 	ring rxeRing    // set by created, before the CQ is published
-	// consumed mirrors ring.own (the consumer index) for empty, which
-	// reads it without mu.
-	consumed atomic.Uint32
+	// consumed counts the completions ever polled (unwrapped; its low
+	// bits mirror ring.own, the consumer index) for empty and moved, which
+	// read it without mu.
+	consumed atomic.Uint64
 }
 
 func (d *rxeCQ) udataIn() []byte  { return nil }
@@ -46,7 +47,7 @@ func (d *rxeCQ) created(c *Context) error {
 		d.q.unmap()
 		return &OpError{Object: "cq", Method: "create", Err: err}
 	}
-	d.consumed.Store(d.ring.own)
+	d.consumed.Store(uint64(d.ring.own))
 	return nil
 }
 func (d *rxeCQ) release() error { return d.q.unmap() }
@@ -63,7 +64,7 @@ func (d *rxeCQ) poll(wcs []WC) int {
 	}
 	if n > 0 {
 		r.advance(n)
-		d.consumed.Store(r.own)
+		d.consumed.Add(uint64(n))
 	}
 	d.mu.Unlock()
 	return int(n)
@@ -74,7 +75,27 @@ func (d *rxeCQ) poll(wcs []WC) int {
 // can only make it answer false (the caller then polls under the lock).
 func (d *rxeCQ) empty() bool {
 	r := &d.ring // m and mask do not change once published; own is mu's
-	return r.otherW.Load()&r.mask == d.consumed.Load()
+	return r.otherW.Load()&r.mask == uint32(d.consumed.Load())&r.mask
+}
+
+// snap records the ring before an arm: the completions polled so far,
+// then the producer index, and how many completions were waiting between
+// the two (all of them older than the arm).
+func (d *rxeCQ) snap() (ringSnap, bool) {
+	r := &d.ring
+	cons := d.consumed.Load() // first: see moved
+	prod := r.otherW.Load() & r.mask
+	return ringSnap{polled: cons, prod: prod, waiting: (prod - uint32(cons)) & r.mask}, true
+}
+
+// moved reports whether a completion may have entered the ring since s
+// was taken. The producer index alone cannot say: after exactly a lap it
+// reads the same. But a ring never holds more than mask completions, so
+// the producer cannot complete a lap unless the consumer took at least one
+// completion newer than s, i.e. more than s.waiting since s.
+func (d *rxeCQ) moved(s ringSnap) bool {
+	r := &d.ring
+	return r.otherW.Load()&r.mask != s.prod || d.consumed.Load()-s.polled > uint64(s.waiting)
 }
 
 // ready returns the number of completions waiting in the ring.

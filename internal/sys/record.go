@@ -18,7 +18,8 @@ import (
 //
 // RawConn.Read calls the read first and waits for readiness only after it
 // saw EAGAIN, so a record that arrived before the wait is never slept
-// through, although the runtime poller is edge-triggered; and it keeps
+// through, although the runtime poller is edge-triggered (unless a hint,
+// SetHint, proves that none can be queued: then it parks at once); and it keeps
 // reading until one read succeeds, so a wake-up without a record (another
 // reader took it) just waits again.
 //
@@ -40,6 +41,8 @@ type RecordReader struct {
 	n      int
 	err    error
 	readFn func(uintptr) bool // r.read as a method value, made once
+	hint   func() bool        // SetHint's; nil: always read first
+	hinted bool               // this Read has yet to ask hint
 	tryFn  func(uintptr) bool // r.try, likewise
 	stop   func() bool
 
@@ -89,9 +92,25 @@ func NewRecordReader(fd *FD) (*RecordReader, error) {
 // Fd returns the descriptor (non-blocking) for the caller's own epoll.
 func (r *RecordReader) Fd() int { return r.raw }
 
+// SetHint gives Read a test it makes before its first read: when
+// mayHave returns false, Read parks on the poller at once instead of
+// making a read that would fail with EAGAIN. mayHave must return false
+// only when no record can be queued: it runs after the poller forgot any
+// readiness it saw before (the poller is edge-triggered), so a record
+// queued before it and not read would be slept through; a record queued
+// after it wakes the reader. Set it before the first Read.
+func (r *RecordReader) SetHint(mayHave func() bool) { r.hint = mayHave }
+
 // read is the RawConn callback: one non-blocking read; false asks the
-// poller to wait for readiness.
+// poller to wait for readiness. RawConn.Read calls it after resetting the
+// poller's readiness, so the hint (first call only) is asked after that.
 func (r *RecordReader) read(fd uintptr) bool {
+	if r.hinted {
+		r.hinted = false
+		if !r.hint() {
+			return false
+		}
+	}
 	r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf) // non-blocking fd
 	return r.err != unix.EAGAIN
 }
@@ -133,8 +152,10 @@ func (r *RecordReader) Read(ctx context.Context, buf []byte) (int, error) {
 		return 0, err
 	}
 	r.buf = buf
+	r.hinted = r.hint != nil
 	err := r.rc.Read(r.readFn)
 	r.buf = nil
+	r.hinted = false
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			if cerr := ctx.Err(); cerr != nil {

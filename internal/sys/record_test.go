@@ -341,3 +341,93 @@ func TestRecordReaderThreadAfterEndedRead(t *testing.T) {
 		t.Fatalf("ReadThread after an ended Read = %d, %v", n, err)
 	}
 }
+
+// TestRecordReaderHint: Read asks the hint once, after the poller forgot
+// past readiness and before its first read. A "maybe" reads as before; a
+// "none" parks without reading, and a record queued from then on wakes it.
+// A wrong "none" (a record already queued) is slept through, which shows
+// the read was left out; ReadThread's ppoll sees such a record.
+func TestRecordReaderHint(t *testing.T) {
+	r, w, err := NewRecordReaderPipe("hint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer r.Close()
+	var calls int
+	var may bool
+	var inHint func()
+	r.SetHint(func() bool {
+		calls++
+		if inHint != nil {
+			inHint()
+		}
+		return may
+	})
+	buf := make([]byte, 8)
+	read := func(step string, want string) {
+		t.Helper()
+		calls = 0
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n, err := r.Read(ctx, buf)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("%s: Read = %q, %v; want %q", step, buf[:n], err, want)
+		}
+		if calls != 1 {
+			t.Fatalf("%s: hint asked %d times, want once", step, calls)
+		}
+	}
+
+	may = true
+	Write(w, []byte("queued.."))
+	read("maybe, queued", "queued..")
+
+	// "None", and the record comes after the hint looked: it wakes the
+	// parked read.
+	may = false
+	inHint = func() { Write(w, []byte("after...")) }
+	read("none, then a record", "after...")
+	inHint = nil
+
+	// "None" while a record is queued and its edge already taken by the
+	// netpoller (an idle moment runs it: the sleep): the read is not
+	// made, so the record is slept through until the context ends. (Were
+	// the edge still in epoll's ready list, it would wake the read: try a
+	// few times.)
+	slept := false
+	for try := 0; try < 5 && !slept; try++ {
+		Write(w, []byte("unseen.."))
+		time.Sleep(20 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		n, err := r.Read(ctx, buf)
+		cancel()
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			slept = true
+			if n, err := r.TryRead(buf); n != 8 || err != nil || string(buf) != "unseen.." {
+				t.Fatalf("TryRead after a wrong none = %d %v %q", n, err, buf)
+			}
+		case err != nil || string(buf[:n]) != "unseen..":
+			t.Fatalf("a wrong none: Read = %q %v", buf[:n], err)
+		}
+	}
+	if !slept {
+		t.Fatal("a wrong none never slept through a queued record: the read was made")
+	}
+
+	// ReadThread asks too, and its ppoll reports the queued record.
+	Write(w, []byte("thread.."))
+	calls = 0
+	if n, err := r.ReadThread(context.Background(), buf); n != 8 || err != nil || string(buf) != "thread.." || calls != 1 {
+		t.Fatalf("ReadThread with none = %d %v %q, hint asked %d times", n, err, buf, calls)
+	}
+
+	may = true
+	testkit.NoAllocs(t, 200, func() {
+		Write(w, []byte("12345678"))
+		if _, err := r.Read(context.Background(), buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

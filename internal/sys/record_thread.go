@@ -13,7 +13,8 @@ import (
 // that the netpoller's epoll wakes), it blocks the goroutine's OS thread in
 // ppoll(2) on the fd and a private wake-up eventfd, then reads. A record
 // already queued takes one read and no ppoll; one not yet queued takes
-// that failed read, the ppoll and the read. The thread is spent while it
+// that failed read, the ppoll and the read (no failed read when the hint,
+// SetHint, says nothing can be queued). The thread is spent while it
 // waits, so use it for a few latency-critical waiters, not thousands.
 //
 // A goroutine that only ever blocks in system calls never passes through
@@ -46,10 +47,12 @@ func (r *RecordReader) ReadThread(ctx context.Context, buf []byte) (int, error) 
 	}
 	r.buf = buf
 	r.tctx = ctx
+	r.hinted = r.hint != nil
 	// Inside RawConn.Read the descriptor cannot be closed under the
 	// ppoll: Close writes the eventfd, then waits for this to return.
 	cerr := r.rc.Read(r.threadFn)
 	r.buf, r.tctx = nil, nil
+	r.hinted = false
 	if cerr != nil {
 		return 0, r.mapErr(cerr)
 	}
@@ -81,7 +84,9 @@ const threadYieldEvery = 5 * time.Millisecond
 func (r *RecordReader) thread(fd uintptr) bool {
 	// The non-blocking read first: a record already queued (the waiter
 	// came late) needs no ppoll, and the read is not a blocking system
-	// call for the runtime.
+	// call for the runtime. When the hint (SetHint) says nothing can be
+	// queued, read returns false without the call; ppoll, unlike the
+	// runtime poller, reports a record queued before it too.
 	if r.read(fd) {
 		return true
 	}
