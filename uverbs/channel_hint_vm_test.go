@@ -2,7 +2,10 @@ package uverbs_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,6 +141,158 @@ func TestVMChannelWaitReadsOnce(t *testing.T) {
 	}
 	for _, cq := range []*uverbs.CQ{scq, rcq} {
 		if err := cq.Destroy(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Dealloc(); err != nil {
+		t.Fatal(err)
+	}
+	waitResources(t, base)
+}
+
+// TestVMChannelHintStress: four looped-back QPs, each with its own CQ on
+// one channel, send from four goroutines at random moments while one
+// waiter reads events, re-arms and drains, as an event-driven server
+// does. Arms, polls, the kernel's completions and the channel's decision
+// to park without reading race each other; an event slept through would
+// hang the waiter (bounded by its context) and fail the test. Every
+// completion is counted once.
+func TestVMChannelHintStress(t *testing.T) {
+	c := openRxe(t)
+	base := testkit.Resources(t, testkit.RxeDev)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nqp, msgs, window = 4, 400, 16
+	// Messages in flight per QP: one at a time (an event each) up to
+	// bursts that the waiter drains in batches.
+	windows := [nqp]int64{1, 2, 4, window}
+	cqs := make([]*uverbs.CQ, nqp)
+	qps := make([]*uverbs.QP, nqp)
+	index := map[*uverbs.CQ]int{}
+	for i := range cqs {
+		if cqs[i], err = c.CreateCQ(4*window, &uverbs.CQOptions{Channel: ch}); err != nil {
+			t.Fatal(err)
+		}
+		qps[i] = chanQP(t, c, pd, cqs[i], cqs[i])
+		index[cqs[i]] = i
+	}
+	var parks atomic.Int64
+	uverbs.SetHookForTest(func(point string) {
+		if point == "comp_channel:park" {
+			parks.Add(1)
+		}
+	})
+	defer uverbs.SetHookForTest(nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var received [nqp]atomic.Int64 // receive completions per QP
+	var wg sync.WaitGroup
+	for i := range qps {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			for k := 0; k < msgs; k++ {
+				for int64(k)-received[i].Load() >= windows[i] {
+					if ctx.Err() != nil {
+						return
+					}
+					runtime.Gosched()
+				}
+				if err := qps[i].PostRecv([]uverbs.RecvWR{{ID: uint64(k)}}); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := qps[i].PostSend([]uverbs.SendWR{{ID: uint64(k), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled}}); err != nil {
+					t.Error(err)
+					return
+				}
+				for j := rng.IntN(4); j > 0; j-- {
+					runtime.Gosched()
+				}
+			}
+		}(i)
+	}
+
+	for _, cq := range cqs {
+		if err := cq.ReqNotify(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sends [nqp]int
+	events, total := 0, 0
+	wcs := make([]uverbs.WC, 16)
+	for total < 2*nqp*msgs {
+		cq, err := ch.GetCQEvent(ctx)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			t.Fatalf("after %d events and %d of %d completions: %v", events, total, 2*nqp*msgs, err)
+		}
+		events++
+		if err := cq.AckEvents(1); err != nil {
+			t.Fatal(err)
+		}
+		if err := cq.ReqNotify(false); err != nil {
+			t.Fatal(err)
+		}
+		i := index[cq]
+		for {
+			n, err := cq.Poll(wcs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			for _, wc := range wcs[:n] {
+				if wc.Status != uverbs.WCSuccess {
+					t.Fatalf("QP %d: completion %+v", i, wc)
+				}
+				if wc.Opcode == uverbs.WCRecv {
+					received[i].Add(1)
+				} else {
+					sends[i]++
+				}
+			}
+			total += n
+		}
+	}
+	wg.Wait()
+	for i := range qps {
+		if got := received[i].Load(); got != msgs || sends[i] != msgs {
+			t.Errorf("QP %d: %d receives and %d sends completed, want %d each", i, got, sends[i], msgs)
+		}
+	}
+	// Events raised by completions an earlier drain already took.
+	left := 0
+	for {
+		cq, err := ch.TryGetCQEvent()
+		if err != nil {
+			break
+		}
+		cq.AckEvents(1)
+		left++
+	}
+	t.Logf("%d completions, %d events (+%d left over), %d waits parked without reading", total, events, left, parks.Load())
+	if parks.Load() == 0 {
+		t.Error("no wait parked without reading: the hint never applied")
+	}
+	for i := range qps {
+		if err := qps[i].Destroy(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+		if err := cqs[i].Destroy(bg(t)); err != nil {
 			t.Fatal(err)
 		}
 	}
