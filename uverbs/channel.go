@@ -54,12 +54,15 @@ type WaitMode int
 const (
 	// WaitPoller parks the goroutine on the Go runtime poller (the
 	// default): no OS thread is held, any number of goroutines may wait.
+	// An event not yet queued costs the futex sleep and wake-up and the
+	// read; the read that fails first is left out when the channel's arm
+	// bookkeeping (arm.go) proves nothing can be queued.
 	WaitPoller WaitMode = iota
 	// WaitThread blocks the calling goroutine's OS thread in ppoll(2) on
 	// the channel (and a wake-up eventfd for its context and Close), then
-	// reads: an event already queued takes one read, one not yet queued a
-	// failed read, the ppoll and the read, against the poller's failed
-	// read, futex sleep and wake-up. An opt-in for the few
+	// reads: an event already queued takes one read, one not yet queued
+	// the ppoll and the read (and a failed read first where the
+	// bookkeeping cannot prove the channel empty). An opt-in for the few
 	// latency-critical waiters that justify a thread each; see
 	// docs/performance.md for what it buys.
 	WaitThread

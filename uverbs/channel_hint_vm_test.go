@@ -13,6 +13,58 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
+// chanBed is a PD and a completion channel with n CQs on it, and what
+// the rxe device held before (for the leak check of close).
+type chanBed struct {
+	base map[string]int
+	pd   *uverbs.PD
+	ch   *uverbs.CompChannel
+	cqs  []*uverbs.CQ
+}
+
+func newChanBed(t *testing.T, c *uverbs.Context, n, cqe int) *chanBed {
+	t.Helper()
+	b := &chanBed{base: testkit.Resources(t, testkit.RxeDev)}
+	var err error
+	if b.pd, err = c.AllocPD(); err != nil {
+		t.Fatal(err)
+	}
+	if b.ch, err = c.CreateCompChannel(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		cq, err := c.CreateCQ(cqe, &uverbs.CQOptions{Channel: b.ch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.cqs = append(b.cqs, cq)
+	}
+	return b
+}
+
+// close destroys qps, then the bed, and checks that the device holds
+// what it held before.
+func (b *chanBed) close(t *testing.T, qps ...*uverbs.QP) {
+	t.Helper()
+	for _, qp := range qps {
+		if err := qp.Destroy(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cq := range b.cqs {
+		if err := cq.Destroy(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.pd.Dealloc(); err != nil {
+		t.Fatal(err)
+	}
+	waitResources(t, b.base)
+}
+
 // TestVMChannelWaitReadsOnce: a wait on a channel whose armed CQ has had
 // no completion since the arm parks without the read that would fail with
 // EAGAIN (uverbs/arm.go), so every GetCQEvent makes exactly one read(2),
@@ -31,24 +83,9 @@ import (
 // not count as news. The send CQ shares the channel unarmed.
 func TestVMChannelWaitReadsOnce(t *testing.T) {
 	c := openRxe(t)
-	base := testkit.Resources(t, testkit.RxeDev)
-	pd, err := c.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := c.CreateCompChannel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	scq, err := c.CreateCQ(64, &uverbs.CQOptions{Channel: ch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rcq, err := c.CreateCQ(64, &uverbs.CQOptions{Channel: ch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qp := chanQP(t, c, pd, scq, rcq)
+	b := newChanBed(t, c, 2, 64)
+	ch, scq, rcq := b.ch, b.cqs[0], b.cqs[1]
+	qp := chanQP(t, c, b.pd, scq, rcq)
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -136,21 +173,7 @@ func TestVMChannelWaitReadsOnce(t *testing.T) {
 		t.Errorf("parks without a read: late %d/%d, early %d/0", lateParks, rounds/2, earlyParks)
 	}
 
-	if err := qp.Destroy(bg(t)); err != nil {
-		t.Fatal(err)
-	}
-	for _, cq := range []*uverbs.CQ{scq, rcq} {
-		if err := cq.Destroy(bg(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := ch.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := pd.Dealloc(); err != nil {
-		t.Fatal(err)
-	}
-	waitResources(t, base)
+	b.close(t, qp)
 }
 
 // TestVMChannelHintStress: four looped-back QPs, each with its own CQ on
@@ -162,27 +185,16 @@ func TestVMChannelWaitReadsOnce(t *testing.T) {
 // completion is counted once.
 func TestVMChannelHintStress(t *testing.T) {
 	c := openRxe(t)
-	base := testkit.Resources(t, testkit.RxeDev)
-	pd, err := c.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := c.CreateCompChannel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	const nqp, msgs, window = 4, 400, 16
 	// Messages in flight per QP: one at a time (an event each) up to
 	// bursts that the waiter drains in batches.
 	windows := [nqp]int64{1, 2, 4, window}
-	cqs := make([]*uverbs.CQ, nqp)
+	b := newChanBed(t, c, nqp, 4*window)
+	ch, cqs := b.ch, b.cqs
 	qps := make([]*uverbs.QP, nqp)
 	index := map[*uverbs.CQ]int{}
 	for i := range cqs {
-		if cqs[i], err = c.CreateCQ(4*window, &uverbs.CQOptions{Channel: ch}); err != nil {
-			t.Fatal(err)
-		}
-		qps[i] = chanQP(t, c, pd, cqs[i], cqs[i])
+		qps[i] = chanQP(t, c, b.pd, cqs[i], cqs[i])
 		index[cqs[i]] = i
 	}
 	var parks atomic.Int64
@@ -288,19 +300,5 @@ func TestVMChannelHintStress(t *testing.T) {
 	if parks.Load() == 0 {
 		t.Error("no wait parked without reading: the hint never applied")
 	}
-	for i := range qps {
-		if err := qps[i].Destroy(bg(t)); err != nil {
-			t.Fatal(err)
-		}
-		if err := cqs[i].Destroy(bg(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := ch.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := pd.Dealloc(); err != nil {
-		t.Fatal(err)
-	}
-	waitResources(t, base)
+	b.close(t, qps...)
 }
