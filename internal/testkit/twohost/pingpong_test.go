@@ -113,17 +113,24 @@ func asLocal(a pptest.Addr) pptest.Addr {
 // ppTools are the ping-pong tools, each with the arguments both sides get
 // across the wire: -c validates every buffer; 4 KiB messages are four
 // packets at the path MTU of 1024 (e1000's 1500-byte frames); UD
-// messages must fit one.
+// messages must fit one. The -e rows sleep on completion events, which
+// here come from the wire: the channel's arm bookkeeping (uverbs/arm.go)
+// parks most waits without a read, and a wait that slept through an
+// event would hang the run.
 var ppTools = []struct {
 	tool        pptest.Tool
 	size, iters int
 	nqp         int
 	extra       []string
+	label       string // added to the subtest's name
 }{
-	{pptest.Tool{Kind: pingpong.RC, Go: "rcpingpong", C: "ibv_rc_pingpong"}, 4096, 100, 1, nil},
-	{pptest.Tool{Kind: pingpong.UC, Go: "ucpingpong", C: "ibv_uc_pingpong"}, 4096, 100, 1, nil},
-	{pptest.Tool{Kind: pingpong.UD, Go: "udpingpong", C: "ibv_ud_pingpong"}, 1000, 100, 1, nil},
-	{pptest.Tool{Kind: pingpong.SRQ, Go: "srqpingpong", C: "ibv_srq_pingpong"}, 4096, 50, 4, []string{"-q", "4"}},
+	{pptest.Tool{Kind: pingpong.RC, Go: "rcpingpong", C: "ibv_rc_pingpong"}, 4096, 100, 1, nil, ""},
+	{pptest.Tool{Kind: pingpong.UC, Go: "ucpingpong", C: "ibv_uc_pingpong"}, 4096, 100, 1, nil, ""},
+	{pptest.Tool{Kind: pingpong.UD, Go: "udpingpong", C: "ibv_ud_pingpong"}, 1000, 100, 1, nil, ""},
+	{pptest.Tool{Kind: pingpong.SRQ, Go: "srqpingpong", C: "ibv_srq_pingpong"}, 4096, 50, 4, []string{"-q", "4"}, ""},
+	{pptest.Tool{Kind: pingpong.RC, Go: "rcpingpong", C: "ibv_rc_pingpong"}, 4096, 100, 1, []string{"-e"}, "-events"},
+	{pptest.Tool{Kind: pingpong.UD, Go: "udpingpong", C: "ibv_ud_pingpong"}, 1000, 100, 1, []string{"-e"}, "-events"},
+	{pptest.Tool{Kind: pingpong.SRQ, Go: "srqpingpong", C: "ibv_srq_pingpong"}, 4096, 50, 4, []string{"-q", "4", "-e"}, "-events"},
 }
 
 // TestTwoHostPingPong runs every Go ping-pong tool against its rdma-core
@@ -143,7 +150,7 @@ func TestTwoHostPingPong(t *testing.T) {
 			{"go-server-A-c-client-B", a, b, pptest.Go, pptest.C},
 			{"c-server-B-go-client-A", b, a, pptest.C, pptest.Go},
 		} {
-			t.Run(tt.tool.Go+"/"+dir.name, func(t *testing.T) {
+			t.Run(tt.tool.Go+tt.label+"/"+dir.name, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				defer cancel()
 				args := append([]string{"-d", testkit.WireDev, "-g", "1", "-s", strconv.Itoa(tt.size), "-n", strconv.Itoa(tt.iters), "-c"}, tt.extra...)
