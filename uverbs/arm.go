@@ -110,6 +110,20 @@ func (ch *CompChannel) delivered(cq *CQ) {
 	ch.armMu.Unlock()
 }
 
+// resizing runs before the RESIZE_CQ command of cq (whose exclusive hold
+// keeps ReqNotify out until the new ring is in place): if cq is armed, its
+// arm may fire at any time, and the snapshot describes a ring the kernel is
+// about to replace, so the arm counts as a possible event from now on.
+func (ch *CompChannel) resizing(cq *CQ) {
+	ch.armMu.Lock()
+	if cq.arm.at >= 0 {
+		ch.unarm(cq)
+		cq.arm.queued++
+		ch.queued++
+	}
+	ch.armMu.Unlock()
+}
+
 // forget drops cq's share after the kernel destroyed it (and with it the
 // CQ's unread events).
 func (ch *CompChannel) forget(cq *CQ) {

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"context"
 	"math"
+	"sync/atomic"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/core"
@@ -29,7 +30,7 @@ type CQ struct {
 	ctx    *Context
 	handle uint32
 	uh     uint64
-	cqe    int
+	cqe    atomic.Int32 // the granted depth; Resize changes it
 	drv    cqDriver
 	ch     *CompChannel // nil without a completion channel
 	arm    cqArm        // the channel's bookkeeping of its arms (arm.go)
@@ -104,7 +105,7 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	}
 	err = cmd.Exec(c.cmd)
 	cq.handle = cmd.Handle(ha)
-	cq.cqe = int(*granted)
+	cq.cqe.Store(int32(*granted))
 	c.put(cmd)
 	if err != nil {
 		cq.detach()
@@ -170,8 +171,43 @@ func (cq *CQ) Destroy(ctx context.Context) error {
 }
 
 // CQE returns the number of entries the device granted (at least the
-// number requested).
-func (cq *CQ) CQE() int { return cq.cqe }
+// number requested), by CreateCQ or the last Resize.
+func (cq *CQ) CQE() int { return int(cq.cqe.Load()) }
+
+// Resize changes the CQ's depth to at least cqe entries (ibv_resize_cq(3)):
+// the write command RESIZE_CQ, then, on rxe, the kernel's new ring is
+// mapped in place of the old one. Completions waiting in the CQ are kept,
+// in order, and polled from the new ring; CQE reports the granted depth. A
+// depth below the completions now waiting, or above the device's
+// MaxCQE, is the kernel's EINVAL, and the CQ is left as it was. Resize
+// waits for the CQ's uses in flight (polls, arms) to end and blocks new
+// ones while it runs. On a completion channel an armed CQ stays armed;
+// the channel's next wait reads before it parks (arm.go).
+func (cq *CQ) Resize(cqe int) error {
+	if cq == nil || cq.ctx == nil {
+		return invalidErr("cq", "resize", "nil CQ")
+	}
+	if cqe < 1 || cqe > math.MaxInt32 {
+		return invalidErr("cq", "resize", "cqe %d out of range", cqe)
+	}
+	cq.rw.Lock()
+	defer cq.rw.Unlock()
+	if cq.dead {
+		return closedErr("cq", "resize")
+	}
+	if cq.ch != nil {
+		cq.ch.resizing(cq)
+	}
+	req := abi.IbUverbsResizeCq{CqHandle: cq.handle, Cqe: uint32(cqe)}
+	var resp abi.IbUverbsResizeCqResp
+	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_RESIZE_CQ, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp),
+		UdataOut: cq.drv.resizeOut()}
+	if err := cq.ctx.execWrite(&w, "cq", "resize"); err != nil {
+		return err
+	}
+	cq.cqe.Store(int32(resp.Cqe))
+	return cq.drv.resized(cq.ctx)
+}
 
 // Handle returns the kernel's handle of the CQ.
 func (cq *CQ) Handle() uint32 { return cq.handle }

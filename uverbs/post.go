@@ -62,7 +62,8 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 
 // Poll reads up to len(wcs) work completions into wcs and returns how many
 // it read (ibv_poll_cq(3)); 0 means the CQ is empty. It makes no system
-// call and allocates nothing. It fails only on a destroyed CQ (ErrClosed).
+// call and allocates nothing. It fails only on a destroyed CQ (ErrClosed),
+// or one whose Resize could not map the resized ring (ErrInvalid).
 // An empty poll, the common case of a busy-polling loop, takes no lock
 // and makes no atomic read-modify-write: it compares the ring's producer
 // index with the consumer index of the last poll.
@@ -79,8 +80,11 @@ func (cq *CQ) Poll(wcs []WC) (int, error) {
 	if !cq.hold() {
 		return 0, closedErr("cq", "poll")
 	}
-	n := cq.drv.poll(wcs)
+	n, err := cq.drv.poll(wcs)
 	cq.drop()
+	if err != nil {
+		return 0, &OpError{Object: "cq", Method: "poll", Err: err}
+	}
 	return n, nil
 }
 

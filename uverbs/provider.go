@@ -32,7 +32,7 @@ type provider interface {
 // cqDriver is the provider half of one CQ.
 type cqDriver interface {
 	// poll reads up to len(wcs) completions (the caller holds the CQ).
-	poll(wcs []WC) int
+	poll(wcs []WC) (int, error)
 	// ready returns how many completions wait, without consuming them.
 	ready() int
 	// empty reports that no completion waits, without a lock or a hold
@@ -57,6 +57,12 @@ type cqDriver interface {
 	created(c *Context) error
 	// release unmaps the queues; it is idempotent.
 	release() error
+	// resizeOut returns the RESIZE_CQ command's driver response buffer
+	// (nil if the provider takes none); resized runs after the kernel
+	// resized the CQ, to map the new ring. Both run under the CQ's
+	// exclusive hold.
+	resizeOut() []byte
+	resized(c *Context) error
 }
 
 // qpDriver is the provider half of one QP.

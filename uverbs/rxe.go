@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"fmt"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -29,12 +30,44 @@ type rxeCQ struct {
 	resp abi.RxeCreateCqResp
 	q    rxeQueue
 	mu   sync.Mutex // serialises pollers
-	ring rxeRing    // set by created, before the CQ is published
-	// consumed counts the completions ever polled (unwrapped; its low
-	// bits mirror ring.own, the consumer index) for empty and moved, which
-	// read it without mu.
+	ring rxeRing    // set by created, before the CQ is published; mu's
+	// view is what the lock-free readers (empty, snap, moved) see of the
+	// ring. It is replaced, not changed, when a resize maps a new ring;
+	// view0 is the first one (no allocation per CQ).
+	view  atomic.Pointer[rxeCQView]
+	view0 rxeCQView
+	// consumed counts the completions ever polled (unwrapped; less the
+	// view's base, its low bits mirror ring.own, the consumer index) for
+	// empty and moved, which read it without mu.
 	consumed atomic.Uint64
+	// rresp is the RESIZE_CQ driver response (struct rxe_resize_cq_resp:
+	// the new ring's mmap information), written under the CQ's exclusive
+	// hold.
+	rresp abi.RxeResizeCqResp
+	lost  bool // a resize could not map the new ring (mu's)
 }
+
+// rxeCQView is an immutable picture of a CQ ring for the readers that take
+// no lock. It keeps the ring's Mapping reachable, so its words stay
+// readable (sys.Mapping) however long a reader holds the view.
+type rxeCQView struct {
+	m    *sys.Mapping
+	prod *atomic.Uint32 // the kernel's producer index
+	mask uint32
+	// base: the ring's consumer index is uint32(consumed)-base, masked
+	// (0 until a resize: a new ring starts at its own index).
+	base uint32
+	lost bool // no ring: never empty, never watchable
+}
+
+// errCQRingLost is what polls of a CQ return after a resize whose new ring
+// could not be mapped: the old ring is stale and the new one unreachable.
+var errCQRingLost = fmt.Errorf("%w: the CQ's resized ring could not be mapped; destroy the CQ", ErrInvalid)
+
+// lostWord backs the view of a CQ without a ring: its producer index reads
+// 1 against a consumer index of 0, so the empty poll sends every Poll on
+// to poll, which reports errCQRingLost.
+var lostWord = func() *atomic.Uint32 { w := new(atomic.Uint32); w.Store(1); return w }()
 
 func (d *rxeCQ) udataIn() []byte  { return nil }
 func (d *rxeCQ) udataOut() []byte { return sys.AsBytes(&d.resp) }
@@ -43,20 +76,87 @@ func (d *rxeCQ) created(c *Context) error {
 	if err := d.q.mapQueue(c, "cq", "cq ring"); err != nil {
 		return err
 	}
-	if err := d.ring.init(d.q.m, false); err != nil {
+	if err := d.attach(d.q.m); err != nil {
 		d.q.unmap()
 		return &OpError{Object: "cq", Method: "create", Err: err}
 	}
+	return nil
+}
+
+// attach makes m, the CQ's first ring, the one polled and watched.
+func (d *rxeCQ) attach(m *sys.Mapping) error {
+	if err := d.ring.init(m, false); err != nil {
+		return err
+	}
 	d.consumed.Store(uint64(d.ring.own))
+	d.publish(&d.view0)
 	return nil
 }
 func (d *rxeCQ) release() error { return d.q.unmap() }
 
+// publish fills v from the ring and makes it the view (mu held, or the
+// CQ not yet published).
+func (d *rxeCQ) publish(v *rxeCQView) {
+	r := &d.ring
+	*v = rxeCQView{m: r.m, prod: r.otherW, mask: r.mask, base: uint32(d.consumed.Load()) - r.own}
+	d.view.Store(v)
+}
+
+// resizeOut returns the RESIZE_CQ driver response buffer (the caller holds
+// the CQ exclusively).
+func (d *rxeCQ) resizeOut() []byte {
+	d.rresp = abi.RxeResizeCqResp{}
+	return sys.AsBytes(&d.rresp)
+}
+
+// resized runs after a successful RESIZE_CQ, under the CQ's exclusive
+// hold: the kernel copied the completions waiting in the old ring to the
+// start of a new one (rxe_queue_resize) and writes only there now. Map the
+// new ring and retire the old (readers holding its view still read it
+// safely). If the new ring cannot be mapped the CQ is left without one:
+// polls fail rather than read the stale ring, which would return the
+// copied completions twice.
+func (d *rxeCQ) resized(c *Context) error {
+	nq := rxeQueue{mi: d.rresp.Mi}
+	if err := nq.mapQueue(c, "cq", "resized cq ring"); err != nil {
+		d.replace(rxeQueue{}, err)
+		return err
+	}
+	return d.replace(nq, nil)
+}
+
+// replace retires the CQ's ring and polls nq's from now on; with a
+// mapping error (or a new ring whose header is wrong) the CQ has no ring.
+func (d *rxeCQ) replace(nq rxeQueue, err error) error {
+	var r rxeRing
+	if err == nil {
+		if err = r.init(nq.m, false); err != nil {
+			nq.unmap()
+			err = &OpError{Object: "cq", Method: "resize", Err: err}
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.q.unmap()
+	if err != nil {
+		d.q, d.ring, d.lost = rxeQueue{}, rxeRing{}, true
+		d.view.Store(&rxeCQView{prod: lostWord, mask: 1, base: uint32(d.consumed.Load()), lost: true})
+		return err
+	}
+	d.q, d.ring = nq, r
+	d.publish(new(rxeCQView))
+	return nil
+}
+
 // poll decodes up to len(wcs) completions out of the ring (rxe_poll_cq),
 // each where the kernel wrote it: the slot is the consumer's until advance
 // gives it back.
-func (d *rxeCQ) poll(wcs []WC) int {
+func (d *rxeCQ) poll(wcs []WC) (int, error) {
 	d.mu.Lock()
+	if d.lost {
+		d.mu.Unlock()
+		return 0, errCQRingLost
+	}
 	r := &d.ring
 	n := min(r.ready(), uint32(min(len(wcs), 1<<30)))
 	for i := uint32(0); i < n; i++ {
@@ -67,43 +167,52 @@ func (d *rxeCQ) poll(wcs []WC) int {
 		d.consumed.Add(uint64(n))
 	}
 	d.mu.Unlock()
-	return int(n)
+	return int(n), nil
 }
 
 // empty compares the kernel's producer index with the consumer index of
-// the last poll: one load from the ring, no lock. A stale consumer index
-// can only make it answer false (the caller then polls under the lock).
+// the last poll: two loads through the view, no lock. A stale consumer
+// index or view can only make it answer false (the caller then polls under
+// the lock), or answer as of a moment before a concurrent resize.
 func (d *rxeCQ) empty() bool {
-	r := &d.ring // m and mask do not change once published; own is mu's
-	return r.otherW.Load()&r.mask == uint32(d.consumed.Load())&r.mask
+	v := d.view.Load()
+	return v.prod.Load()&v.mask == (uint32(d.consumed.Load())-v.base)&v.mask
 }
 
 // snap records the ring before an arm: the completions polled so far,
 // then the producer index, and how many completions were waiting between
-// the two (all of them older than the arm).
+// the two (all of them older than the arm). A CQ that lost its ring cannot
+// be watched.
 func (d *rxeCQ) snap() (ringSnap, bool) {
-	r := &d.ring
+	v := d.view.Load()
+	if v.lost {
+		return ringSnap{}, false
+	}
 	cons := d.consumed.Load() // first: see moved
-	prod := r.otherW.Load() & r.mask
-	return ringSnap{polled: cons, prod: prod, waiting: (prod - uint32(cons)) & r.mask}, true
+	prod := v.prod.Load() & v.mask
+	return ringSnap{polled: cons, prod: prod, waiting: (prod - (uint32(cons) - v.base)) & v.mask}, true
 }
 
 // moved reports whether a completion may have entered the ring since s
 // was taken. The producer index alone cannot say: after exactly a lap it
 // reads the same. But a ring never holds more than mask completions, so
 // the producer cannot complete a lap unless the consumer took at least one
-// completion newer than s, i.e. more than s.waiting since s.
+// completion newer than s, i.e. more than s.waiting since s. A snapshot is
+// never compared with another ring's view: a resize first turns the CQ's
+// arm into a possible event (CompChannel.resizing).
 func (d *rxeCQ) moved(s ringSnap) bool {
-	r := &d.ring
-	return r.otherW.Load()&r.mask != s.prod || d.consumed.Load()-s.polled > uint64(s.waiting)
+	v := d.view.Load()
+	return v.prod.Load()&v.mask != s.prod || d.consumed.Load()-s.polled > uint64(s.waiting)
 }
 
 // ready returns the number of completions waiting in the ring.
 func (d *rxeCQ) ready() int {
 	d.mu.Lock()
-	n := d.ring.ready()
-	d.mu.Unlock()
-	return int(n)
+	defer d.mu.Unlock()
+	if d.lost {
+		return 0
+	}
+	return int(d.ring.ready())
 }
 
 // decodeWC converts the ib_uverbs_wc part of an rxe CQE.

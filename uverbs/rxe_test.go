@@ -283,7 +283,7 @@ func TestRxePollDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &rxeCQ{ring: *r}
+	d := testCQ(t, r)
 	cqes := []abi.IbUverbsWc{
 		{WrId: 1, Status: 0, Opcode: 128, ByteLen: 40 + 6, QpNum: 17, SrcQp: 18, WcFlags: 3, PortNum: 1},
 		{WrId: 2, Status: 5, QpNum: 17},
@@ -296,7 +296,7 @@ func TestRxePollDecode(t *testing.T) {
 	}
 	m.Store32(rxeProdOff, 3)
 	wcs := make([]WC, 2)
-	if n := d.poll(wcs); n != 2 {
+	if n := d.poll1(wcs); n != 2 {
 		t.Fatalf("poll = %d", n)
 	}
 	want := []WC{
@@ -309,13 +309,13 @@ func TestRxePollDecode(t *testing.T) {
 	if wcs[1].Status.String() != "Work Request Flushed Error" || WCStatus(99).String() != "unknown" || WCSuccess.String() != "success" {
 		t.Fatalf("status text %q", wcs[1].Status)
 	}
-	if n := d.poll(wcs); n != 1 || wcs[0].ImmData != 0xdeadbeef || wcs[0].Opcode != WCRecvRDMAWithImm {
+	if n := d.poll1(wcs); n != 1 || wcs[0].ImmData != 0xdeadbeef || wcs[0].Opcode != WCRecvRDMAWithImm {
 		t.Fatalf("third = %d %+v", n, wcs[0])
 	}
-	if n := d.poll(wcs); n != 0 {
+	if n := d.poll1(wcs); n != 0 {
 		t.Fatalf("empty poll = %d", n)
 	}
-	testkit.NoAllocs(t, 2000, func() { d.poll(wcs) })
+	testkit.NoAllocs(t, 2000, func() { d.poll1(wcs) })
 }
 
 // TestRxeEmpty: the lock-free empty check follows the producer index and
@@ -327,7 +327,7 @@ func TestRxeEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &rxeCQ{ring: *r}
+	d := testCQ(t, r)
 	wcs := make([]WC, 4)
 	prod := uint32(0)
 	for lap := 0; lap < 5; lap++ {
@@ -342,13 +342,13 @@ func TestRxeEmpty(t *testing.T) {
 			}
 		}
 		// A partial poll leaves it non-empty.
-		if n := d.poll(wcs[:1]); n != 1 {
+		if n := d.poll1(wcs[:1]); n != 1 {
 			t.Fatalf("lap %d: poll = %d", lap, n)
 		}
 		if lap%3 > 0 && d.empty() {
 			t.Fatalf("lap %d: empty after a partial poll", lap)
 		}
-		d.poll(wcs)
+		d.poll1(wcs)
 	}
 	if !d.empty() {
 		t.Fatal("not empty after the last poll")
@@ -409,11 +409,11 @@ func BenchmarkRxeEmptyPoll(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := &rxeCQ{ring: *r}
+	d := testCQ(b, r)
 	wcs := make([]WC, 2)
 	b.Run("locked", func(b *testing.B) {
 		for b.Loop() {
-			d.poll(wcs)
+			d.poll1(wcs)
 		}
 	})
 	b.Run("lockfree", func(b *testing.B) {
@@ -469,7 +469,7 @@ func BenchmarkRxeDataPath(b *testing.B) {
 		m := memRing(b, 64, 7)
 		cq := &CQ{ctx: qp.ctx, drv: &rxeCQ{}}
 		cd := cq.drv.(*rxeCQ)
-		if err := cd.ring.init(m, false); err != nil {
+		if err := cd.attach(m); err != nil {
 			b.Fatal(err)
 		}
 		wcs := make([]WC, 2)
@@ -512,7 +512,7 @@ func TestRxeDataPathAfterKill(t *testing.T) {
 	m := memRing(t, 64, 7)
 	cq := &CQ{ctx: qp.ctx, drv: &rxeCQ{}}
 	cd := cq.drv.(*rxeCQ)
-	if err := cd.ring.init(m, false); err != nil {
+	if err := cd.attach(m); err != nil {
 		t.Fatal(err)
 	}
 	cq.release = cd
@@ -560,5 +560,143 @@ func TestRxeDoorbellBytes(t *testing.T) {
 	le.PutUint32(want[28:], 128)
 	if diff := cmp.Diff(want, b); diff != "" {
 		t.Errorf("doorbell bytes (-want +got):\n%s", diff)
+	}
+}
+
+// testCQ is an rxe CQ driver polling r (a ring in memory), as created
+// leaves it.
+func testCQ(tb testing.TB, r *rxeRing) *rxeCQ {
+	tb.Helper()
+	d := new(rxeCQ)
+	if err := d.attach(r.m); err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+// poll1 is poll for rings that cannot be lost.
+func (d *rxeCQ) poll1(wcs []WC) int {
+	n, err := d.poll(wcs)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// TestRxeCQResizeModel plays the kernel's side of RESIZE_CQ on rings in
+// memory (rxe_queue_resize: the waiting completions copied to the start of
+// a new ring, whose consumer index is 0): after replace, the completions
+// come out of the new ring in order, once each; the lock-free empty check
+// and the channel's snapshots follow the new ring across its wrap; and a
+// view taken before the resize still reads (the retired ring), never
+// faulting. A new ring that cannot be used leaves polls failing with
+// ErrInvalid, never reading the stale ring.
+func TestRxeCQResizeModel(t *testing.T) {
+	old := memRing(t, 4, 7)
+	r, err := newRxeRing(old, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := testCQ(t, r)
+	put := func(m *sys.Mapping, slot int, id uint64) {
+		c := abi.IbUverbsWc{WrId: id}
+		m.WriteAt(sys.AsBytes(&c), rxeDataOff+slot<<7)
+	}
+	wcs := make([]WC, 8)
+	// Three laps of the old ring, then ids 100 and 101 wait.
+	var next uint64 = 1
+	prod := uint32(0)
+	for lap := 0; lap < 3; lap++ {
+		for i := 0; i < 3; i++ {
+			put(old, int(prod), next)
+			next++
+			prod = (prod + 1) & 3
+		}
+		old.Store32(rxeProdOff, prod)
+		if n := d.poll1(wcs); n != 3 {
+			t.Fatalf("lap %d: poll = %d", lap, n)
+		}
+	}
+	put(old, int(prod), 100)
+	put(old, int((prod+1)&3), 101)
+	old.Store32(rxeProdOff, (prod+2)&3)
+	stale := d.view.Load()
+
+	nm := memRing(t, 16, 7)
+	put(nm, 0, 100)
+	put(nm, 1, 101)
+	nm.Store32(rxeProdOff, 2)
+	if err := d.replace(rxeQueue{m: nm}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d.empty() {
+		t.Fatal("empty with two copied completions waiting")
+	}
+	s0, ok := d.snap()
+	if !ok || s0.waiting != 2 || d.moved(s0) {
+		t.Fatalf("snapshot after resize %+v ok %v, moved %v", s0, ok, d.moved(s0))
+	}
+	if n := d.poll1(wcs[:1]); n != 1 || wcs[0].ID != 100 {
+		t.Fatalf("first after resize: %d %+v", n, wcs[0])
+	}
+	if n := d.poll1(wcs); n != 1 || wcs[0].ID != 101 {
+		t.Fatalf("second after resize: %d %+v", n, wcs[0])
+	}
+	if !d.empty() || d.poll1(wcs) != 0 {
+		t.Fatal("not empty after the copied completions")
+	}
+	// Four laps of the new ring.
+	nprod := uint32(2)
+	want := uint64(200)
+	for lap := 0; lap < 4; lap++ {
+		s, _ := d.snap()
+		for i := 0; i < 13; i++ {
+			put(nm, int(nprod), 200+uint64(lap*13+i))
+			nprod = (nprod + 1) & 15
+		}
+		nm.Store32(rxeProdOff, nprod)
+		if d.empty() || !d.moved(s) {
+			t.Fatalf("lap %d: 13 new completions: empty %v moved %v", lap, d.empty(), d.moved(s))
+		}
+		for got := 0; got < 13; {
+			n := d.poll1(wcs)
+			for _, wc := range wcs[:n] {
+				if wc.ID != want {
+					t.Fatalf("lap %d: id %d, want %d", lap, wc.ID, want)
+				}
+				want++
+			}
+			got += n
+			if n == 0 {
+				t.Fatalf("lap %d: %d of 13", lap, got)
+			}
+		}
+		if !d.empty() {
+			t.Fatalf("lap %d: not empty after polling all", lap)
+		}
+	}
+	if got := d.consumed.Load(); got != 9+2+52 {
+		t.Fatalf("consumed %d, want 63", got)
+	}
+	// The view from before the resize still reads its ring.
+	_ = stale.prod.Load()
+
+	// A ring that cannot be used: polls fail, none reads the stale ring.
+	bad := memRing(t, 4, 7)
+	bad.Store32(rxeMaskOff, 6) // not 2^n-1
+	if err := d.replace(rxeQueue{m: bad}, nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("replace with a bad ring: %v", err)
+	}
+	if d.empty() {
+		t.Fatal("a CQ without a ring says empty: Poll would hide the loss")
+	}
+	if _, err := d.poll(wcs); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("poll without a ring: %v", err)
+	}
+	if _, ok := d.snap(); ok {
+		t.Fatal("a CQ without a ring is watchable")
+	}
+	if d.ready() != 0 {
+		t.Fatal("ready without a ring")
 	}
 }
