@@ -15,7 +15,7 @@ import (
 type PD struct {
 	ctx    *Context
 	handle uint32
-	users  users // live QPs, MRs, AHs and SRQs in it, for Dealloc's EBUSY
+	users  users // live QPs, MRs, MWs, AHs and SRQs in it, for Dealloc's EBUSY
 	life         // held by the creates of QPs, MRs, AHs and SRQs in it
 }
 
@@ -83,16 +83,16 @@ func (pd *PD) Dealloc() error {
 }
 
 // users counts the live objects this library created that hold a parent
-// busy in the kernel (a PD's QPs, MRs, AHs and SRQs; an SRQ's QPs), so
-// that the kernel's EBUSY can say what is still there.
-type users struct{ qp, mr, ah, srq atomic.Int32 }
+// busy in the kernel (a PD's QPs, MRs, MWs, AHs and SRQs; an SRQ's QPs),
+// so that the kernel's EBUSY can say what is still there.
+type users struct{ qp, mr, mw, ah, srq atomic.Int32 }
 
 func (u *users) describe() string {
 	var parts []string
 	for _, x := range []struct {
 		n    int32
 		name string
-	}{{u.qp.Load(), "QP"}, {u.mr.Load(), "MR"}, {u.ah.Load(), "AH"}, {u.srq.Load(), "SRQ"}} {
+	}{{u.qp.Load(), "QP"}, {u.mr.Load(), "MR"}, {u.mw.Load(), "MW"}, {u.ah.Load(), "AH"}, {u.srq.Load(), "SRQ"}} {
 		switch {
 		case x.n == 1:
 			parts = append(parts, "1 "+x.name)

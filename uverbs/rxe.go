@@ -403,6 +403,25 @@ func (d *rxeQP) writeSend(qp *QP, r *rxeRing, i uint32, wr *SendWR, idx int) err
 		}
 		w.Wr.Wr.SetAtomic(abi.RxeSendWrWrAtomic{RemoteAddr: wr.RemoteAddr, CompareAdd: wr.CompareAdd, Swap: wr.Swap, Rkey: wr.RKey})
 		w.Iova = wr.RemoteAddr
+	case WRSendWithInv:
+		if typ != QPTypeRC {
+			return badWR("post_send", idx, "%v needs an RC QP", wr.Opcode)
+		}
+		w.Wr.Ex.SetInvalidateRkey(wr.InvalidateRKey)
+	case WRLocalInv:
+		if typ != QPTypeRC {
+			return badWR("post_send", idx, "%v needs an RC QP", wr.Opcode)
+		}
+		if len(wr.SGL) != 0 || len(wr.Inline) != 0 {
+			return badWR("post_send", idx, "%v carries no data", wr.Opcode)
+		}
+		if wr.Flags&^(SendFence|SendSignaled|SendSolicited) != 0 {
+			return badWR("post_send", idx, "send flags %#x on a local invalidate", uint32(wr.Flags))
+		}
+		w.Wr.Ex.SetInvalidateRkey(wr.InvalidateRKey)
+		return nil
+	case WRBindMW:
+		return d.writeBind(qp, w, wr, idx)
 	default:
 		return badWR("post_send", idx, "opcode %v not supported by rxe", wr.Opcode)
 	}
@@ -445,6 +464,46 @@ func (d *rxeQP) writeSend(qp *QP, r *rxeRing, i uint32, wr *SendWR, idx int) err
 	}
 	w.Dma.Length = uint32(total)
 	w.Dma.Resid = uint32(total)
+	return nil
+}
+
+// writeBind fills a BIND_MW WQE (librxe's bind): the window's current
+// rkey, the rkey it takes, the MR's lkey and the range. The window and the
+// MR are held while their keys are written, so that a concurrent
+// Dealloc or Dereg cannot free keys the kernel would give new objects.
+func (d *rxeQP) writeBind(qp *QP, w *abi.RxeSendWqe, wr *SendWR, idx int) error {
+	if qp.typ != QPTypeRC && qp.typ != QPTypeUC {
+		return badWR("post_send", idx, "%v needs an RC or UC QP", wr.Opcode)
+	}
+	mw, b := wr.BindMW, &wr.BindInfo
+	if mw == nil || mw.pd != qp.pd {
+		return badWR("post_send", idx, "a bind needs a memory window of the QP's PD")
+	}
+	if len(wr.SGL) != 0 || len(wr.Inline) != 0 {
+		return badWR("post_send", idx, "%v carries no data", wr.Opcode)
+	}
+	if err := b.check(qp.pd); err != nil {
+		return &PostError{Op: "post_send", Index: idx, Err: err}
+	}
+	if wr.BindRKey&^0xff != mw.rkey.Load()&^0xff {
+		return badWR("post_send", idx, "bind rkey %#x changes the window's index (its rkey is %#x): use IncRKey", wr.BindRKey, mw.rkey.Load())
+	}
+	if !mw.hold() {
+		return &PostError{Op: "post_send", Index: idx, Err: closedErr("mw", "bind")}
+	}
+	defer mw.drop()
+	var lkey uint32
+	if b.MR != nil {
+		if !b.MR.hold() {
+			return &PostError{Op: "post_send", Index: idx, Err: closedErr("mr", "bind")}
+		}
+		defer b.MR.drop()
+		lkey = b.MR.lkey
+	}
+	w.Wr.Wr.SetMw(abi.RxeSendWrWrMw{Addr: b.Addr, Length: b.Length, MrLkey: lkey, MwRkey: mw.rkey.Load(), Rkey: wr.BindRKey, Access: uint32(b.Access)})
+	if wr.Flags&^(SendFence|SendSignaled|SendSolicited) != 0 {
+		return badWR("post_send", idx, "send flags %#x on a bind", uint32(wr.Flags))
+	}
 	return nil
 }
 

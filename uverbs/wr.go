@@ -28,9 +28,19 @@ const (
 	WRRDMARead          WROpcode = 4
 	WRAtomicCmpAndSwp   WROpcode = 5
 	WRAtomicFetchAndAdd WROpcode = 6
+	// WRLocalInv invalidates the type 2 memory window (or memory region)
+	// whose rkey is InvalidateRKey (RC).
+	WRLocalInv WROpcode = 7
+	// WRBindMW binds BindMW to BindInfo under the rkey BindRKey (RC, UC);
+	// QP.BindMW is the ibv_bind_mw form for type 1 windows.
+	WRBindMW WROpcode = 8
+	// WRSendWithInv is a send that also invalidates the peer's window
+	// (or region) InvalidateRKey when it arrives (RC).
+	WRSendWithInv WROpcode = 9
 )
 
-var wrOpcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ", "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD"}
+var wrOpcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ", "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD",
+	"LOCAL_INV", "BIND_MW", "SEND_WITH_INV"}
 
 func (o WROpcode) String() string {
 	if int(o) < len(wrOpcodeNames) {
@@ -85,6 +95,14 @@ type SendWR struct {
 	AH         *AH
 	RemoteQPN  uint32
 	RemoteQKey uint32
+	// InvalidateRKey is the rkey WRLocalInv and WRSendWithInv invalidate
+	// (ibv_send_wr's invalidate_rkey).
+	InvalidateRKey uint32
+	// WRBindMW: the window, the rkey it takes (IncRKey of its current
+	// one, as ibv_inc_rkey gives), and what it grants (bind_mw).
+	BindMW   *MW
+	BindRKey uint32
+	BindInfo MWBindInfo
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr).
