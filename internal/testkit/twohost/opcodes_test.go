@@ -54,6 +54,7 @@ type wrSpec struct {
 	RemoteOff  uint64
 	CompareAdd uint64
 	Swap       uint64
+	RKey       uint32 // the driver's MR's when 0 (else a memory window's)
 }
 
 type request struct {
@@ -132,7 +133,7 @@ func newSide(t *testing.T) *side {
 		}
 	}
 	s.buf = make([]byte, bufSize)
-	if s.mr, err = s.pd.RegMR(s.buf, access); err != nil {
+	if s.mr, err = s.pd.RegMR(s.buf, access|uverbs.AccessMWBind); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -302,8 +303,12 @@ func servePeer(t *testing.T) {
 				return err
 			case "post":
 				w := req.WR
+				rkey := remote.RKey
+				if w.RKey != 0 {
+					rkey = w.RKey
+				}
 				wc, err := postOne(s.qp, s.cq, uverbs.SendWR{ID: w.ID, Opcode: w.Opcode, SGL: s.sgl(w.SGL), ImmData: w.Imm,
-					RemoteAddr: remote.Addr + w.RemoteOff, RKey: remote.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap})
+					RemoteAddr: remote.Addr + w.RemoteOff, RKey: rkey, CompareAdd: w.CompareAdd, Swap: w.Swap})
 				rep.WCs = []uverbs.WC{wc}
 				return err
 			case "udsend":
@@ -367,8 +372,10 @@ func (p *peerConn) poll(ud bool, n int) []uverbs.WC {
 // this test on host B: sends with scatter/gather lists on both sides and
 // immediate data, inline sends, RDMA write (with immediate), RDMA read and
 // both atomics from A to B and from B to A, unsignaled writes, UD
-// datagrams through address handles both ways, and a write with a wrong
-// rkey. Every byte that lands in the other host's memory is compared.
+// datagrams through address handles both ways, a UD reply through an
+// address handle made from the request's completion (CreateAHFromWC), RDMA
+// write and read through a memory window, and a write with a wrong rkey.
+// Every byte that lands in the other host's memory is compared.
 func TestTwoHostOpcodes(t *testing.T) {
 	if testkit.PeerRole() == opcodesRole {
 		servePeer(t)
@@ -618,6 +625,97 @@ func TestTwoHostOpcodes(t *testing.T) {
 		if !bytes.Equal(a.buf[50040:50040+256], filled(256, 17)) {
 			t.Fatal("UD payload on A differs")
 		}
+	})
+
+	t.Run("ud-reply-from-wc/B-to-A-to-B", func(t *testing.T) {
+		p.t = t
+		// A answers B knowing it only from B's datagram: the address handle
+		// comes from the completion and its GRH (ibv_create_ah_from_wc).
+		clear(a.buf[50000:])
+		if err := a.ud.PostRecv([]uverbs.RecvWR{{ID: 80, SGL: []uverbs.SGE{a.sge(50000, uverbs.GRHSize+1024)}}}); err != nil {
+			t.Fatal(err)
+		}
+		p.call(request{Op: "fill", Off: 0, N: 128, Seed: 19})
+		if wc := p.call(request{Op: "udsend", ID: 42, Imm: 8, SGL: [][2]int{{0, 128}}}).WCs[0]; wc.Status != uverbs.WCSuccess {
+			t.Fatalf("B's UD send %+v", wc)
+		}
+		rcs, err := poll(a.udcq, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc := rcs[0]
+		if rc.Status != uverbs.WCSuccess || rc.ID != 80 || rc.SrcQP != rb.UDQPN || rc.Flags&uverbs.WCGRH == 0 {
+			t.Fatalf("A's UD receive completion %+v", rc)
+		}
+		grh := a.buf[50000 : 50000+uverbs.GRHSize]
+		attr, err := a.c.AHAttrFromWC(1, &rc, grh)
+		if err != nil {
+			t.Fatalf("AHAttrFromWC: %v (GRH %x)", err, grh)
+		}
+		if attr.DGID != rb.GID || attr.SGIDIndex != 1 || !attr.IsGlobal || attr.PortNum != 1 {
+			t.Fatalf("AHAttrFromWC = %+v, want DGID %v (B's) from GID index 1", attr, rb.GID)
+		}
+		ah, err := a.pd.CreateAHFromWC(1, &rc, grh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ah.Destroy()
+		p.call(request{Op: "recv", UD: true, ID: 81, SGL: [][2]int{{60000, uverbs.GRHSize + 1024}}})
+		fill(a.buf[4096:4096+300], 23)
+		wc, err := postOne(a.ud, a.udcq, uverbs.SendWR{ID: 44, Opcode: uverbs.WRSend, AH: ah, RemoteQPN: rc.SrcQP, RemoteQKey: udQKey,
+			SGL: []uverbs.SGE{a.sge(4096, 300)}})
+		if err != nil || wc.Status != uverbs.WCSuccess {
+			t.Fatalf("A's reply: %+v, %v", wc, err)
+		}
+		rcb := p.poll(true, 1)[0]
+		if rcb.Status != uverbs.WCSuccess || rcb.ID != 81 || rcb.SrcQP != a.ud.QPN() || rcb.ByteLen != uverbs.GRHSize+300 {
+			t.Fatalf("B's receive of the reply %+v", rcb)
+		}
+		if !bytes.Equal(p.read(60000+uverbs.GRHSize, 300), a.buf[4096:4096+300]) {
+			t.Fatal("the reply's payload on B differs")
+		}
+	})
+
+	t.Run("memory-window/B-through-A's-window", func(t *testing.T) {
+		p.t = t
+		// A grants B an 8 KiB window of its MR; B writes and reads through
+		// the window's rkey across the wire; A unbinds it.
+		mw, err := a.pd.AllocMW(uverbs.MWType1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mw.Dealloc()
+		bindDone := func(id uint64) {
+			t.Helper()
+			wcs, err := poll(a.cq, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wc := wcs[0]; wc.Status != uverbs.WCSuccess || wc.Opcode != uverbs.WCBindMW || wc.ID != id {
+				t.Fatalf("bind completion %+v (%v)", wc, wc.Status)
+			}
+		}
+		rk, err := a.qp.BindMW(mw, 60, uverbs.SendSignaled, uverbs.MWBindInfo{MR: a.mr, Addr: a.mr.Addr() + 16384, Length: 8192,
+			Access: uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bindDone(60)
+		clear(a.buf)
+		p.call(request{Op: "fill", Off: 0, N: 4096, Seed: 29})
+		wc := p.call(request{Op: "post", WR: &wrSpec{Opcode: uverbs.WRRDMAWrite, ID: 34, SGL: [][2]int{{0, 4096}}, RemoteOff: 16384 + 1000, RKey: rk}}).WCs[0]
+		if wc.Status != uverbs.WCSuccess || !bytes.Equal(a.buf[17384:17384+4096], filled(4096, 29)) || a.buf[17383] != 0 || a.buf[17384+4096] != 0 {
+			t.Fatalf("B's RDMA write through A's window: %+v (%v)", wc, wc.Status)
+		}
+		fill(a.buf[20000:22000], 31)
+		wc = p.call(request{Op: "post", WR: &wrSpec{Opcode: uverbs.WRRDMARead, ID: 35, SGL: [][2]int{{8192, 2000}}, RemoteOff: 20000, RKey: rk}}).WCs[0]
+		if wc.Status != uverbs.WCSuccess || !bytes.Equal(p.read(8192, 2000), a.buf[20000:22000]) {
+			t.Fatalf("B's RDMA read through A's window: %+v (%v)", wc, wc.Status)
+		}
+		if _, err := a.qp.BindMW(mw, 61, uverbs.SendSignaled, uverbs.MWBindInfo{}); err != nil {
+			t.Fatal(err)
+		}
+		bindDone(61)
 	})
 
 	t.Run("wrong-rkey/A-to-B", func(t *testing.T) {
