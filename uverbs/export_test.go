@@ -1,6 +1,9 @@
 package uverbs
 
-import "github.com/pureverbs/pureverbs/internal/core"
+import (
+	"github.com/pureverbs/pureverbs/internal/core"
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
 
 // Test-only access for the external (uverbs_test) VM tests.
 
@@ -43,3 +46,6 @@ func (srq *SRQ) SRQRingForTest() (mapped bool, size int) {
 	}
 	return d.q.m.Mapped(), d.q.m.Len()
 }
+
+// SliceAddrForTest returns the address of b's first byte.
+func SliceAddrForTest(b []byte) uint64 { return sys.SliceAddr(b) }

@@ -61,13 +61,15 @@ func (a Access) String() string {
 // []byte may be registered; AllocBuffer gives page-aligned memory outside
 // the heap for those who prefer it.
 type MR struct {
-	ctx    *Context
-	pd     *PD
-	buf    []byte // keeps the registered memory alive; immutable
-	access Access
-	handle uint32
-	lkey   uint32
-	rkey   uint32
+	ctx     *Context
+	pd      *PD
+	buf     []byte // keeps the registered memory alive; immutable
+	iova    uint64 // the device's address of buf[0], when iovaSet (RegMRIOVA)
+	iovaSet bool
+	access  Access
+	handle  uint32
+	lkey    uint32
+	rkey    uint32
 	life
 }
 
@@ -89,6 +91,20 @@ type MR struct {
 // flags (AccessRelaxedOrdering) are dropped, as libibverbs does, on
 // kernels that do not accept them. RegMR uses the write command REG_MR.
 func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
+	return pd.regMR(buf, 0, false, access)
+}
+
+// RegMRIOVA registers buf as RegMR does, but the device knows it at the
+// I/O virtual address iova (ibv_reg_mr_iova(3)): local SGEs and peers'
+// RDMA address it from iova (MR.IOVA, MR.SGE), and buf's own address plays
+// no part on the wire. The kernel requires iova to have the same offset
+// within a page as buf's address (ErrInvalid here otherwise), and the
+// range not to wrap.
+func (pd *PD) RegMRIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
+	return pd.regMR(buf, iova, true, access)
+}
+
+func (pd *PD) regMR(buf []byte, iova uint64, iovaSet bool, access Access) (*MR, error) {
 	if pd == nil || pd.ctx == nil {
 		return nil, invalidErr("mr", "reg", "nil PD")
 	}
@@ -97,6 +113,15 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	}
 	if access&^accessKnown != 0 {
 		return nil, invalidErr("mr", "reg", "unknown access flags %#x", uint32(access&^accessKnown))
+	}
+	if iovaSet {
+		page := uint64(sys.PageSize)
+		if addr := sys.SliceAddr(buf); iova%page != addr%page {
+			return nil, invalidErr("mr", "reg", "iova %#x and the buffer's address %#x differ in their offset within a page", iova, addr)
+		}
+		if iova+uint64(len(buf))-1 < iova {
+			return nil, invalidErr("mr", "reg", "iova %#x + %d bytes wraps", iova, len(buf))
+		}
 	}
 	c := pd.ctx
 	if c.coreSupport&abi.IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS == 0 {
@@ -111,7 +136,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	defer pd.drop()
 	// buf is stored in the (heap) MR before its address is taken: that
 	// keeps the memory reachable and, for Go memory, in the heap.
-	mr := &MR{ctx: c, pd: pd, buf: buf, access: access}
+	mr := &MR{ctx: c, pd: pd, buf: buf, access: access, iova: iova, iovaSet: iovaSet}
 	req := mr.regRequest(pd.handle)
 	var resp abi.IbUverbsRegMrResp
 	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_REG_MR, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
@@ -129,7 +154,7 @@ func (mr *MR) regRequest(pd uint32) abi.IbUverbsRegMr {
 	return abi.IbUverbsRegMr{
 		Start:       addr,
 		Length:      uint64(len(mr.buf)),
-		HcaVa:       addr,
+		HcaVa:       mr.IOVA(),
 		PdHandle:    pd,
 		AccessFlags: uint32(mr.access),
 	}
@@ -163,10 +188,29 @@ func (mr *MR) LKey() uint32 { return mr.lkey }
 // RKey returns the remote key (for peers' RDMA operations).
 func (mr *MR) RKey() uint32 { return mr.rkey }
 
-// Addr returns the registered I/O virtual address: the address of the
-// first byte of the registered memory, which peers' RDMA operations name
-// together with RKey.
+// Addr returns the address of the first byte of the registered memory.
+// For an MR of RegMR it is also the I/O virtual address that local SGEs
+// and peers' RDMA operations name (with RKey); IOVA returns that address
+// in every case.
 func (mr *MR) Addr() uint64 { return sys.SliceAddr(mr.buf) }
+
+// IOVA returns the address the device knows the region's first byte by:
+// Addr, unless it was registered with RegMRIOVA. Local SGEs, peers' RDMA
+// and memory window binds use it.
+func (mr *MR) IOVA() uint64 {
+	if mr.iovaSet {
+		return mr.iova
+	}
+	return mr.Addr()
+}
+
+// SGE returns the scatter/gather element of length bytes at offset off of
+// the region, in the device's addresses (IOVA). It does not check the
+// range: a request reaching outside the region completes with a local
+// protection or length error.
+func (mr *MR) SGE(off, length int) SGE {
+	return SGE{Addr: mr.IOVA() + uint64(off), Length: uint32(length), LKey: mr.lkey}
+}
 
 // Len returns the number of registered bytes.
 func (mr *MR) Len() int { return len(mr.buf) }

@@ -55,8 +55,26 @@ func TestRegMREncoding(t *testing.T) {
 		le.Uint32(b[32:]) != 0x17 || le.Uint32(b[36:]) != 7 {
 		t.Errorf("REG_MR request % x (addr %#x)", b, addr)
 	}
-	if mr.Addr() != addr || mr.Len() != 97 || &mr.Bytes()[0] != &buf[3] {
-		t.Errorf("Addr %#x Len %d", mr.Addr(), mr.Len())
+	if mr.Addr() != addr || mr.Len() != 97 || &mr.Bytes()[0] != &buf[3] || mr.IOVA() != addr {
+		t.Errorf("Addr %#x IOVA %#x Len %d", mr.Addr(), mr.IOVA(), mr.Len())
+	}
+	// RegMRIOVA: the device's address in hca_va, the buffer's in start.
+	mr.iova, mr.iovaSet = 0x7000_0000_0000+addr%4096, true
+	req = mr.regRequest(0x17)
+	b = sys.AsBytes(&req)
+	if le.Uint64(b[8:]) != addr || le.Uint64(b[24:]) != mr.iova || mr.IOVA() != mr.iova || mr.SGE(5, 9) != (SGE{Addr: mr.iova + 5, Length: 9, LKey: mr.lkey}) {
+		t.Errorf("REG_MR request with an IOVA % x", b)
+	}
+	pd := &PD{ctx: &Context{}}
+	big := make([]byte, 8192)
+	off := sys.SliceAddr(big) % 4096
+	for name, iova := range map[string]uint64{
+		"another page offset": 0x7000_0000_0000 + (off+1)%4096,
+		"wrapping":            ^uint64(0) - 4095 + off,
+	} {
+		if _, err := pd.RegMRIOVA(big, iova, AccessLocalWrite); !errors.Is(err, ErrInvalid) {
+			t.Errorf("RegMRIOVA, %s: %v", name, err)
+		}
 	}
 	var resp abi.IbUverbsRegMrResp
 	if len(sys.AsBytes(&resp)) != 12 {

@@ -1,6 +1,7 @@
 package uverbs_test
 
 import (
+	"bytes"
 	"errors"
 	"runtime"
 	"strings"
@@ -254,4 +255,95 @@ func TestVMMRClose(t *testing.T) {
 	}
 	// The buffer is the application's: still readable after Close.
 	buf.Bytes()[0] = 1
+}
+
+// TestVMRegMRIOVA: a region registered at an I/O virtual address of its
+// own (ibv_reg_mr_iova) is addressed by that IOVA everywhere: SGEs of
+// sends and receives built with MR.SGE, peers' RDMA write and read, a
+// memory window bound over it; the buffer's own address, outside the
+// IOVA range, is refused.
+func TestVMRegMRIOVA(t *testing.T) {
+	c := openRxe(t)
+	base := testkit.Resources(t, testkit.RxeDev)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 3*4096)
+	iova := uint64(0x5500_0000_0000) + uverbs.SliceAddrForTest(buf)%4096
+	mr, err := pd.RegMRIOVA(buf, iova, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead|uverbs.AccessMWBind)
+	if err != nil {
+		t.Fatalf("RegMRIOVA: %v", err)
+	}
+	if mr.IOVA() != iova || mr.Addr() == iova {
+		t.Fatalf("IOVA %#x Addr %#x, want IOVA %#x", mr.IOVA(), mr.Addr(), iova)
+	}
+	qp, cq := loopQP(t, c, pd, 64, 16, 16)
+
+	// A send from one SGE to another, both in IOVA terms.
+	fill(buf[0:1000], 3)
+	if err := qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: []uverbs.SGE{mr.SGE(4096, 1000)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{mr.SGE(0, 1000)}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, wc := range pollN(t, cq, 2) {
+		if wc.Status != uverbs.WCSuccess {
+			t.Fatalf("send between IOVA SGEs: %+v (%v)", wc, wc.Status)
+		}
+	}
+	if !bytes.Equal(buf[4096:5096], buf[0:1000]) {
+		t.Fatal("the send did not land where its SGE's IOVA points")
+	}
+	// RDMA write and read at IOVA addresses.
+	fill(buf[0:512], 9)
+	if wc := one(t, qp, cq, uverbs.SendWR{ID: 3, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{mr.SGE(0, 512)}, RemoteAddr: iova + 8192, RKey: mr.RKey()}); wc.Status != uverbs.WCSuccess || !bytes.Equal(buf[8192:8192+512], buf[:512]) {
+		t.Fatalf("RDMA write to IOVA %#x: %v", iova+8192, wc.Status)
+	}
+	if wc := one(t, qp, cq, uverbs.SendWR{ID: 4, Opcode: uverbs.WRRDMARead, SGL: []uverbs.SGE{mr.SGE(2048, 256)}, RemoteAddr: iova + 8192, RKey: mr.RKey()}); wc.Status != uverbs.WCSuccess || !bytes.Equal(buf[2048:2048+256], buf[8192:8192+256]) {
+		t.Fatalf("RDMA read from IOVA: %v", wc.Status)
+	}
+	// A window over the IOVA range.
+	mw, err := pd.AllocMW(uverbs.MWType1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk, err := qp.BindMW(mw, 5, uverbs.SendSignaled, uverbs.MWBindInfo{MR: mr, Addr: iova + 4096, Length: 4096, Access: uverbs.AccessRemoteWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc := pollN(t, cq, 1)[0]; wc.Status != uverbs.WCSuccess {
+		t.Fatalf("bind over an IOVA MR: %v", wc.Status)
+	}
+	fill(buf[:64], 77)
+	if wc := one(t, qp, cq, uverbs.SendWR{ID: 6, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{mr.SGE(0, 64)}, RemoteAddr: iova + 4096, RKey: rk}); wc.Status != uverbs.WCSuccess || !bytes.Equal(buf[4096:4096+64], buf[:64]) {
+		t.Fatalf("RDMA write through the window: %v", wc.Status)
+	}
+	if _, err := qp.BindMW(mw, 7, 0, uverbs.MWBindInfo{MR: mr, Addr: mr.Addr(), Length: 64}); !errors.Is(err, uverbs.ErrInvalid) {
+		t.Fatalf("a window at the buffer's address, outside the IOVA range: %v", err)
+	}
+	// The buffer's own address is not the device's.
+	if wc := one(t, qp, cq, uverbs.SendWR{ID: 8, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{mr.SGE(0, 64)}, RemoteAddr: mr.Addr() + 8192, RKey: mr.RKey()}); wc.Status == uverbs.WCSuccess {
+		t.Fatal("an RDMA write at the buffer's virtual address, outside the IOVA range, succeeded")
+	}
+	if _, err := pd.RegMRIOVA(buf, iova+1, uverbs.AccessLocalWrite); !errors.Is(err, uverbs.ErrInvalid) {
+		t.Fatalf("RegMRIOVA with another page offset: %v", err)
+	}
+	if err := mw.Dealloc(); err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.Destroy(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cq.Destroy(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := mr.Dereg(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Dealloc(); err != nil {
+		t.Fatal(err)
+	}
+	waitResources(t, base)
 }

@@ -75,7 +75,7 @@ func (b *MWBindInfo) check(pd *PD) error {
 	if b.Access&^(AccessRemoteRead|AccessRemoteWrite|AccessRemoteAtomic|AccessLocalWrite) != 0 {
 		return fmt.Errorf("%w: window access %v", ErrInvalid, b.Access)
 	}
-	start := b.MR.Addr()
+	start := b.MR.IOVA()
 	if b.Addr < start || b.Length > uint64(b.MR.Len()) || b.Addr-start > uint64(b.MR.Len())-b.Length {
 		return fmt.Errorf("%w: window [%#x, +%d) outside the MR [%#x, +%d)", ErrInvalid, b.Addr, b.Length, start, b.MR.Len())
 	}
