@@ -12,19 +12,6 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
-// resizeQP is an RC QP looped back to itself whose send and receive
-// completions go to cq.
-func resizeQP(t *testing.T, c *uverbs.Context, pd *uverbs.PD, cq *uverbs.CQ) *uverbs.QP {
-	t.Helper()
-	qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
-		Cap: uverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	loopbackRTS(t, c, qp)
-	return qp
-}
-
 // exchange posts n receives (ids 1000+first...) and n signalled
 // zero-length sends (ids first...) on qp.
 func exchange(t *testing.T, qp *uverbs.QP, first, n int) {
@@ -99,7 +86,7 @@ func TestVMCQResize(t *testing.T) {
 	c := openRxe(t)
 	b := newChanBed(t, c, 1, 4)
 	cq := b.cqs[0]
-	qp := resizeQP(t, c, b.pd, cq)
+	qp := chanQP(t, c, b.pd, cq, cq)
 	dev, err := c.QueryDevice()
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +189,7 @@ func TestVMCQResizeWhilePolling(t *testing.T) {
 	c := openRxe(t)
 	b := newChanBed(t, c, 1, 64)
 	cq := b.cqs[0]
-	qp := resizeQP(t, c, b.pd, cq)
+	qp := chanQP(t, c, b.pd, cq, cq)
 	const total = 3000
 	var (
 		wg      sync.WaitGroup
