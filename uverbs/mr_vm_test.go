@@ -218,7 +218,8 @@ func TestVMMRKeepsMemory(t *testing.T) {
 }
 
 // TestVMMRClose: closing the Context releases live MRs in the kernel (the
-// MR count goes back), after which Dereg reports ErrClosed.
+// MR count goes back), after which Dereg reports ErrClosed, as do a
+// window's Dealloc and AllocMW.
 func TestVMMRClose(t *testing.T) {
 	testkit.RequireVM(t)
 	base := testkit.Resources(t, testkit.RxeDev)
@@ -235,7 +236,11 @@ func TestVMMRClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer buf.Close()
-	mr, err := pd.RegMR(buf.Bytes(), allRemote)
+	mr, err := pd.RegMR(buf.Bytes(), allRemote|uverbs.AccessMWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := pd.AllocMW(uverbs.MWType2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +251,12 @@ func TestVMMRClose(t *testing.T) {
 	waitCounts(t, base)
 	if err := mr.Dereg(); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("Dereg after Close = %v, want ErrClosed", err)
+	}
+	if err := mw.Dealloc(); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("MW Dealloc after Close = %v, want ErrClosed", err)
+	}
+	if _, err := pd.AllocMW(uverbs.MWType1); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("AllocMW after Close = %v, want ErrClosed", err)
 	}
 	if err := mr.Dereg(); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("second Dereg after Close = %v, want ErrClosed", err)
