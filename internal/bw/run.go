@@ -56,7 +56,6 @@ func Main(v Verb, prog string, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if err := Run(context.Background(), v, o, stdout, stderr); err != nil {
-		fmt.Fprintln(stderr, err)
 		var se statusError
 		if errors.As(err, &se) {
 			return se.status
@@ -116,14 +115,25 @@ type test struct {
 
 // Run runs one side of the test with parsed options: the server when
 // o.Server is empty, else the client connecting to it. It prints what
-// perftest prints on stdout; an error carries the lines perftest would
-// print on stderr. ctx bounds the TCP connection set-up.
+// perftest prints on stdout and, on a failure, perftest's lines on stderr
+// (the error returned carries them too, and the exit status). ctx bounds
+// the TCP connection set-up.
+//
+// A failure is printed before the verbs objects are released: perftest
+// prints its complaint and exits, leaving the teardown to the kernel, and
+// a peer that fails on the same condition (a UD size above the MTU, found
+// by both after the MTU exchange) exits at once; whoever then stops this
+// side must find the whole complaint printed, however long destroying the
+// objects takes on a loaded host.
 func Run(ctx context.Context, v Verb, o Options, stdout, stderr io.Writer) error {
 	t := &test{v: v, o: o, stdout: stdout, stderr: stderr, client: o.Server != "", gidIndex: o.GIDIndex}
 	t.ctx = ctx
 	io.WriteString(stdout, o.notice)
 	io.WriteString(stderr, o.warn)
 	err := t.run(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+	}
 	if t.c != nil {
 		t.c.Close()
 	}
@@ -132,9 +142,14 @@ func Run(ctx context.Context, v Verb, o Options, stdout, stderr io.Writer) error
 		return err
 	}
 	if err := t.close(); err != nil {
+		fmt.Fprintln(stderr, err)
 		return err
 	}
-	return t.limits()
+	if err := t.limits(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return err
+	}
+	return nil
 }
 
 // limits is the -w and -y verdict at the end of a run: perftest fails

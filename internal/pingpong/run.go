@@ -53,7 +53,6 @@ func Main(k Kind, prog string, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if err := Run(context.Background(), k, o, stdout, stderr); err != nil {
-		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0
@@ -91,23 +90,46 @@ type pp struct {
 
 // Run runs one side of the ping-pong with parsed options: the server when
 // o.Server is empty, else the client connecting to it. It prints what the
-// C tool prints on stdout; an error carries the lines the C tool would
-// print on stderr (warnings go to stderr directly). ctx bounds the TCP
-// exchange and -e's waits for completion events; the busy-polling loop
-// runs until done, as in the C tools.
+// C tool prints: on stdout, and on a failure its lines on stderr (the
+// error returned carries them too; warnings go to stderr directly). ctx
+// bounds the TCP exchange and -e's waits for completion events; the
+// busy-polling loop runs until done, as in the C tools.
+//
+// A failure is printed before the verbs objects are released: the C tools
+// print their complaint and exit, leaving the teardown to the kernel, and
+// a peer that stops on the same condition may have this side stopped at
+// once; destroying the objects can take long on a loaded host.
 func Run(ctx context.Context, k Kind, o Options, stdout, stderr io.Writer) error {
+	c, err := start(ctx, k, o, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		if c != nil {
+			c.release()
+		}
+		return err
+	}
+	if err := c.close(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return err
+	}
+	return nil
+}
+
+// start checks the options, sets the verbs objects up and runs the
+// ping-pong; on failure, c is what must be released (nil for nothing).
+func start(ctx context.Context, k Kind, o Options, stdout, stderr io.Writer) (c *pp, err error) {
 	if _, ok := specs[k]; !ok {
-		return fmt.Errorf("unknown tool kind %v", k)
+		return nil, fmt.Errorf("unknown tool kind %v", k)
 	}
 	switch {
 	case k == RC && o.ODP && o.DM:
-		return msgError{"DM memory region can't be on demand"}
+		return nil, msgError{"DM memory region can't be on demand"}
 	case k == RC && !o.ODP && o.Prefetch:
-		return msgError{"prefetch is valid only with on-demand memory region"}
+		return nil, msgError{"prefetch is valid only with on-demand memory region"}
 	case k == SRQ && o.NumQP > o.RxDepth:
-		return msgError{fmt.Sprintf("rx_depth %d is too small for %d QPs -- must have at least one receive per QP.", int32(o.RxDepth), int32(o.NumQP))}
+		return nil, msgError{fmt.Sprintf("rx_depth %d is too small for %d QPs -- must have at least one receive per QP.", int32(o.RxDepth), int32(o.NumQP))}
 	case k == SRQ && o.NumQP >= MaxQP:
-		return msgError{fmt.Sprintf("num_qp %d must be less than %d", int32(o.NumQP), MaxQP-1)}
+		return nil, msgError{fmt.Sprintf("num_qp %d must be less than %d", int32(o.NumQP), MaxQP-1)}
 	}
 	nqp := 1
 	if k == SRQ {
@@ -116,18 +138,16 @@ func Run(ctx context.Context, k Kind, o Options, stdout, stderr io.Writer) error
 
 	dev, err := pickDevice(o.Dev)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c := &pp{k: k, o: o, stdout: stdout, stderr: stderr}
+	c = &pp{k: k, o: o, stdout: stdout, stderr: stderr}
 	if err := c.init(dev, nqp); err != nil {
-		c.release()
-		return err
+		return c, err
 	}
 	if err := c.pingPong(ctx, nqp); err != nil {
-		c.release()
-		return err
+		return c, err
 	}
-	return c.close()
+	return c, nil
 }
 
 // pickDevice finds the device named name, or the first device when name

@@ -197,7 +197,17 @@ func (r *Run) try(ctx context.Context, t testing.TB) error {
 	cli := r.start(ctx, t, r.Place.Client, cliBin, r.Args(true))
 	cerr := cli.Wait()
 	if cerr != nil {
-		// A client that failed may leave the server waiting for it.
+		// A client that failed may leave the server waiting for it; one
+		// that failed on a condition both sides find (a UD size above the
+		// MTU) has the server exit with its own complaint, which must not
+		// be cut short: it gets a few seconds to exit by itself.
+		grace := time.NewTimer(5 * time.Second)
+		select {
+		case <-srv.Done():
+		case <-grace.C:
+		case <-ctx.Done():
+		}
+		grace.Stop()
 		srv.Stop()
 	}
 	serr := srv.Wait()
