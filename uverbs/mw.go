@@ -35,6 +35,10 @@ func (t MWType) String() string {
 // a range of a memory region registered with AccessMWBind, granted and
 // revoked through the send queue instead of by registering memory. Unbound,
 // its rkey gives access to nothing.
+//
+// On rxe (Linux 6.1 and 6.12) the kernel checks an access through a bound
+// window against the whole MR's range, not the window's: do not rely on a
+// window's bounds there (TestVMMemoryWindows logs what the kernel does).
 type MW struct {
 	ctx    *Context
 	pd     *PD
