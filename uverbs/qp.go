@@ -177,6 +177,7 @@ type QP struct {
 	cap    QPCap
 	drv    qpDriver
 	state  atomic.Uint32 // QPState last set by Modify (for post checks)
+	mcast  mcastSet      // groups attached (for Destroy's EBUSY)
 	life
 }
 
@@ -358,6 +359,9 @@ func (qp *QP) Destroy(ctx context.Context) error {
 	}
 	return qp.destroy(ctx, qp.ctx, qp, "qp", func() (uint32, uint32, error) {
 		resp, err := qp.destroyCmd()
+		if err != nil {
+			err = qp.mcast.busyErr(err)
+		}
 		if err == nil {
 			qp.pd.users.qp.Add(-1)
 			if qp.srq != nil {
