@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -58,13 +60,15 @@ type wrSpec struct {
 }
 
 type request struct {
-	Op    string // hello fill clear read write recv poll post udsend bye
+	Op    string // hello fill clear read write recv poll post udsend mcast-join mcast-detach mcast-leave bye
 	Hello *endpoint
 	Off   int
 	N     int
 	Seed  byte
 	Data  []byte
 	UD    bool     // recv, poll: on the UD QP
+	UD2   bool     // recv, mcast-detach: on the second UD QP (mcast-join makes it)
+	Group string   // mcast-*: the group's IP address
 	ID    uint64   // recv
 	SGL   [][2]int // recv, udsend
 	WR    *wrSpec  // post
@@ -76,6 +80,7 @@ type reply struct {
 	Hello *endpoint
 	Data  []byte
 	WCs   []uverbs.WC
+	QPN   uint32 // mcast-join: the second UD QP's
 }
 
 // side is one host's verbs objects.
@@ -88,6 +93,84 @@ type side struct {
 	mr       *uverbs.MR
 	gid      uverbs.GID
 	ah       *uverbs.AH // to the other side's UD QP, once known
+
+	ud2  *uverbs.QP   // a second UD QP on udcq for multicast (mcast-join)
+	join *net.UDPConn // the host's IP membership of the group
+}
+
+// mcastJoin makes the host an IP member of group on the wire netdev (rxe
+// delivers a group's datagrams only then: uverbs.QP.AttachMcast) and
+// attaches the UD QP and a second one to the group.
+func (s *side) mcastJoin(group string) (uint32, error) {
+	ip := net.ParseIP(group)
+	if ip == nil || !ip.IsMulticast() {
+		return 0, fmt.Errorf("%q is not a multicast address", group)
+	}
+	ifi, err := net.InterfaceByName(testkit.WireNetdev)
+	if err != nil {
+		return 0, err
+	}
+	network := "udp6"
+	if ip.To4() != nil {
+		network = "udp4"
+	}
+	if s.join, err = net.ListenMulticastUDP(network, ifi, &net.UDPAddr{IP: ip}); err != nil {
+		return 0, err
+	}
+	if s.ud2, err = s.pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeUD, SendCQ: s.udcq, RecvCQ: s.udcq,
+		Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		return 0, err
+	}
+	for _, st := range []struct {
+		attr uverbs.QPAttr
+		mask uverbs.QPAttrMask
+	}{
+		{uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, QKey: udQKey}, uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrQKey},
+		{uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState},
+	} {
+		if err := s.ud2.Modify(&st.attr, st.mask); err != nil {
+			return 0, err
+		}
+	}
+	g := gidOf(ip)
+	for _, q := range []*uverbs.QP{s.ud, s.ud2} {
+		if err := q.AttachMcast(g, 0); err != nil {
+			return 0, err
+		}
+	}
+	return s.ud2.QPN(), nil
+}
+
+// mcastLeave undoes mcastJoin: detaches both QPs (one may have left
+// already), destroys the second and leaves the IP group.
+func (s *side) mcastLeave(group string) error {
+	g := gidOf(net.ParseIP(group))
+	var errs []error
+	for _, q := range []*uverbs.QP{s.ud, s.ud2} {
+		if q == nil {
+			continue
+		}
+		if err := q.DetachMcast(g, 0); err != nil && !errors.Is(err, sys.EINVAL) {
+			errs = append(errs, err)
+		}
+	}
+	if s.ud2 != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		errs = append(errs, s.ud2.Destroy(ctx))
+		s.ud2 = nil
+	}
+	if s.join != nil {
+		errs = append(errs, s.join.Close())
+		s.join = nil
+	}
+	return errors.Join(errs...)
+}
+
+func gidOf(ip net.IP) uverbs.GID {
+	var g uverbs.GID
+	copy(g[:], ip.To16())
+	return g
 }
 
 func newSide(t *testing.T) *side {
@@ -139,6 +222,9 @@ func newSide(t *testing.T) *side {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		if s.ud2 != nil {
+			t.Errorf("the multicast QP is still there (no mcast-leave)")
+		}
 		for _, q := range []*uverbs.QP{s.qp, s.ud} {
 			if err := q.Destroy(ctx); err != nil {
 				t.Errorf("destroy QP: %v", err)
@@ -292,6 +378,9 @@ func servePeer(t *testing.T) {
 				if req.UD {
 					qp = s.ud
 				}
+				if req.UD2 {
+					qp = s.ud2
+				}
 				return qp.PostRecv([]uverbs.RecvWR{{ID: req.ID, SGL: s.sgl(req.SGL)}})
 			case "poll":
 				cq := s.cq
@@ -316,6 +405,18 @@ func servePeer(t *testing.T) {
 					AH: s.ah, RemoteQPN: remote.UDQPN, RemoteQKey: udQKey})
 				rep.WCs = []uverbs.WC{wc}
 				return err
+			case "mcast-join":
+				var err error
+				rep.QPN, err = s.mcastJoin(req.Group)
+				return err
+			case "mcast-detach":
+				qp := s.ud
+				if req.UD2 {
+					qp = s.ud2
+				}
+				return qp.DetachMcast(gidOf(net.ParseIP(req.Group)), 0)
+			case "mcast-leave":
+				return s.mcastLeave(req.Group)
 			case "bye":
 			default:
 				return fmt.Errorf("unknown request %q", req.Op)
@@ -374,7 +475,9 @@ func (p *peerConn) poll(ud bool, n int) []uverbs.WC {
 // both atomics from A to B and from B to A, unsignaled writes, UD
 // datagrams through address handles both ways, a UD reply through an
 // address handle made from the request's completion (CreateAHFromWC), RDMA
-// write and read through a memory window, and a write with a wrong rkey.
+// write and read through a memory window, UD datagrams to a multicast
+// group (IPv4 and IPv6) that two of B's QPs joined, and a write with a
+// wrong rkey.
 // Every byte that lands in the other host's memory is compared.
 func TestTwoHostOpcodes(t *testing.T) {
 	if testkit.PeerRole() == opcodesRole {
@@ -716,6 +819,67 @@ func TestTwoHostOpcodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		bindDone(61)
+	})
+
+	t.Run("ud-multicast/A-to-B's-group", func(t *testing.T) {
+		// B attaches two UD QPs to a group (and joins it at the IP level,
+		// which rxe needs); A sends datagrams to the group's GID and
+		// MulticastQPN. Each attached QP receives one copy; a QP that
+		// detached gets nothing: the unicast datagram A sends after the
+		// group's next one is the first it receives.
+		for _, g := range []struct {
+			group string
+			sgid  uint8
+		}{{"239.1.0.9", 1}, {"ff0e::9", 0}} {
+			p.t = t
+			ud2 := p.call(request{Op: "mcast-join", Group: g.group}).QPN
+			ah, err := a.pd.CreateAH(uverbs.AHAttr{DGID: gidOf(net.ParseIP(g.group)), SGIDIndex: g.sgid, IsGlobal: true, PortNum: 1, HopLimit: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			send := func(ah *uverbs.AH, qpn, imm uint32, seed byte) {
+				t.Helper()
+				fill(a.buf[4096:4096+700], seed)
+				wc, err := postOne(a.ud, a.udcq, uverbs.SendWR{ID: uint64(imm), Opcode: uverbs.WRSendWithImm, ImmData: imm, AH: ah,
+					RemoteQPN: qpn, RemoteQKey: udQKey, SGL: []uverbs.SGE{a.sge(4096, 700)}})
+				if err != nil || wc.Status != uverbs.WCSuccess {
+					t.Fatalf("A's send to QPN %#x: %+v, %v", qpn, wc, err)
+				}
+			}
+			// recvd checks B's next completions: one per QPN of want, in
+			// any order, each with imm and the bytes of seed.
+			recvd := func(what string, imm uint32, seed byte, want map[uint32]int) {
+				t.Helper()
+				for _, wc := range p.poll(true, len(want)) {
+					off, ok := want[wc.QPNum]
+					if !ok || wc.Status != uverbs.WCSuccess || wc.ByteLen != uverbs.GRHSize+700 || wc.ImmData != imm ||
+						wc.SrcQP != a.ud.QPN() || wc.Flags&uverbs.WCGRH == 0 {
+						t.Fatalf("%s (%s): B's completion %+v (%v), want one on each of %v with immediate %#x from QPN %#x",
+							what, g.group, wc, wc.Status, want, imm, a.ud.QPN())
+					}
+					delete(want, wc.QPNum)
+					if !bytes.Equal(p.read(off+uverbs.GRHSize, 700), filled(700, seed)) {
+						t.Fatalf("%s (%s): QPN %#x received other bytes than A sent", what, g.group, wc.QPNum)
+					}
+				}
+			}
+			p.call(request{Op: "recv", UD: true, ID: 90, SGL: [][2]int{{40000, uverbs.GRHSize + 1024}}})
+			p.call(request{Op: "recv", UD2: true, ID: 91, SGL: [][2]int{{50000, uverbs.GRHSize + 1024}}})
+			send(ah, uverbs.MulticastQPN, 0x1000, 3)
+			recvd("the group's first datagram", 0x1000, 3, map[uint32]int{rb.UDQPN: 40000, ud2: 50000})
+
+			p.call(request{Op: "mcast-detach", UD2: true, Group: g.group})
+			p.call(request{Op: "recv", UD: true, ID: 92, SGL: [][2]int{{40000, uverbs.GRHSize + 1024}}})
+			p.call(request{Op: "recv", UD2: true, ID: 93, SGL: [][2]int{{50000, uverbs.GRHSize + 1024}}})
+			send(ah, uverbs.MulticastQPN, 0x2000, 4)
+			recvd("the group's datagram after a QP left", 0x2000, 4, map[uint32]int{rb.UDQPN: 40000})
+			send(a.ah, ud2, 0x3000, 5)
+			recvd("a unicast datagram to the QP that left", 0x3000, 5, map[uint32]int{ud2: 50000})
+			p.call(request{Op: "mcast-leave", Group: g.group})
+			if err := ah.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 
 	t.Run("wrong-rkey/A-to-B", func(t *testing.T) {
