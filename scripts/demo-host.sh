@@ -6,6 +6,8 @@ set -uo pipefail
 bin=${1:-bin}
 echo "+ devinfo -l"
 "$bin/devinfo" -l || exit 1
+echo "+ devices"
+"$bin/devices"
 echo "+ devinfo"
 "$bin/devinfo"
 dev=$("$bin/devinfo" -l | awk 'NR > 1 { print $1; exit }')

@@ -48,6 +48,9 @@ echo
 echo "=== devices: Go devinfo -l, then rdma-core ibv_devinfo -l ==="
 run /bin/devinfo -l
 run ibv_devinfo -l
+echo "=== Go devices, then rdma-core ibv_devices ==="
+run /bin/devices
+run ibv_devices
 echo
 echo "=== Go devinfo -d rxe0 (ibv_devinfo's format) ==="
 run /bin/devinfo -d rxe0

@@ -1,0 +1,40 @@
+// Command devices lists the RDMA devices and their node GUIDs, like
+// rdma-core's ibv_devices (libibverbs/examples/device_list.c), using only
+// the pureverbs library.
+//
+//	devices
+//
+// The output is ibv_devices' byte for byte (rdma-core v44, Debian 12):
+// a header, then one line per device in libibverbs' order with the node
+// GUID as 16 hex digits. Like ibv_devices it ignores its arguments, and
+// when the device list cannot be read it prints perror's line and exits
+// 1 (TestVMSameAsIbvDevices).
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+func main() {
+	os.Exit(run(uverbs.Devices, os.Stdout, os.Stderr))
+}
+
+// run is the whole command over the device lister list (uverbs.Devices,
+// or a fake in tests); it returns the exit status.
+func run(list func() ([]uverbs.Device, error), stdout, stderr io.Writer) int {
+	devs, err := list()
+	if err != nil {
+		fmt.Fprintf(stderr, "Failed to get IB devices list: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "    %-16s\t   node GUID\n", "device")
+	fmt.Fprintf(stdout, "    %-16s\t----------------\n", "------")
+	for _, d := range devs {
+		fmt.Fprintf(stdout, "    %-16s\t%016x\n", d.Name, d.NodeGUID)
+	}
+	return 0
+}
