@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,7 +33,7 @@ func TestVMPKeyAgainstC(t *testing.T) {
 		}
 		var b strings.Builder
 		errno := func(err error) int {
-			var e syscall.Errno
+			var e sys.Errno
 			if !errors.As(err, &e) {
 				t.Errorf("%v: no errno", err)
 			}
