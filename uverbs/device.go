@@ -121,6 +121,7 @@ type Device struct {
 	NumPorts     int      // len(Ports)
 	Ports        []int    // port numbers found under ports/, ascending (1-based for CAs)
 	NodeDesc     string   // node_desc ("rxe" for rxe until changed), "" if absent
+	Index        int      // ibv_get_device_index(3): the kernel's device index (RDMA netlink's DEV_INDEX, as `rdma dev` numbers devices) in Devices/DeviceByName; -1 when netlink does not answer, and always from the *At functions (sysfs has no index)
 }
 
 // Devices lists the uverbs devices under /sys in libibverbs' order (that
@@ -269,6 +270,7 @@ func isUverbsName(s string) bool {
 func readDevice(sysRoot, devRoot, uverbs string) (Device, error) {
 	uvDir := filepath.Join(sysRoot, "class", "infiniband_verbs", uverbs)
 	d := Device{
+		Index:      -1,
 		UverbsName: uverbs,
 		DevPath:    filepath.Join(devRoot, "infiniband", uverbs),
 	}

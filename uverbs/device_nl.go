@@ -104,18 +104,25 @@ func devicesNetlink(sysRoot, devRoot string, nl func() ([]nlDevice, error)) ([]D
 		return nil, err
 	}
 	if dump, err := nl(); err == nil {
-		applyDriverIDs(devs, dump)
+		applyNetlink(devs, dump)
 		orderByDump(devs, dump)
 	}
 	return devs, nil
 }
 
-// applyDriverIDs sets DriverID from netlink's UVERBS_DRIVER_ID for each
-// device that netlink knows under the same ibdev name and uverbs char
-// device name (a device renamed or replaced between the two reads keeps
-// its sysfs value).
-func applyDriverIDs(devs []Device, dump []nlDevice) {
+// applyNetlink sets Index from the first dump entry with the device's
+// ibdev name (libibverbs takes ibdev_idx from the dump), and DriverID from
+// netlink's UVERBS_DRIVER_ID for each device that netlink knows under the
+// same ibdev name and uverbs char device name (a device renamed or
+// replaced between the two reads keeps its sysfs value).
+func applyNetlink(devs []Device, dump []nlDevice) {
 	for i := range devs {
+		for _, n := range dump {
+			if n.Name == devs[i].Name {
+				devs[i].Index = int(n.Index)
+				break
+			}
+		}
 		for _, n := range dump {
 			if n.Name == devs[i].Name && n.HasChardev && n.Chardev.HasDriverID && n.Chardev.Name == devs[i].UverbsName {
 				devs[i].DriverID = n.Chardev.DriverID

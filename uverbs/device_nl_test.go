@@ -39,6 +39,42 @@ func irdmaTree() tree {
 	return tr
 }
 
+// TestDevicesNetlinkIndex: Index is the dump's DEV_INDEX of the device's
+// name (GET_CHARDEV or not), -1 for a device the dump lacks and for all
+// when netlink fails.
+func TestDevicesNetlinkIndex(t *testing.T) {
+	root := irdmaTree().write(t)
+	for _, c := range []struct {
+		name string
+		nl   func() ([]nlDevice, error)
+		want map[string]int
+	}{
+		{"dump", func() ([]nlDevice, error) {
+			return []nlDevice{
+				{NLDevice: sys.NLDevice{Index: 7, Name: "rxe0"}},
+				{NLDevice: sys.NLDevice{Index: 3, Name: "irdma0"}, Chardev: sys.NLChardev{Name: "uverbs2"}, HasChardev: true},
+				{NLDevice: sys.NLDevice{Index: 9, Name: "rxe0"}}, // a second entry of a name: the first counts
+			}, nil
+		}, map[string]int{"rxe0": 7, "irdma0": 3, "mlx5_0": -1}},
+		{"netlink fails", func() ([]nlDevice, error) { return nil, sys.EOPNOTSUPP },
+			map[string]int{"rxe0": -1, "irdma0": -1, "mlx5_0": -1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			devs, err := devicesNetlink(root, "/dev", c.nl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{}
+			for _, d := range devs {
+				got[d.Name] = d.Index
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestDevicesNetlinkDriverIDs(t *testing.T) {
 	root := irdmaTree().write(t)
 	cd := func(name, chardev string, id uint32, has bool) nlDevice {

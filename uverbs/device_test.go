@@ -111,6 +111,7 @@ var (
 		NumPorts:     1,
 		Ports:        []int{1},
 		NodeDesc:     "rxe",
+		Index:        -1,
 	}
 	wantMlx5 = Device{
 		Name:         "mlx5_0",
@@ -126,6 +127,7 @@ var (
 		NumPorts:     2,
 		Ports:        []int{1, 2},
 		NodeDesc:     "host1 mlx5_0",
+		Index:        -1,
 	}
 )
 
@@ -168,6 +170,7 @@ func TestDevicesAt(t *testing.T) {
 			DriverID:     id,
 			NumPorts:     1,
 			Ports:        []int{1},
+			Index:        -1,
 		}}}
 	}
 	cases := []tc{
