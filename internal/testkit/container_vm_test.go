@@ -35,6 +35,7 @@ import (
 // when a tool is added to cmd/ without an entry here.
 var containerChecks = map[string]func(t *testing.T, c *scratch){
 	"devinfo":     checkDevinfoInScratch,
+	"devices":     checkDevicesInScratch,
 	"asyncwatch":  checkAsyncwatchInScratch,
 	"rcpingpong":  pingpongInScratch("rcpingpong", 18611),
 	"ucpingpong":  pingpongInScratch("ucpingpong", 18612),
@@ -254,6 +255,24 @@ func checkDevinfoInScratch(t *testing.T, c *scratch) {
 		}
 	}
 	t.Logf("devinfo -l in the empty root:\n%s", c.run(t, "devinfo", "-l"))
+}
+
+// checkDevicesInScratch: devices prints in the empty root what it prints
+// in the guest, both devices with their GUIDs.
+func checkDevicesInScratch(t *testing.T, c *scratch) {
+	in := c.run(t, "devices")
+	out, err := exec.Command("/usr/bin/devices").CombinedOutput()
+	if err != nil {
+		t.Fatalf("devices in the guest: %v\n%s", err, out)
+	}
+	if in != string(out) {
+		t.Errorf("devices: in the empty root:\n%s\nin the guest:\n%s", in, out)
+	}
+	for _, w := range []string{testkit.LoopDev, testkit.RxeDev} {
+		if !strings.Contains(in, "    "+w+" ") {
+			t.Errorf("devices in the empty root does not name %s:\n%s", w, in)
+		}
+	}
 }
 
 // checkAsyncwatchInScratch: asyncwatch opens the device, prints its header
