@@ -121,16 +121,8 @@ func (s *side) mcastJoin(group string) (uint32, error) {
 		Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		return 0, err
 	}
-	for _, st := range []struct {
-		attr uverbs.QPAttr
-		mask uverbs.QPAttrMask
-	}{
-		{uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, QKey: udQKey}, uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrQKey},
-		{uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState},
-	} {
-		if err := s.ud2.Modify(&st.attr, st.mask); err != nil {
-			return 0, err
-		}
+	if err := readyUD(s.ud2, uverbs.QPStateRTR); err != nil {
+		return 0, err
 	}
 	g := gidOf(ip)
 	for _, q := range []*uverbs.QP{s.ud, s.ud2} {
@@ -203,17 +195,8 @@ func newSide(t *testing.T) *side {
 		Cap: uverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range []struct {
-		attr uverbs.QPAttr
-		mask uverbs.QPAttrMask
-	}{
-		{uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, QKey: udQKey}, uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrQKey},
-		{uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState},
-		{uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState | uverbs.QPAttrSQPSN},
-	} {
-		if err := s.ud.Modify(&st.attr, st.mask); err != nil {
-			t.Fatalf("UD QP to %v: %v", st.attr.State, err)
-		}
+	if err := readyUD(s.ud, uverbs.QPStateRTS); err != nil {
+		t.Fatal(err)
 	}
 	s.buf = make([]byte, bufSize)
 	if s.mr, err = s.pd.RegMR(s.buf, access|uverbs.AccessMWBind); err != nil {
@@ -242,6 +225,27 @@ func newSide(t *testing.T) *side {
 		s.pd.Dealloc()
 	})
 	return s
+}
+
+// readyUD drives a UD QP from RESET through INIT (port 1, udQKey) up to
+// state: RTR to receive, RTS to send too.
+func readyUD(qp *uverbs.QP, state uverbs.QPState) error {
+	for _, st := range []struct {
+		attr uverbs.QPAttr
+		mask uverbs.QPAttrMask
+	}{
+		{uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, QKey: udQKey}, uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrQKey},
+		{uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState},
+		{uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState | uverbs.QPAttrSQPSN},
+	} {
+		if err := qp.Modify(&st.attr, st.mask); err != nil {
+			return fmt.Errorf("UD QP to %v: %w", st.attr.State, err)
+		}
+		if st.attr.State == state {
+			return nil
+		}
+	}
+	return nil
 }
 
 func (s *side) endpoint() *endpoint {
