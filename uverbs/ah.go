@@ -52,7 +52,7 @@ func (a *AHAttr) toABI() abi.IbUverbsAhAttr {
 		Dlid:        a.DLID,
 		Sl:          a.SL,
 		SrcPathBits: a.SrcPathBits,
-		StaticRate:  a.StaticRate,
+		StaticRate:  uint8(a.StaticRate),
 		IsGlobal:    b2u8(a.IsGlobal),
 		PortNum:     a.PortNum,
 	}

@@ -100,7 +100,7 @@ type AHAttr struct {
 	DLID         uint16
 	SL           uint8
 	SrcPathBits  uint8
-	StaticRate   uint8
+	StaticRate   Rate // RateMax (0): the port's rate
 	PortNum      uint8
 }
 
@@ -416,7 +416,7 @@ func (ah *AHAttr) encode(d *abi.IbUverbsQpDest) {
 	d.TrafficClass = ah.TrafficClass
 	d.Sl = ah.SL
 	d.SrcPathBits = ah.SrcPathBits
-	d.StaticRate = ah.StaticRate
+	d.StaticRate = uint8(ah.StaticRate)
 	d.IsGlobal = b2u8(ah.IsGlobal)
 	d.PortNum = ah.PortNum
 }

@@ -54,7 +54,7 @@ func decodeDest(d *abi.IbUverbsQpDest) AHAttr {
 		DLID:         d.Dlid,
 		SL:           d.Sl,
 		SrcPathBits:  d.SrcPathBits,
-		StaticRate:   d.StaticRate,
+		StaticRate:   Rate(d.StaticRate),
 		PortNum:      d.PortNum,
 	}
 }
