@@ -1,0 +1,236 @@
+package bw
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// The latency tests' table (perftest_parameters.h: RESULT_FMT_LAT,
+// REPORT_FMT_LAT) and the samples left out of it.
+const (
+	resultFmtLat = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+	// latMeasureTail is LAT_MEASURE_TAIL: the largest samples dropped.
+	latMeasureTail = 2
+)
+
+// LatReport is one line of a latency table, in the report's units
+// (microseconds, or cycles with -C).
+type LatReport struct {
+	Size, Iters                               uint64
+	Min, Max, Typical, Avg, Stdev, P99, P99_9 float64
+}
+
+// latOptions are what the latency report prints besides the line.
+type latOptions struct {
+	unsorted, histogram bool // -U, -H: print the samples
+	verbose             bool // not --output: the table's heading after the samples
+	units               string
+}
+
+// computeLat is print_report_lat's arithmetic over the post stamps of a
+// run of iters messages (iters >= minIter): the samples are the times
+// between consecutive posts, a round trip each, so halved (rtt factor 2
+// for write and send) and divided by perUnit stamps per microsecond (1
+// with -C). delta is scratch of at least iters-1 entries; w receives
+// the sample lines of -U and -H (and the heading that follows them).
+func computeLat(w io.Writer, size, iters uint64, posted []int64, perUnit float64, delta []uint64, lo latOptions) LatReport {
+	n := int(iters) - 1
+	delta = delta[:n]
+	for i := range delta {
+		delta[i] = uint64(posted[i+1] - posted[i])
+	}
+	q := perUnit * 2
+	if lo.unsorted {
+		fmt.Fprintf(w, "#, %s\n", lo.units)
+		for i, d := range delta {
+			fmt.Fprintf(w, "%d, %.6g\n", i+1, float64(d)/q)
+		}
+	}
+	slices.Sort(delta)
+	n -= latMeasureTail
+	var median uint64
+	if (n-1)%2 != 0 {
+		median = (delta[n/2] + delta[n/2-1]) / 2
+	} else {
+		median = delta[n/2]
+	}
+	sum := 0.0
+	for _, d := range delta[:n] {
+		sum += float64(d) / q
+	}
+	avg := sum / float64(n)
+	// perftest squares the difference as an int, truncated.
+	var varSum float64
+	for _, d := range delta[:n] {
+		diff := int64(avg - float64(d)/q)
+		varSum += float64(int64(math.Pow(float64(diff), 2)))
+	}
+	if lo.histogram {
+		fmt.Fprintf(w, "#, %s\n", lo.units)
+		for i, d := range delta[:n] {
+			fmt.Fprintf(w, "%d, %.6g\n", i+1, float64(d)/q)
+		}
+	}
+	if (lo.unsorted || lo.histogram) && lo.verbose {
+		io.WriteString(w, resultLine+resultFmtLat)
+	}
+	i99 := int(math.Ceil(float64(n) * 0.99))
+	i999 := int(math.Ceil(float64(n) * 0.999))
+	return LatReport{Size: size, Iters: iters, Min: float64(delta[0]) / q, Max: float64(delta[n]) / q,
+		Typical: float64(median) / q, Avg: avg, Stdev: math.Sqrt(varSum / float64(n)),
+		P99: float64(delta[i99]) / q, P99_9: float64(delta[i999]) / q}
+}
+
+// writeLatReport prints a line as print_report_lat does (REPORT_FMT_LAT).
+func writeLatReport(w io.Writer, r LatReport) {
+	fmt.Fprintf(w, " %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
+		r.Size, r.Iters, r.Min, r.Max, r.Typical, r.Avg, r.Stdev, r.P99, r.P99_9)
+}
+
+// latWriteLoop is run_iter_lat_write: the two sides take turns, each
+// writing a message whose last byte is its count into the peer's buffer
+// and waiting until the peer's count arrives in its own; the server
+// writes first. Every message completes (signaled) and is polled for
+// before the next turn. Nothing is allocated per message.
+type latWriteLoop struct {
+	qp     sender
+	cq     poller
+	server bool
+	iters  uint64
+	wr     [1]uverbs.SendWR
+	sge    [1]uverbs.SGE
+	wc     [1]uverbs.WC
+	local  []byte // the registered memory
+	post   int    // the index in local of the last byte of the local message
+	poll   int    // the index in local of the last byte of the area the peer writes
+	posted []int64
+	scnt   uint64
+	ccnt   uint64
+	y      yielder
+}
+
+// setup prepares a run of messages of size from local (the registered
+// memory at base) to the peer's area rem, polling the area recv of the
+// local memory.
+func (l *latWriteLoop) setup(size uint64, local []byte, base uint64, my, recv uint64, rem uint64, rkey, lkey uint32, inline int) {
+	l.sge[0] = uverbs.SGE{Addr: my, Length: uint32(size), LKey: lkey}
+	l.wr[0] = uverbs.SendWR{SGL: l.sge[:], Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled, RemoteAddr: rem, RKey: rkey}
+	off := my - base
+	if size <= uint64(inline) {
+		l.wr[0].Flags |= uverbs.SendInline
+		l.wr[0].SGL = nil
+		l.wr[0].Inline = local[off : off+size]
+	}
+	l.local = local
+	l.post = int(off + size - 1)
+	l.poll = int(recv - base + size - 1)
+}
+
+// run runs iters turns and stamps each post.
+func (l *latWriteLoop) run() error {
+	l.scnt, l.ccnt = 0, 0
+	l.y.reset()
+	var rcnt uint64
+	for l.scnt < l.iters || l.ccnt < l.iters || rcnt < l.iters {
+		if rcnt < l.iters && !(l.scnt < 1 && l.server) {
+			rcnt++
+			want := byte(rcnt)
+			// The peer's write lands by DMA (the kernel's, for rxe): an
+			// atomic load reads the memory each time round.
+			for sys.LoadByte(l.local, l.poll) != want {
+				l.y.check()
+			}
+		}
+		if l.scnt < l.iters {
+			l.posted[l.scnt] = stamp()
+			l.scnt++
+			l.local[l.post] = byte(l.scnt)
+			if err := l.qp.PostSend(l.wr[:]); err != nil {
+				return msgError{fmt.Sprintf("Couldn't post send: scnt=%d", l.scnt), "  (" + err.Error() + ")"}
+			}
+		}
+		if l.ccnt < l.iters {
+			for {
+				n, err := l.cq.Poll(l.wc[:])
+				if err != nil {
+					return msgError{"poll CQ failed: " + err.Error()}
+				}
+				if n > 0 {
+					break
+				}
+				l.y.check()
+			}
+			if wc := &l.wc[0]; wc.Status != uverbs.WCSuccess {
+				return msgError{" Completion with error at client",
+					fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
+					fmt.Sprintf("scnt=%d, ccnt=%d", l.scnt, l.ccnt)}
+			}
+			l.ccnt++
+		}
+	}
+	return nil
+}
+
+// runLat is the rest of ib_write_lat: the table's heading, a run and a
+// line per size (both sides measure and print), the closing rule.
+// perftest ends without a closing handshake.
+func (t *test) runLat() error {
+	o := &t.o
+	if t.verbose() {
+		io.WriteString(t.stdout, resultLine+resultFmtLat)
+	}
+	l := &latWriteLoop{qp: t.qps[0], cq: t.sendCQ, server: !t.client, iters: o.Iters, posted: make([]int64, o.Iters)}
+	delta := make([]uint64, o.Iters)
+	lo := latOptions{unsorted: o.Unsorted, histogram: o.Histogram, verbose: t.verbose(), units: "usec"}
+	if o.Cycles {
+		lo.units = "cycles"
+	}
+	for _, size := range t.sizes() {
+		l.setup(size, t.mem, t.mr.Addr(), t.localSlice(0), t.remoteArea(0), t.rem[0].VAddr, t.rem[0].RKey, t.mr.LKey(), o.Inline)
+		if err := l.run(); err != nil {
+			return withLines(err, "Test exited with Error")
+		}
+		perUnit := 1.0
+		if !o.Cycles || !useTSC {
+			// Microseconds (with -C and no TSC, the stamps are
+			// nanoseconds, the cycles of a 1 GHz clock).
+			toNanos(l.posted)
+			if !o.Cycles {
+				perUnit = 1000
+			}
+		}
+		r := computeLat(t.stdout, size, o.Iters, l.posted, perUnit, delta, lo)
+		if o.Output == OutputLatency {
+			fmt.Fprintf(t.stdout, "%f\n", r.Avg)
+		} else {
+			writeLatReport(t.stdout, r)
+		}
+	}
+	t.rule()
+	return nil
+}
+
+var latReportRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$`)
+
+// ParseLatReports returns the result lines of a latency tool's output
+// (Go or C), in order.
+func ParseLatReports(out string) []LatReport {
+	var rs []LatReport
+	for _, m := range latReportRE.FindAllStringSubmatch(out, -1) {
+		var r LatReport
+		r.Size, _ = strconv.ParseUint(m[1], 10, 64)
+		r.Iters, _ = strconv.ParseUint(m[2], 10, 64)
+		for i, f := range []*float64{&r.Min, &r.Max, &r.Typical, &r.Avg, &r.Stdev, &r.P99, &r.P99_9} {
+			*f, _ = strconv.ParseFloat(m[3+i], 64)
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
