@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -66,11 +67,14 @@ func computeLat(w io.Writer, size, iters uint64, posted []int64, perUnit float64
 		sum += float64(d) / q
 	}
 	avg := sum / float64(n)
-	// perftest squares the difference as an int, truncated.
+	// perftest squares the difference as a C int: truncated, and on
+	// x86 INT_MIN when out of range (a square above 2^31, which samples
+	// in cycles reach), which can make the sum negative and the
+	// deviation "-nan".
 	var varSum float64
 	for _, d := range delta[:n] {
-		diff := int64(avg - float64(d)/q)
-		varSum += float64(int64(math.Pow(float64(diff), 2)))
+		diff := cInt(avg - float64(d)/q)
+		varSum += float64(cInt(math.Pow(float64(diff), 2)))
 	}
 	if lo.histogram {
 		fmt.Fprintf(w, "#, %s\n", lo.units)
@@ -84,14 +88,48 @@ func computeLat(w io.Writer, size, iters uint64, posted []int64, perUnit float64
 	i99 := int(math.Ceil(float64(n) * 0.99))
 	i999 := int(math.Ceil(float64(n) * 0.999))
 	return LatReport{Size: size, Iters: iters, Min: float64(delta[0]) / q, Max: float64(delta[n]) / q,
-		Typical: float64(median) / q, Avg: avg, Stdev: math.Sqrt(varSum / float64(n)),
+		Typical: float64(median) / q, Avg: avg, Stdev: cSqrt(varSum / float64(n)),
 		P99: float64(delta[i99]) / q, P99_9: float64(delta[i999]) / q}
+}
+
+// cSqrt is glibc's sqrt on x86: the square root of a negative number
+// is the default NaN, whose sign bit is set (printf says "-nan").
+func cSqrt(f float64) float64 {
+	if f < 0 {
+		return math.Copysign(math.NaN(), -1)
+	}
+	return math.Sqrt(f)
+}
+
+// cInt is the conversion of a double to a 32-bit int as x86 does it
+// (cvttsd2si): truncated, INT_MIN when out of range or NaN.
+func cInt(f float64) int32 {
+	if math.IsNaN(f) || f >= 1<<31 || f <= -(1<<31)-1 {
+		return math.MinInt32
+	}
+	return int32(f)
+}
+
+// cFloat is glibc's "%-7.2f": NaN and infinities as "nan", "-nan",
+// "inf", "-inf".
+func cFloat(f float64) string {
+	switch {
+	case math.IsNaN(f) && math.Signbit(f):
+		return "-nan   "
+	case math.IsNaN(f):
+		return "nan    "
+	case math.IsInf(f, 1):
+		return "inf    "
+	case math.IsInf(f, -1):
+		return "-inf   "
+	}
+	return fmt.Sprintf("%-7.2f", f)
 }
 
 // writeLatReport prints a line as print_report_lat does (REPORT_FMT_LAT).
 func writeLatReport(w io.Writer, r LatReport) {
-	fmt.Fprintf(w, " %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
-		r.Size, r.Iters, r.Min, r.Max, r.Typical, r.Avg, r.Stdev, r.P99, r.P99_9)
+	fmt.Fprintf(w, " %-7d %d          %s        %s      %s  \t       %s     \t%s\t\t%s \t\t%s\n",
+		r.Size, r.Iters, cFloat(r.Min), cFloat(r.Max), cFloat(r.Typical), cFloat(r.Avg), cFloat(r.Stdev), cFloat(r.P99), cFloat(r.P99_9))
 }
 
 // latWriteLoop is run_iter_lat_write: the two sides take turns, each
@@ -217,7 +255,7 @@ func (t *test) runLat() error {
 	return nil
 }
 
-var latReportRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$`)
+var latReportRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+([0-9.]+|-?nan|-?inf)`, 7) + `\s*$`)
 
 // ParseLatReports returns the result lines of a latency tool's output
 // (Go or C), in order.
@@ -228,7 +266,10 @@ func ParseLatReports(out string) []LatReport {
 		r.Size, _ = strconv.ParseUint(m[1], 10, 64)
 		r.Iters, _ = strconv.ParseUint(m[2], 10, 64)
 		for i, f := range []*float64{&r.Min, &r.Max, &r.Typical, &r.Avg, &r.Stdev, &r.P99, &r.P99_9} {
-			*f, _ = strconv.ParseFloat(m[3+i], 64)
+			*f, _ = strconv.ParseFloat(strings.TrimPrefix(m[3+i], "-"), 64)
+			if strings.HasPrefix(m[3+i], "-") {
+				*f = -*f
+			}
 		}
 		rs = append(rs, r)
 	}

@@ -3,6 +3,7 @@ package bw
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -128,6 +129,33 @@ func TestComputeLat(t *testing.T) {
 			!near(got.Typical, c.want.Typical) || !near(got.Avg, c.want.Avg) || !near(got.Stdev, c.want.Stdev) ||
 			!near(got.P99, c.want.P99) || !near(got.P99_9, c.want.P99_9) {
 			t.Errorf("%s: %+v (printed %q), want %+v", c.name, got, out.String(), c.want)
+		}
+	}
+}
+
+// TestComputeLatOverflow: in cycles the squared differences pass 2^31;
+// perftest's int then holds INT_MIN (x86), the sum goes negative and the
+// deviation prints as glibc's "-nan" (seen in the guest with -C).
+func TestComputeLatOverflow(t *testing.T) {
+	// Deltas 4 and 3 x 400000 kept (halves 2 and 200000; average
+	// 150000.5): every square is above 2^31.
+	posted := []int64{0, 4, 400004, 800004, 1200004, 1000000000 + 1200004, 2000000000 + 1200004}
+	r := computeLat(io.Discard, 2, 7, posted, 1, make([]uint64, 7), latOptions{})
+	if !math.IsNaN(r.Stdev) || !math.Signbit(r.Stdev) || r.Avg != 150000.5 {
+		t.Errorf("%+v, want a stdev of -nan", r)
+	}
+	var out bytes.Buffer
+	writeLatReport(&out, r)
+	// The maximum and the percentiles are sample 4, the first dropped.
+	if want := " 2       7          2.00           500000000.00      200000.00  \t       150000.50     \t-nan   \t\t500000000.00 \t\t500000000.00\n"; out.String() != want {
+		t.Errorf("%q\nwant\n%q", out.String(), want)
+	}
+	if rs := ParseLatReports(out.String()); len(rs) != 1 || !math.IsNaN(rs[0].Stdev) || rs[0].Avg != 150000.5 {
+		t.Errorf("ParseLatReports: %+v", rs)
+	}
+	for f, want := range map[float64]int32{1.9: 1, -1.9: -1, 2147483647: 2147483647, 2147483648: math.MinInt32, -2147483648: math.MinInt32, -3e9: math.MinInt32, math.NaN(): math.MinInt32} {
+		if got := cInt(f); got != want {
+			t.Errorf("cInt(%v) = %d, want %d", f, got, want)
 		}
 	}
 }
