@@ -16,7 +16,7 @@
 //
 // It takes perftest's options as perftest spells them (-s, -n, -a, -d, -i,
 // -x, -p, -m, -I, -c RC|UC, -t, -u, -S, -F, -C, -U, -H, --output=latency,
-// ...; docs/performance.md lists what it refuses), speaks perftest's TCP
+// -D, ...; docs/performance.md lists what it refuses), speaks perftest's TCP
 // exchange message for message and prints its table, so either side can
 // be ib_write_lat:
 //

@@ -48,6 +48,12 @@ func TestVMReportOptions(t *testing.T) {
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "--output=latency")
 }
 
+// TestVMDuration: -D 4 (a second of margin each end), Go against C both
+// ways: one line of the measured stretch on each side.
+func TestVMDuration(t *testing.T) {
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64}, 1000, "-D", "4")
+}
+
 // TestVMBadArgs: the client command lines of bwtest.LatBadArgs fail (or
 // reach the connect to a server that is not there) exactly as
 // ib_write_lat's do: same exit status, same lines.

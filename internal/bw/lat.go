@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -16,7 +17,8 @@ import (
 // The latency tests' table (perftest_parameters.h: RESULT_FMT_LAT,
 // REPORT_FMT_LAT) and the samples left out of it.
 const (
-	resultFmtLat = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+	resultFmtLat    = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+	resultFmtLatDur = " #bytes        #iterations       t_avg[usec]    tps average\n"
 	// latMeasureTail is LAT_MEASURE_TAIL: the largest samples dropped.
 	latMeasureTail = 2
 )
@@ -126,6 +128,26 @@ func cFloat(f float64) string {
 	return fmt.Sprintf("%-7.2f", f)
 }
 
+// LatDurReport is one line of a latency run of fixed duration (-D).
+type LatDurReport struct {
+	Size, Iters uint64
+	Avg, TPS    float64 // half a round trip in microseconds; turns per second
+}
+
+// computeLatDuration is print_report_lat_duration's arithmetic: iters
+// messages completed in the measured stretch of ns nanoseconds.
+func computeLatDuration(size, iters uint64, ns int64) LatDurReport {
+	// C's doubles: a count of 0 makes inf, as in perftest.
+	us := float64(ns) / 1000
+	return LatDurReport{Size: size, Iters: iters, Avg: us / 2 / float64(iters), TPS: float64(iters) / (us / 1e6)}
+}
+
+// writeLatDurReport prints a line as print_report_lat_duration does
+// (REPORT_FMT_LAT_DUR).
+func writeLatDurReport(w io.Writer, r LatDurReport) {
+	fmt.Fprintf(w, " %-7d       %d            %s        %s\n", r.Size, r.Iters, cFloat(r.Avg), cFloat(r.TPS))
+}
+
 // writeLatReport prints a line as print_report_lat does (REPORT_FMT_LAT).
 func writeLatReport(w io.Writer, r LatReport) {
 	fmt.Fprintf(w, " %-7d %d          %s        %s      %s  \t       %s     \t%s\t\t%s \t\t%s\n",
@@ -152,6 +174,11 @@ type latWriteLoop struct {
 	scnt   uint64
 	ccnt   uint64
 	y      yielder
+	// -D: the clock, whose timing receives the measured stretch's ends,
+	// and the completions within it (perftest's iters).
+	dur     *duration
+	tm      timing
+	sampled uint64
 }
 
 // setup prepares a run of messages of size from local (the registered
@@ -171,30 +198,43 @@ func (l *latWriteLoop) setup(size uint64, local []byte, base uint64, my, recv ui
 	l.poll = int(recv - base + size - 1)
 }
 
-// run runs iters turns and stamps each post.
+// run runs iters turns and stamps each post; with -D (dur) it runs
+// until the time is up and counts the completions of the measured
+// stretch in sampled.
 func (l *latWriteLoop) run() error {
-	l.scnt, l.ccnt = 0, 0
+	l.scnt, l.ccnt, l.sampled = 0, 0, 0
 	l.y.reset()
+	timed := l.dur != nil
+	if timed {
+		l.dur.start(&l.tm)
+		defer l.dur.halt()
+	}
+	end := func() bool { return timed && l.dur.phase.Load() == phaseEnd }
 	var rcnt uint64
-	for l.scnt < l.iters || l.ccnt < l.iters || rcnt < l.iters {
-		if rcnt < l.iters && !(l.scnt < 1 && l.server) {
+	for l.scnt < l.iters || l.ccnt < l.iters || rcnt < l.iters || (timed && !end()) {
+		if (rcnt < l.iters || timed) && !(l.scnt < 1 && l.server) {
 			rcnt++
 			want := byte(rcnt)
 			// The peer's write lands by DMA (the kernel's, for rxe): an
 			// atomic load reads the memory each time round.
-			for sys.LoadByte(l.local, l.poll) != want {
+			for sys.LoadByte(l.local, l.poll) != want && !end() {
 				l.y.check()
 			}
 		}
-		if l.scnt < l.iters {
-			l.posted[l.scnt] = stamp()
+		if l.scnt < l.iters || timed {
+			if !timed {
+				l.posted[l.scnt] = stamp()
+			}
 			l.scnt++
 			l.local[l.post] = byte(l.scnt)
 			if err := l.qp.PostSend(l.wr[:]); err != nil {
 				return msgError{fmt.Sprintf("Couldn't post send: scnt=%d", l.scnt), "  (" + err.Error() + ")"}
 			}
 		}
-		if l.ccnt < l.iters {
+		if end() {
+			break
+		}
+		if l.ccnt < l.iters || timed {
 			for {
 				n, err := l.cq.Poll(l.wc[:])
 				if err != nil {
@@ -211,7 +251,11 @@ func (l *latWriteLoop) run() error {
 					fmt.Sprintf("scnt=%d, ccnt=%d", l.scnt, l.ccnt)}
 			}
 			l.ccnt++
+			if timed && l.dur.phase.Load() == phaseSample {
+				l.sampled++
+			}
 		}
+		l.y.check()
 	}
 	return nil
 }
@@ -222,10 +266,18 @@ func (l *latWriteLoop) run() error {
 func (t *test) runLat() error {
 	o := &t.o
 	if t.verbose() {
-		io.WriteString(t.stdout, resultLine+resultFmtLat)
+		if o.Duration > 0 {
+			io.WriteString(t.stdout, resultLine+resultFmtLatDur)
+		} else {
+			io.WriteString(t.stdout, resultLine+resultFmtLat)
+		}
 	}
 	l := &latWriteLoop{qp: t.qps[0], cq: t.sendCQ, server: !t.client, iters: o.Iters, posted: make([]int64, o.Iters)}
 	delta := make([]uint64, o.Iters)
+	if o.Duration > 0 {
+		l.dur = newDuration(time.Duration(o.Duration)*time.Second, time.Duration(o.Margin)*time.Second)
+		l.tm = timing{posted: make([]int64, 1), completed: make([]int64, 1)}
+	}
 	lo := latOptions{unsorted: o.Unsorted, histogram: o.Histogram, verbose: t.verbose(), units: "usec"}
 	if o.Cycles {
 		lo.units = "cycles"
@@ -234,6 +286,16 @@ func (t *test) runLat() error {
 		l.setup(size, t.mem, t.mr.Addr(), t.localSlice(0), t.remoteArea(0), t.rem[0].VAddr, t.rem[0].RKey, t.mr.LKey(), o.Inline)
 		if err := l.run(); err != nil {
 			return withLines(err, "Test exited with Error")
+		}
+		if l.dur != nil {
+			toNanos(l.tm.posted, l.tm.completed)
+			r := computeLatDuration(size, l.sampled, l.tm.completed[0]-l.tm.posted[0])
+			if o.Output == OutputLatency {
+				fmt.Fprintf(t.stdout, "%f\n", r.Avg)
+			} else {
+				writeLatDurReport(t.stdout, r)
+			}
+			continue
 		}
 		perUnit := 1.0
 		if !o.Cycles || !useTSC {
@@ -271,6 +333,23 @@ func ParseLatReports(out string) []LatReport {
 				*f = -*f
 			}
 		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+var latDurRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+|-?nan|-?inf)\s+([0-9.]+|-?nan|-?inf)\s*$`)
+
+// ParseLatDurReports returns the result lines of a latency tool's run of
+// fixed duration (-D), in order.
+func ParseLatDurReports(out string) []LatDurReport {
+	var rs []LatDurReport
+	for _, m := range latDurRE.FindAllStringSubmatch(out, -1) {
+		var r LatDurReport
+		r.Size, _ = strconv.ParseUint(m[1], 10, 64)
+		r.Iters, _ = strconv.ParseUint(m[2], 10, 64)
+		r.Avg, _ = strconv.ParseFloat(m[3], 64)
+		r.TPS, _ = strconv.ParseFloat(m[4], 64)
 		rs = append(rs, r)
 	}
 	return rs

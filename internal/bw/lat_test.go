@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -27,6 +28,10 @@ func TestParseLatDefaults(t *testing.T) {
 	}
 	if o, err := ParseTestArgs(LAT, Write, []string{"-a", "h"}); err != nil || !o.All || o.Size != maxSize {
 		t.Errorf("-a: %+v, %v", o, err)
+	}
+	// -D: no iteration count, a quarter of the time as margins.
+	if o, err := ParseTestArgs(LAT, Write, []string{"-D", "8", "h"}); err != nil || o.Duration != 8 || o.Iters != 0 || o.Margin != 2 {
+		t.Errorf("-D 8: %+v, %v", o, err)
 	}
 	// The bandwidth tools keep their defaults.
 	if o, err := ParseArgs(Write, nil); err != nil || o.Tst != BW || o.Size != defSize || o.TxDepth != defTxDepth || o.Iters != defItersWrite {
@@ -57,7 +62,8 @@ func TestParseLatErrors(t *testing.T) {
 		{LAT, Write, []string{"-e"}, "", " Events feature not available on WRITE verb\n Parser function exited with Error\n"},
 		{LAT, Write, []string{"-n", "4"}, "", " Iteration num should be between 5 and 100000000\n Parser function exited with Error\n"},
 		{LAT, Write, []string{"-q", "2"}, "", " -q: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n"},
-		{LAT, Write, []string{"-D", "2"}, "", " -D: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n"},
+		{LAT, Write, []string{"-D", "4", "-a"}, resultLine, "Duration mode currently doesn't support running on all sizes.\n"},
+		{LAT, Write, []string{"-D", "4", "-f", "2"}, resultLine, "please check that DURATION > 2*MARGIN\n"},
 		{LAT, Send, []string{"-e"}, "", " -e: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n"},
 		{LAT, Write, []string{"--use-srq"}, "", " --use-srq: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n"},
 	} {
@@ -83,7 +89,7 @@ func TestLatUsage(t *testing.T) {
 			t.Errorf("usage lacks %q:\n%s", want, u)
 		}
 	}
-	for _, no := range []string{"--bidirectional", "--noPeak", "--post_list", "--cq-mod", "--run_infinitely", "--duration"} {
+	for _, no := range []string{"--bidirectional", "--noPeak", "--post_list", "--cq-mod", "--run_infinitely"} {
 		if strings.Contains(u, no) {
 			t.Errorf("usage offers %q:\n%s", no, u)
 		}
@@ -184,6 +190,18 @@ func TestComputeLatSamples(t *testing.T) {
 	}
 }
 
+// TestComputeLatDuration: print_report_lat_duration's arithmetic, 5000
+// turns in 2 s: 200 us each way, 2500 per second.
+func TestComputeLatDuration(t *testing.T) {
+	r := computeLatDuration(64, 5000, 2e9)
+	if r.Size != 64 || r.Iters != 5000 || r.Avg != 200 || r.TPS != 2500 {
+		t.Errorf("%+v", r)
+	}
+	if r := computeLatDuration(64, 0, 2e9); !math.IsInf(r.Avg, 1) || r.TPS != 0 {
+		t.Errorf("no turns: %+v", r)
+	}
+}
+
 // TestWriteLatReport: REPORT_FMT_LAT, tabs and all (a line of
 // ib_write_lat 6.06 in the guest).
 func TestWriteLatReport(t *testing.T) {
@@ -250,4 +268,29 @@ func (f *latFake) Poll(wcs []uverbs.WC) (int, error) {
 		wcs[0].Status = uverbs.WCStatus(5)
 	}
 	return 1, nil
+}
+
+// TestLatLoopDuration: with -D the loop runs until the clock ends it,
+// counts the completions of the measured stretch only, and stamps its
+// ends.
+func TestLatLoopDuration(t *testing.T) {
+	f := &latFake{}
+	mem := make([]byte, 8192)
+	l := &latWriteLoop{qp: f, cq: f, dur: newDuration(80*time.Millisecond, 20*time.Millisecond),
+		tm: timing{posted: make([]int64, 1), completed: make([]int64, 1)}}
+	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 0x90000, 7, 8, 0)
+	f.mem, f.recv = mem, 0x1000+63
+	mem[f.recv] = 1
+	if err := l.run(); err != nil || l.sampled == 0 || l.sampled >= uint64(f.posts) || l.tm.completed[0] <= l.tm.posted[0] {
+		t.Errorf("%v: %d sampled of %d posts, stamps %v %v", err, l.sampled, f.posts, l.tm.posted, l.tm.completed)
+	}
+	var out bytes.Buffer
+	r := computeLatDuration(64, 5000, 2e9)
+	writeLatDurReport(&out, r)
+	if want := " 64            5000            200.00         2500.00\n"; out.String() != want {
+		t.Errorf("%q, want %q", out.String(), want)
+	}
+	if rs := ParseLatDurReports(out.String()); len(rs) != 1 || rs[0] != r {
+		t.Errorf("ParseLatDurReports(%q): %+v", out.String(), rs)
+	}
 }

@@ -534,12 +534,12 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 
 // latRefused names the options of perftest's latency tests that the Go
 // latency tools do not implement ("" for the others): more QPs, post
-// lists, -D, limits, moderation, events (on the send verb; the write
+// lists, limits, moderation, events (on the send verb; the write
 // verb has perftest's own refusal), SRQ and the bandwidth-only report
 // options.
 func latRefused(v Verb, p getopt.Opt) string {
 	switch p.Val {
-	case 'q', 'l', 'D', 'w', 'y', 'Q':
+	case 'q', 'l', 'w', 'y', 'Q':
 		return fmt.Sprintf("-%c", p.Val)
 	case 'e', 'X':
 		if v != Write {
@@ -815,7 +815,7 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 	}
 	lines = append(lines, latOnly("  -C, --report-cycles  report times in cpu cycle units (default microseconds)")...)
 	lines = append(lines, "  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)")
-	lines = append(lines, bwOnly("  -D, --duration  Run test for a customized period of seconds.")...)
+	lines = append(lines, "  -D, --duration  Run test for a customized period of seconds.")
 	if v != Write && tst == BW {
 		lines = append(lines,
 			"  -e, --events  Sleep on CQ events (default poll)",

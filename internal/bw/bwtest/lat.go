@@ -85,6 +85,20 @@ func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
 		return last[0], last[1]
 	}
 	r.checkAddrs(t, gid)
+	if slices.Contains(r.Extra, "-D") {
+		// print_report_lat_duration: the turns of the measured stretch,
+		// the average and the turns per second.
+		for i, side := range []struct{ name, out string }{{"server", r.Server}, {"client", r.Client}} {
+			rs := bw.ParseLatDurReports(side.out)
+			if !slices.Contains(strings.Split(side.out, "\n"), latHeadingDur) || len(rs) != 1 ||
+				rs[0].Size != want[0] || rs[0].Iters == 0 || !(rs[0].Avg > 0) || !(rs[0].TPS > 0) {
+				t.Errorf("%s: want the heading %q and one line of %d bytes with turns, a time and a rate:\n%s", side.name, latHeadingDur, want[0], side.out)
+				continue
+			}
+			last[i] = bw.LatReport{Size: rs[0].Size, Iters: rs[0].Iters, Avg: rs[0].Avg}
+		}
+		return last[0], last[1]
+	}
 	for i, side := range []struct{ name, out string }{{"server", r.Server}, {"client", r.Client}} {
 		if !slices.Contains(strings.Split(side.out, "\n"), latHeading) {
 			t.Errorf("%s: no heading %q:\n%s", side.name, latHeading, side.out)
@@ -111,12 +125,15 @@ func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
 // latHeading is RESULT_FMT_LAT, as the tools print it.
 const latHeading = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
 
+// latHeadingDur is RESULT_FMT_LAT_DUR.
+const latHeadingDur = " #bytes        #iterations       t_avg[usec]    tps average"
+
 // LatBadArgs are client command lines that fail, or reach the connect to
 // a server that is not there, in the latency tools: perftest's
 // refusals that are the latency tests' own (-b, -N, --run_infinitely,
 // --output), and a few the bandwidth tools share (sizes, iterations,
 // depths, connection types, GID indexes, an unknown device, an extra
-// operand), and accepted report options (-C, -U, -H, -a, -F, -I).
+// operand), -D's checks, and accepted options (-C, -U, -H, -a, -F, -D).
 var LatBadArgs = [][]string{
 	{"-b"}, {"-N"}, {"--run_infinitely"}, {"--output=bandwidth"}, {"--output=message_rate"}, {"--output=bw"},
 	{"-s", "0"}, {"-s", "abc"}, {"-n", "0"}, {"-n", "4"}, {"-t", "0"}, {"-r", "2"},
@@ -124,4 +141,6 @@ var LatBadArgs = [][]string{
 	{"-c", "UD"}, {"-c", "uc"}, {"-e"}, {"-X", "0"},
 	{"extra"}, {"-d", "nosuchdev0"},
 	{"-C"}, {"-U", "-H"}, {"-a"}, {"-F"}, {"--output=latency"}, {"-c", "UC"},
+	// Duration: positive, more than twice the margin, not with -a.
+	{"-D", "0"}, {"-D", "4", "-f", "2"}, {"-D", "4", "-a"}, {"-D", "4"},
 }
