@@ -48,10 +48,15 @@ func TestVMReportOptions(t *testing.T) {
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "--output=latency")
 }
 
-// TestVMDuration: -D 4 (a second of margin each end), Go against C both
-// ways: one line of the measured stretch on each side.
+// TestVMDuration: -D 4 (a second of margin each end), Go against Go:
+// one line of the measured stretch on each side. Not against
+// ib_write_lat: its wait for the peer's byte rereads the run's state
+// (not volatile) only if the compiler lets it, and once in a run on
+// 6.12 ib_write_lat -D never returned after the Go client had finished
+// first (docs/performance.md); Go against C passed in the earlier runs on
+// 6.1 and 6.12.
 func TestVMDuration(t *testing.T) {
-	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64}, 1000, "-D", "4")
+	bwtest.LatMatrixOn(t, tool, "rxe0", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 1000, "-D", "4")
 }
 
 // TestVMBadArgs: the client command lines of bwtest.LatBadArgs fail (or

@@ -297,24 +297,32 @@ func (t *test) runLat() error {
 			}
 			continue
 		}
-		perUnit := 1.0
-		if !o.Cycles || !useTSC {
-			// Microseconds (with -C and no TSC, the stamps are
-			// nanoseconds, the cycles of a 1 GHz clock).
-			toNanos(l.posted)
-			if !o.Cycles {
-				perUnit = 1000
-			}
-		}
-		r := computeLat(t.stdout, size, o.Iters, l.posted, perUnit, delta, lo)
-		if o.Output == OutputLatency {
-			fmt.Fprintf(t.stdout, "%f\n", r.Avg)
-		} else {
-			writeLatReport(t.stdout, r)
-		}
+		t.writeLat(size, l.posted, delta, lo)
 	}
 	t.rule()
 	return nil
+}
+
+// writeLat prints the report of a run of iterations from its post
+// stamps (print_report_lat): the samples of -U and -H, then the line,
+// or with --output=latency the average alone.
+func (t *test) writeLat(size uint64, posted []int64, delta []uint64, lo latOptions) {
+	o := &t.o
+	perUnit := 1.0
+	if !o.Cycles || !useTSC {
+		// Microseconds (with -C and no TSC, the stamps are
+		// nanoseconds, the cycles of a 1 GHz clock).
+		toNanos(posted)
+		if !o.Cycles {
+			perUnit = 1000
+		}
+	}
+	r := computeLat(t.stdout, size, o.Iters, posted, perUnit, delta, lo)
+	if o.Output == OutputLatency {
+		fmt.Fprintf(t.stdout, "%f\n", r.Avg)
+	} else {
+		writeLatReport(t.stdout, r)
+	}
 }
 
 var latReportRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+([0-9.]+|-?nan|-?inf)`, 7) + `\s*$`)

@@ -541,6 +541,14 @@ func latRefused(v Verb, p getopt.Opt) string {
 	switch p.Val {
 	case 'q', 'l', 'w', 'y', 'Q':
 		return fmt.Sprintf("-%c", p.Val)
+	case 'D':
+		if v != Write {
+			return "-D"
+		}
+	case 'c':
+		if v == Send && p.Arg == "UD" {
+			return "-c UD"
+		}
 	case 'e', 'X':
 		if v != Write {
 			return fmt.Sprintf("-%c", p.Val)
@@ -848,7 +856,7 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 	lines = append(lines, bwOnly(
 		"  -q, --qp=<num of qp's>  Num of qp's(default 1)",
 		fmt.Sprintf("  -Q, --cq-mod  Generate Cqe only after <--cq-mod> completion (default %d)", defCQMod))...)
-	if v == Send && tst == BW {
+	if v == Send {
 		lines = append(lines, fmt.Sprintf("  -r, --rx-depth=<dep>  Rx queue size (default %d).", defRxSend))
 	}
 	size, tx := defSize, defTxDepth

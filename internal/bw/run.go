@@ -206,7 +206,7 @@ func (t *test) run(ctx context.Context) error {
 		return err
 	}
 	t.printTestInfo()
-	if t.o.Tst == LAT {
+	if t.o.Tst == LAT && t.v == Write {
 		// write_lat's first handshake, before the per-QP ones.
 		if _, err := t.c.handshake(&t.my[0], t.gidIndex != -1); err != nil {
 			return err
@@ -214,6 +214,9 @@ func (t *test) run(ctx context.Context) error {
 	}
 	if err := t.connect(); err != nil {
 		return err
+	}
+	if t.o.Tst == LAT && t.v == Send {
+		return t.runLatSend()
 	}
 	if t.o.Tst == LAT {
 		return t.runLat()
@@ -661,7 +664,7 @@ func (t *test) printTestInfo() {
 	if o.PostList > 1 {
 		fmt.Fprintf(w, " Post List       : %d\n", o.PostList)
 	}
-	if t.v == Send && (!t.client || o.Duplex || o.Tst == LAT) {
+	if t.v == Send && (!t.client || o.Duplex) {
 		fmt.Fprintf(w, " RX depth        : %d\n", o.RxDepth)
 	}
 	if o.Tst == BW {

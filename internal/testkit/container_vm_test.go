@@ -45,6 +45,7 @@ var containerChecks = map[string]func(t *testing.T, c *scratch){
 	"readbw":      bandwidthInScratch("readbw", 18616),
 	"sendbw":      bandwidthInScratch("sendbw", 18617),
 	"writelat":    bandwidthInScratch("writelat", 18618),
+	"sendlat":     bandwidthInScratch("sendlat", 18619),
 }
 
 // cmdTools lists the module's cmd/ tools but abigen: on the host from the
