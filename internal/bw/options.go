@@ -33,7 +33,16 @@ func (v Verb) String() string {
 	return fmt.Sprintf("Verb(%d)", int(v))
 }
 
-// CTool is the perftest program the verb's tool mirrors.
+// CToolTest is the perftest program of the verb's bandwidth (BW) or
+// latency (LAT) test.
+func (v Verb) CToolTest(tst Test) string {
+	if tst == LAT {
+		return strings.Replace(v.CTool(), "_bw", "_lat", 1)
+	}
+	return v.CTool()
+}
+
+// CTool is the perftest program the verb's bandwidth tool mirrors.
 func (v Verb) CTool() string {
 	switch v {
 	case Send:
@@ -46,6 +55,14 @@ func (v Verb) CTool() string {
 	return ""
 }
 
+// Test is perftest's tst: what a tool measures with its verb.
+type Test int
+
+const (
+	BW  Test = iota // bandwidth (ib_write_bw, ...)
+	LAT             // latency (ib_write_lat, ...): a ping-pong of one message at a time
+)
+
 // Version is the perftest version whose protocol the tools speak: it is
 // sent to the peer in the version exchange, and perftest 6.06 refuses
 // peers older than 5.70.
@@ -55,6 +72,8 @@ const Version = "6.06"
 const (
 	defPort        = 18515
 	defSize        = 65536
+	defSizeLat     = 2 // DEF_SIZE_LAT
+	defTxLat       = 1 // DEF_TX_LAT
 	defIters       = 1000
 	defItersWrite  = 5000
 	defTxDepth     = 128
@@ -91,6 +110,7 @@ const (
 // Options are a tool's command line (perftest's user_param, the part the
 // Go tools implement).
 type Options struct {
+	Tst       Test   // BW or LAT (perftest's tst): decides defaults, checks and the run
 	Server    string // the operand: connect to this host; "" runs the server
 	Port      int    // -p, TCP port of the exchange (18515)
 	Dev       string // -d ("" = the first device)
@@ -130,6 +150,10 @@ type Options struct {
 	// library drops it on devices without optional MR access flags, as
 	// libibverbs does).
 	NoRelaxed bool
+	// Latency tests: -C prints the unsorted or histogram lines in TSC
+	// cycles, -U every sample in the order measured, -H every sample
+	// sorted (perftest's r_flag).
+	Cycles, Unsorted, Histogram bool
 
 	// notice is what perftest prints on stdout while it parses (Run
 	// prints it first), warn what it prints on stderr.
@@ -247,8 +271,12 @@ func inRange(arg, name string, lo, hi int64) (int64, error) {
 // carries perftest's message; -h and -V return errHelp and errVersion
 // after the caller printed nothing yet (Main prints the usage or the
 // version).
-func ParseArgs(v Verb, args []string) (Options, error) {
-	o := Options{Port: defPort, IBPort: 1, Size: defSize, Iters: defIters, TxDepth: defTxDepth,
+func ParseArgs(v Verb, args []string) (Options, error) { return ParseTestArgs(BW, v, args) }
+
+// ParseTestArgs is ParseArgs for a bandwidth (BW) or latency (LAT) test,
+// as perftest's parser does with user_param->tst.
+func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
+	o := Options{Tst: tst, Port: defPort, IBPort: 1, Size: defSize, Iters: defIters, TxDepth: defTxDepth,
 		RxDepth: defRxRDMA, QPTimeout: defQPTimeout, GIDIndex: -1, CQMod: defCQMod, Inline: -1,
 		Margin: defInitMargin, PostList: 1, QPs: 1}
 	if v == Write {
@@ -257,12 +285,20 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 	if v == Send {
 		o.RxDepth = defRxSend
 	}
+	if tst == LAT {
+		o.Size, o.TxDepth, o.Iters = defSizeLat, defTxLat, defIters
+	}
 	// perftest checks each option as getopt_long returns it: an option
 	// before a bad word can still end the run with its own complaint.
 	opts, operands, perr := getopt.Parse(args, shortOpts, longOpts)
 	var err error
 	for _, p := range opts {
 		var n int64
+		if tst == LAT {
+			if name := latRefused(v, p); name != "" {
+				return Options{}, unsupported(name)
+			}
+		}
 		switch p.Val {
 		case 'p':
 			if n, err = cValue(p.Arg, "Port", "int"); err == nil {
@@ -397,8 +433,27 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 			// time with the monotonic clock and never warn.
 		case 'N':
 			o.NoPeak = true
+			if tst == LAT {
+				err = &usageError{msg: " NoPeak only valid for BW tests"}
+			}
 		case 'b':
 			o.Duplex = true
+			if tst == LAT {
+				err = &usageError{msg: " Bidirectional is only available in BW test"}
+			}
+		case 'C', 'H':
+			if tst == BW {
+				err = &usageError{msg: " Available only on Latency tests"}
+			} else if p.Val == 'C' {
+				o.Cycles = true
+			} else {
+				o.Histogram = true
+			}
+		case 'U':
+			if tst == BW {
+				err = &usageError{msg: " is Available only on Latency tests"}
+			}
+			o.Unsorted = true
 		case 'w', 'y':
 			// strtof(optarg, NULL): what does not parse is 0.
 			f := strtof(p.Arg)
@@ -437,7 +492,7 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 				case "message_rate":
 					o.Output = OutputMsgRate
 				case "latency":
-					o.Output = outputLatency
+					o.Output = OutputLatency
 				default:
 					err = &usageError{msg: " Invalid verbosity level output flag. Please use bandwidth, latency, message_rate"}
 				}
@@ -475,6 +530,36 @@ func ParseArgs(v Verb, args []string) (Options, error) {
 		return Options{}, err
 	}
 	return o, nil
+}
+
+// latRefused names the options of perftest's latency tests that the Go
+// latency tools do not implement ("" for the others): more QPs, post
+// lists, limits, moderation, events (on the send verb; the write
+// verb has perftest's own refusal), SRQ and the bandwidth-only report
+// options.
+func latRefused(v Verb, p getopt.Opt) string {
+	switch p.Val {
+	case 'q', 'l', 'w', 'y', 'Q':
+		return fmt.Sprintf("-%c", p.Val)
+	case 'D':
+		if v != Write {
+			return "-D"
+		}
+	case 'c':
+		if v == Send && p.Arg == "UD" {
+			return "-c UD"
+		}
+	case 'e', 'X':
+		if v != Write {
+			return fmt.Sprintf("-%c", p.Val)
+		}
+	case 0:
+		switch p.Name {
+		case "report_gbits", "report-both", "use-srq":
+			return "--" + p.Name
+		}
+	}
+	return ""
 }
 
 func unsupported(opt string) error {
@@ -607,8 +692,11 @@ func (o *Options) forceDependencies(v Verb) error {
 	if o.SRQ && o.QPs > o.RxDepth {
 		return &usageError{msg: " Using SRQ depth should be greater than number of QPs.", quiet: true, resultLine: true, toStdout: true}
 	}
-	if o.Output == outputLatency {
+	if o.Tst == BW && o.Output == OutputLatency {
 		return &usageError{msg: " Output verbosity level for BW can be: bandwidth, message_rate", quiet: true, resultLine: true}
+	}
+	if o.Tst == LAT && (o.Output == OutputBW || o.Output == OutputMsgRate) {
+		return &usageError{msg: " Output verbosity level for LAT can be: latency", quiet: true, resultLine: true}
 	}
 	if v == Send && o.Server == "" && !o.Duplex {
 		o.NoPeak = true // the server times from its first receive
@@ -629,6 +717,9 @@ func (o *Options) forceDependencies(v Verb) error {
 		o.NoPeak = true
 		if o.Events {
 			return &usageError{msg: " run_infinitely does not support events feature yet.", quiet: true, resultLine: true}
+		}
+		if o.Tst == LAT {
+			return &usageError{msg: " run_infinitely exists only in BW tests for now.", quiet: true, resultLine: true}
 		}
 		if o.Duplex && v == Send {
 			return &usageError{msg: " run_infinitely mode is not supported in SEND Bidirectional BW test", quiet: true, resultLine: true}
@@ -669,7 +760,7 @@ const (
 	OutputFull    Output = iota // everything: test info, addresses, the table
 	OutputBW                    // --output=bandwidth: each line's average bandwidth alone
 	OutputMsgRate               // --output=message_rate: each line's message rate alone
-	outputLatency               // --output=latency: perftest's latency tests only
+	OutputLatency               // --output=latency: the latency tests' average alone
 )
 
 // Conn is a connection type (perftest's -c).
@@ -703,24 +794,37 @@ func (o *Options) period() int {
 }
 
 // Usage writes the tool's usage text (stdout, as perftest prints it).
-func Usage(w io.Writer, v Verb, prog string) {
+func Usage(w io.Writer, v Verb, prog string) { UsageTest(w, BW, v, prog) }
+
+// UsageTest is Usage for a bandwidth (BW) or latency (LAT) test: the
+// options the Go tool of that test takes.
+func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 	fmt.Fprintf(w, "Usage:\n  %s            start a server and wait for connection\n  %s <host>     connect to server at <host>\n\nOptions:\n", prog, prog)
 	iters := defIters
-	if v == Write {
+	if v == Write && tst == BW {
 		iters = defItersWrite
 	}
-	lines := []string{
-		"  -a, --all  Run sizes from 2 till 2^23",
-		"  -b, --bidirectional  Measure bidirectional bandwidth (default unidirectional)",
+	bwOnly := func(l ...string) []string {
+		if tst == BW {
+			return l
+		}
+		return nil
 	}
+	latOnly := func(l ...string) []string {
+		if tst == LAT {
+			return l
+		}
+		return nil
+	}
+	lines := []string{"  -a, --all  Run sizes from 2 till 2^23"}
+	lines = append(lines, bwOnly("  -b, --bidirectional  Measure bidirectional bandwidth (default unidirectional)")...)
 	if v != Read {
 		lines = append(lines, "  -c, --connection=<RC/UC>  Connection type RC/UC (default RC)")
 	}
-	lines = append(lines,
-		"  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)",
-		"  -D, --duration  Run test for a customized period of seconds.",
-	)
-	if v != Write {
+	lines = append(lines, latOnly("  -C, --report-cycles  report times in cpu cycle units (default microseconds)")...)
+	lines = append(lines, "  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)")
+	lines = append(lines, "  -D, --duration  Run test for a customized period of seconds.")
+	if v != Write && tst == BW {
 		lines = append(lines,
 			"  -e, --events  Sleep on CQ events (default poll)",
 			"  -X, --vector=<completion vector>  Set <completion vector> used for events")
@@ -729,44 +833,62 @@ func Usage(w io.Writer, v Verb, prog string) {
 		"  -f, --margin  measure results within margins. (default=2sec)",
 		"  -F, --CPU-freq  Accepted for perftest compatibility (the Go tools time with the monotonic clock)",
 		"  -h, --help  Show this help screen.",
-		"  -i, --ib-port=<port>  Use port <port> of IB device (default 1)",
 	)
+	lines = append(lines, latOnly("  -H, --report-histogram  Print out all results (default print summary only)")...)
+	lines = append(lines, "  -i, --ib-port=<port>  Use port <port> of IB device (default 1)")
 	if v != Read {
-		lines = append(lines, "  -I, --inline_size=<size>  Max size of message to be sent in inline (default 0 in BW tests)")
+		def := "default 0 in BW tests"
+		if tst == LAT {
+			def = "default 0: perftest's on devices it does not know, rxe among them"
+		}
+		lines = append(lines, "  -I, --inline_size=<size>  Max size of message to be sent in inline ("+def+")")
 	}
+	lines = append(lines, bwOnly("  -l, --post_list=<list size>  Post list of send WQEs of <list size> size (instead of single post)")...)
 	lines = append(lines,
-		"  -l, --post_list=<list size>  Post list of send WQEs of <list size> size (instead of single post)",
 		"  -m, --mtu=<mtu>  MTU size : 256 - 4096 (default port mtu)",
 		fmt.Sprintf("  -n, --iters=<iters>  Number of exchanges (at least %d, default %d)", minIter, iters),
-		"  -N, --noPeak  Skip the peak bandwidth (its timestamps) in the report",
 	)
+	lines = append(lines, bwOnly("  -N, --noPeak  Skip the peak bandwidth (its timestamps) in the report")...)
 	if v == Read {
 		lines = append(lines, "  -o, --outs=<num>  num of outstanding read/atom(default max of device)")
 	}
-	lines = append(lines,
-		"  -p, --port=<port>  Listen on/connect to port <port> (default 18515)",
+	lines = append(lines, "  -p, --port=<port>  Listen on/connect to port <port> (default 18515)")
+	lines = append(lines, bwOnly(
 		"  -q, --qp=<num of qp's>  Num of qp's(default 1)",
-		fmt.Sprintf("  -Q, --cq-mod  Generate Cqe only after <--cq-mod> completion (default %d)", defCQMod),
-	)
+		fmt.Sprintf("  -Q, --cq-mod  Generate Cqe only after <--cq-mod> completion (default %d)", defCQMod))...)
 	if v == Send {
 		lines = append(lines, fmt.Sprintf("  -r, --rx-depth=<dep>  Rx queue size (default %d).", defRxSend))
 	}
+	size, tx := defSize, defTxDepth
+	if tst == LAT {
+		size, tx = defSizeLat, defTxLat
+	}
 	lines = append(lines,
-		fmt.Sprintf("  -s, --size=<size>  Size of message to exchange (default %d)", defSize),
+		fmt.Sprintf("  -s, --size=<size>  Size of message to exchange (default %d)", size),
 		"  -S, --sl=<sl>  SL (default 0)",
-		fmt.Sprintf("  -t, --tx-depth=<dep>  Size of tx queue (default %d)", defTxDepth),
+		fmt.Sprintf("  -t, --tx-depth=<dep>  Size of tx queue (default %d)", tx),
 		fmt.Sprintf("  -u, --qp-timeout=<timeout>  QP timeout, timeout value is 4 usec * 2 ^(timeout), default %d", defQPTimeout),
+	)
+	lines = append(lines, latOnly("  -U, --report-unsorted  (implies -H) print out unsorted results (default sorted)")...)
+	lines = append(lines,
 		"  -V, --version  Display version number",
 		"  -x, --gid-index=<index>  Test uses GID with GID index",
-		"      --output=<units>  Set verbosity output level: bandwidth , message_rate",
-		"      --disable_pcie_relaxed  Disable PCIe relaxed ordering",
+	)
+	if tst == LAT {
+		lines = append(lines, "      --output=<units>  Set verbosity output level: latency")
+	} else {
+		lines = append(lines, "      --output=<units>  Set verbosity output level: bandwidth , message_rate")
+	}
+	lines = append(lines, "      --disable_pcie_relaxed  Disable PCIe relaxed ordering")
+	lines = append(lines, bwOnly(
 		"      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)",
 		"      --report-both  Report RX & TX results separately on Bidirectional BW tests",
-		"      --run_infinitely  Run test forever, print results every <duration> seconds",
-	)
-	lines = append(lines, "",
-		" This Go port runs RC or UC QPs (-q of them), exchanging addresses over TCP as perftest "+Version+" does,",
-		" so either side may be "+v.CTool()+". Other perftest options are refused.")
+		"      --run_infinitely  Run test forever, print results every <duration> seconds")...)
+	qps := " This Go port runs RC or UC QPs (-q of them), exchanging addresses over TCP as perftest " + Version + " does,"
+	if tst == LAT {
+		qps = " This Go port runs one RC or UC QP, exchanging addresses over TCP as perftest " + Version + " does,"
+	}
+	lines = append(lines, "", qps, " so either side may be "+v.CToolTest(tst)+". Other perftest options are refused.")
 	for _, l := range lines {
 		fmt.Fprintln(w, l)
 	}

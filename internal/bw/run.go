@@ -27,13 +27,18 @@ import (
 // perftest does, runs the test and returns the exit status (perftest's:
 // 0, or 1 after any failure, -h and -V included).
 func Main(v Verb, prog string, args []string, stdout, stderr io.Writer) int {
-	o, err := ParseArgs(v, args)
+	return MainTest(BW, v, prog, args, stdout, stderr)
+}
+
+// MainTest is Main for a bandwidth (BW) or latency (LAT) test of verb v.
+func MainTest(tst Test, v Verb, prog string, args []string, stdout, stderr io.Writer) int {
+	o, err := ParseTestArgs(tst, v, args)
 	switch {
 	case err == errVersion:
 		fmt.Fprintf(stdout, "Version: %s\n", Version)
 		return 1
 	case err == errHelp:
-		Usage(stdout, v, prog)
+		UsageTest(stdout, tst, v, prog)
 		return 1
 	case err != nil:
 		var ue *usageError
@@ -126,6 +131,11 @@ type test struct {
 // side must find the whole complaint printed, however long destroying the
 // objects takes on a loaded host.
 func Run(ctx context.Context, v Verb, o Options, stdout, stderr io.Writer) error {
+	if o.Tst == LAT && v == Write {
+		// write_lat polls for the last byte of each message: perftest
+		// turns relaxed ordering off, which could land it first.
+		o.NoRelaxed = true
+	}
 	t := &test{v: v, o: o, stdout: stdout, stderr: stderr, client: o.Server != "", gidIndex: o.GIDIndex}
 	t.ctx = ctx
 	io.WriteString(stdout, o.notice)
@@ -196,8 +206,20 @@ func (t *test) run(ctx context.Context) error {
 		return err
 	}
 	t.printTestInfo()
+	if t.o.Tst == LAT && t.v == Write {
+		// write_lat's first handshake, before the per-QP ones.
+		if _, err := t.c.handshake(&t.my[0], t.gidIndex != -1); err != nil {
+			return err
+		}
+	}
 	if err := t.connect(); err != nil {
 		return err
+	}
+	if t.o.Tst == LAT && t.v == Send {
+		return t.runLatSend()
+	}
+	if t.o.Tst == LAT {
+		return t.runLat()
 	}
 	if t.v == Send {
 		return t.runSend()
@@ -407,9 +429,12 @@ func (t *test) createResources() error {
 		return msgError{"Couldn't allocate work buf.", "  (" + err.Error() + ")"}
 	}
 	t.mem = t.buf.Bytes()
-	// perftest fills the buffer with rand(); any bytes do.
-	for i := range t.mem {
-		t.mem[i] = byte(i*7 + 1)
+	// perftest fills the buffer with rand(); any bytes do. write_lat's
+	// stays zero: each side polls its last byte for the peer's count.
+	if !(t.v == Write && o.Tst == LAT) {
+		for i := range t.mem {
+			t.mem[i] = byte(i*7 + 1)
+		}
 	}
 	if o.Events {
 		// perftest 6.06: one channel for both CQs.
@@ -608,7 +633,11 @@ func (t *test) printTestInfo() {
 	if o.PostList > 1 {
 		kind += "Post List "
 	}
-	fmt.Fprintf(w, "                    %s %sBW Test\n", t.v, kind)
+	kind += "BW "
+	if o.Tst == LAT {
+		kind = "Latency "
+	}
+	fmt.Fprintf(w, "                    %s %sTest\n", t.v, kind)
 	if o.Events {
 		fmt.Fprintf(w, " Test with events. Using %s_comp%d\n", o.Dev, o.Vector)
 	}
@@ -638,7 +667,9 @@ func (t *test) printTestInfo() {
 	if t.v == Send && (!t.client || o.Duplex) {
 		fmt.Fprintf(w, " RX depth        : %d\n", o.RxDepth)
 	}
-	fmt.Fprintf(w, " CQ Moderation   : %d\n", o.CQMod)
+	if o.Tst == BW {
+		fmt.Fprintf(w, " CQ Moderation   : %d\n", o.CQMod)
+	}
 	fmt.Fprintf(w, " Mtu             : %d[B]\n", t.mtu.Bytes())
 	link := "IB"
 	if t.linkEth {
@@ -770,7 +801,7 @@ func (t *test) modifyRTR(i int) error {
 	if err := qp.Modify(&attr, mask); err != nil {
 		return msgError{fmt.Sprintf("Failed to modify QP %d to RTR", qp.QPN()), "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
 	}
-	if !t.client && !o.Duplex {
+	if !t.client && !o.Duplex && o.Tst != LAT {
 		return nil
 	}
 	attr.State = uverbs.QPStateRTS
@@ -798,7 +829,7 @@ func (t *test) readyUD(i int) error {
 	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState); err != nil {
 		return msgError{fmt.Sprintf("Failed to modify QP %d to RTR", qp.QPN()), "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
 	}
-	if !t.client && !o.Duplex {
+	if !t.client && !o.Duplex && o.Tst != LAT {
 		return nil
 	}
 	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: t.my[i].PSN}, uverbs.QPAttrState|uverbs.QPAttrSQPSN); err != nil {

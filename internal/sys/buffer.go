@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -35,6 +36,33 @@ func SliceAddr(b []byte) uint64 {
 func PtrAddr[T any](v *T) uint64 {
 	return uint64(uintptr(unsafe.Pointer(v)))
 }
+
+// LoadByte returns b[i], read with an atomic load of the aligned 32-bit
+// word that holds it, for memory a device writes behind the program's
+// back (a peer's RDMA WRITE into a registered buffer): the compiler must
+// then read the memory on every call. The word must lie within b (the
+// buffers of AllocBuffer are page-aligned and whole pages); where it
+// does not, b[i] is read plainly. i must be an index of b.
+func LoadByte(b []byte, i int) byte {
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	addr := base + uintptr(i)
+	word := addr &^ 3
+	if i < 0 || i >= len(b) || word < base || word+4 > base+uintptr(len(b)) {
+		return b[i]
+	}
+	v := atomic.LoadUint32((*uint32)(unsafe.Pointer(unsafe.SliceData(b[word-base:]))))
+	shift := (addr - word) * 8
+	if !littleEndian {
+		shift = (3 - (addr - word)) * 8
+	}
+	return byte(v >> shift)
+}
+
+// littleEndian: the byte order of the words LoadByte reads.
+var littleEndian = func() bool {
+	x := uint32(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
 
 // PageSize is the system page size.
 var PageSize = os.Getpagesize()

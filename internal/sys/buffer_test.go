@@ -100,3 +100,25 @@ func TestAddrs(t *testing.T) {
 		t.Error("PtrAddr of a field")
 	}
 }
+
+// TestLoadByte: every byte of an aligned buffer through its word, and
+// the plain read where the word would leave the slice.
+func TestLoadByte(t *testing.T) {
+	b, err := AllocBuffer(PageSize, "loadbyte")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free()
+	m := b.Bytes()
+	for i := range 64 {
+		m[i] = byte(i*3 + 1)
+	}
+	for i := range 64 {
+		if got := LoadByte(m, i); got != byte(i*3+1) {
+			t.Errorf("LoadByte(%d) = %d, want %d", i, got, i*3+1)
+		}
+	}
+	if got := LoadByte(m[1:6], 4); got != m[5] {
+		t.Errorf("unaligned slice: %d, want %d", got, m[5])
+	}
+}

@@ -44,6 +44,8 @@ var containerChecks = map[string]func(t *testing.T, c *scratch){
 	"writebw":     bandwidthInScratch("writebw", 18615),
 	"readbw":      bandwidthInScratch("readbw", 18616),
 	"sendbw":      bandwidthInScratch("sendbw", 18617),
+	"writelat":    bandwidthInScratch("writelat", 18618),
+	"sendlat":     bandwidthInScratch("sendlat", 18619),
 }
 
 // cmdTools lists the module's cmd/ tools but abigen: on the host from the
@@ -361,6 +363,8 @@ func pingpongInScratch(name string, port int) func(t *testing.T, c *scratch) {
 // bandwidthInScratch: a server and a client of the bandwidth tool name,
 // both in the empty root, exchange their addresses over TCP on port, run
 // 100 messages of 4 KiB on rxe0 (GID 1) and print the result table.
+// The latency tools run the same way: their lines start with the size
+// and the iterations too, and both sides print one.
 func bandwidthInScratch(name string, port int) func(t *testing.T, c *scratch) {
 	return func(t *testing.T, c *scratch) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

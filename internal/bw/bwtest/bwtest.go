@@ -27,14 +27,15 @@ import (
 	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
-// Tool names one bandwidth tool in both implementations.
+// Tool names one bandwidth (or latency) tool in both implementations.
 type Tool struct {
 	Verb bw.Verb
-	Go   string // "writebw"
+	Go   string  // "writebw"
+	Test bw.Test // bw.BW (the zero value) or bw.LAT
 }
 
-// C is perftest's program ("ib_write_bw").
-func (t Tool) C() string { return t.Verb.CTool() }
+// C is perftest's program ("ib_write_bw", "ib_write_lat").
+func (t Tool) C() string { return t.Verb.CToolTest(t.Test) }
 
 // Bin returns the program of side s.
 func (t Tool) Bin(s pptest.Side) string {
@@ -280,6 +281,13 @@ func (r *Run) qps() int {
 // returns the last line of each side.
 func (r *Run) Check(t testing.TB, gid string) (server, client bw.Report) {
 	t.Helper()
+	r.checkAddrs(t, gid)
+	return r.checkReports(t)
+}
+
+// checkAddrs is Check's part about the address lines.
+func (r *Run) checkAddrs(t testing.TB, gid string) {
+	t.Helper()
 	sl, sr := Addrs(r.Server)
 	cl, cr := Addrs(r.Client)
 	n := r.qps()
@@ -302,6 +310,12 @@ func (r *Run) Check(t testing.TB, gid string) (server, client bw.Report) {
 			t.Errorf("QPNs repeat: %v", qpns)
 		}
 	}
+}
+
+// checkReports is Check's part about the result lines.
+func (r *Run) checkReports(t testing.TB) (server, client bw.Report) {
+	t.Helper()
+	n := r.qps()
 	duplex := slices.Contains(r.Extra, "-b")
 	srs, crs := r.sums(t, "server", r.Server), r.sums(t, "client", r.Client)
 	want := r.sizes()

@@ -1,0 +1,146 @@
+package bwtest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/internal/bw"
+	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+	"github.com/pureverbs/pureverbs/internal/testkit"
+)
+
+// LatMatrixOn is MatrixOn for a latency tool: every pairing and size on
+// the single-host device devName, each run checked with CheckLat, the Go
+// tool's test description compared with the C tool's in the same role,
+// and the device's resource counts back where they were.
+func LatMatrixOn(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, sizes []int, iters int, extra ...string) {
+	testkit.RequireVM(t)
+	for _, dev := range Devices {
+		if devName != "" && dev.Name != devName {
+			continue
+		}
+		t.Run(dev.Name, func(t *testing.T) {
+			before := testkit.Resources(t, dev.Name)
+			headers := map[headerKey][]string{}
+			for _, pair := range pairs {
+				for _, size := range sizes {
+					t.Run(fmt.Sprintf("%s/size=%d", pair, size), func(t *testing.T) {
+						ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+						defer cancel()
+						r := &Run{Tool: tool, Pair: pair, Dev: dev.Name, Host: dev.Host, Size: size, Iters: iters, Extra: extra}
+						r.Do(ctx, t)
+						s, c := r.CheckLat(t, dev.Host)
+						t.Logf("%s %s %d x %d B: average %.2f (server), %.2f (client)", dev.Name, pair, c.Iters, c.Size, s.Avg, c.Avg)
+						if !slices.Contains(extra, "--output=latency") {
+							headers[headerKey{size, false, pair.Server}] = Header(r.Server)
+							headers[headerKey{size, true, pair.Client}] = Header(r.Client)
+						}
+					})
+				}
+			}
+			sameHeaders(t, headers)
+			after := testkit.Resources(t, dev.Name)
+			for k, v := range before {
+				if after[k] != v {
+					t.Errorf("%s resources after the runs %v, before %v", dev.Name, after, before)
+					break
+				}
+			}
+		})
+	}
+}
+
+// CheckLat verifies both outputs of a latency run: the address lines
+// (as Check), the table's heading, and on both sides a line per size
+// (every size of -a) with the run's iterations and sane numbers:
+// positive, the minimum at most the typical, the average and the 99%
+// percentile, the typical and the 99% at most the 99.9%, the
+// standard deviation not negative. It returns the last line of each.
+func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
+	t.Helper()
+	want := r.sizes()
+	var last [2]bw.LatReport
+	if slices.Contains(r.Extra, "--output=latency") {
+		// The average of each size alone, on a line ("%lf").
+		for i, side := range []struct{ name, out string }{{"server", r.Server}, {"client", r.Client}} {
+			lines := strings.Fields(side.out)
+			if len(lines) != len(want) {
+				t.Errorf("%s: --output=latency printed %d words, want %d:\n%s", side.name, len(lines), len(want), side.out)
+				continue
+			}
+			for j, l := range lines {
+				v, err := strconv.ParseFloat(l, 64)
+				if err != nil || v <= 0 || !strings.Contains(l, ".") || len(l)-strings.Index(l, ".") != 7 {
+					t.Errorf("%s: line %d %q is not a positive %%f", side.name, j, l)
+				}
+				last[i].Avg, last[i].Size, last[i].Iters = v, want[j], uint64(r.Iters)
+			}
+		}
+		return last[0], last[1]
+	}
+	r.checkAddrs(t, gid)
+	if slices.Contains(r.Extra, "-D") {
+		// print_report_lat_duration: the turns of the measured stretch,
+		// the average and the turns per second.
+		for i, side := range []struct{ name, out string }{{"server", r.Server}, {"client", r.Client}} {
+			rs := bw.ParseLatDurReports(side.out)
+			if !slices.Contains(strings.Split(side.out, "\n"), latHeadingDur) || len(rs) != 1 ||
+				rs[0].Size != want[0] || rs[0].Iters == 0 || !(rs[0].Avg > 0) || !(rs[0].TPS > 0) {
+				t.Errorf("%s: want the heading %q and one line of %d bytes with turns, a time and a rate:\n%s", side.name, latHeadingDur, want[0], side.out)
+				continue
+			}
+			last[i] = bw.LatReport{Size: rs[0].Size, Iters: rs[0].Iters, Avg: rs[0].Avg}
+		}
+		return last[0], last[1]
+	}
+	for i, side := range []struct{ name, out string }{{"server", r.Server}, {"client", r.Client}} {
+		if !slices.Contains(strings.Split(side.out, "\n"), latHeading) {
+			t.Errorf("%s: no heading %q:\n%s", side.name, latHeading, side.out)
+		}
+		rs := bw.ParseLatReports(side.out)
+		if len(rs) != len(want) {
+			t.Errorf("%s: %d result lines, want %d:\n%s", side.name, len(rs), len(want), side.out)
+			continue
+		}
+		for j, l := range rs {
+			sane := l.Min > 0 && l.Min <= l.Typical && l.Min <= l.Avg && l.Typical <= l.Max && l.Min <= l.P99 &&
+				l.P99 <= l.P99_9 && l.Typical <= l.P99_9 &&
+				// In cycles perftest's int squares overflow: "-nan".
+				(l.Stdev >= 0 || math.IsNaN(l.Stdev) && slices.Contains(r.Extra, "-C"))
+			if l.Size != want[j] || l.Iters != uint64(r.Iters) || !sane {
+				t.Errorf("%s: line %d: %+v, want %d bytes, %d iterations, sane times:\n%s", side.name, j, l, want[j], r.Iters, side.out)
+			}
+		}
+		last[i] = rs[len(rs)-1]
+	}
+	return last[0], last[1]
+}
+
+// latHeading is RESULT_FMT_LAT, as the tools print it.
+const latHeading = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
+
+// latHeadingDur is RESULT_FMT_LAT_DUR.
+const latHeadingDur = " #bytes        #iterations       t_avg[usec]    tps average"
+
+// LatBadArgs are client command lines that fail, or reach the connect to
+// a server that is not there, in the latency tools: perftest's
+// refusals that are the latency tests' own (-b, -N, --run_infinitely,
+// --output), and a few the bandwidth tools share (sizes, iterations,
+// depths, connection types, GID indexes, an unknown device, an extra
+// operand), -D's checks, and accepted options (-C, -U, -H, -a, -F, -D).
+var LatBadArgs = [][]string{
+	{"-b"}, {"-N"}, {"--run_infinitely"}, {"--output=bandwidth"}, {"--output=message_rate"}, {"--output=bw"},
+	{"-s", "0"}, {"-s", "abc"}, {"-n", "0"}, {"-n", "4"}, {"-t", "0"}, {"-r", "2"},
+	{"-x", "99"}, {"-i", "0"}, {"-u", "99"}, {"-S", "99"}, {"-I", "1000"}, {"-o", "4"},
+	{"-c", "UD"}, {"-c", "uc"}, {"-e"}, {"-X", "0"},
+	{"extra"}, {"-d", "nosuchdev0"},
+	{"-C"}, {"-U", "-H"}, {"-a"}, {"-F"}, {"--output=latency"}, {"-c", "UC"},
+	// Duration: positive, more than twice the margin, not with -a.
+	{"-D", "0"}, {"-D", "4", "-f", "2"}, {"-D", "4", "-a"}, {"-D", "4"},
+}
