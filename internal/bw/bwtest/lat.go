@@ -1,18 +1,14 @@
 package bwtest
 
 import (
-	"context"
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pureverbs/pureverbs/internal/bw"
 	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
-	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 // LatMatrixOn is MatrixOn for a latency tool: every pairing and size on
@@ -20,40 +16,11 @@ import (
 // tool's test description compared with the C tool's in the same role,
 // and the device's resource counts back where they were.
 func LatMatrixOn(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, sizes []int, iters int, extra ...string) {
-	testkit.RequireVM(t)
-	for _, dev := range Devices {
-		if devName != "" && dev.Name != devName {
-			continue
-		}
-		t.Run(dev.Name, func(t *testing.T) {
-			before := testkit.Resources(t, dev.Name)
-			headers := map[headerKey][]string{}
-			for _, pair := range pairs {
-				for _, size := range sizes {
-					t.Run(fmt.Sprintf("%s/size=%d", pair, size), func(t *testing.T) {
-						ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-						defer cancel()
-						r := &Run{Tool: tool, Pair: pair, Dev: dev.Name, Host: dev.Host, Size: size, Iters: iters, Extra: extra}
-						r.Do(ctx, t)
-						s, c := r.CheckLat(t, dev.Host)
-						t.Logf("%s %s %d x %d B: average %.2f (server), %.2f (client)", dev.Name, pair, c.Iters, c.Size, s.Avg, c.Avg)
-						if !slices.Contains(extra, "--output=latency") {
-							headers[headerKey{size, false, pair.Server}] = Header(r.Server)
-							headers[headerKey{size, true, pair.Client}] = Header(r.Client)
-						}
-					})
-				}
-			}
-			sameHeaders(t, headers)
-			after := testkit.Resources(t, dev.Name)
-			for k, v := range before {
-				if after[k] != v {
-					t.Errorf("%s resources after the runs %v, before %v", dev.Name, after, before)
-					break
-				}
-			}
-		})
-	}
+	matrix(t, tool, devName, pairs, sizes, iters, extra, func(t *testing.T, r *Run) bool {
+		s, c := r.CheckLat(t, r.Host)
+		t.Logf("%s %s %d x %d B: average %.2f (server), %.2f (client)", r.Dev, r.Pair, c.Iters, c.Size, s.Avg, c.Avg)
+		return !slices.Contains(r.Extra, "--output=latency")
+	})
 }
 
 // CheckLat verifies both outputs of a latency run: the address lines
