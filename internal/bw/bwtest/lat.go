@@ -66,7 +66,10 @@ func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
 		}
 		return last[0], last[1]
 	}
-	for i, side := range []struct{ name, out string }{{"server", r.Server}, {"client", r.Client}} {
+	for i, side := range []struct {
+		name, out string
+		tool      pptest.Side
+	}{{"server", r.Server, r.Pair.Server}, {"client", r.Client, r.Pair.Client}} {
 		if !slices.Contains(strings.Split(side.out, "\n"), latHeading) {
 			t.Errorf("%s: no heading %q:\n%s", side.name, latHeading, side.out)
 		}
@@ -83,6 +86,14 @@ func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
 				// microseconds once a sample is 46341 us (sqrt(2^31)) or
 				// more from the average, as on a loaded host.
 				(l.Stdev >= 0 || math.IsNaN(l.Stdev) && (slices.Contains(r.Extra, "-C") || l.Max-l.Avg >= 46340))
+			// perftest measures the CPU's MHz again for each line; under
+			// TCG load the measure can fail ("Correlation coefficient r^2:
+			// ... < 0.9"), and the C tool's line is then all inf. That is
+			// the C tool's own failure, not the Go peer's.
+			if side.tool == pptest.C && math.IsInf(l.Avg, 1) && math.IsInf(l.Min, 1) && strings.Contains(side.out, "Correlation coefficient r^2") {
+				t.Logf("%s (C): line %d all inf after perftest's failed CPU MHz measure", side.name, j)
+				sane = true
+			}
 			if l.Size != want[j] || l.Iters != uint64(r.Iters) || !sane {
 				t.Errorf("%s: line %d: %+v, want %d bytes, %d iterations, sane times:\n%s", side.name, j, l, want[j], r.Iters, side.out)
 			}
