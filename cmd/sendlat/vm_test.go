@@ -48,12 +48,34 @@ func TestVMReportOptions(t *testing.T) {
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "--output=latency")
 }
 
-// TestVMBadArgs: the client command lines of bwtest.LatBadArgs end as
-// ib_send_lat's do, except those of what sendlat does not implement.
+// TestVMEvents: -e (both CQs on one completion channel; each side
+// sleeps on it while the CQ it needs is empty), Go against C both ways,
+// and Go against Go with a completion vector.
+func TestVMEvents(t *testing.T) {
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2, 4096}, 300, "-e")
+	bwtest.LatMatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 300, "-e", "-X", "0")
+}
+
+// TestVMUD: -c UD (messages up to the MTU, each receive with room for
+// the GRH), Go against C both ways, and -a up to the MTU (rxe0's 1024:
+// the harness knows that one).
+func TestVMUD(t *testing.T) {
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2, 1024}, 300, "-c", "UD")
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 20, "-c", "UD", "-a")
+}
+
+// TestVMDuration: -D 4 (a second of margin each end; each side's clock
+// starts at its first receive), Go against C both ways.
+func TestVMDuration(t *testing.T) {
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64}, 1000, "-D", "4")
+}
+
+// TestVMBadArgs: the client command lines of bwtest.LatBadArgs, and the
+// send verb's own (UD sizes and inline, events with -D, receive depths),
+// end as ib_send_lat's do.
 func TestVMBadArgs(t *testing.T) {
-	notPorted := "sendlat refuses it by name (not ported yet)"
-	bwtest.SameAsC(t, tool, bwtest.LatBadArgs, map[string]string{
-		"-e": notPorted, "-X 0": notPorted, "-c UD": notPorted,
-		"-D 0": notPorted, "-D 4 -f 2": notPorted, "-D 4 -a": notPorted, "-D 4": notPorted,
-	})
+	cases := append([][]string{
+		{"-c", "UD", "-s", "4096"}, {"-c", "UD", "-I", "1000"}, {"-D", "4", "-e"}, {"-r", "0"}, {"-r", "3", "-n", "5"},
+	}, bwtest.LatBadArgs...)
+	bwtest.SameAsC(t, tool, cases, nil)
 }

@@ -35,13 +35,30 @@ type latOptions struct {
 	unsorted, histogram bool // -U, -H: print the samples
 	verbose             bool // not --output: the table's heading after the samples
 	units               string
+	// rtt is how many one-way trips a sample spans (perftest's
+	// rtt_factor): 2 for write and send, whose samples are round
+	// trips; 1 for read, whose sample is one read, request and response.
+	rtt float64
+}
+
+// latOptions returns the report options of the run's options and verb.
+func (t *test) latOptions() latOptions {
+	o := &t.o
+	lo := latOptions{unsorted: o.Unsorted, histogram: o.Histogram, verbose: t.verbose(), units: "usec", rtt: 2}
+	if o.Cycles {
+		lo.units = "cycles"
+	}
+	if t.v == Read {
+		lo.rtt = 1
+	}
+	return lo
 }
 
 // computeLat is print_report_lat's arithmetic over the post stamps of a
 // run of iters messages (iters >= minIter): the samples are the times
-// between consecutive posts, a round trip each, so halved (rtt factor 2
-// for write and send) and divided by perUnit stamps per microsecond (1
-// with -C). delta is scratch of at least iters-1 entries; w receives
+// between consecutive posts, divided by lo.rtt (a write's or a send's
+// sample is a round trip, halved; a read's is whole) and by perUnit
+// stamps per microsecond (1 with -C). delta is scratch of at least iters-1 entries; w receives
 // the sample lines of -U and -H (and the heading that follows them).
 func computeLat(w io.Writer, size, iters uint64, posted []int64, perUnit float64, delta []uint64, lo latOptions) LatReport {
 	n := int(iters) - 1
@@ -49,7 +66,7 @@ func computeLat(w io.Writer, size, iters uint64, posted []int64, perUnit float64
 	for i := range delta {
 		delta[i] = uint64(posted[i+1] - posted[i])
 	}
-	q := perUnit * 2
+	q := perUnit * lo.rtt
 	if lo.unsorted {
 		fmt.Fprintf(w, "#, %s\n", lo.units)
 		for i, d := range delta {
@@ -131,15 +148,16 @@ func cFloat(f float64) string {
 // LatDurReport is one line of a latency run of fixed duration (-D).
 type LatDurReport struct {
 	Size, Iters uint64
-	Avg, TPS    float64 // half a round trip in microseconds; turns per second
+	Avg, TPS    float64 // one-way microseconds (half a round trip; a whole read); turns per second
 }
 
 // computeLatDuration is print_report_lat_duration's arithmetic: iters
-// messages completed in the measured stretch of ns nanoseconds.
-func computeLatDuration(size, iters uint64, ns int64) LatDurReport {
+// messages completed in the measured stretch of ns nanoseconds, each
+// sample rtt one-way trips (latOptions.rtt).
+func computeLatDuration(size, iters uint64, ns int64, rtt float64) LatDurReport {
 	// C's doubles: a count of 0 makes inf, as in perftest.
 	us := float64(ns) / 1000
-	return LatDurReport{Size: size, Iters: iters, Avg: us / 2 / float64(iters), TPS: float64(iters) / (us / 1e6)}
+	return LatDurReport{Size: size, Iters: iters, Avg: us / rtt / float64(iters), TPS: float64(iters) / (us / 1e6)}
 }
 
 // writeLatDurReport prints a line as print_report_lat_duration does
@@ -278,10 +296,7 @@ func (t *test) runLat() error {
 		l.dur = newDuration(time.Duration(o.Duration)*time.Second, time.Duration(o.Margin)*time.Second)
 		l.tm = timing{posted: make([]int64, 1), completed: make([]int64, 1)}
 	}
-	lo := latOptions{unsorted: o.Unsorted, histogram: o.Histogram, verbose: t.verbose(), units: "usec"}
-	if o.Cycles {
-		lo.units = "cycles"
-	}
+	lo := t.latOptions()
 	for _, size := range t.sizes() {
 		l.setup(size, t.mem, t.mr.Addr(), t.localSlice(0), t.remoteArea(0), t.rem[0].VAddr, t.rem[0].RKey, t.mr.LKey(), o.Inline)
 		if err := l.run(); err != nil {
@@ -289,7 +304,7 @@ func (t *test) runLat() error {
 		}
 		if l.dur != nil {
 			toNanos(l.tm.posted, l.tm.completed)
-			r := computeLatDuration(size, l.sampled, l.tm.completed[0]-l.tm.posted[0])
+			r := computeLatDuration(size, l.sampled, l.tm.completed[0]-l.tm.posted[0], lo.rtt)
 			if o.Output == OutputLatency {
 				fmt.Fprintf(t.stdout, "%f\n", r.Avg)
 			} else {

@@ -64,7 +64,9 @@ func TestParseLatErrors(t *testing.T) {
 		{LAT, Write, []string{"-q", "2"}, "", " -q: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n"},
 		{LAT, Write, []string{"-D", "4", "-a"}, resultLine, "Duration mode currently doesn't support running on all sizes.\n"},
 		{LAT, Write, []string{"-D", "4", "-f", "2"}, resultLine, "please check that DURATION > 2*MARGIN\n"},
-		{LAT, Send, []string{"-e"}, "", " -e: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n"},
+		{LAT, Send, []string{"-D", "4", "-e"}, resultLine, "Duration mode doesn't work with events.\n"},
+		{LAT, Read, []string{"-D", "4", "-e"}, resultLine, "Duration mode doesn't work with events.\n"},
+		{LAT, Read, []string{"-l", "2"}, "", " -l: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n"},
 		{LAT, Write, []string{"--use-srq"}, "", " --use-srq: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n"},
 	} {
 		var out, errb bytes.Buffer
@@ -89,9 +91,33 @@ func TestLatUsage(t *testing.T) {
 			t.Errorf("usage lacks %q:\n%s", want, u)
 		}
 	}
-	for _, no := range []string{"--bidirectional", "--noPeak", "--post_list", "--cq-mod", "--run_infinitely"} {
+	for _, no := range []string{"--bidirectional", "--noPeak", "--post_list", "--cq-mod", "--run_infinitely", "--events"} {
 		if strings.Contains(u, no) {
 			t.Errorf("usage offers %q:\n%s", no, u)
+		}
+	}
+	// readlat: events and outstanding reads, RC only, no inline; sendlat:
+	// events and UD.
+	for _, c := range []struct {
+		v       Verb
+		want    []string
+		without []string
+	}{
+		{Read, []string{"  -e, --events", "  -X, --vector", "  -o, --outs", "runs one RC QP", "either side may be ib_read_lat."}, []string{"--connection", "--inline_size", "--rx-depth"}},
+		{Send, []string{"  -e, --events", "Connection type RC/UC/UD", "  -r, --rx-depth", "runs one RC, UC or UD QP", "either side may be ib_send_lat."}, []string{"--outs"}},
+	} {
+		out.Reset()
+		MainTest(LAT, c.v, "tool", []string{"-h"}, &out, &errb)
+		u := out.String()
+		for _, want := range c.want {
+			if !strings.Contains(u, want) {
+				t.Errorf("%v usage lacks %q:\n%s", c.v, want, u)
+			}
+		}
+		for _, no := range c.without {
+			if strings.Contains(u, no) {
+				t.Errorf("%v usage offers %q:\n%s", c.v, no, u)
+			}
 		}
 	}
 }
@@ -130,7 +156,7 @@ func TestComputeLat(t *testing.T) {
 	} {
 		delta := make([]uint64, len(c.posted))
 		var out bytes.Buffer
-		got := computeLat(&out, 8, uint64(len(c.posted)), c.posted, c.perUnit, delta, latOptions{verbose: true, units: "usec"})
+		got := computeLat(&out, 8, uint64(len(c.posted)), c.posted, c.perUnit, delta, latOptions{verbose: true, units: "usec", rtt: 2})
 		if out.Len() != 0 || got.Size != c.want.Size || got.Iters != c.want.Iters || !near(got.Min, c.want.Min) || !near(got.Max, c.want.Max) ||
 			!near(got.Typical, c.want.Typical) || !near(got.Avg, c.want.Avg) || !near(got.Stdev, c.want.Stdev) ||
 			!near(got.P99, c.want.P99) || !near(got.P99_9, c.want.P99_9) {
@@ -146,7 +172,7 @@ func TestComputeLatOverflow(t *testing.T) {
 	// Deltas 4 and 3 x 400000 kept (halves 2 and 200000; average
 	// 150000.5): every square is above 2^31.
 	posted := []int64{0, 4, 400004, 800004, 1200004, 1000000000 + 1200004, 2000000000 + 1200004}
-	r := computeLat(io.Discard, 2, 7, posted, 1, make([]uint64, 7), latOptions{})
+	r := computeLat(io.Discard, 2, 7, posted, 1, make([]uint64, 7), latOptions{rtt: 2})
 	if !math.IsNaN(r.Stdev) || !math.Signbit(r.Stdev) || r.Avg != 150000.5 {
 		t.Errorf("%+v, want a stdev of -nan", r)
 	}
@@ -173,18 +199,18 @@ func TestComputeLatSamples(t *testing.T) {
 	posted := []int64{0, 10, 30, 36, 56, 156, 160}
 	delta := make([]uint64, len(posted))
 	var out bytes.Buffer
-	computeLat(&out, 8, 7, posted, 1, delta, latOptions{unsorted: true, verbose: true, units: "cycles"})
+	computeLat(&out, 8, 7, posted, 1, delta, latOptions{unsorted: true, verbose: true, units: "cycles", rtt: 2})
 	if want := "#, cycles\n1, 5\n2, 10\n3, 3\n4, 10\n5, 50\n6, 2\n" + resultLine + resultFmtLat; out.String() != want {
 		t.Errorf("-U:\n%q\nwant\n%q", out.String(), want)
 	}
 	out.Reset()
-	computeLat(&out, 8, 7, posted, 1, delta, latOptions{histogram: true, units: "usec"})
+	computeLat(&out, 8, 7, posted, 1, delta, latOptions{histogram: true, units: "usec", rtt: 2})
 	if want := "#, usec\n1, 2\n2, 3\n3, 5\n4, 10\n"; out.String() != want {
 		t.Errorf("-H --output=latency:\n%q\nwant\n%q", out.String(), want)
 	}
 	// C's %g: six significant digits, exponents from 1e6.
 	out.Reset()
-	computeLat(&out, 8, 5, []int64{0, 3, 2469137, 2469138, 2469139}, 1, delta, latOptions{unsorted: true, units: "cycles"})
+	computeLat(&out, 8, 5, []int64{0, 3, 2469137, 2469138, 2469139}, 1, delta, latOptions{unsorted: true, units: "cycles", rtt: 2})
 	if want := "#, cycles\n1, 1.5\n2, 1.23457e+06\n3, 0.5\n4, 0.5\n"; out.String() != want {
 		t.Errorf("%%g:\n%q\nwant\n%q", out.String(), want)
 	}
@@ -193,11 +219,11 @@ func TestComputeLatSamples(t *testing.T) {
 // TestComputeLatDuration: print_report_lat_duration's arithmetic, 5000
 // turns in 2 s: 200 us each way, 2500 per second.
 func TestComputeLatDuration(t *testing.T) {
-	r := computeLatDuration(64, 5000, 2e9)
+	r := computeLatDuration(64, 5000, 2e9, 2)
 	if r.Size != 64 || r.Iters != 5000 || r.Avg != 200 || r.TPS != 2500 {
 		t.Errorf("%+v", r)
 	}
-	if r := computeLatDuration(64, 0, 2e9); !math.IsInf(r.Avg, 1) || r.TPS != 0 {
+	if r := computeLatDuration(64, 0, 2e9, 2); !math.IsInf(r.Avg, 1) || r.TPS != 0 {
 		t.Errorf("no turns: %+v", r)
 	}
 }
@@ -285,7 +311,7 @@ func TestLatLoopDuration(t *testing.T) {
 		t.Errorf("%v: %d sampled of %d posts, stamps %v %v", err, l.sampled, f.posts, l.tm.posted, l.tm.completed)
 	}
 	var out bytes.Buffer
-	r := computeLatDuration(64, 5000, 2e9)
+	r := computeLatDuration(64, 5000, 2e9, 2)
 	writeLatDurReport(&out, r)
 	if want := " 64            5000            200.00         2500.00\n"; out.String() != want {
 		t.Errorf("%q, want %q", out.String(), want)
@@ -324,7 +350,7 @@ func TestLatSendLoop(t *testing.T) {
 	f := &sendLatFake{}
 	l := &latSendLoop{qp: f, rqp: f, scq: f, rcq: f, client: true, iters: 50, depth: 20, cqMod: 8, posted: make([]int64, 50)}
 	mem := make([]byte, 8192)
-	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0)
+	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0)
 	if err := l.prepost(); err != nil || f.recvs != 20 {
 		t.Fatalf("prepost: %v, %d receives", err, f.recvs)
 	}
@@ -339,8 +365,127 @@ func TestLatSendLoop(t *testing.T) {
 		t.Errorf("%v allocations per run", n)
 	}
 	// Inline up to the inline size.
-	l.setup(64, mem, 0x10000, 0x10040, 0x11000, 5, 64)
+	l.setup(64, mem, 0x10000, 0x10040, 0x11000, 5, 64, nil, 0, 0)
 	if l.wr[0].Flags&uverbs.SendInline == 0 || len(l.wr[0].Inline) != 64 || &l.wr[0].Inline[0] != &mem[0x40] {
 		t.Errorf("inline: %+v", l.wr[0])
+	}
+	// UD: the peer's QP through the address handle, perftest's Q_Key,
+	// and room for the GRH in each receive.
+	ah := new(uverbs.AH)
+	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, ah, 0x1234, grh)
+	if w := l.wr[0]; w.AH != ah || w.RemoteQPN != 0x1234 || w.RemoteQKey != udQKey || l.rsge[0].Length != 64+40 || l.rsge[0].Addr != 0x11000 {
+		t.Errorf("UD: %+v, receive %+v", w, l.rsge[0])
+	}
+}
+
+// evCQ is a CQ on evChannel: completions arrive when the model lets
+// time pass (a wait), and an arrival queues an event only while armed.
+type evCQ struct {
+	n     int
+	armed bool
+	ch    *evChannel
+}
+
+func (c *evCQ) Poll(wcs []uverbs.WC) (int, error) {
+	if c.n == 0 {
+		return 0, nil
+	}
+	c.n--
+	wcs[0] = uverbs.WC{Status: uverbs.WCSuccess}
+	return 1, nil
+}
+
+func (c *evCQ) arrive() {
+	c.n++
+	if c.armed {
+		c.armed = false
+		c.ch.queue[c.ch.queued] = c
+		c.ch.queued++
+	}
+}
+
+// evChannel is one completion channel for both CQs of a send latency
+// client, and its peer: a send brings the peer's reply first and the
+// send's own completion second, both only when the loop sleeps. A wait
+// with no event to take fails (the real one would sleep for ever).
+type evChannel struct {
+	scq, rcq      evCQ
+	queue         [2]*evCQ // at most one event per CQ is queued
+	queued        int
+	pending       int // sends whose completion and reply have not arrived
+	waits         int
+	sends, recvs  int
+	signaledSends int
+}
+
+func (e *evChannel) PostSend(wrs []uverbs.SendWR) error {
+	e.sends++
+	e.pending++
+	if wrs[0].Flags&uverbs.SendSignaled != 0 {
+		e.signaledSends++
+	}
+	return nil
+}
+
+func (e *evChannel) PostRecv([]uverbs.RecvWR) error { e.recvs++; return nil }
+
+func (e *evChannel) wait() error {
+	for ; e.pending > 0; e.pending-- {
+		e.rcq.arrive()
+		e.scq.arrive()
+	}
+	if e.queued == 0 {
+		return errNoEvent
+	}
+	c := e.queue[0]
+	e.queue[0], e.queue[1] = e.queue[1], nil
+	e.queued--
+	c.armed = true // ctx_notify_events: acknowledge, arm again
+	e.waits++
+	return nil
+}
+
+var errNoEvent = errors.New("waiting for an event that never comes")
+
+// TestLatSendLoopEvents: with -e both CQs share one channel and events
+// come in whatever order the completions arrived; every wait polls its
+// own CQ first, so an event taken while waiting for the other CQ is never
+// waited for again. Every turn completes, sleeping at most once per
+// completion.
+func TestLatSendLoopEvents(t *testing.T) {
+	e := &evChannel{}
+	e.scq.ch, e.rcq.ch = e, e
+	e.scq.armed, e.rcq.armed = true, true // main's ibv_req_notify_cq on both
+	l := &latSendLoop{qp: e, rqp: e, scq: &e.scq, rcq: &e.rcq, events: e, client: true, iters: 40, depth: 20, cqMod: 1, posted: make([]int64, 40)}
+	mem := make([]byte, 8192)
+	l.setup(2, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0)
+	if err := l.run(); err != nil || e.sends != 40 || e.signaledSends != 40 || l.rcnt != 40 || e.waits == 0 || e.waits > 80 {
+		t.Fatalf("run: %v, %d sends (%d signaled), rcnt %d, %d waits", err, e.sends, e.signaledSends, l.rcnt, e.waits)
+	}
+	if n := testing.AllocsPerRun(5, func() {
+		if err := l.run(); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per run", n)
+	}
+	// A wait that fails ends the run with perftest's line.
+	e.scq.armed, e.rcq.armed, e.queued = false, false, 0
+	if err := l.run(); err == nil || !strings.HasPrefix(err.Error(), " Failed to notify events to CQ\n") {
+		t.Errorf("failed wait: %v", err)
+	}
+}
+
+// TestLatSendLoopDuration: with -D the clock starts at the first
+// receive, the loop runs until it ends, counts the receives of the
+// measured stretch only, keeps the receives posted, and stamps its ends.
+func TestLatSendLoopDuration(t *testing.T) {
+	f := &sendLatFake{}
+	l := &latSendLoop{qp: f, rqp: f, scq: f, rcq: f, client: true, depth: 8, cqMod: 1,
+		dur: newDuration(80*time.Millisecond, 20*time.Millisecond), tm: timing{posted: make([]int64, 1), completed: make([]int64, 1)}}
+	mem := make([]byte, 8192)
+	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0)
+	if err := l.run(); err != nil || l.sampled == 0 || l.sampled >= l.rcnt || uint64(f.recvs) != l.rcnt || l.tm.completed[0] <= l.tm.posted[0] {
+		t.Errorf("%v: %d sampled of %d receives (%d posted again), stamps %v %v", err, l.sampled, l.rcnt, f.recvs, l.tm.posted, l.tm.completed)
 	}
 }

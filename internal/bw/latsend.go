@@ -3,6 +3,7 @@ package bw
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -13,10 +14,19 @@ import (
 // while the run still needs more than the rx depth, and asks for a send
 // completion every cqMod messages (and for the last), which it waits
 // for. Nothing is allocated per message.
+//
+// With -e both CQs report to one completion channel and each wait polls
+// its CQ first and sleeps on the channel only while the CQ is empty: an
+// event taken for one CQ while the loop waited for the other is then
+// never waited for again. (perftest sleeps first and polls once, and
+// carries on even if that poll found nothing.) With -D the clock starts
+// at the first receive, as perftest's set_on_first_rx_packet does, and
+// the loop runs until it ends.
 type latSendLoop struct {
 	qp       sender
 	rqp      receiver
 	scq, rcq poller
+	events   waiter // -e; nil polls
 	client   bool
 	iters    uint64
 	depth    uint64 // receives posted before the run
@@ -30,20 +40,30 @@ type latSendLoop struct {
 	scnt     uint64
 	rcnt     uint64
 	y        yielder
+	// -D: the clock, whose timing receives the measured stretch's ends,
+	// and the receives within it (perftest's iters).
+	dur     *duration
+	tm      timing
+	sampled uint64
 }
 
 // setup prepares a run of messages of size from my (an address of
-// local, the registered memory at base), receiving into recv.
-func (l *latSendLoop) setup(size uint64, local []byte, base, my, recv uint64, lkey uint32, inline int) {
+// local, the registered memory at base), receiving into recv. A UD
+// message goes to the peer's QP remQPN through ah, and its receive
+// leaves room for the GRH (grh bytes) before it.
+func (l *latSendLoop) setup(size uint64, local []byte, base, my, recv uint64, lkey uint32, inline int, ah *uverbs.AH, remQPN uint32, grh uint64) {
 	l.sge[0] = uverbs.SGE{Addr: my, Length: uint32(size), LKey: lkey}
 	l.wr[0] = uverbs.SendWR{SGL: l.sge[:], Opcode: uverbs.WRSend}
+	if ah != nil {
+		l.wr[0].AH, l.wr[0].RemoteQPN, l.wr[0].RemoteQKey = ah, remQPN, udQKey
+	}
 	if size <= uint64(inline) {
 		off := my - base
 		l.wr[0].Flags |= uverbs.SendInline
 		l.wr[0].SGL = nil
 		l.wr[0].Inline = local[off : off+size]
 	}
-	l.rsge[0] = uverbs.SGE{Addr: recv, Length: uint32(size), LKey: lkey}
+	l.rsge[0] = uverbs.SGE{Addr: recv, Length: uint32(size + grh), LKey: lkey}
 	l.rwr[0] = uverbs.RecvWR{SGL: l.rsge[:]}
 }
 
@@ -57,28 +77,59 @@ func (l *latSendLoop) prepost() error {
 	return nil
 }
 
-// pollOne polls cq until it returns a completion.
-func (l *latSendLoop) pollOne(cq poller) error {
+// pollOne polls cq until it returns a completion, or until the -D clock
+// ends the run when ends is set (false then). With -e it sleeps on the
+// channel while cq is empty.
+func (l *latSendLoop) pollOne(cq poller, ends bool) (bool, error) {
 	for {
+		if ends && l.dur.phase.Load() == phaseEnd {
+			return false, nil
+		}
 		n, err := cq.Poll(l.wc[:])
 		if err != nil {
-			return msgError{"poll CQ failed: " + err.Error()}
+			return false, msgError{"poll CQ failed: " + err.Error()}
 		}
 		if n > 0 {
-			return nil
+			return true, nil
+		}
+		if l.events != nil {
+			if err := l.events.wait(); err != nil {
+				return false, msgError{" Failed to notify events to CQ", "  (" + err.Error() + ")"}
+			}
+			continue
 		}
 		l.y.check()
 	}
 }
 
-// run runs iters turns and stamps each post.
+// run runs iters turns and stamps each post; with -D (dur) it runs
+// until the time is up and counts the receives of the measured stretch
+// in sampled.
 func (l *latSendLoop) run() error {
-	l.scnt, l.rcnt = 0, 0
+	l.scnt, l.rcnt, l.sampled = 0, 0, 0
 	l.y.reset()
-	for l.scnt < l.iters || l.rcnt < l.iters {
-		if l.rcnt < l.iters && !(l.scnt < 1 && l.client) {
-			if err := l.pollOne(l.rcq); err != nil {
+	timed := l.dur != nil
+	if timed {
+		// Not started until the first receive: no end yet.
+		l.dur.phase.Store(phaseWarmUp)
+		defer l.dur.halt()
+	}
+	end := func() bool { return timed && l.dur.phase.Load() == phaseEnd }
+	first := true
+	for l.scnt < l.iters || l.rcnt < l.iters || (timed && !end()) {
+		if (l.rcnt < l.iters || timed) && !(l.scnt < 1 && l.client) {
+			got, err := l.pollOne(l.rcq, timed)
+			if err != nil {
 				return err
+			}
+			if !got {
+				break // the time is up
+			}
+			if first {
+				first = false
+				if timed {
+					l.dur.start(&l.tm)
+				}
 			}
 			if wc := &l.wc[0]; wc.Status != uverbs.WCSuccess {
 				return msgError{" Completion with error at server",
@@ -86,16 +137,24 @@ func (l *latSendLoop) run() error {
 					fmt.Sprintf(" rcnt=%d", l.rcnt)}
 			}
 			l.rcnt++
-			if l.rcnt+l.depth <= l.iters {
+			if timed && l.dur.phase.Load() == phaseSample {
+				l.sampled++
+			}
+			if timed || l.rcnt+l.depth <= l.iters {
 				if err := l.rqp.PostRecv(l.rwr[:]); err != nil {
 					return msgError{fmt.Sprintf("Couldn't post recv: rcnt=%d", l.rcnt), "  (" + err.Error() + ")"}
 				}
 			}
 		}
-		if l.scnt < l.iters {
-			l.posted[l.scnt] = stamp()
+		if l.scnt < l.iters || (timed && !end()) {
+			if !timed {
+				l.posted[l.scnt] = stamp()
+			}
 			l.scnt++
-			signaled := l.scnt%l.cqMod == 0 || l.scnt == l.iters
+			signaled := l.scnt%l.cqMod == 0 || (!timed && l.scnt == l.iters)
+			if end() {
+				break
+			}
 			if signaled {
 				l.wr[0].Flags |= uverbs.SendSignaled
 			}
@@ -103,7 +162,7 @@ func (l *latSendLoop) run() error {
 				return msgError{fmt.Sprintf("Couldn't post send: scnt=%d ", l.scnt), "  (" + err.Error() + ")"}
 			}
 			if signaled {
-				if err := l.pollOne(l.scq); err != nil {
+				if _, err := l.pollOne(l.scq, false); err != nil {
 					return err
 				}
 				if wc := &l.wc[0]; wc.Status != uverbs.WCSuccess {
@@ -125,18 +184,37 @@ func (l *latSendLoop) run() error {
 func (t *test) runLatSend() error {
 	o := &t.o
 	withGID := t.gidIndex != -1
-	if t.verbose() {
-		io.WriteString(t.stdout, resultLine+resultFmtLat)
-	}
 	l := &latSendLoop{qp: t.qps[0], rqp: t.qps[0], scq: t.sendCQ, rcq: t.recvCQ, client: t.client, iters: o.Iters,
 		depth: uint64(o.RxDepth), cqMod: uint64(max(o.CQMod, 1)), posted: make([]int64, o.Iters)}
-	delta := make([]uint64, o.Iters)
-	lo := latOptions{unsorted: o.Unsorted, histogram: o.Histogram, verbose: t.verbose(), units: "usec"}
-	if o.Cycles {
-		lo.units = "cycles"
+	if o.Duration > 0 {
+		l.dur = newDuration(time.Duration(o.Duration)*time.Second, time.Duration(o.Margin)*time.Second)
+		l.tm = timing{posted: make([]int64, 1), completed: make([]int64, 1)}
 	}
+	if t.ch != nil {
+		// send_lat arms both CQs, on one channel, before the heading.
+		w, err := t.armEvents(t.sendCQ, t.recvCQ)
+		if err != nil {
+			return err
+		}
+		l.events = w
+	}
+	if t.verbose() {
+		if o.Duration > 0 {
+			io.WriteString(t.stdout, resultLine+resultFmtLatDur)
+		} else {
+			io.WriteString(t.stdout, resultLine+resultFmtLat)
+		}
+	}
+	var ah *uverbs.AH
+	var remQPN uint32
+	var g uint64
+	if o.Conn == UD {
+		ah, remQPN, g = t.ahs[0], t.rem[0].QPN, grh
+	}
+	delta := make([]uint64, o.Iters)
+	lo := t.latOptions()
 	for _, size := range t.sizes() {
-		l.setup(size, t.mem, t.mr.Addr(), t.localSlice(0), t.recvArea(0), t.mr.LKey(), o.Inline)
+		l.setup(size, t.mem, t.mr.Addr(), t.localSlice(0), t.recvArea(0), t.mr.LKey(), o.Inline, ah, remQPN, g)
 		if err := l.prepost(); err != nil {
 			return withLines(err, " Failed to post receive recv_wqes")
 		}
@@ -145,6 +223,16 @@ func (t *test) runLatSend() error {
 		}
 		if err := l.run(); err != nil {
 			return sendFailed(err)
+		}
+		if l.dur != nil {
+			toNanos(l.tm.posted, l.tm.completed)
+			r := computeLatDuration(size, l.sampled, l.tm.completed[0]-l.tm.posted[0], lo.rtt)
+			if o.Output == OutputLatency {
+				fmt.Fprintf(t.stdout, "%f\n", r.Avg)
+			} else {
+				writeLatDurReport(t.stdout, r)
+			}
+			continue
 		}
 		t.writeLat(size, l.posted, delta, lo)
 	}

@@ -295,7 +295,7 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 	for _, p := range opts {
 		var n int64
 		if tst == LAT {
-			if name := latRefused(v, p); name != "" {
+			if name := latRefused(p); name != "" {
 				return Options{}, unsupported(name)
 			}
 		}
@@ -534,25 +534,11 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 
 // latRefused names the options of perftest's latency tests that the Go
 // latency tools do not implement ("" for the others): more QPs, post
-// lists, limits, moderation, events (on the send verb; the write
-// verb has perftest's own refusal), SRQ and the bandwidth-only report
-// options.
-func latRefused(v Verb, p getopt.Opt) string {
+// lists, limits, moderation, SRQ and the bandwidth-only report options.
+func latRefused(p getopt.Opt) string {
 	switch p.Val {
 	case 'q', 'l', 'w', 'y', 'Q':
 		return fmt.Sprintf("-%c", p.Val)
-	case 'D':
-		if v != Write {
-			return "-D"
-		}
-	case 'c':
-		if v == Send && p.Arg == "UD" {
-			return "-c UD"
-		}
-	case 'e', 'X':
-		if v != Write {
-			return fmt.Sprintf("-%c", p.Val)
-		}
 	case 0:
 		switch p.Name {
 		case "report_gbits", "report-both", "use-srq":
@@ -818,13 +804,16 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 	}
 	lines := []string{"  -a, --all  Run sizes from 2 till 2^23"}
 	lines = append(lines, bwOnly("  -b, --bidirectional  Measure bidirectional bandwidth (default unidirectional)")...)
-	if v != Read {
+	switch v {
+	case Send:
+		lines = append(lines, "  -c, --connection=<RC/UC/UD>  Connection type RC/UC/UD (default RC)")
+	case Write:
 		lines = append(lines, "  -c, --connection=<RC/UC>  Connection type RC/UC (default RC)")
 	}
 	lines = append(lines, latOnly("  -C, --report-cycles  report times in cpu cycle units (default microseconds)")...)
 	lines = append(lines, "  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)")
 	lines = append(lines, "  -D, --duration  Run test for a customized period of seconds.")
-	if v != Write && tst == BW {
+	if v != Write {
 		lines = append(lines,
 			"  -e, --events  Sleep on CQ events (default poll)",
 			"  -X, --vector=<completion vector>  Set <completion vector> used for events")
@@ -886,7 +875,8 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 		"      --run_infinitely  Run test forever, print results every <duration> seconds")...)
 	qps := " This Go port runs RC or UC QPs (-q of them), exchanging addresses over TCP as perftest " + Version + " does,"
 	if tst == LAT {
-		qps = " This Go port runs one RC or UC QP, exchanging addresses over TCP as perftest " + Version + " does,"
+		kinds := map[Verb]string{Write: "RC or UC", Send: "RC, UC or UD", Read: "RC"}[v]
+		qps = " This Go port runs one " + kinds + " QP, exchanging addresses over TCP as perftest " + Version + " does,"
 	}
 	lines = append(lines, "", qps, " so either side may be "+v.CToolTest(tst)+". Other perftest options are refused.")
 	for _, l := range lines {

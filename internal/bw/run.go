@@ -206,8 +206,9 @@ func (t *test) run(ctx context.Context) error {
 		return err
 	}
 	t.printTestInfo()
-	if t.o.Tst == LAT && t.v == Write {
-		// write_lat's first handshake, before the per-QP ones.
+	if t.o.Tst == LAT && t.v != Send {
+		// write_lat's and read_lat's first handshake, before the per-QP
+		// ones.
 		if _, err := t.c.handshake(&t.my[0], t.gidIndex != -1); err != nil {
 			return err
 		}
@@ -217,6 +218,9 @@ func (t *test) run(ctx context.Context) error {
 	}
 	if t.o.Tst == LAT && t.v == Send {
 		return t.runLatSend()
+	}
+	if t.o.Tst == LAT && t.v == Read {
+		return t.runLatRead()
 	}
 	if t.o.Tst == LAT {
 		return t.runLat()
@@ -272,7 +276,7 @@ func (t *test) open() error {
 			}
 		}
 		if !found {
-			if t.v == Read { // read_bw returns 7 without a word of its own
+			if t.v == Read && t.o.Tst == BW { // read_bw returns 7 without a word of its own
 				return statusError{msgError{fmt.Sprintf("IB device %s not found", t.o.Dev)}, 7}
 			}
 			return msgError{fmt.Sprintf("IB device %s not found", t.o.Dev), " Unable to find the Infiniband/RoCE device"}

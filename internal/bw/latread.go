@@ -1,0 +1,167 @@
+package bw
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// latReadLoop is run_iter_lat for RDMA READ: only the client works. It
+// stamps a post, reads size bytes of the server's memory, waits for the
+// read's completion (spinning on the CQ, or with -e sleeping on the
+// completion channel) and posts the next. The sample is the time from
+// one post to the next: one read, request and response, so perftest's
+// rtt factor is 1. Nothing is allocated per message.
+type latReadLoop struct {
+	qp     sender
+	cq     poller
+	events waiter // -e: sleep until the CQ's next event; nil polls
+	iters  uint64
+	wr     [1]uverbs.SendWR
+	sge    [1]uverbs.SGE
+	wc     [1]uverbs.WC
+	posted []int64
+	scnt   uint64
+	y      yielder
+	// -D: the clock, whose timing receives the measured stretch's ends,
+	// and the completions within it (perftest's iters).
+	dur     *duration
+	tm      timing
+	sampled uint64
+}
+
+// setup prepares a run of reads of size bytes from the peer's rem into
+// my.
+func (l *latReadLoop) setup(size, my, rem uint64, rkey, lkey uint32) {
+	l.sge[0] = uverbs.SGE{Addr: my, Length: uint32(size), LKey: lkey}
+	l.wr[0] = uverbs.SendWR{SGL: l.sge[:], Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled, RemoteAddr: rem, RKey: rkey}
+}
+
+// run runs iters reads and stamps each post; with -D (dur) it runs until
+// the time is up and counts the completions of the measured stretch in
+// sampled.
+func (l *latReadLoop) run() error {
+	l.scnt, l.sampled = 0, 0
+	l.y.reset()
+	timed := l.dur != nil
+	if timed {
+		l.dur.start(&l.tm)
+		defer l.dur.halt()
+	}
+	for l.scnt < l.iters || (timed && l.dur.phase.Load() != phaseEnd) {
+		if !timed {
+			// perftest counts posts only when it stamps them: with
+			// -D its failure lines say scnt=0.
+			l.posted[l.scnt] = stamp()
+			l.scnt++
+		}
+		if err := l.qp.PostSend(l.wr[:]); err != nil {
+			return msgError{fmt.Sprintf("Couldn't post send: scnt=%d", l.scnt), "  (" + err.Error() + ")"}
+		}
+		if timed && l.dur.phase.Load() == phaseEnd {
+			// perftest leaves the last read to the teardown.
+			break
+		}
+		if err := l.complete(); err != nil {
+			return err
+		}
+		if wc := &l.wc[0]; wc.Status != uverbs.WCSuccess {
+			return msgError{" Completion with error at client",
+				fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
+				fmt.Sprintf("scnt=%d, ccnt=%d", l.scnt, l.scnt)}
+		}
+		if timed && l.dur.phase.Load() == phaseSample {
+			l.sampled++
+		}
+	}
+	return nil
+}
+
+// complete waits for the read's completion: polls until it comes, or
+// with -e sleeps on the channel and polls after each event. (perftest
+// polls once after an event and would post the next read even if that
+// poll found nothing; an event here always precedes a completion, and
+// the loop never posts before the last read completed.)
+func (l *latReadLoop) complete() error {
+	for {
+		if l.events != nil {
+			if err := l.events.wait(); err != nil {
+				return msgError{"Couldn't request CQ notification", "  (" + err.Error() + ")"}
+			}
+		}
+		n, err := l.cq.Poll(l.wc[:])
+		if err != nil {
+			return msgError{"poll CQ failed: " + err.Error()}
+		}
+		if n > 0 {
+			return nil
+		}
+		if l.events == nil {
+			l.y.check()
+		}
+	}
+}
+
+// runLatRead is the rest of ib_read_lat. Only the client reads: the
+// server closes the connection (a handshake it waits in until the client
+// has finished) and prints the closing rule. The client prints the
+// table's heading, a line per size and the rule, then closes the
+// connection. A failed run ends with perftest's status 17.
+func (t *test) runLatRead() error {
+	o := &t.o
+	withGID := t.gidIndex != -1
+	if !t.client {
+		if err := t.c.closeConn(&t.my[0], withGID); err != nil {
+			return withLines(err, "Failed to close connection between server and client")
+		}
+		t.c = nil
+		t.rule()
+		return nil
+	}
+	l := &latReadLoop{qp: t.qps[0], cq: t.sendCQ, iters: o.Iters, posted: make([]int64, o.Iters)}
+	if t.ch != nil {
+		w, err := t.armEvents(t.sendCQ)
+		if err != nil {
+			return err
+		}
+		l.events = w
+	}
+	if t.verbose() {
+		if o.Duration > 0 {
+			io.WriteString(t.stdout, resultLine+resultFmtLatDur)
+		} else {
+			io.WriteString(t.stdout, resultLine+resultFmtLat)
+		}
+	}
+	delta := make([]uint64, o.Iters)
+	if o.Duration > 0 {
+		l.dur = newDuration(time.Duration(o.Duration)*time.Second, time.Duration(o.Margin)*time.Second)
+		l.tm = timing{posted: make([]int64, 1), completed: make([]int64, 1)}
+	}
+	lo := t.latOptions()
+	for _, size := range t.sizes() {
+		l.setup(size, t.localSlice(0), t.rem[0].VAddr, t.rem[0].RKey, t.mr.LKey())
+		if err := l.run(); err != nil {
+			return sendFailed(err)
+		}
+		if l.dur != nil {
+			toNanos(l.tm.posted, l.tm.completed)
+			r := computeLatDuration(size, l.sampled, l.tm.completed[0]-l.tm.posted[0], lo.rtt)
+			if o.Output == OutputLatency {
+				fmt.Fprintf(t.stdout, "%f\n", r.Avg)
+			} else {
+				writeLatDurReport(t.stdout, r)
+			}
+			continue
+		}
+		t.writeLat(size, l.posted, delta, lo)
+	}
+	if err := t.c.closeConn(&t.my[0], withGID); err != nil {
+		return withLines(err, "Failed to close connection between server and client")
+	}
+	t.c = nil
+	t.rule()
+	return nil
+}
