@@ -103,7 +103,7 @@ vmtest-race: deps
 # first).
 POWEROFFTESTS ?= $(shell grep -ho '^func TestTwoHostPowerOff[A-Za-z0-9_]*' internal/testkit/twohost/*_test.go | cut -c6-)
 vmtest2: deps
-	$(GO) run ./internal/testkit/cmd/rxevm -hosts 2 -kernel $(KERNEL) $(VMFLAGS) ./internal/testkit/twohost $(BWPKGS) -- -count=1 -v $(if $(RUN),-run '$(value RUN)') $(TESTFLAGS)
+	$(GO) run ./internal/testkit/cmd/rxevm -hosts 2 -kernel $(KERNEL) $(VMFLAGS) ./internal/testkit/twohost $(BWPKGS) $(LATPKGS) -- -count=1 -v $(if $(RUN),-run '$(value RUN)') $(TESTFLAGS)
 	$(if $(RUN),,$(foreach t,$(POWEROFFTESTS),$(GO) run ./internal/testkit/cmd/rxevm -hosts 2 -kernel $(KERNEL) $(VMFLAGS) ./internal/testkit/twohost -- -count=1 -v -run '^$(t)$$' $(TESTFLAGS) &&) true)
 
 # Go against C for docs/performance.md, on KERNEL (both by default): the
@@ -113,6 +113,7 @@ vmtest2: deps
 # document's generated sections and docs/latency.svg from whatever logs
 # are there. About an hour on a 2-core host; run it on a quiet one.
 BWPKGS   := ./cmd/writebw ./cmd/readbw ./cmd/sendbw
+LATPKGS  := ./cmd/writelat ./cmd/sendlat ./cmd/readlat
 PERFLOGS ?= $(or $(PUREVERBS_CACHE),$(HOME)/.cache/pureverbs)/perf
 PERF_BW  ?= -bw.rounds=5 -bw.sizes=64,4096,65536 -bw.iters=20000,5000,2000
 PERF_BW2 ?= -bw.rounds=5 -bw.sizes=64,4096,65536 -bw.iters=5000,2000,500

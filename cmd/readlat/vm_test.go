@@ -67,3 +67,10 @@ func TestVMBadArgs(t *testing.T) {
 		"-l 2": "readlat refuses post lists by name (not ported)",
 	})
 }
+
+// TestTwoHostLatency: across the two hosts of make vmtest2 (server on A,
+// client on B, over rxew), Go against C both ways and Go against Go, a
+// small message and one of several packets.
+func TestTwoHostLatency(t *testing.T) {
+	bwtest.LatTwoHosts(t, tool, []int{2, 4096}, 300)
+}

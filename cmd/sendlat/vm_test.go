@@ -79,3 +79,16 @@ func TestVMBadArgs(t *testing.T) {
 	}, bwtest.LatBadArgs...)
 	bwtest.SameAsC(t, tool, cases, nil)
 }
+
+// TestTwoHostLatency: across the two hosts of make vmtest2 (server on A,
+// client on B, over rxew), Go against C both ways and Go against Go, a
+// small message and one of several packets.
+func TestTwoHostLatency(t *testing.T) {
+	bwtest.LatTwoHosts(t, tool, []int{2, 4096}, 300)
+}
+
+// TestTwoHostUD: -c UD across the two hosts (messages up to the wire's
+// MTU), Go against C both ways and Go against Go.
+func TestTwoHostUD(t *testing.T) {
+	bwtest.LatTwoHosts(t, tool, []int{2, 1024}, 300, "-c", "UD")
+}

@@ -65,3 +65,10 @@ func TestVMDuration(t *testing.T) {
 func TestVMBadArgs(t *testing.T) {
 	bwtest.SameAsC(t, tool, bwtest.LatBadArgs, nil)
 }
+
+// TestTwoHostLatency: across the two hosts of make vmtest2 (server on A,
+// client on B, over rxew), Go against C both ways and Go against Go, a
+// small message and one of several packets.
+func TestTwoHostLatency(t *testing.T) {
+	bwtest.LatTwoHosts(t, tool, []int{2, 4096}, 300)
+}

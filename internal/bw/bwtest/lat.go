@@ -1,14 +1,18 @@
 package bwtest
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pureverbs/pureverbs/internal/bw"
 	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 // LatMatrixOn is MatrixOn for a latency tool: every pairing and size on
@@ -168,4 +172,38 @@ var LatBadArgs = [][]string{
 	{"-C"}, {"-U", "-H"}, {"-a"}, {"-F"}, {"--output=latency"}, {"-c", "UC"},
 	// Duration: positive, more than twice the margin, not with -a.
 	{"-D", "0"}, {"-D", "4", "-f", "2"}, {"-D", "4", "-a"}, {"-D", "4"},
+}
+
+// LatTwoHosts runs a latency tool across the two hosts of make vmtest2
+// (the server on this host, A; the client on the peer, B; over the wire
+// device): Go against C both ways and Go against Go, each size with iters
+// iterations and extra arguments on both sides, each run checked with
+// CheckLat against both hosts' GIDs. The test descriptions of the Go and
+// C tools in the same role must match, as on one host.
+func LatTwoHosts(t *testing.T, tool Tool, sizes []int, iters int, extra ...string) {
+	a, b := testkit.ThisHost(t), testkit.PeerHost(t)
+	headers := map[headerKey][]string{}
+	pairs := append([]pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, pptest.BothWays...)
+	for _, pair := range pairs {
+		for _, size := range sizes {
+			t.Run(fmt.Sprintf("%s/size=%d", pair, size), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+				defer cancel()
+				r := &Run{Tool: tool, Pair: pair, Dev: testkit.WireDev, Host: a.Addr, Size: size, Iters: iters, Extra: extra,
+					Place: Place{Server: a, Client: b}}
+				r.Do(ctx, t)
+				s, c := r.CheckLat(t, a.Addr+","+b.Addr)
+				if tool.Verb == bw.Read {
+					t.Logf("two hosts %s %d x %d B: average %.2f (client)", pair, c.Iters, c.Size, c.Avg)
+				} else {
+					t.Logf("two hosts %s %d x %d B: average %.2f (server), %.2f (client)", pair, c.Iters, c.Size, s.Avg, c.Avg)
+				}
+				if !slices.Contains(extra, "--output=latency") {
+					headers[headerKey{size, false, pair.Server}] = Header(r.Server)
+					headers[headerKey{size, true, pair.Client}] = Header(r.Client)
+				}
+			})
+		}
+	}
+	sameHeaders(t, headers)
 }
