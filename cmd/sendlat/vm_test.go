@@ -41,19 +41,26 @@ func TestVMAllSizes(t *testing.T) {
 	bwtest.LatMatrixOn(t, tool, "rxelo", pptest.BothWays, []int{2}, 5, "-a")
 }
 
-// TestVMReportOptions: -U, -H and -C, and --output=latency, Go against C
+// TestVMReportOptions: -U, -H and -C, --output=latency, and
+// --latency_gap=200 (every sample at least half the gap), Go against C
 // both ways.
 func TestVMReportOptions(t *testing.T) {
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "-U", "-H", "-C")
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "--output=latency")
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "--latency_gap=200")
 }
 
-// TestVMEvents: -e (both CQs on one completion channel; each side
-// sleeps on it while the CQ it needs is empty), Go against C both ways,
-// and Go against Go with a completion vector.
+// TestVMEvents: -e (both CQs on one completion channel; each side polls
+// the CQ it needs and sleeps on the channel only while it is empty), Go
+// against Go on both devices, with a completion vector on rxelo. Not
+// against ib_send_lat: perftest 6.06 sleeps before each poll and polls
+// once, and on 6.12 it hangs in either role, against itself too (9 of 24
+// C-C runs; docs/performance.md), while Go against Go never did (24 of
+// 24); with a C server 4 of 24 runs failed, the C server never finishing.
 func TestVMEvents(t *testing.T) {
-	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2, 4096}, 300, "-e")
-	bwtest.LatMatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 300, "-e", "-X", "0")
+	goGo := []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}
+	bwtest.LatMatrixOn(t, tool, "rxe0", goGo, []int{2, 4096}, 300, "-e")
+	bwtest.LatMatrixOn(t, tool, "rxelo", goGo, []int{64}, 300, "-e", "-X", "0")
 }
 
 // TestVMUD: -c UD (messages up to the MTU, each receive with room for

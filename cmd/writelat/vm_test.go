@@ -42,10 +42,13 @@ func TestVMAllSizes(t *testing.T) {
 }
 
 // TestVMReportOptions: -U, -H and -C print the samples around the table;
-// --output=latency the average alone; Go against C both ways.
+// --output=latency the average alone; --latency_gap=200 keeps every
+// sample at least the gap (halved for a round trip); Go against C both
+// ways.
 func TestVMReportOptions(t *testing.T) {
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "-U", "-H", "-C")
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "--output=latency")
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "--latency_gap=200")
 }
 
 // TestVMDuration: -D 4 (a second of margin each end), Go against Go:

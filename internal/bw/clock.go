@@ -160,3 +160,23 @@ func OneProc() {
 		runtime.GOMAXPROCS(1)
 	}
 }
+
+// gapSpin is perftest's --latency_gap: spin for gap stamp units (0: no
+// gap) before a post, yielding as the loops' spins do.
+func gapSpin(gap int64, y *yielder) {
+	if gap <= 0 {
+		return
+	}
+	end := stamp() + gap
+	for now := stamp(); now < end; now = stamp() {
+		y.at(now)
+	}
+}
+
+// gapStamps is --latency_gap's microseconds in stamp units.
+func gapStamps(us int) int64 {
+	if us <= 0 {
+		return 0
+	}
+	return stampsPer(time.Duration(us) * time.Microsecond)
+}

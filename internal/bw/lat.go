@@ -191,6 +191,7 @@ type latWriteLoop struct {
 	posted []int64
 	scnt   uint64
 	ccnt   uint64
+	gap    int64 // --latency_gap in stamp units
 	y      yielder
 	// -D: the clock, whose timing receives the measured stretch's ends,
 	// and the completions within it (perftest's iters).
@@ -240,6 +241,7 @@ func (l *latWriteLoop) run() error {
 			}
 		}
 		if l.scnt < l.iters || timed {
+			gapSpin(l.gap, &l.y)
 			if !timed {
 				l.posted[l.scnt] = stamp()
 			}
@@ -283,39 +285,63 @@ func (l *latWriteLoop) run() error {
 // perftest ends without a closing handshake.
 func (t *test) runLat() error {
 	o := &t.o
-	if t.verbose() {
-		if o.Duration > 0 {
-			io.WriteString(t.stdout, resultLine+resultFmtLatDur)
-		} else {
-			io.WriteString(t.stdout, resultLine+resultFmtLat)
-		}
-	}
-	l := &latWriteLoop{qp: t.qps[0], cq: t.sendCQ, server: !t.client, iters: o.Iters, posted: make([]int64, o.Iters)}
+	t.latHeading()
+	l := &latWriteLoop{qp: t.qps[0], cq: t.sendCQ, server: !t.client, iters: o.Iters, posted: make([]int64, o.Iters), gap: gapStamps(o.LatencyGap)}
 	delta := make([]uint64, o.Iters)
-	if o.Duration > 0 {
-		l.dur = newDuration(time.Duration(o.Duration)*time.Second, time.Duration(o.Margin)*time.Second)
-		l.tm = timing{posted: make([]int64, 1), completed: make([]int64, 1)}
-	}
+	l.dur, l.tm = t.latClock()
 	lo := t.latOptions()
 	for _, size := range t.sizes() {
 		l.setup(size, t.mem, t.mr.Addr(), t.localSlice(0), t.remoteArea(0), t.rem[0].VAddr, t.rem[0].RKey, t.mr.LKey(), o.Inline)
 		if err := l.run(); err != nil {
 			return withLines(err, "Test exited with Error")
 		}
-		if l.dur != nil {
-			toNanos(l.tm.posted, l.tm.completed)
-			r := computeLatDuration(size, l.sampled, l.tm.completed[0]-l.tm.posted[0], lo.rtt)
-			if o.Output == OutputLatency {
-				fmt.Fprintf(t.stdout, "%f\n", r.Avg)
-			} else {
-				writeLatDurReport(t.stdout, r)
-			}
-			continue
-		}
-		t.writeLat(size, l.posted, delta, lo)
+		t.reportLat(size, l.dur, l.sampled, &l.tm, l.posted, delta, lo)
 	}
 	t.rule()
 	return nil
+}
+
+// latHeading prints the table's rule and heading (of a run of fixed
+// duration with -D), unless --output.
+func (t *test) latHeading() {
+	if !t.verbose() {
+		return
+	}
+	if t.o.Duration > 0 {
+		io.WriteString(t.stdout, resultLine+resultFmtLatDur)
+	} else {
+		io.WriteString(t.stdout, resultLine+resultFmtLat)
+	}
+}
+
+// latClock returns the clock of a latency run of fixed duration (-D)
+// and the stamps of its measured stretch; nil and none without -D.
+func (t *test) latClock() (*duration, timing) {
+	o := &t.o
+	if o.Duration <= 0 {
+		return nil, timing{}
+	}
+	return newDuration(time.Duration(o.Duration)*time.Second, time.Duration(o.Margin)*time.Second),
+		timing{posted: make([]int64, 1), completed: make([]int64, 1)}
+}
+
+// reportLat prints a size's result. A run of fixed duration (dur set)
+// reports the sampled completions (or turns) of the measured stretch
+// that tm's stamps bound (print_report_lat_duration); a run of
+// iterations reports its post stamps (writeLat). With --output=latency
+// either prints the average alone.
+func (t *test) reportLat(size uint64, dur *duration, sampled uint64, tm *timing, posted []int64, delta []uint64, lo latOptions) {
+	if dur == nil {
+		t.writeLat(size, posted, delta, lo)
+		return
+	}
+	toNanos(tm.posted, tm.completed)
+	r := computeLatDuration(size, sampled, tm.completed[0]-tm.posted[0], lo.rtt)
+	if t.o.Output == OutputLatency {
+		fmt.Fprintf(t.stdout, "%f\n", r.Avg)
+	} else {
+		writeLatDurReport(t.stdout, r)
+	}
 }
 
 // writeLat prints the report of a run of iterations from its post

@@ -29,6 +29,9 @@ func TestParseLatDefaults(t *testing.T) {
 	if o, err := ParseTestArgs(LAT, Write, []string{"-a", "h"}); err != nil || !o.All || o.Size != maxSize {
 		t.Errorf("-a: %+v, %v", o, err)
 	}
+	if o, err := ParseTestArgs(LAT, Send, []string{"--latency_gap=25", "h"}); err != nil || o.LatencyGap != 25 {
+		t.Errorf("--latency_gap=25: %+v, %v", o, err)
+	}
 	// -D: no iteration count, a quarter of the time as margins.
 	if o, err := ParseTestArgs(LAT, Write, []string{"-D", "8", "h"}); err != nil || o.Duration != 8 || o.Iters != 0 || o.Margin != 2 {
 		t.Errorf("-D 8: %+v, %v", o, err)
@@ -68,6 +71,9 @@ func TestParseLatErrors(t *testing.T) {
 		{LAT, Read, []string{"-D", "4", "-e"}, resultLine, "Duration mode doesn't work with events.\n"},
 		{LAT, Read, []string{"-l", "2"}, "", " -l: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n"},
 		{LAT, Write, []string{"--use-srq"}, "", " --use-srq: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n"},
+		{LAT, Read, []string{"--latency_gap=-1"}, "", " Latency gap time must be non-negative\n Parser function exited with Error\n"},
+		{LAT, Send, []string{"--latency_gap", "x"}, "", " Latency gap time argument x should be int\n Parser function exited with Error\n"},
+		{BW, Write, []string{"--latency_gap=5"}, resultLine, " Latency gap feature is only for latency tests\n"},
 	} {
 		var out, errb bytes.Buffer
 		rc := MainTest(c.tst, c.v, "prog", c.args, &out, &errb)

@@ -2,8 +2,6 @@ package bw
 
 import (
 	"fmt"
-	"io"
-	"time"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -24,6 +22,7 @@ type latReadLoop struct {
 	wc     [1]uverbs.WC
 	posted []int64
 	scnt   uint64
+	gap    int64 // --latency_gap in stamp units
 	y      yielder
 	// -D: the clock, whose timing receives the measured stretch's ends,
 	// and the completions within it (perftest's iters).
@@ -51,6 +50,7 @@ func (l *latReadLoop) run() error {
 		defer l.dur.halt()
 	}
 	for l.scnt < l.iters || (timed && l.dur.phase.Load() != phaseEnd) {
+		gapSpin(l.gap, &l.y)
 		if !timed {
 			// perftest counts posts only when it stamps them: with
 			// -D its failure lines say scnt=0.
@@ -120,7 +120,7 @@ func (t *test) runLatRead() error {
 		t.rule()
 		return nil
 	}
-	l := &latReadLoop{qp: t.qps[0], cq: t.sendCQ, iters: o.Iters, posted: make([]int64, o.Iters)}
+	l := &latReadLoop{qp: t.qps[0], cq: t.sendCQ, iters: o.Iters, posted: make([]int64, o.Iters), gap: gapStamps(o.LatencyGap)}
 	if t.ch != nil {
 		w, err := t.armEvents(t.sendCQ)
 		if err != nil {
@@ -128,35 +128,16 @@ func (t *test) runLatRead() error {
 		}
 		l.events = w
 	}
-	if t.verbose() {
-		if o.Duration > 0 {
-			io.WriteString(t.stdout, resultLine+resultFmtLatDur)
-		} else {
-			io.WriteString(t.stdout, resultLine+resultFmtLat)
-		}
-	}
+	t.latHeading()
 	delta := make([]uint64, o.Iters)
-	if o.Duration > 0 {
-		l.dur = newDuration(time.Duration(o.Duration)*time.Second, time.Duration(o.Margin)*time.Second)
-		l.tm = timing{posted: make([]int64, 1), completed: make([]int64, 1)}
-	}
+	l.dur, l.tm = t.latClock()
 	lo := t.latOptions()
 	for _, size := range t.sizes() {
 		l.setup(size, t.localSlice(0), t.rem[0].VAddr, t.rem[0].RKey, t.mr.LKey())
 		if err := l.run(); err != nil {
 			return sendFailed(err)
 		}
-		if l.dur != nil {
-			toNanos(l.tm.posted, l.tm.completed)
-			r := computeLatDuration(size, l.sampled, l.tm.completed[0]-l.tm.posted[0], lo.rtt)
-			if o.Output == OutputLatency {
-				fmt.Fprintf(t.stdout, "%f\n", r.Avg)
-			} else {
-				writeLatDurReport(t.stdout, r)
-			}
-			continue
-		}
-		t.writeLat(size, l.posted, delta, lo)
+		t.reportLat(size, l.dur, l.sampled, &l.tm, l.posted, delta, lo)
 	}
 	if err := t.c.closeConn(&t.my[0], withGID); err != nil {
 		return withLines(err, "Failed to close connection between server and client")

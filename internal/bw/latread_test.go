@@ -142,3 +142,44 @@ func TestComputeLatRead(t *testing.T) {
 		t.Errorf("-D: %+v", d)
 	}
 }
+
+// TestLatencyGap: --latency_gap spins before each post, so consecutive
+// posts are at least the gap apart, in every latency loop.
+func TestLatencyGap(t *testing.T) {
+	gap := gapStamps(200) // 200 us
+	if gap <= 0 || gapStamps(0) != 0 {
+		t.Fatalf("gapStamps(200) = %d, gapStamps(0) = %d", gap, gapStamps(0))
+	}
+	check := func(name string, posted []int64) {
+		t.Helper()
+		for i := 1; i < len(posted); i++ {
+			if d := posted[i] - posted[i-1]; d < gap {
+				t.Errorf("%s: posts %d and %d %d apart, gap %d", name, i-1, i, d, gap)
+			}
+		}
+	}
+	rf := &readLatFake{}
+	rl := &latReadLoop{qp: rf, cq: rf, iters: 10, posted: make([]int64, 10), gap: gap}
+	rl.setup(2, 0x10000, 0x90000, 7, 8)
+	if err := rl.run(); err != nil {
+		t.Fatal(err)
+	}
+	check("read", rl.posted)
+	sf := &sendLatFake{}
+	sl := &latSendLoop{qp: sf, rqp: sf, scq: sf, rcq: sf, client: true, iters: 10, depth: 10, cqMod: 1, posted: make([]int64, 10), gap: gap}
+	sl.setup(2, make([]byte, 64), 0x10000, 0x10000, 0x10020, 5, 0, nil, 0, 0)
+	if err := sl.run(); err != nil {
+		t.Fatal(err)
+	}
+	check("send", sl.posted)
+	wf := &latFake{}
+	mem := make([]byte, 8192)
+	wl := &latWriteLoop{qp: wf, cq: wf, iters: 10, posted: make([]int64, 10), gap: gap}
+	wl.setup(64, mem, 0x10000, 0x10000, 0x11000, 0x90000, 7, 8, 0)
+	wf.mem, wf.recv = mem, 0x1000+63
+	mem[wf.recv] = 1
+	if err := wl.run(); err != nil {
+		t.Fatal(err)
+	}
+	check("write", wl.posted)
+}

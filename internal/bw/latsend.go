@@ -2,8 +2,6 @@ package bw
 
 import (
 	"fmt"
-	"io"
-	"time"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -39,6 +37,7 @@ type latSendLoop struct {
 	posted   []int64
 	scnt     uint64
 	rcnt     uint64
+	gap      int64 // --latency_gap in stamp units
 	y        yielder
 	// -D: the clock, whose timing receives the measured stretch's ends,
 	// and the receives within it (perftest's iters).
@@ -147,6 +146,7 @@ func (l *latSendLoop) run() error {
 			}
 		}
 		if l.scnt < l.iters || (timed && !end()) {
+			gapSpin(l.gap, &l.y)
 			if !timed {
 				l.posted[l.scnt] = stamp()
 			}
@@ -185,11 +185,8 @@ func (t *test) runLatSend() error {
 	o := &t.o
 	withGID := t.gidIndex != -1
 	l := &latSendLoop{qp: t.qps[0], rqp: t.qps[0], scq: t.sendCQ, rcq: t.recvCQ, client: t.client, iters: o.Iters,
-		depth: uint64(o.RxDepth), cqMod: uint64(max(o.CQMod, 1)), posted: make([]int64, o.Iters)}
-	if o.Duration > 0 {
-		l.dur = newDuration(time.Duration(o.Duration)*time.Second, time.Duration(o.Margin)*time.Second)
-		l.tm = timing{posted: make([]int64, 1), completed: make([]int64, 1)}
-	}
+		depth: uint64(o.RxDepth), cqMod: uint64(max(o.CQMod, 1)), posted: make([]int64, o.Iters), gap: gapStamps(o.LatencyGap)}
+	l.dur, l.tm = t.latClock()
 	if t.ch != nil {
 		// send_lat arms both CQs, on one channel, before the heading.
 		w, err := t.armEvents(t.sendCQ, t.recvCQ)
@@ -198,13 +195,7 @@ func (t *test) runLatSend() error {
 		}
 		l.events = w
 	}
-	if t.verbose() {
-		if o.Duration > 0 {
-			io.WriteString(t.stdout, resultLine+resultFmtLatDur)
-		} else {
-			io.WriteString(t.stdout, resultLine+resultFmtLat)
-		}
-	}
+	t.latHeading()
 	var ah *uverbs.AH
 	var remQPN uint32
 	var g uint64
@@ -224,17 +215,7 @@ func (t *test) runLatSend() error {
 		if err := l.run(); err != nil {
 			return sendFailed(err)
 		}
-		if l.dur != nil {
-			toNanos(l.tm.posted, l.tm.completed)
-			r := computeLatDuration(size, l.sampled, l.tm.completed[0]-l.tm.posted[0], lo.rtt)
-			if o.Output == OutputLatency {
-				fmt.Fprintf(t.stdout, "%f\n", r.Avg)
-			} else {
-				writeLatDurReport(t.stdout, r)
-			}
-			continue
-		}
-		t.writeLat(size, l.posted, delta, lo)
+		t.reportLat(size, l.dur, l.sampled, &l.tm, l.posted, delta, lo)
 	}
 	t.rule()
 	if err := t.c.closeConn(&t.my[0], withGID); err != nil {

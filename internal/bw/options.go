@@ -154,6 +154,9 @@ type Options struct {
 	// cycles, -U every sample in the order measured, -H every sample
 	// sorted (perftest's r_flag).
 	Cycles, Unsorted, Histogram bool
+	// LatencyGap (--latency_gap, latency tests): microseconds to spin
+	// before each post, outside the measured time's start.
+	LatencyGap int
 
 	// notice is what perftest prints on stdout while it parses (Run
 	// prints it first), warn what it prints on stderr.
@@ -500,6 +503,13 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 				o.NoRelaxed = true
 			case "use_old_post_send":
 				// Nothing to choose: the Go tools always post with PostSend.
+			case "latency_gap":
+				if n, err = cValue(p.Arg, "Latency gap time", "int"); err == nil {
+					o.LatencyGap = int(int32(n))
+					if o.LatencyGap < 0 {
+						err = &usageError{msg: " Latency gap time must be non-negative"}
+					}
+				}
 			default:
 				err = unsupported("--" + p.Name)
 			}
@@ -683,6 +693,9 @@ func (o *Options) forceDependencies(v Verb) error {
 	}
 	if o.Tst == LAT && (o.Output == OutputBW || o.Output == OutputMsgRate) {
 		return &usageError{msg: " Output verbosity level for LAT can be: latency", quiet: true, resultLine: true}
+	}
+	if o.LatencyGap > 0 && o.Tst != LAT {
+		return &usageError{msg: " Latency gap feature is only for latency tests", quiet: true, resultLine: true}
 	}
 	if v == Send && o.Server == "" && !o.Duplex {
 		o.NoPeak = true // the server times from its first receive
@@ -869,6 +882,7 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 		lines = append(lines, "      --output=<units>  Set verbosity output level: bandwidth , message_rate")
 	}
 	lines = append(lines, "      --disable_pcie_relaxed  Disable PCIe relaxed ordering")
+	lines = append(lines, latOnly("      --latency_gap=<delay_time>  delay time between each post send (microseconds)")...)
 	lines = append(lines, bwOnly(
 		"      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)",
 		"      --report-both  Report RX & TX results separately on Bidirectional BW tests",

@@ -1080,6 +1080,8 @@ var BadArgs = [][]string{
 	{"--use-srq"}, {"--use-srq", "-q", "8", "-r", "4"},
 	// Bidirectional: not with run_infinitely on send.
 	{"-b", "--run_infinitely"}, {"-b", "--report-both"},
+	// --latency_gap: latency tests only.
+	{"--latency_gap=5"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")

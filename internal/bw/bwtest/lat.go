@@ -123,6 +123,17 @@ func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
 				t.Logf("%s (C): line %d all inf after perftest's failed CPU MHz measure", side.name, j)
 				sane = true
 			}
+			// --latency_gap=N: posts at least N us apart, so no sample
+			// under N (read) or N/2 (write, send: halved round trips).
+			if gap := r.latencyGap(); gap > 0 && !slices.Contains(r.Extra, "-C") {
+				min := float64(gap) / 2
+				if r.Tool.Verb == bw.Read {
+					min = float64(gap)
+				}
+				if l.Min < min {
+					t.Errorf("%s: line %d: t_min %.2f us under the gap's %.2f", side.name, j, l.Min, min)
+				}
+			}
 			if l.Size != want[j] || l.Iters != uint64(r.Iters) || !sane {
 				t.Errorf("%s: line %d: %+v, want %d bytes, %d iterations, sane times:\n%s", side.name, j, l, want[j], r.Iters, side.out)
 			}
@@ -130,6 +141,17 @@ func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
 		last[i] = rs[len(rs)-1]
 	}
 	return last[0], last[1]
+}
+
+// latencyGap is the run's --latency_gap=N (0 without).
+func (r *Run) latencyGap() int {
+	for _, a := range r.Extra {
+		if v, ok := strings.CutPrefix(a, "--latency_gap="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
 }
 
 // latencyLines returns the lines of --output=latency's output but the
@@ -172,6 +194,8 @@ var LatBadArgs = [][]string{
 	{"-C"}, {"-U", "-H"}, {"-a"}, {"-F"}, {"--output=latency"}, {"-c", "UC"},
 	// Duration: positive, more than twice the margin, not with -a.
 	{"-D", "0"}, {"-D", "4", "-f", "2"}, {"-D", "4", "-a"}, {"-D", "4"},
+	// --latency_gap: an int, not negative.
+	{"--latency_gap=-1"}, {"--latency_gap", "x"}, {"--latency_gap=10"},
 }
 
 // LatTwoHosts runs a latency tool across the two hosts of make vmtest2
