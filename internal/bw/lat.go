@@ -266,9 +266,7 @@ func (l *latWriteLoop) run() error {
 				l.y.check()
 			}
 			if wc := &l.wc[0]; wc.Status != uverbs.WCSuccess {
-				return msgError{" Completion with error at client",
-					fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
-					fmt.Sprintf("scnt=%d, ccnt=%d", l.scnt, l.ccnt)}
+				return sendCompError(wc, l.scnt, l.ccnt)
 			}
 			l.ccnt++
 			if timed && l.dur.phase.Load() == phaseSample {

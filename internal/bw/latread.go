@@ -68,9 +68,7 @@ func (l *latReadLoop) run() error {
 			return err
 		}
 		if wc := &l.wc[0]; wc.Status != uverbs.WCSuccess {
-			return msgError{" Completion with error at client",
-				fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
-				fmt.Sprintf("scnt=%d, ccnt=%d", l.scnt, l.scnt)}
+			return sendCompError(wc, l.scnt, l.scnt)
 		}
 		if timed && l.dur.phase.Load() == phaseSample {
 			l.sampled++

@@ -166,9 +166,7 @@ func (l *latSendLoop) run() error {
 					return err
 				}
 				if wc := &l.wc[0]; wc.Status != uverbs.WCSuccess {
-					return msgError{" Completion with error at client",
-						fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
-						fmt.Sprintf("scnt=%d, ccnt=%d", l.scnt, l.scnt)}
+					return sendCompError(wc, l.scnt, l.scnt)
 				}
 				l.wr[0].Flags &^= uverbs.SendSignaled
 			}

@@ -30,6 +30,14 @@ type (
 	}
 )
 
+// sendCompError is perftest's NOTIFY_COMP_ERROR_SEND: a send queue's
+// completion with an error, and the counts at that point.
+func sendCompError(wc *uverbs.WC, scnt, ccnt uint64) error {
+	return msgError{" Completion with error at client",
+		fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
+		fmt.Sprintf("scnt=%d, ccnt=%d", scnt, ccnt)}
+}
+
 // pollBatch is how many completions one poll reads (CTX_POLL_BATCH).
 const pollBatch = 16
 
@@ -460,9 +468,7 @@ func (l *sendLoop) poll(tot uint64) (int, error) {
 			return 0, unknownID(wc)
 		}
 		if wc.Status != uverbs.WCSuccess {
-			return 0, msgError{" Completion with error at client",
-				fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
-				fmt.Sprintf("scnt=%d, ccnt=%d", l.scnt, l.ccnt)}
+			return 0, sendCompError(wc, l.scnt, l.ccnt)
 		}
 		l.qps[wc.ID].ccnt += cqMod
 		l.ccnt += cqMod
