@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,14 +283,16 @@ func TestLatLoopAllocs(t *testing.T) {
 // client's side: each post is answered at once by the peer's next count
 // in the polled byte, and completes.
 type latFake struct {
-	mem   []byte
-	recv  uint64
-	posts int
-	fail  bool
+	mem     []byte
+	recv    uint64
+	posts   int
+	fail    bool
+	posting atomic.Uint64 // posts, for a test's clock
 }
 
 func (f *latFake) PostSend(wrs []uverbs.SendWR) error {
 	f.posts++
+	f.posting.Add(1)
 	f.mem[f.recv] = byte(f.posts + 1)
 	return nil
 }
@@ -310,6 +313,7 @@ func TestLatLoopDuration(t *testing.T) {
 	mem := make([]byte, 8192)
 	l := &latWriteLoop{qp: f, cq: f, dur: newDuration(80*time.Millisecond, 20*time.Millisecond),
 		tm: timing{posted: make([]int64, 1), completed: make([]int64, 1)}}
+	l.dur.wait = afterProgress(20, &f.posting) // each phase holds posts, however slow the host
 	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 0x90000, 7, 8, 0)
 	f.mem, f.recv = mem, 0x1000+63
 	mem[f.recv] = 1
@@ -331,6 +335,7 @@ func TestLatLoopDuration(t *testing.T) {
 // completes, every poll finds a completion (the peer always answers).
 type sendLatFake struct {
 	sends, recvs, signaled int
+	receiving              atomic.Uint64 // recvs, for a test's clock
 }
 
 func (f *sendLatFake) PostSend(wrs []uverbs.SendWR) error {
@@ -341,7 +346,11 @@ func (f *sendLatFake) PostSend(wrs []uverbs.SendWR) error {
 	return nil
 }
 
-func (f *sendLatFake) PostRecv([]uverbs.RecvWR) error { f.recvs++; return nil }
+func (f *sendLatFake) PostRecv([]uverbs.RecvWR) error {
+	f.recvs++
+	f.receiving.Add(1)
+	return nil
+}
 
 func (f *sendLatFake) Poll(wcs []uverbs.WC) (int, error) {
 	wcs[0] = uverbs.WC{Status: uverbs.WCSuccess}
@@ -489,6 +498,7 @@ func TestLatSendLoopDuration(t *testing.T) {
 	f := &sendLatFake{}
 	l := &latSendLoop{qp: f, rqp: f, scq: f, rcq: f, client: true, depth: 8, cqMod: 1,
 		dur: newDuration(80*time.Millisecond, 20*time.Millisecond), tm: timing{posted: make([]int64, 1), completed: make([]int64, 1)}}
+	l.dur.wait = afterProgress(20, &f.receiving) // each phase holds receives, however slow the host
 	mem := make([]byte, 8192)
 	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0)
 	if err := l.run(); err != nil || l.sampled == 0 || l.sampled >= l.rcnt || uint64(f.recvs) != l.rcnt || l.tm.completed[0] <= l.tm.posted[0] {

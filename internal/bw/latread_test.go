@@ -3,6 +3,7 @@ package bw
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ type readLatFake struct {
 	fail        bool
 	wr          uverbs.SendWR
 	overlapping bool
+	posting     atomic.Uint64 // posts, for a test's clock
 }
 
 func (f *readLatFake) PostSend(wrs []uverbs.SendWR) error {
@@ -31,6 +33,7 @@ func (f *readLatFake) PostSend(wrs []uverbs.SendWR) error {
 	}
 	f.inFlight, f.wr = true, wrs[0]
 	f.posts++
+	f.posting.Add(1)
 	if f.ev != nil {
 		f.ev.arrive()
 	}
@@ -120,6 +123,7 @@ func TestLatReadLoopDuration(t *testing.T) {
 	f := &readLatFake{}
 	l := &latReadLoop{qp: f, cq: f, dur: newDuration(80*time.Millisecond, 20*time.Millisecond),
 		tm: timing{posted: make([]int64, 1), completed: make([]int64, 1)}}
+	l.dur.wait = afterProgress(20, &f.posting) // each phase holds reads, however slow the host
 	l.setup(64, 0x10000, 0x90000, 7, 8)
 	if err := l.run(); err != nil || l.sampled == 0 || l.sampled >= uint64(f.posts) || l.tm.completed[0] <= l.tm.posted[0] || f.overlapping {
 		t.Errorf("%v: %d sampled of %d posts, stamps %v %v, overlapping %v", err, l.sampled, f.posts, l.tm.posted, l.tm.completed, f.overlapping)

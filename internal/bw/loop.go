@@ -76,6 +76,11 @@ const (
 // halt stops it (a sleep then returns false) and waits for it.
 type background struct {
 	stop, exited chan struct{}
+	// wait, when set (by tests), replaces each sleep's timer: it returns
+	// when the sleep is over, or false once stop is closed. A test ends
+	// its phases after the loop has made progress, not after a time a
+	// loaded host may not give the loop.
+	wait func(d time.Duration, stop <-chan struct{}) bool
 }
 
 func (b *background) start(f func(sleep func(time.Duration) bool)) {
@@ -88,6 +93,9 @@ func (b *background) start(f func(sleep func(time.Duration) bool)) {
 
 // sleep waits for t, or returns false when halt came first.
 func (b *background) sleep(t time.Duration) bool {
+	if b.wait != nil {
+		return b.wait(t, b.stop)
+	}
 	if t <= 0 {
 		return true
 	}

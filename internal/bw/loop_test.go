@@ -5,12 +5,43 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
+
+// afterProgress is a test's clock for a background (its wait): each
+// sleep lasts until every counter has advanced by n since the sleep
+// began, however long that takes, or until the background is halted. A
+// phase of a -D run or a line of a run without end then always holds
+// work, however slowly a loaded host runs the loop.
+func afterProgress(n uint64, counters ...*atomic.Uint64) func(time.Duration, <-chan struct{}) bool {
+	return func(_ time.Duration, stop <-chan struct{}) bool {
+		from := make([]uint64, len(counters))
+		for i, c := range counters {
+			from[i] = c.Load()
+		}
+		tick := time.NewTicker(100 * time.Microsecond)
+		defer tick.Stop()
+		for {
+			done := true
+			for i, c := range counters {
+				done = done && c.Load() >= from[i]+n
+			}
+			if done {
+				return true
+			}
+			select {
+			case <-stop:
+				return false
+			case <-tick.C:
+			}
+		}
+	}
+}
 
 // fakeSQ is a send queue and its CQ: every signaled request completes at
 // the next polls, a few per poll. It records what was posted without
@@ -730,7 +761,6 @@ func (w lineWriter) Write(b []byte) (int, error) {
 // no peak, and ends when Run's context does, with the context's error
 // and no goroutine left.
 func TestForeverReports(t *testing.T) {
-	t.Setenv(periodEnv, "20ms")
 	testkit.LeakCheck(t) // the printer's goroutine ends with the run
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -743,6 +773,7 @@ func TestForeverReports(t *testing.T) {
 	f := &fakeSQ{perPoll: 4}
 	tt.send = sendLoop{qps: []sendQP{{qp: f, myAddr: 0x10000, remAddr: 0x90000}}, cq: f, verb: Write, iters: o.Iters,
 		txDepth: 32, cqMod: 4, noPeak: true, cycle: 4096, line: 64, base: 0x10000, tm: newTiming(1, true), dur: newForever()}
+	tt.send.dur.wait = afterProgress(3*pollBatch, &tt.send.progress) // a line per 48 messages or more
 	tt.send.setup(64, 1)
 	done := make(chan error)
 	go func() {
@@ -751,7 +782,7 @@ func TestForeverReports(t *testing.T) {
 	var total uint64
 	for i := range 3 {
 		rs := ParseReports(<-w.lines)
-		if len(rs) != 1 || rs[0].Size != 64 || rs[0].Iters == 0 || rs[0].Iters%4 != 0 || rs[0].Avg <= 0 || rs[0].Peak != 0 {
+		if len(rs) != 1 || rs[0].Size != 64 || rs[0].Iters < 3*pollBatch || rs[0].Iters%4 != 0 || rs[0].Avg <= 0 || rs[0].Peak != 0 {
 			t.Errorf("line %d: %+v", i, rs)
 		}
 		if len(rs) == 1 {
@@ -843,6 +874,9 @@ func TestBiLoop(t *testing.T) {
 	s := newSendLoop(f, Send, 0, 16, 4, true)
 	s.dur = d
 	r := &recvLoop{qps: []recvQP{{qp: rq, rxAddr: 0x20000}}, cq: rq, dur: d, depth: 32, cycle: 4096, line: 64, tm: newTiming(1, true)}
+	// Each phase lasts until both directions completed more than a poll's
+	// batch, so the measured stretch holds sends and receives.
+	d.wait = afterProgress(3*pollBatch, &s.progress, &r.progress)
 	b := runBi(t, s, r, true)
 	if s.sampled == 0 || r.sampled == 0 || b.sampled() != s.sampled+r.sampled || s.tm.completed[0] <= s.tm.posted[0] {
 		t.Errorf("-D: %d sends and %d receives in the sample, timing %+v", s.sampled, r.sampled, s.tm)

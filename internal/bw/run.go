@@ -1193,7 +1193,7 @@ func (t *test) forever(size uint64, d *duration, progress *atomic.Uint64, run fu
 	if t.o.Duplex && t.v != Send {
 		factor = 2
 	}
-	var printer background
+	printer := background{wait: d.wait} // a test's clock drives both
 	tm := timing{posted: make([]int64, 1), completed: make([]int64, 1)}
 	start, last := nanotime(), uint64(0)
 	printer.start(func(sleep func(time.Duration) bool) {
