@@ -56,7 +56,7 @@ func TestVMUnsupported(t *testing.T) {
 // reach the connect to a server that is not there) exactly as perftest's
 // do: same exit status, same lines.
 func TestVMBadArgs(t *testing.T) {
-	bwtest.SameAsC(t, tool, bwtest.BadArgs, nil)
+	bwtest.SameAsC(t, tool, append([][]string{{"-g"}}, bwtest.BadArgs...), nil)
 }
 
 // TestVMForever: --run_infinitely, Go against C both ways (bwtest.Forever).

@@ -71,6 +71,16 @@ func TestVMUD(t *testing.T) {
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 20, "-c", "UD", "-a")
 }
 
+// TestVMSRQ: --use-srq (each side's QP takes its receives from an SRQ,
+// perftest's srq_exists of a latency test), and -Q with -t (a send
+// completion every fourth message: send is the latency test that uses
+// -Q), Go against C both ways, RC and UD.
+func TestVMSRQ(t *testing.T) {
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2, 4096}, 300, "--use-srq")
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64}, 300, "--use-srq", "-c", "UD", "-r", "16")
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64}, 300, "-t", "8", "-Q", "4")
+}
+
 // TestVMDuration: -D 4 (a second of margin each end; each side's clock
 // starts at its first receive), Go against C both ways.
 func TestVMDuration(t *testing.T) {

@@ -62,11 +62,12 @@ func TestVMDuration(t *testing.T) {
 	bwtest.LatMatrixOn(t, tool, "rxe0", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 1000, "-D", "4")
 }
 
-// TestVMBadArgs: the client command lines of bwtest.LatBadArgs fail (or
-// reach the connect to a server that is not there) exactly as
-// ib_write_lat's do: same exit status, same lines.
+// TestVMBadArgs: the client command lines of bwtest.LatBadArgs, and
+// multicast (-g, send only), fail (or reach the connect to a server that
+// is not there) exactly as ib_write_lat's do: same exit status, same
+// lines.
 func TestVMBadArgs(t *testing.T) {
-	bwtest.SameAsC(t, tool, bwtest.LatBadArgs, nil)
+	bwtest.SameAsC(t, tool, append([][]string{{"-g"}}, bwtest.LatBadArgs...), nil)
 }
 
 // TestTwoHostLatency: across the two hosts of make vmtest2 (server on A,

@@ -184,6 +184,9 @@ func (t *test) runLatSend() error {
 	withGID := t.gidIndex != -1
 	l := &latSendLoop{qp: t.qps[0], rqp: t.qps[0], scq: t.sendCQ, rcq: t.recvCQ, client: t.client, iters: o.Iters,
 		depth: uint64(o.RxDepth), cqMod: uint64(max(o.CQMod, 1)), posted: make([]int64, o.Iters), gap: gapStamps(o.LatencyGap)}
+	if t.srq != nil {
+		l.rqp = t.srq // --use-srq: the QP takes its receives from the SRQ
+	}
 	l.dur, l.tm = t.latClock()
 	if t.ch != nil {
 		// send_lat arms both CQs, on one channel, before the heading.

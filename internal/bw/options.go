@@ -80,6 +80,8 @@ const (
 	defRxRDMA      = 1
 	defRxSend      = 512
 	defQPTimeout   = 14
+	defTOS         = -1 // DEF_TOS: none asked for
+	defHopLimit    = 64 // DEF_HOP_LIMIT
 	defCQMod       = 100
 	minIter        = 5
 	maxIter        = 100000000
@@ -167,6 +169,11 @@ type Options struct {
 
 	reqCQMod bool
 	reqSize  bool
+
+	// -T and -L: perftest takes them for rdma_cm and raw Ethernet QPs
+	// only, which the Go tools do not have, so any value ends the run
+	// with perftest's complaint.
+	tos, hopLimit int
 }
 
 // The options table: perftest's short option string and long options, so
@@ -281,7 +288,7 @@ func ParseArgs(v Verb, args []string) (Options, error) { return ParseTestArgs(BW
 func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 	o := Options{Tst: tst, Port: defPort, IBPort: 1, Size: defSize, Iters: defIters, TxDepth: defTxDepth,
 		RxDepth: defRxRDMA, QPTimeout: defQPTimeout, GIDIndex: -1, CQMod: defCQMod, Inline: -1,
-		Margin: defInitMargin, PostList: 1, QPs: 1}
+		Margin: defInitMargin, PostList: 1, QPs: 1, tos: defTOS, hopLimit: defHopLimit}
 	if v == Write {
 		o.Iters = defItersWrite
 	}
@@ -297,11 +304,6 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 	var err error
 	for _, p := range opts {
 		var n int64
-		if tst == LAT {
-			if name := latRefused(p); name != "" {
-				return Options{}, unsupported(name)
-			}
-		}
 		switch p.Val {
 		case 'p':
 			if n, err = cValue(p.Arg, "Port", "int"); err == nil {
@@ -367,7 +369,9 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 				err = &usageError{msg: " Invalid Connection type. Please choose from {RC,UC,UD,XRC,DC,SRD}", quiet: true}
 			}
 		case 'q':
-			if n, err = inRange(p.Arg, "num of Qps", minQPs, maxQPs); err == nil {
+			if tst != BW {
+				err = &usageError{msg: " Multiple QPs only available on bw tests"}
+			} else if n, err = inRange(p.Arg, "num of Qps", minQPs, maxQPs); err == nil {
 				o.QPs = int(n)
 			}
 		case 'I':
@@ -420,6 +424,20 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 				if o.Margin < 0 {
 					err = &usageError{msg: " Margin must be non-negative"}
 				}
+			}
+		case 'T':
+			if n, err = inRange(p.Arg, "TOS", 0, 255); err == nil {
+				o.tos = int(n)
+			}
+		case 'L':
+			if n, err = inRange(p.Arg, "Hop Limit", 0, 255); err == nil {
+				o.hopLimit = int(n)
+			}
+		case 'g':
+			if v != Send {
+				err = &usageError{msg: " MultiCast feature only available on SEND verb"}
+			} else {
+				err = unsupported("-g")
 			}
 		case 'l':
 			if n, err = cValue(p.Arg, "Send Post List size", "int"); err == nil {
@@ -542,22 +560,6 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 	return o, nil
 }
 
-// latRefused names the options of perftest's latency tests that the Go
-// latency tools do not implement ("" for the others): more QPs, post
-// lists, limits, moderation, SRQ and the bandwidth-only report options.
-func latRefused(p getopt.Opt) string {
-	switch p.Val {
-	case 'q', 'l', 'w', 'y', 'Q':
-		return fmt.Sprintf("-%c", p.Val)
-	case 0:
-		switch p.Name {
-		case "report_gbits", "report-both", "use-srq":
-			return "--" + p.Name
-		}
-	}
-	return ""
-}
-
 func unsupported(opt string) error {
 	return &usageError{msg: fmt.Sprintf(" %s: not supported by this port of perftest (pureverbs)", opt)}
 }
@@ -660,6 +662,9 @@ func (o *Options) forceDependencies(v Verb) error {
 	if o.CQMod > o.TxDepth {
 		o.CQMod = o.TxDepth
 	}
+	if o.PostList > 1 && o.Tst == LAT {
+		return &usageError{msg: "Post list is supported in BW tests only", quiet: true, resultLine: true}
+	}
 	if o.PostList > 1 {
 		// A completion per list (or per cq_mod requests of it).
 		if o.Duration == 0 && o.Iters%uint64(o.PostList) != 0 {
@@ -710,6 +715,14 @@ func (o *Options) forceDependencies(v Verb) error {
 		if o.All {
 			return &usageError{msg: "Duration mode currently doesn't support running on all sizes.", quiet: true, resultLine: true}
 		}
+	}
+	// rdma_cm (-R, -z) is refused by name, and there is no raw
+	// Ethernet QP: perftest's rule for both leaves no valid use.
+	if o.tos != defTOS {
+		return &usageError{msg: " TOS only valid for rdma_cm based QP and RawEth QP ", quiet: true, toStdout: true}
+	}
+	if o.hopLimit != defHopLimit {
+		return &usageError{msg: " Hop limit only valid for RawEth QP ", quiet: true, toStdout: true}
 	}
 	if o.Infinite {
 		// A line every -D seconds, without a peak.

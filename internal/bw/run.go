@@ -480,7 +480,9 @@ func (t *test) createResources() error {
 			return msgError{"Couldn't create a receiver CQ", "  (" + err.Error() + ")"}
 		}
 	}
-	if o.SRQ && (!t.client || o.Duplex) {
+	// perftest's srq_exists: the receiving sides of a bandwidth test, and
+	// both sides of a latency test (both receive).
+	if o.SRQ && (!t.client || o.Duplex || o.Tst == LAT) {
 		if t.srq, err = t.pd.CreateSRQ(uverbs.SRQAttr{MaxWR: o.RxDepth, MaxSGE: 1}); err != nil {
 			return msgError{"Couldn't create SRQ", "  (" + err.Error() + ")"}
 		}

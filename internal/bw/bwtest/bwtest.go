@@ -1082,6 +1082,9 @@ var BadArgs = [][]string{
 	{"-b", "--run_infinitely"}, {"-b", "--report-both"},
 	// --latency_gap: latency tests only.
 	{"--latency_gap=5"},
+	// TOS and hop limit: for rdma_cm and raw Ethernet QPs only; the
+	// values checked first.
+	{"-T", "32"}, {"-L", "10"}, {"-L", "64"}, {"-T", "-1"}, {"-L", "256"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")

@@ -185,6 +185,10 @@ const latHeadingDur = " #bytes        #iterations       t_avg[usec]    tps avera
 // --output), and a few the bandwidth tools share (sizes, iterations,
 // depths, connection types, GID indexes, an unknown device, an extra
 // operand), -D's checks, and accepted options (-C, -U, -H, -a, -F, -D).
+// Also the bandwidth tests' options as perftest's latency tests take
+// them: -q and -l refused, -T and -L refused for want of rdma_cm and raw
+// Ethernet, --use-srq refused but by send, and -Q, -w, -y, --report_gbits
+// and --report-both accepted, without effect but send's -Q.
 var LatBadArgs = [][]string{
 	{"-b"}, {"-N"}, {"--run_infinitely"}, {"--output=bandwidth"}, {"--output=message_rate"}, {"--output=bw"},
 	{"-s", "0"}, {"-s", "abc"}, {"-n", "0"}, {"-n", "4"}, {"-t", "0"}, {"-r", "2"},
@@ -196,6 +200,8 @@ var LatBadArgs = [][]string{
 	{"-D", "0"}, {"-D", "4", "-f", "2"}, {"-D", "4", "-a"}, {"-D", "4"},
 	// --latency_gap: an int, not negative.
 	{"--latency_gap=-1"}, {"--latency_gap", "x"}, {"--latency_gap=10"},
+	{"-q", "2"}, {"-l", "2"}, {"-T", "32"}, {"-L", "10"}, {"-T", "300"}, {"--use-srq"},
+	{"-Q", "4"}, {"-w", "10"}, {"-y", "10"}, {"--report_gbits"}, {"--report-both"},
 }
 
 // LatTwoHosts runs a latency tool across the two hosts of make vmtest2
