@@ -81,6 +81,15 @@ func TestVMSRQ(t *testing.T) {
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64}, 300, "-t", "8", "-Q", "4")
 }
 
+// TestVMLongOptions: --tclass, --pkey_index, --wait_destroy,
+// --retry_count and --flow_label (see writebw's), Go against C both
+// ways, RC and UD (whose address handle carries the traffic class).
+func TestVMLongOptions(t *testing.T) {
+	long := []string{"--tclass", "32", "--pkey_index", "1", "--wait_destroy", "1", "--retry_count", "3", "--flow_label", "5"}
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64}, 300, long...)
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64}, 300, append(long, "-c", "UD")...)
+}
+
 // TestVMDuration: -D 4 (a second of margin each end; each side's clock
 // starts at its first receive), Go against C both ways.
 func TestVMDuration(t *testing.T) {

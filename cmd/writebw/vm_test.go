@@ -31,6 +31,15 @@ func TestVMGoGo(t *testing.T) {
 	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 300, "-I", "64")
 }
 
+// TestVMLongOptions: perftest's --tclass (the GRH's traffic class),
+// --pkey_index, --wait_destroy (the resources stay a second after the
+// run, with perftest's line), and --retry_count and --flow_label (checked,
+// and unused without rdma_cm), Go against C both ways.
+func TestVMLongOptions(t *testing.T) {
+	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 100,
+		"--tclass", "32", "--pkey_index", "1", "--wait_destroy", "1", "--retry_count", "3", "--flow_label", "5")
+}
+
 // TestVMDuration: -D, Go against C both ways (bwtest.Duration).
 func TestVMDuration(t *testing.T) { bwtest.Duration(t, tool) }
 

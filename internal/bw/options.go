@@ -174,6 +174,10 @@ type Options struct {
 	// only, which the Go tools do not have, so any value ends the run
 	// with perftest's complaint.
 	tos, hopLimit int
+
+	tclass      uint8  // --tclass: the GRH's traffic class (perftest's uint16_t, cut to the GRH's byte)
+	waitDestroy uint32 // --wait_destroy: seconds to wait before releasing the resources
+	pkeyIndex   int    // --pkey_index: the QPs' P_Key index (0 past the device's table)
 }
 
 // The options table: perftest's short option string and long options, so
@@ -519,6 +523,26 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 				}
 			case "disable_pcie_relaxed":
 				o.NoRelaxed = true
+			case "retry_count", "flow_label":
+				// Checked; perftest uses the retry count only with
+				// rdma_cm (its own RC QPs always retry 7 times), and the
+				// flow label not at all.
+				name := map[string]string{"retry_count": "Retry Count", "flow_label": "flow label"}[p.Name]
+				if n, err = cValue(p.Arg, name, "int"); err == nil && int32(n) < 0 {
+					err = &usageError{msg: " " + name + " must be non-negative"}
+				}
+			case "tclass":
+				if n, err = cValue(p.Arg, "traffic class", "uint16_t"); err == nil {
+					o.tclass = uint8(n)
+				}
+			case "wait_destroy":
+				if n, err = cValue(p.Arg, "wait_destroy", "uint32_t"); err == nil {
+					o.waitDestroy = uint32(n)
+				}
+			case "pkey_index":
+				if n, err = cValue(p.Arg, "Pkey index", "int"); err == nil {
+					o.pkeyIndex = int(int32(n))
+				}
 			case "use_old_post_send":
 				// Nothing to choose: the Go tools always post with PostSend.
 			case "latency_gap":

@@ -135,6 +135,12 @@ func TestParseArgsDefaults(t *testing.T) {
 	if o, _ := ParseArgs(Write, nil); o.GIDIndex != -1 {
 		t.Errorf("default GID index %d, want -1", o.GIDIndex)
 	}
+	// perftest's casts: the traffic class is a uint16_t, then the GRH's
+	// byte; the wait a uint32_t; the P_Key index an int.
+	if o, err := ParseArgs(Send, []string{"--tclass", "300", "--wait_destroy=0x10", "--pkey_index", "2", "--retry_count=9", "--flow_label=1", "h"}); err != nil ||
+		o.tclass != 44 || o.waitDestroy != 16 || o.pkeyIndex != 2 {
+		t.Errorf("long options: %+v, %v", o, err)
+	}
 }
 
 func TestParseArgsErrors(t *testing.T) {
@@ -183,6 +189,12 @@ func TestParseArgsErrors(t *testing.T) {
 		{Write, []string{"-l", "8", "-Q", "3"}, "Post list size must be a multiple of CQ moderation"},
 		{Write, []string{"-l", "0"}, " Send Post List size should be positive"},
 		{Write, []string{"-l", "256", "-t", "128", "-n", "1024"}, " Post list size 256 exceeds the TX depth 128"},
+		{Write, []string{"--retry_count=-1"}, " Retry Count must be non-negative"},
+		{Send, []string{"--flow_label", "0x"}, " flow label argument 0x should be int"},
+		{Read, []string{"--flow_label", "-3"}, " flow label must be non-negative"},
+		{Write, []string{"--tclass", "x"}, " traffic class argument x should be uint16_t"},
+		{Send, []string{"--wait_destroy", "1s"}, " wait_destroy argument 1s should be uint32_t"},
+		{Read, []string{"--pkey_index", "one"}, " Pkey index argument one should be int"},
 		{Write, []string{"-k", "1"}, " -k: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-Z"}, " -Z: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-y"}, "option requires an argument -- 'y'"},

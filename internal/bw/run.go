@@ -326,6 +326,19 @@ func (t *test) open() error {
 			t.outReads = attr.MaxQPRdAtom
 		}
 	}
+	if t.o.pkeyIndex > 0 {
+		// ctx_chk_pkey_index: past the device's table, index 0.
+		attr, err := t.dev.QueryDevice()
+		switch {
+		case err != nil:
+			io.WriteString(t.stderr, " Unable to validata PKey Index, changing to 0\n")
+			t.o.pkeyIndex = 0
+		case t.o.pkeyIndex > attr.MaxPKeys-1:
+			io.WriteString(t.stdout, resultLine)
+			fmt.Fprintf(t.stderr, " Specified PKey Index, %d, greater than allowed max, %d\n Changing to 0\n", t.o.pkeyIndex, attr.MaxPKeys-1)
+			t.o.pkeyIndex = 0
+		}
+	}
 	return nil
 }
 
@@ -510,7 +523,7 @@ func (t *test) createQP(i int) error {
 		fmt.Fprintf(t.stdout, "  Actual inline-size(%d) > requested inline-size(%d)\n", got, o.Inline)
 		o.Inline = got
 	}
-	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: uint8(o.IBPort)}
+	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: uint8(o.IBPort), PKeyIndex: uint16(o.pkeyIndex)}
 	mask := uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort
 	switch {
 	case o.Conn == UD:
@@ -799,6 +812,7 @@ func (t *test) modifyRTR(i int) error {
 		attr.AH.DGID = rem.GID
 		attr.AH.SGIDIndex = uint8(t.gidIndex)
 		attr.AH.HopLimit = 0xff
+		attr.AH.TrafficClass = o.tclass
 	}
 	mask := uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN
 	if o.Conn == RC {
@@ -847,6 +861,7 @@ func (t *test) readyUD(i int) error {
 		ah.DGID = t.rem[i].GID
 		ah.SGIDIndex = uint8(t.gidIndex)
 		ah.HopLimit = 0xff
+		ah.TrafficClass = o.tclass
 	}
 	a, err := t.pd.CreateAH(ah)
 	if err != nil {
@@ -1289,6 +1304,18 @@ func (w *channelWaiter) wait() error {
 
 // close destroys everything in perftest's order after a successful run.
 func (t *test) close() error {
+	if w := t.o.waitDestroy; w > 0 {
+		// --wait_destroy: the resources stay up (for a look with rdma
+		// resource or the like) until the time is up or the run is
+		// interrupted.
+		fmt.Fprintf(t.stdout, " Waiting %d seconds before releasing resources...\n", w)
+		wait := time.NewTimer(time.Duration(w) * time.Second)
+		select {
+		case <-wait.C:
+		case <-t.ctx.Done():
+		}
+		wait.Stop()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	steps := []struct {

@@ -1085,6 +1085,10 @@ var BadArgs = [][]string{
 	// TOS and hop limit: for rdma_cm and raw Ethernet QPs only; the
 	// values checked first.
 	{"-T", "32"}, {"-L", "10"}, {"-L", "64"}, {"-T", "-1"}, {"-L", "256"},
+	// Long options: checked as perftest's casts read them; a P_Key index
+	// past the table becomes 0, with a complaint.
+	{"--tclass", "x"}, {"--tclass", "300"}, {"--retry_count=-1"}, {"--flow_label", "-2"}, {"--wait_destroy", "x"},
+	{"--pkey_index", "100"}, {"--pkey_index", "1"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")

@@ -202,6 +202,7 @@ var LatBadArgs = [][]string{
 	{"--latency_gap=-1"}, {"--latency_gap", "x"}, {"--latency_gap=10"},
 	{"-q", "2"}, {"-l", "2"}, {"-T", "32"}, {"-L", "10"}, {"-T", "300"}, {"--use-srq"},
 	{"-Q", "4"}, {"-w", "10"}, {"-y", "10"}, {"--report_gbits"}, {"--report-both"},
+	{"--tclass", "x"}, {"--retry_count=-1"}, {"--pkey_index", "100"}, {"--wait_destroy", "x"},
 }
 
 // LatTwoHosts runs a latency tool across the two hosts of make vmtest2
