@@ -527,7 +527,10 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 				// Checked; perftest uses the retry count only with
 				// rdma_cm (its own RC QPs always retry 7 times), and the
 				// flow label not at all.
-				name := map[string]string{"retry_count": "Retry Count", "flow_label": "flow label"}[p.Name]
+				name := "Retry Count"
+				if p.Name == "flow_label" {
+					name = "flow label"
+				}
 				if n, err = cValue(p.Arg, name, "int"); err == nil && int32(n) < 0 {
 					err = &usageError{msg: " " + name + " must be non-negative"}
 				}

@@ -4,6 +4,7 @@ package bw
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -190,4 +191,49 @@ func sendReceive(t *testing.T, s *sendLoop, r *recvLoop, lkey uint32) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestVMOptionsReachTheQP: --tclass and --pkey_index reach the kernel.
+// The tools' own code opens rxelo, creates the resources (the QP at INIT
+// with the P_Key index) and moves the QP to RTR and RTS towards itself
+// (the path's GRH with the traffic class); QUERY_QP then reports both,
+// the traffic class as perftest's cast leaves it (300 is 44).
+func TestVMOptionsReachTheQP(t *testing.T) {
+	o, err := ParseArgs(Write, []string{"-d", testkit.LoopDev, "--tclass", "300", "--pkey_index", "1", "-s", "64", "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt := &test{ctx: context.Background(), v: Write, o: o, stdout: io.Discard, stderr: io.Discard, client: true,
+		cycle: 4096, cacheLine: 64}
+	if err := tt.open(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := tt.close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := tt.createResources(); err != nil {
+		t.Fatal(err)
+	}
+	const gidIndex = 1 // rxelo's ::ffff:127.0.0.1
+	gid, err := tt.dev.QueryGID(1, gidIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp := tt.qps[0]
+	tt.gidIndex, tt.mtu = gidIndex, tt.activeMTU
+	self := Dest{QPN: qp.QPN(), PSN: 7, GID: gid.GID, OutReads: 1}
+	tt.my, tt.rem = []Dest{self}, []Dest{self}
+	if err := tt.modifyRTR(0); err != nil {
+		t.Fatal(err)
+	}
+	attr, _, err := qp.Query(uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPKeyIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attr.State != uverbs.QPStateRTS || !attr.AH.IsGlobal || attr.AH.TrafficClass != 44 || attr.AH.SGIDIndex != gidIndex || attr.PKeyIndex != 1 {
+		t.Errorf("QP after the tools' set-up: state %v, AH %+v, P_Key index %d; want RTS, traffic class 44 on GID %d, P_Key index 1",
+			attr.State, attr.AH, attr.PKeyIndex, gidIndex)
+	}
 }
