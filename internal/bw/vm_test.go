@@ -199,6 +199,7 @@ func sendReceive(t *testing.T, s *sendLoop, r *recvLoop, lkey uint32) {
 // (the path's GRH with the traffic class); QUERY_QP then reports both,
 // the traffic class as perftest's cast leaves it (300 is 44).
 func TestVMOptionsReachTheQP(t *testing.T) {
+	testkit.RequireVM(t)
 	o, err := ParseArgs(Write, []string{"-d", testkit.LoopDev, "--tclass", "300", "--pkey_index", "1", "-s", "64", "h"})
 	if err != nil {
 		t.Fatal(err)
