@@ -131,9 +131,7 @@ func (l *latSendLoop) run() error {
 				}
 			}
 			if wc := &l.wc[0]; wc.Status != uverbs.WCSuccess {
-				return msgError{" Completion with error at server",
-					fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
-					fmt.Sprintf(" rcnt=%d", l.rcnt)}
+				return recvCompError(wc, l.rcnt)
 			}
 			l.rcnt++
 			if timed && l.dur.phase.Load() == phaseSample {

@@ -38,6 +38,14 @@ func sendCompError(wc *uverbs.WC, scnt, ccnt uint64) error {
 		fmt.Sprintf("scnt=%d, ccnt=%d", scnt, ccnt)}
 }
 
+// recvCompError is perftest's NOTIFY_COMP_ERROR_RECV: a receive's
+// completion with an error, and the receives counted before it.
+func recvCompError(wc *uverbs.WC, rcnt uint64) error {
+	return msgError{" Completion with error at server",
+		fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
+		fmt.Sprintf(" rcnt=%d", rcnt)}
+}
+
 // pollBatch is how many completions one poll reads (CTX_POLL_BATCH).
 const pollBatch = 16
 
@@ -656,9 +664,7 @@ func (l *recvLoop) complete(n int) error {
 		}
 		q := &l.qps[wc.ID]
 		if wc.Status != uverbs.WCSuccess {
-			return msgError{" Completion with error at server",
-				fmt.Sprintf(" Failed status %d: wr_id %d syndrom 0x%x", wc.Status, int(wc.ID), wc.VendorErr),
-				fmt.Sprintf(" rcnt=%d", q.rcnt)}
+			return recvCompError(wc, q.rcnt)
 		}
 		q.rcnt++
 		l.rcnt++
