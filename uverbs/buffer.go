@@ -1,6 +1,12 @@
 package uverbs
 
-import "github.com/pureverbs/pureverbs/internal/sys"
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/pureverbs/pureverbs/internal/sys"
+)
 
 // Buffer is page-aligned, zero-filled memory outside the Go heap (a
 // private anonymous mmap), for applications that want registered memory
@@ -21,6 +27,61 @@ func AllocBuffer(size int) (*Buffer, error) {
 	b, err := sys.AllocBuffer(size, "uverbs buffer")
 	if err != nil {
 		return nil, &OpError{Object: "buffer", Method: "alloc", Err: err}
+	}
+	return &Buffer{b: b}, nil
+}
+
+// AllocHugeBuffer is AllocBuffer backed by huge pages of the system's
+// default size (MAP_HUGETLB, 2 MiB on x86-64; /proc/meminfo's
+// Hugepagesize): fewer pages to pin and translate when the memory is
+// registered, as perftest's --use_hugepages. The mapping is rounded up to
+// whole huge pages. The pages come from the pool the administrator
+// reserved (vm.nr_hugepages); with too few free the error matches
+// unix.ENOMEM and says so, and on a system without huge pages it matches
+// ErrNotSupported.
+func AllocHugeBuffer(size int) (*Buffer, error) {
+	if size <= 0 {
+		return nil, invalidErr("buffer", "alloc huge", "size %d", size)
+	}
+	hp := sys.HugePageSize()
+	if hp == 0 {
+		return nil, &OpError{Object: "buffer", Method: "alloc huge", Err: fmt.Errorf("%w: the system has no huge pages", ErrNotSupported)}
+	}
+	b, err := sys.AllocHugeBuffer(size, "uverbs huge buffer", hp)
+	if err != nil {
+		err = &OpError{Object: "buffer", Method: "alloc huge", Err: err}
+		if errors.Is(err, sys.ENOMEM) {
+			n := (size + hp - 1) / hp
+			err = withHint(err, fmt.Sprintf("%d huge pages of %d KiB are needed and fewer are free: reserve more "+
+				"(sysctl vm.nr_hugepages, or /sys/kernel/mm/hugepages/hugepages-%dkB/nr_hugepages)", n, hp>>10, hp>>10))
+		}
+		return nil, err
+	}
+	return &Buffer{b: b}, nil
+}
+
+// MapFileBuffer maps size bytes of f from offset (a multiple of the page
+// size) as a Buffer: shared, read/write, so what the device writes into
+// registered memory reaches the file (a file on a DAX file system
+// is persistent memory, the target of librpma's peers), as perftest's
+// --mmap. f must be open for reading and writing; the mapping outlives
+// it. Pages past the end of the file cannot be registered (the kernel
+// answers EFAULT). Close unmaps it.
+func MapFileBuffer(f *os.File, offset int64, size int) (*Buffer, error) {
+	if f == nil || size <= 0 || offset < 0 || offset%int64(sys.PageSize) != 0 {
+		return nil, invalidErr("buffer", "map file", "size %d at offset %d (pages of %d bytes)", size, offset, sys.PageSize)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, &OpError{Object: "buffer", Method: "map file", Err: err}
+	}
+	var b *sys.Buffer
+	var merr error
+	if err := rc.Control(func(fd uintptr) { b, merr = sys.MapFile(int(fd), offset, size, "uverbs file buffer "+f.Name()) }); err != nil {
+		return nil, &OpError{Object: "buffer", Method: "map file", Err: err}
+	}
+	if merr != nil {
+		return nil, &OpError{Object: "buffer", Method: "map file", Err: merr}
 	}
 	return &Buffer{b: b}, nil
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -234,5 +236,90 @@ func TestBufferArgs(t *testing.T) {
 	}
 	if r := sys.OpenBuffers(); len(r) != 0 {
 		t.Errorf("OpenBuffers after Close = %q", r)
+	}
+}
+
+// TestHugeBufferArgs: AllocHugeBuffer refuses what AllocBuffer refuses;
+// on a host with no huge pages free it fails with ENOMEM and says what
+// to reserve (where some are free, the buffer is whole huge pages).
+func TestHugeBufferArgs(t *testing.T) {
+	for _, n := range []int{0, -5} {
+		if _, err := AllocHugeBuffer(n); !errors.Is(err, ErrInvalid) {
+			t.Errorf("AllocHugeBuffer(%d) = %v, want ErrInvalid", n, err)
+		}
+	}
+	hp := sys.HugePageSize()
+	if hp == 0 {
+		if _, err := AllocHugeBuffer(1); !errors.Is(err, ErrNotSupported) {
+			t.Errorf("AllocHugeBuffer without huge pages = %v, want ErrNotSupported", err)
+		}
+		return
+	}
+	// More than any test host reserves.
+	_, err := AllocHugeBuffer(1 << 40)
+	if !errors.Is(err, sys.ENOMEM) || !strings.Contains(err.Error(), "vm.nr_hugepages") {
+		t.Errorf("AllocHugeBuffer(1 TiB) = %v, want ENOMEM naming vm.nr_hugepages", err)
+	}
+	if _, err := sys.AllocHugeBuffer(10, "x", 3000); !errors.Is(err, sys.EINVAL) {
+		t.Errorf("a huge page size of 3000 = %v", err)
+	}
+}
+
+// TestMapFileBuffer: a file's pages as a Buffer: what is stored reaches
+// the file, from the offset asked for; a file open read-only cannot be
+// mapped for writing (EACCES); offsets off a page and sizes below 1 are
+// refused before the kernel sees them.
+func TestMapFileBuffer(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "buf")
+	ps := sys.PageSize
+	if err := os.WriteFile(name, make([]byte, 3*ps), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := MapFileBuffer(f, int64(ps), ps+10)
+	f.Close() // the mapping outlives the file
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := b.Bytes()
+	if len(mem) != ps+10 || sys.SliceAddr(mem)%uint64(ps) != 0 {
+		t.Fatalf("%d bytes at %#x", len(mem), sys.SliceAddr(mem))
+	}
+	copy(mem, "first")
+	copy(mem[ps:], "second")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data[ps:ps+5]) != "first" || string(data[2*ps:2*ps+6]) != "second" || data[0] != 0 {
+		t.Errorf("file after the stores: %q ... %q", data[ps:ps+8], data[2*ps:2*ps+8])
+	}
+	ro, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if _, err := MapFileBuffer(ro, 0, ps); !errors.Is(err, sys.EACCES) {
+		t.Errorf("read-only file = %v, want EACCES", err)
+	}
+	for _, c := range []struct {
+		off  int64
+		size int
+	}{{1, ps}, {-4096, ps}, {0, 0}} {
+		if _, err := MapFileBuffer(ro, c.off, c.size); !errors.Is(err, ErrInvalid) {
+			t.Errorf("offset %d size %d = %v, want ErrInvalid", c.off, c.size, err)
+		}
+	}
+	if _, err := MapFileBuffer(nil, 0, ps); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil file = %v", err)
+	}
+	if r := sys.OpenBuffers(); len(r) != 0 {
+		t.Errorf("OpenBuffers = %q", r)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -68,7 +70,8 @@ var littleEndian = func() bool {
 var PageSize = os.Getpagesize()
 
 // Buffer is page-aligned memory outside the Go heap: a private anonymous
-// mapping, zero-filled, never moved or scanned by the garbage collector,
+// mapping, zero-filled (or a shared mapping of a file: MapFile), never
+// moved or scanned by the garbage collector,
 // and released only by Free (there is no finalizer: the collector cannot
 // see the slices Bytes hands out, so it cannot know when they are dead).
 //
@@ -90,18 +93,74 @@ var (
 // AllocBuffer maps size bytes (rounded up to whole pages) of private
 // anonymous read/write memory.
 func AllocBuffer(size int, name string) (*Buffer, error) {
+	return allocBuffer(size, name, PageSize, 0)
+}
+
+// AllocHugeBuffer is AllocBuffer backed by huge pages of the system's
+// default size (MAP_HUGETLB), hugePage bytes each (HugePageSize): size
+// is rounded up to whole huge pages. With none free the kernel answers
+// ENOMEM.
+func AllocHugeBuffer(size int, name string, hugePage int) (*Buffer, error) {
+	if hugePage <= 0 || hugePage&(hugePage-1) != 0 {
+		return nil, fmt.Errorf("sys: buffer %s: huge page size %d: %w", name, hugePage, unix.EINVAL)
+	}
+	return allocBuffer(size, name, hugePage, unix.MAP_HUGETLB)
+}
+
+// HugePageSize returns the system's default huge page size
+// (/proc/meminfo's Hugepagesize), or 0 when it has none.
+func HugePageSize() int {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Hugepagesize:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				if n, err := strconv.Atoi(f[0]); err == nil && n > 0 {
+					return n << 10
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// MapFile maps size bytes of the file fd from offset (a multiple of the
+// page size), shared and read/write: stores reach the file. The mapping
+// outlives fd, which the caller may close.
+func MapFile(fd int, offset int64, size int, name string) (*Buffer, error) {
+	if size <= 0 || offset < 0 || offset%int64(PageSize) != 0 {
+		return nil, fmt.Errorf("sys: buffer %s: size %d at offset %d: %w", name, size, offset, unix.EINVAL)
+	}
+	ps := uintptr(PageSize)
+	total := (uintptr(size) + ps - 1) &^ (ps - 1)
+	p, err := unix.MmapPtr(fd, offset, nil, total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, err
+	}
+	return newBuffer(p, size, total, name), nil
+}
+
+func allocBuffer(size int, name string, page int, flags int) (*Buffer, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("sys: buffer %s: size %d: %w", name, size, unix.EINVAL)
 	}
-	ps := uintptr(PageSize)
+	ps := uintptr(page)
 	total := (uintptr(size) + ps - 1) &^ (ps - 1)
 	if total < uintptr(size) {
 		return nil, fmt.Errorf("sys: buffer %s: size %d: %w", name, size, unix.EINVAL)
 	}
-	p, err := unix.MmapPtr(-1, 0, nil, total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	p, err := unix.MmapPtr(-1, 0, nil, total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|flags)
 	if err != nil {
 		return nil, err
 	}
+	return newBuffer(p, size, total, name), nil
+}
+
+// newBuffer wraps a mapping of total bytes at p, size of them in use.
+func newBuffer(p unsafe.Pointer, size int, total uintptr, name string) *Buffer {
 	b := &Buffer{base: p, size: size, total: total, name: name}
 	if tracing.Load() {
 		st := make([]byte, 4096)
@@ -110,7 +169,7 @@ func AllocBuffer(size int, name string) (*Buffer, error) {
 		buffers[b] = string(st)
 		bufMu.Unlock()
 	}
-	return b, nil
+	return b
 }
 
 // Bytes returns the buffer's memory (length and capacity as requested),
