@@ -70,3 +70,18 @@ func TestVMOutput(t *testing.T) { bwtest.Output(t, tool) }
 
 // TestVMLimits: -w and -y, Go against C both ways (bwtest.Limits).
 func TestVMLimits(t *testing.T) { bwtest.Limits(t, tool) }
+
+// TestVMMRPerQP: --mr_per_qp with four QPs, Go against C both ways (bwtest.MRPerQP).
+func TestVMMRPerQP(t *testing.T) { bwtest.MRPerQP(t, tool) }
+
+// TestVMOutJSON: --out_json and --out_json_file, Go against C both ways (bwtest.OutJSON).
+func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
+
+// TestVMWarmUp: --perform_warm_up, Go against C both ways at 64 KiB
+// (a completion per read, where perftest's warm-up ends), and Go
+// against Go with -a and the default moderation (where perftest's would
+// wait for ever).
+func TestVMWarmUp(t *testing.T) {
+	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{65536}, 200, "--perform_warm_up")
+	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 5, "--perform_warm_up", "-a", "-b")
+}

@@ -75,3 +75,6 @@ func TestVMBadArgs(t *testing.T) {
 func TestTwoHostLatency(t *testing.T) {
 	bwtest.LatTwoHosts(t, tool, []int{2, 4096}, 300)
 }
+
+// TestVMOutJSON: --out_json and --out_json_file, Go against C both ways (bwtest.OutJSON).
+func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }

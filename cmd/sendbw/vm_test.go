@@ -156,3 +156,18 @@ func TestVMOutput(t *testing.T) { bwtest.Output(t, tool) }
 
 // TestVMLimits: -w and -y, Go against C both ways (bwtest.Limits).
 func TestVMLimits(t *testing.T) { bwtest.Limits(t, tool) }
+
+// TestVMRecvPostList: --recv_post_list, Go against C both ways (bwtest.RecvPostList).
+func TestVMRecvPostList(t *testing.T) { bwtest.RecvPostList(t, tool) }
+
+// TestVMMRPerQP: --mr_per_qp with four QPs, Go against C both ways (bwtest.MRPerQP).
+func TestVMMRPerQP(t *testing.T) { bwtest.MRPerQP(t, tool) }
+
+// TestVMCPUUtil: --cpu_util with -D, Go against C both ways (bwtest.CPUUtil).
+func TestVMCPUUtil(t *testing.T) { bwtest.CPUUtil(t, tool) }
+
+// TestVMOutJSON: --out_json and --out_json_file, Go against C both ways (bwtest.OutJSON).
+func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
+
+// TestVMHugePages: --use_hugepages, failing without huge pages and running with them, Go against C both ways (bwtest.HugePages).
+func TestVMHugePages(t *testing.T) { bwtest.HugePages(t, tool) }

@@ -118,3 +118,12 @@ func TestTwoHostLatency(t *testing.T) {
 func TestTwoHostUD(t *testing.T) {
 	bwtest.LatTwoHosts(t, tool, []int{2, 1024}, 300, "-c", "UD")
 }
+
+// TestVMCPUUtil: --cpu_util with -D, Go against C both ways (bwtest.CPUUtil).
+func TestVMCPUUtil(t *testing.T) { bwtest.CPUUtil(t, tool) }
+
+// TestVMOutJSON: --out_json and --out_json_file, Go against C both ways (bwtest.OutJSON).
+func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
+
+// TestVMGIDChoice: the GID chosen without -x, and with --ipv6, Go against C both ways (bwtest.GIDChoice).
+func TestVMGIDChoice(t *testing.T) { bwtest.GIDChoice(t, tool) }

@@ -82,3 +82,21 @@ func TestVMOutput(t *testing.T) { bwtest.Output(t, tool) }
 
 // TestVMLimits: -w and -y, Go against C both ways (bwtest.Limits).
 func TestVMLimits(t *testing.T) { bwtest.Limits(t, tool) }
+
+// TestVMMRPerQP: --mr_per_qp with four QPs, Go against C both ways (bwtest.MRPerQP).
+func TestVMMRPerQP(t *testing.T) { bwtest.MRPerQP(t, tool) }
+
+// TestVMCPUUtil: --cpu_util with -D, Go against C both ways (bwtest.CPUUtil).
+func TestVMCPUUtil(t *testing.T) { bwtest.CPUUtil(t, tool) }
+
+// TestVMOutJSON: --out_json and --out_json_file, Go against C both ways (bwtest.OutJSON).
+func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
+
+// TestVMGIDChoice: the GID chosen without -x, and with --ipv6, Go against C both ways (bwtest.GIDChoice).
+func TestVMGIDChoice(t *testing.T) { bwtest.GIDChoice(t, tool) }
+
+// TestVMHugePages: --use_hugepages, failing without huge pages and running with them, Go against C both ways (bwtest.HugePages).
+func TestVMHugePages(t *testing.T) { bwtest.HugePages(t, tool) }
+
+// TestVMMmap: --mmap and --mmap-offset, Go against C both ways (bwtest.Mmap).
+func TestVMMmap(t *testing.T) { bwtest.Mmap(t, tool) }

@@ -236,6 +236,9 @@ type Report struct {
 	Peak    float64 // MB/s (MiB/s) or Gb/s
 	Avg     float64
 	MsgRate float64 // Mpps
+	// CPUUtil is a printed line's --cpu_util column (ParseReports; not
+	// exchanged).
+	CPUUtil float64
 }
 
 // xchgReport exchanges reports (xchg_bw_reports for peers of version 5.33

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -18,7 +17,7 @@ import (
 // REPORT_FMT_LAT) and the samples left out of it.
 const (
 	resultFmtLat    = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
-	resultFmtLatDur = " #bytes        #iterations       t_avg[usec]    tps average\n"
+	resultFmtLatDur = " #bytes        #iterations       t_avg[usec]    tps average"
 	// latMeasureTail is LAT_MEASURE_TAIL: the largest samples dropped.
 	latMeasureTail = 2
 )
@@ -149,6 +148,7 @@ func cFloat(f float64) string {
 type LatDurReport struct {
 	Size, Iters uint64
 	Avg, TPS    float64 // one-way microseconds (half a round trip; a whole read); turns per second
+	CPUUtil     float64 // a printed line's --cpu_util column (ParseLatDurReports)
 }
 
 // computeLatDuration is print_report_lat_duration's arithmetic: iters
@@ -162,8 +162,8 @@ func computeLatDuration(size, iters uint64, ns int64, rtt float64) LatDurReport 
 
 // writeLatDurReport prints a line as print_report_lat_duration does
 // (REPORT_FMT_LAT_DUR).
-func writeLatDurReport(w io.Writer, r LatDurReport) {
-	fmt.Fprintf(w, " %-7d       %d            %s        %s\n", r.Size, r.Iters, cFloat(r.Avg), cFloat(r.TPS))
+func writeLatDurReport(w io.Writer, r LatDurReport, end string) {
+	fmt.Fprintf(w, " %-7d       %d            %s        %s%s", r.Size, r.Iters, cFloat(r.Avg), cFloat(r.TPS), end)
 }
 
 // writeLatReport prints a line as print_report_lat does (REPORT_FMT_LAT).
@@ -289,7 +289,7 @@ func (t *test) runLat() error {
 	l.dur, l.tm = t.latClock()
 	lo := t.latOptions()
 	for _, size := range t.sizes() {
-		l.setup(size, t.mem, t.mr.Addr(), t.localSlice(0), t.remoteArea(0), t.rem[0].VAddr, t.rem[0].RKey, t.mr.LKey(), o.Inline)
+		l.setup(size, t.mem, t.base(), t.localSlice(0), t.remoteArea(0), t.rem[0].VAddr, t.rem[0].RKey, t.mrOf(0).LKey(), o.Inline)
 		if err := l.run(); err != nil {
 			return withLines(err, "Test exited with Error")
 		}
@@ -306,7 +306,7 @@ func (t *test) latHeading() {
 		return
 	}
 	if t.o.Duration > 0 {
-		io.WriteString(t.stdout, resultLine+resultFmtLatDur)
+		io.WriteString(t.stdout, resultLine+resultFmtLatDur+headingEnd(t.o.cpuUtil))
 	} else {
 		io.WriteString(t.stdout, resultLine+resultFmtLat)
 	}
@@ -319,8 +319,7 @@ func (t *test) latClock() (*duration, timing) {
 	if o.Duration <= 0 {
 		return nil, timing{}
 	}
-	return newDuration(time.Duration(o.Duration)*time.Second, time.Duration(o.Margin)*time.Second),
-		timing{posted: make([]int64, 1), completed: make([]int64, 1)}
+	return t.clock(), timing{posted: make([]int64, 1), completed: make([]int64, 1)}
 }
 
 // reportLat prints a size's result. A run of fixed duration (dur set)
@@ -335,10 +334,11 @@ func (t *test) reportLat(size uint64, dur *duration, sampled uint64, tm *timing,
 	}
 	toNanos(tm.posted, tm.completed)
 	r := computeLatDuration(size, sampled, tm.completed[0]-tm.posted[0], lo.rtt)
+	t.writeJSON(t.jsonLatDur(r))
 	if t.o.Output == OutputLatency {
 		fmt.Fprintf(t.stdout, "%f\n", r.Avg)
 	} else {
-		writeLatDurReport(t.stdout, r)
+		writeLatDurReport(t.stdout, r, lineEnd(t.cpuSample()))
 	}
 }
 
@@ -357,6 +357,7 @@ func (t *test) writeLat(size uint64, posted []int64, delta []uint64, lo latOptio
 		}
 	}
 	r := computeLat(t.stdout, size, o.Iters, posted, perUnit, delta, lo)
+	t.writeJSON(t.jsonLat(r))
 	if o.Output == OutputLatency {
 		fmt.Fprintf(t.stdout, "%f\n", r.Avg)
 	} else {
@@ -385,7 +386,8 @@ func ParseLatReports(out string) []LatReport {
 	return rs
 }
 
-var latDurRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+|-?nan|-?inf)\s+([0-9.]+|-?nan|-?inf)\s*$`)
+// The optional last column is --cpu_util's.
+var latDurRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+|-?nan|-?inf)\s+([0-9.]+|-?nan|-?inf)(?:\t\s+([0-9.]+))?\s*$`)
 
 // ParseLatDurReports returns the result lines of a latency tool's run of
 // fixed duration (-D), in order.
@@ -397,6 +399,9 @@ func ParseLatDurReports(out string) []LatDurReport {
 		r.Iters, _ = strconv.ParseUint(m[2], 10, 64)
 		r.Avg, _ = strconv.ParseFloat(m[3], 64)
 		r.TPS, _ = strconv.ParseFloat(m[4], 64)
+		if m[5] != "" {
+			r.CPUUtil, _ = strconv.ParseFloat(m[5], 64)
+		}
 		rs = append(rs, r)
 	}
 	return rs

@@ -80,6 +80,8 @@ func TestParseLatErrors(t *testing.T) {
 		{LAT, Read, []string{"--latency_gap=-1"}, "", " Latency gap time must be non-negative\n Parser function exited with Error\n"},
 		{LAT, Send, []string{"--latency_gap", "x"}, "", " Latency gap time argument x should be int\n Parser function exited with Error\n"},
 		{BW, Write, []string{"--latency_gap=5"}, resultLine, " Latency gap feature is only for latency tests\n"},
+		{LAT, Send, []string{"--recv_post_list", "2"}, resultLine, "Receive post list is supported in BW tests only\n"},
+		{BW, Send, []string{"--recv_post_list", "3"}, resultLine, "Number of iterations must be a multiple of receive post list size\n"},
 	} {
 		var out, errb bytes.Buffer
 		rc := MainTest(c.tst, c.v, "prog", c.args, &out, &errb)
@@ -327,7 +329,7 @@ func TestLatLoopDuration(t *testing.T) {
 	}
 	var out bytes.Buffer
 	r := computeLatDuration(64, 5000, 2e9, 2)
-	writeLatDurReport(&out, r)
+	writeLatDurReport(&out, r, "\n")
 	if want := " 64            5000            200.00         2500.00\n"; out.String() != want {
 		t.Errorf("%q, want %q", out.String(), want)
 	}

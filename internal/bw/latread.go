@@ -131,7 +131,7 @@ func (t *test) runLatRead() error {
 	l.dur, l.tm = t.latClock()
 	lo := t.latOptions()
 	for _, size := range t.sizes() {
-		l.setup(size, t.localSlice(0), t.rem[0].VAddr, t.rem[0].RKey, t.mr.LKey())
+		l.setup(size, t.localSlice(0), t.rem[0].VAddr, t.rem[0].RKey, t.mrOf(0).LKey())
 		if err := l.run(); err != nil {
 			return sendFailed(err)
 		}

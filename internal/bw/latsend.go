@@ -204,7 +204,7 @@ func (t *test) runLatSend() error {
 	delta := make([]uint64, o.Iters)
 	lo := t.latOptions()
 	for _, size := range t.sizes() {
-		l.setup(size, t.mem, t.mr.Addr(), t.localSlice(0), t.recvArea(0), t.mr.LKey(), o.Inline, ah, remQPN, g)
+		l.setup(size, t.mem, t.base(), t.localSlice(0), t.recvArea(0), t.mrOf(0).LKey(), o.Inline, ah, remQPN, g)
 		if err := l.prepost(); err != nil {
 			return withLines(err, " Failed to post receive recv_wqes")
 		}

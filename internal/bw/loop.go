@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -137,6 +140,9 @@ type duration struct {
 	total, margin time.Duration
 	forever       bool
 	phase         atomic.Int32
+	// cpu, when set (--cpu_util), takes /proc/stat's figures where the
+	// measured stretch starts and ends.
+	cpu *cpuSample
 }
 
 func newDuration(total, margin time.Duration) *duration {
@@ -163,18 +169,62 @@ func (d *duration) start(tm *timing) {
 		if !sleep(d.margin) {
 			return
 		}
+		d.cpu.take(0)
 		tm.posted[0] = stamp()
 		d.phase.Store(phaseSample)
 		if !sleep(d.total - 2*d.margin) {
 			return
 		}
 		tm.completed[0] = stamp()
+		d.cpu.take(1)
 		d.phase.Store(phaseCoolDown)
 		if !sleep(d.margin) {
 			return
 		}
 		d.phase.Store(phaseEnd)
 	})
+}
+
+// cpuSample is --cpu_util's: the host's CPU time in user mode and idle
+// (/proc/stat's first line, in clock ticks) at the start [0] and the end
+// [1] of a -D run's measured stretch (perftest's get_cpu_stats).
+type cpuSample struct {
+	user, idle [2]uint64
+}
+
+// procStat is the file take reads (tests replace it).
+var procStat = "/proc/stat"
+
+// take reads sample i; a nil sample takes none. What cannot be read
+// counts as 0, as perftest's atoll of a missing word does.
+func (c *cpuSample) take(i int) {
+	if c == nil {
+		return
+	}
+	c.user[i], c.idle[i] = 0, 0
+	b, err := os.ReadFile(procStat)
+	if err != nil {
+		return
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	// "cpu  user nice system idle iowait ..."
+	f := strings.Fields(line)
+	if len(f) > 1 {
+		c.user[i], _ = strconv.ParseUint(f[1], 10, 64)
+	}
+	if len(f) > 4 {
+		c.idle[i], _ = strconv.ParseUint(f[4], 10, 64)
+	}
+}
+
+// util is calc_cpu_util: the stretch's user time as a percentage of
+// its user and idle time (0 when neither moved, or nothing was read).
+func (c *cpuSample) util() float32 {
+	user, idle := int64(c.user[1]-c.user[0]), int64(c.idle[1]-c.idle[0])
+	if user+idle == 0 {
+		return 0
+	}
+	return float32(user) / float32(user+idle) * 100
 }
 
 // aliveEnv sets the watchdog's period (a Go duration, "2s"): perftest's
@@ -262,6 +312,7 @@ type sendQP struct {
 	myAddr  uint64          // this QP's slice of the local buffer
 	remAddr uint64          // the peer's area for this QP (write, read)
 	rkey    uint32          // the peer's key for it
+	lkey    uint32          // this QP's MR's
 	ah      *uverbs.AH      // UD: the address of the peer's QP,
 	remQPN  uint32          // and its number
 	scnt    uint64
@@ -272,18 +323,18 @@ type sendQP struct {
 // (ctx_set_send_wqes): one, or a chain of postList whose slots follow
 // each other in the cycle buffer and stay put from post to post, a
 // completion asked for every cqMod of them.
-func (l *sendLoop) setup(size uint64, lkey uint32) {
+func (l *sendLoop) setup(size uint64) {
 	l.size = size
 	l.postList = max(l.postList, 1)
 	for i := range l.qps {
-		l.setupQP(&l.qps[i], uint64(i), lkey)
+		l.setupQP(&l.qps[i], uint64(i))
 	}
 }
 
-func (l *sendLoop) setupQP(q *sendQP, id uint64, lkey uint32) {
+func (l *sendLoop) setupQP(q *sendQP, id uint64) {
 	if l.postList == 1 {
 		q.posting = q.wr[:]
-		l.setupWR(&q.wr[0], q.sge[:], q, id, q.myAddr, q.remAddr, lkey)
+		l.setupWR(&q.wr[0], q.sge[:], q, id, q.myAddr, q.remAddr)
 		if l.cqMod == 1 {
 			q.wr[0].Flags |= uverbs.SendSignaled
 		}
@@ -300,7 +351,7 @@ func (l *sendLoop) setupQP(q *sendQP, id uint64, lkey uint32) {
 			addr = nextAddr(addr, q.myAddr, l.size, uint64(j-1), l.line, l.cycle)
 			rem = nextAddr(rem, q.remAddr, l.size, uint64(j-1), l.line, l.cycle)
 		}
-		l.setupWR(&q.list[j], q.lsge[j:j+1], q, id, addr, rem, lkey)
+		l.setupWR(&q.list[j], q.lsge[j:j+1], q, id, addr, rem)
 		if uint64(j+1)%l.cqMod == 0 {
 			q.list[j].Flags |= uverbs.SendSignaled
 		}
@@ -309,8 +360,8 @@ func (l *sendLoop) setupQP(q *sendQP, id uint64, lkey uint32) {
 
 // setupWR fills in one request of QP q (index id) for a message at addr
 // (and, for write and read, the peer's rem), unsignaled.
-func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, q *sendQP, id, addr, rem uint64, lkey uint32) {
-	sgl[0] = uverbs.SGE{Addr: addr, Length: uint32(l.size), LKey: lkey}
+func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, q *sendQP, id, addr, rem uint64) {
+	sgl[0] = uverbs.SGE{Addr: addr, Length: uint32(l.size), LKey: q.lkey}
 	*w = uverbs.SendWR{ID: id, SGL: sgl}
 	switch l.verb {
 	case Write:
@@ -363,6 +414,59 @@ func (l *sendLoop) run() error {
 		}
 	}
 	toNanos(l.tm.posted, l.tm.completed)
+	return nil
+}
+
+// warmUp is read_bw's --perform_warm_up (perform_warm_up), after setup
+// and before a size's run: it empties the CQ, then on each QP posts a
+// window of tx depth requests (or one post list) and waits until they
+// completed. perftest waits for a completion per request (per list) but
+// asks for one per cq_mod of them, so with moderation it waits for ever;
+// here each warm-up request of a window is signaled, and a list waits
+// for the completions it asks for.
+func (l *sendLoop) warmUp() error {
+	for {
+		n, err := l.cq.Poll(l.wc[:])
+		if err != nil {
+			return msgError{"poll CQ failed: " + err.Error()}
+		}
+		if n == 0 {
+			break
+		}
+	}
+	for i := range l.qps {
+		q := &l.qps[i]
+		posts, want := l.txDepth, l.txDepth
+		if l.postList > 1 {
+			posts, want = 1, l.postList/l.cqMod
+		}
+		saved := q.wr[0].Flags
+		if l.postList == 1 {
+			q.wr[0].Flags |= uverbs.SendSignaled
+		}
+		var err error
+		for j := uint64(0); j < posts && err == nil; j++ {
+			if err = q.qp.PostSend(q.posting); err != nil {
+				err = msgError{fmt.Sprintf("Couldn't post send during warm up: qp %d scnt=%d ", i, j*l.postList), "  (" + err.Error() + ")"}
+			}
+		}
+		q.wr[0].Flags = saved
+		if err != nil {
+			return err
+		}
+		for want > 0 {
+			n, err := l.cq.Poll(l.wc[:min(want, uint64(len(l.wc)))])
+			if err != nil {
+				return msgError{"poll CQ failed: " + err.Error()}
+			}
+			for k := range n {
+				if l.wc[k].Status != uverbs.WCSuccess {
+					return sendCompError(&l.wc[k], 0, 0)
+				}
+			}
+			want -= uint64(n)
+		}
+	}
 	return nil
 }
 
@@ -524,6 +628,10 @@ type recvLoop struct {
 	wc       [pollBatch]uverbs.WC
 	iters    uint64 // per QP
 	depth    uint64 // receives posted on each QP before the run (rx depth)
+	// postList > 1 (--recv_post_list): receives go in chains of this
+	// many, a QP's chain posted again once as many of its receives
+	// completed.
+	postList uint64
 	grh      uint64 // UD: room for the GRH before each message
 	size     uint64
 	cycle    uint64
@@ -535,33 +643,59 @@ type recvLoop struct {
 // recvQP is one QP of a recvLoop (perftest's rwr[i], rx_buffer_addr[i],
 // posted_per_qp[i], rcnt_for_qp[i]).
 type recvQP struct {
-	qp     receiver
-	rwr    [1]uverbs.RecvWR
-	rsge   [1]uverbs.SGE
-	rxAddr uint64 // this QP's receive area
-	posted uint64
-	rcnt   uint64
+	qp      receiver
+	rwr     [1]uverbs.RecvWR
+	rsge    [1]uverbs.SGE
+	list    []uverbs.RecvWR
+	lsge    []uverbs.SGE
+	posting []uverbs.RecvWR // what one PostRecv posts: rwr, or list
+	rxAddr  uint64          // this QP's receive area
+	lkey    uint32          // its MR's
+	posted  uint64
+	rcnt    uint64
+	unused  uint64 // receives completed and not posted again (perftest's unused_recv_for_qp)
 }
 
-// prepost posts the first depth receives of each QP for size-byte
-// messages (ctx_set_recv_wqes).
-func (l *recvLoop) prepost(size uint64, lkey uint32) error {
+// prepost posts the first receives of each QP for size-byte messages
+// (ctx_set_recv_wqes): depth of them, or depth/postList chains of
+// postList whose slots follow each other in the cycle buffer and stay
+// put from post to post.
+func (l *recvLoop) prepost(size uint64) error {
 	l.size = size
+	l.postList = max(l.postList, 1)
 	cycling := size <= l.cycle/2
 	for i := range l.qps {
 		q := &l.qps[i]
-		q.rsge[0] = uverbs.SGE{Addr: q.rxAddr, Length: uint32(size + l.grh), LKey: lkey}
+		q.rsge[0] = uverbs.SGE{Addr: q.rxAddr, Length: uint32(size + l.grh), LKey: q.lkey}
 		q.rwr[0] = uverbs.RecvWR{ID: uint64(i), SGL: q.rsge[:]}
-		for j := uint64(0); j < l.depth; j++ {
-			if err := q.qp.PostRecv(q.rwr[:]); err != nil {
+		q.posting = q.rwr[:]
+		if l.postList > 1 {
+			if uint64(len(q.list)) != l.postList {
+				q.list = make([]uverbs.RecvWR, l.postList)
+				q.lsge = make([]uverbs.SGE, l.postList)
+			}
+			addr := q.rxAddr
+			for j := range q.list {
+				if j > 0 && cycling {
+					addr = nextAddr(addr, q.rxAddr, size, uint64(j), l.line, l.cycle)
+				}
+				q.lsge[j] = uverbs.SGE{Addr: addr, Length: uint32(size + l.grh), LKey: q.lkey}
+				q.list[j] = uverbs.RecvWR{ID: uint64(i), SGL: q.lsge[j : j+1]}
+			}
+			q.posting = q.list
+		}
+		chains := l.depth / l.postList
+		for j := uint64(0); j < chains; j++ {
+			if err := q.qp.PostRecv(q.posting); err != nil {
 				return msgError{fmt.Sprintf("Couldn't post recv Qp = %d: counter=%d", i, j), "  (" + err.Error() + ")"}
 			}
-			if cycling {
+			if cycling && l.postList == 1 {
 				q.rsge[0].Addr = nextAddr(q.rsge[0].Addr, q.rxAddr, size, j, l.line, l.cycle)
 			}
 		}
 		q.rsge[0].Addr = q.rxAddr
-		q.posted = l.depth
+		q.posted = chains * l.postList
+		q.unused = 0
 	}
 	return nil
 }
@@ -668,15 +802,17 @@ func (l *recvLoop) complete(n int) error {
 		}
 		q.rcnt++
 		l.rcnt++
+		q.unused++
 		if dur != nil && dur.phase.Load() == phaseSample {
 			l.sampled++
 		}
-		if dur != nil || q.posted+1 <= l.iters {
-			if err := q.qp.PostRecv(q.rwr[:]); err != nil {
+		if (dur != nil || q.posted+l.postList <= l.iters) && q.unused >= l.postList {
+			if err := q.qp.PostRecv(q.posting); err != nil {
 				return msgError{fmt.Sprintf("Couldn't post recv Qp=%d rcnt=%d", wc.ID, q.rcnt), "  (" + err.Error() + ")"}
 			}
-			q.posted++
-			if cycling {
+			q.unused -= l.postList
+			q.posted += l.postList
+			if cycling && l.postList == 1 {
 				q.rsge[0].Addr = nextAddr(q.rsge[0].Addr, q.rxAddr, l.size, q.posted, l.line, l.cycle)
 			}
 		}

@@ -159,7 +159,7 @@ func TestSendLoop(t *testing.T) {
 	} {
 		f := &fakeSQ{perPoll: 3}
 		l := newSendLoop(f, Write, c.iters, c.tx, c.cqMod, c.noPeak)
-		l.setup(c.size, 1)
+		l.setup(c.size)
 		if err := l.run(); err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +208,7 @@ func TestSendLoopInline(t *testing.T) {
 	f := &fakeSQ{perPoll: 3}
 	l := newSendLoop(f, Write, 300, 64, 10, false)
 	l.local, l.inline = make([]byte, 8192), 128
-	l.setup(100, 1)
+	l.setup(100)
 	if err := l.run(); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestSendLoopInline(t *testing.T) {
 	f2 := &fakeSQ{perPoll: 3}
 	l = newSendLoop(f2, Write, 10, 64, 10, false)
 	l.local, l.inline = make([]byte, 8192), 128
-	l.setup(129, 1)
+	l.setup(129)
 	if err := l.run(); err != nil || f2.inline[0] != 0 || f2.addrs[0] != 0x10000 {
 		t.Errorf("129 B with inline 128: %v, inline %d, address %#x", err, f2.inline[0], f2.addrs[0])
 	}
@@ -236,7 +236,7 @@ func TestSendLoopPostList(t *testing.T) {
 		f := &fakeSQ{perPoll: 3}
 		l := newSendLoop(f, Write, 96, 32, c.cqMod, false)
 		l.postList = c.list
-		l.setup(c.size, 1)
+		l.setup(c.size)
 		if err := l.run(); err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +272,7 @@ func TestSendLoopInlineSignaled(t *testing.T) {
 	f := &fakeSQ{perPoll: 3}
 	l := newSendLoop(f, Send, 20, 8, 1, false)
 	l.local, l.inline = make([]byte, 8192), 64
-	l.setup(64, 1)
+	l.setup(64)
 	if want := uverbs.SendInline | uverbs.SendSignaled; l.qps[0].wr[0].Flags != want {
 		t.Errorf("flags %v, want %v", l.qps[0].wr[0].Flags, want)
 	}
@@ -295,7 +295,7 @@ func TestSendLoopTxDepth(t *testing.T) {
 		}
 		return n, err
 	})
-	l.setup(64, 1)
+	l.setup(64)
 	if err := l.run(); err != nil {
 		t.Fatal(err)
 	}
@@ -318,20 +318,28 @@ type fakeRQ struct {
 	perPoll      int
 	ev           *fakeEvents
 	queue        idQueue
+	calls        int        // PostRecv calls
+	lens         [64]int    // how many calls posted n receives (n < 64)
+	lkeys        [16]uint64 // receives posted with each lkey (< 16)
 }
 
 func (f *fakeRQ) PostRecv(wrs []uverbs.RecvWR) error {
-	if f.posted < len(f.addrs) {
-		f.addrs[f.posted] = wrs[0].SGL[0].Addr
-	}
-	if id := wrs[0].ID; id < uint64(len(f.nQP)) {
-		if f.nQP[id] < len(f.perQP[id]) {
-			f.perQP[id][f.nQP[id]] = wrs[0].SGL[0].Addr
+	f.calls++
+	f.lens[min(len(wrs), len(f.lens)-1)]++
+	for _, wr := range wrs {
+		f.lkeys[min(wr.SGL[0].LKey, uint32(len(f.lkeys)-1))]++
+		if f.posted < len(f.addrs) {
+			f.addrs[f.posted] = wr.SGL[0].Addr
 		}
-		f.nQP[id]++
+		if id := wr.ID; id < uint64(len(f.nQP)) {
+			if f.nQP[id] < len(f.perQP[id]) {
+				f.perQP[id][f.nQP[id]] = wr.SGL[0].Addr
+			}
+			f.nQP[id]++
+		}
+		f.queue.push(wr.ID)
+		f.posted++
 	}
-	f.queue.push(wrs[0].ID)
-	f.posted++
 	if f.ev != nil {
 		f.ev.arrive()
 	}
@@ -369,7 +377,7 @@ func TestSendLoopQPs(t *testing.T) {
 		}
 		return f.Poll(wcs)
 	})
-	l.setup(64, 1)
+	l.setup(64)
 	if err := l.run(); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +419,7 @@ func TestLoopsUnknownID(t *testing.T) {
 		wcs[0] = uverbs.WC{ID: 7}
 		return 1, nil
 	})
-	l.setup(64, 1)
+	l.setup(64)
 	if err := l.run(); err == nil || !strings.Contains(err.Error(), "unknown wr_id 7") {
 		t.Errorf("send: %v", err)
 	}
@@ -420,7 +428,7 @@ func TestLoopsUnknownID(t *testing.T) {
 		wcs[0] = uverbs.WC{ID: 1}
 		return 1, nil
 	}), iters: 10, depth: 4, cycle: 4096, line: 64, tm: newTiming(1, true)}
-	if err := rl.prepost(64, 1); err != nil {
+	if err := rl.prepost(64); err != nil {
 		t.Fatal(err)
 	}
 	if err := rl.run(); err == nil || !strings.Contains(err.Error(), "unknown wr_id 1") {
@@ -438,7 +446,7 @@ func TestRecvLoopQPs(t *testing.T) {
 	for i := range nqp {
 		l.qps = append(l.qps, recvQP{qp: f, rxAddr: 0x20000 + uint64(i)*0x1000})
 	}
-	if err := l.prepost(128, 1); err != nil {
+	if err := l.prepost(128); err != nil {
 		t.Fatal(err)
 	}
 	if f.posted != nqp*depth {
@@ -465,10 +473,64 @@ func TestRecvLoopQPs(t *testing.T) {
 	}
 }
 
+// TestRecvLoopPostList: with --recv_post_list each QP preposts rx
+// depth / list size chains of the list size, whose slots follow each
+// other in the QP's area and stay put, and posts its chain again each
+// time that many of its receives completed, until iters are posted; each
+// QP's receives carry its own lkey (--mr_per_qp).
+func TestRecvLoopPostList(t *testing.T) {
+	const nqp, iters, depth, list = 2, 96, 20, 8
+	f := &fakeRQ{perPoll: 5}
+	l := &recvLoop{cq: f, iters: iters, depth: depth, postList: list, cycle: 4096, line: 64, tm: newTiming(1, true)}
+	for i := range nqp {
+		l.qps = append(l.qps, recvQP{qp: f, rxAddr: 0x20000 + uint64(i)*0x1000, lkey: uint32(10 + i)})
+	}
+	if err := l.prepost(128); err != nil {
+		t.Fatal(err)
+	}
+	if f.posted != nqp*16 || f.calls != nqp*2 {
+		t.Fatalf("preposted %d receives in %d calls, want %d in %d", f.posted, f.calls, nqp*16, nqp*2)
+	}
+	if err := l.run(); err != nil {
+		t.Fatal(err)
+	}
+	if f.posted != nqp*iters || f.done != nqp*iters || l.rcnt != nqp*iters {
+		t.Errorf("posted %d, done %d, rcnt %d", f.posted, f.done, l.rcnt)
+	}
+	if f.lens[list] != f.calls || f.calls != nqp*iters/list {
+		t.Errorf("chains posted (length: calls) %v", f.lens)
+	}
+	for i := range nqp {
+		rx := l.qps[i].rxAddr
+		for k := range 64 {
+			if want := rx + uint64(k%list)*128; f.perQP[i][k] != want {
+				t.Fatalf("QP %d receive %d at %#x, want %#x", i, k, f.perQP[i][k], want)
+			}
+		}
+		if f.lkeys[uint32(10+i)] != iters {
+			t.Errorf("QP %d: %d receives with its lkey", i, f.lkeys[uint32(10+i)])
+		}
+	}
+	// With -D the chains keep coming until the time is up.
+	f = &fakeRQ{perPoll: 3}
+	l = &recvLoop{qps: []recvQP{{qp: f, rxAddr: 0x20000}}, cq: f, depth: 16, postList: 4, cycle: 4096, line: 64, tm: newTiming(1, true)}
+	l.dur = newDuration(0, 0)
+	l.dur.wait = afterProgress(200, &l.progress)
+	if err := l.prepost(64); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.run(); err != nil {
+		t.Fatal(err)
+	}
+	if l.rcnt < 200 || f.posted < 200 || f.lens[4] != f.calls {
+		t.Errorf("-D: %d received, %d posted, chains %v", l.rcnt, f.posted, f.lens)
+	}
+}
+
 func TestRecvLoop(t *testing.T) {
 	f := &fakeRQ{perPoll: 5}
 	l := &recvLoop{qps: []recvQP{{qp: f, rxAddr: 0x20000}}, cq: f, iters: 1000, depth: 512, cycle: 4096, line: 64, tm: newTiming(1, true)}
-	if err := l.prepost(128, 1); err != nil {
+	if err := l.prepost(128); err != nil {
 		t.Fatal(err)
 	}
 	if f.posted != 512 {
@@ -505,7 +567,7 @@ func TestLoopsEvents(t *testing.T) {
 		f := &fakeSQ{perPoll: int(c.perPoll), ev: ev}
 		l := newSendLoop(f, Read, c.iters, c.tx, c.cqMod, false)
 		l.events = ev
-		l.setup(64, 1)
+		l.setup(64)
 		if err := l.run(); err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}
@@ -516,7 +578,7 @@ func TestLoopsEvents(t *testing.T) {
 	ev := &fakeEvents{armed: true}
 	r := &fakeRQ{perPoll: 5, ev: ev}
 	rl := &recvLoop{qps: []recvQP{{qp: r, rxAddr: 0x20000}}, cq: r, events: ev, iters: 1000, depth: 512, cycle: 4096, line: 64, tm: newTiming(1, true)}
-	if err := rl.prepost(128, 1); err != nil {
+	if err := rl.prepost(128); err != nil {
 		t.Fatal(err)
 	}
 	if err := rl.run(); err != nil {
@@ -529,7 +591,7 @@ func TestLoopsEvents(t *testing.T) {
 	f := &fakeSQ{perPoll: 1, ev: &fakeEvents{}}
 	l := newSendLoop(f, Send, 10, 4, 1, false)
 	l.events = f.ev
-	l.setup(64, 1)
+	l.setup(64)
 	if err := l.run(); err == nil || !strings.Contains(err.Error(), "Couldn't request CQ notification") {
 		t.Errorf("unarmed CQ: %v", err)
 	}
@@ -544,7 +606,7 @@ func TestLoopsDuration(t *testing.T) {
 	f := &fakeSQ{perPoll: 2}
 	l := newSendLoop(f, Write, 0, 128, 4, true)
 	l.dur = newDuration(total, margin)
-	l.setup(64, 1)
+	l.setup(64)
 	start := time.Now()
 	if err := l.run(); err != nil {
 		t.Fatal(err)
@@ -559,7 +621,7 @@ func TestLoopsDuration(t *testing.T) {
 	}
 	r := &fakeRQ{perPoll: 5}
 	rl := &recvLoop{qps: []recvQP{{qp: r, rxAddr: 0x20000}}, cq: r, dur: newDuration(total, 0), iters: 0, depth: 64, cycle: 4096, line: 64, tm: newTiming(1, true)}
-	if err := rl.prepost(128, 1); err != nil {
+	if err := rl.prepost(128); err != nil {
 		t.Fatal(err)
 	}
 	if err := rl.run(); err != nil {
@@ -572,7 +634,7 @@ func TestLoopsDuration(t *testing.T) {
 	l = newSendLoop(f, Write, 0, 128, 4, true)
 	l.qps[0].qp = failingSQ{}
 	l.dur = newDuration(time.Hour, 0)
-	l.setup(64, 1)
+	l.setup(64)
 	if err := l.run(); err == nil {
 		t.Error("a failed post did not end the run")
 	}
@@ -594,7 +656,7 @@ func TestRecvLoopWatchdog(t *testing.T) {
 	}
 	q := &stallingRQ{fakeRQ: fakeRQ{perPoll: 5}, limit: 100}
 	l := newLoop(q)
-	if err := l.prepost(64, 1); err != nil {
+	if err := l.prepost(64); err != nil {
 		t.Fatal(err)
 	}
 	err := l.run()
@@ -608,7 +670,7 @@ func TestRecvLoopWatchdog(t *testing.T) {
 	l = newLoop(q)
 	l.events = ctxWaiter{ctx: ctx, q: q}
 	l.watch.cancel = cancel
-	if err := l.prepost(64, 1); err != nil {
+	if err := l.prepost(64); err != nil {
 		t.Fatal(err)
 	}
 	err = l.run()
@@ -622,7 +684,7 @@ func TestRecvLoopWatchdog(t *testing.T) {
 	l = newLoop(q)
 	l.watch.wait = afterProgress(1, &l.progress)
 	l.iters, l.depth = 10, 10
-	if err := l.prepost(64, 1); err != nil {
+	if err := l.prepost(64); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.run(); err != nil || l.rcnt != 10 {
@@ -666,10 +728,10 @@ func (w ctxWaiter) wait() error {
 func TestLoopsNoAllocs(t *testing.T) {
 	f := &fakeSQ{perPoll: 4}
 	l := newSendLoop(f, Read, 2000, 128, 100, false)
-	l.setup(64, 1)
+	l.setup(64)
 	testkit.NoAllocs(t, 20, func() {
 		*f = fakeSQ{perPoll: 4}
-		l.setup(64, 1)
+		l.setup(64)
 		if err := l.run(); err != nil {
 			t.Fatal(err)
 		}
@@ -678,7 +740,7 @@ func TestLoopsNoAllocs(t *testing.T) {
 	rl := &recvLoop{qps: []recvQP{{qp: r, rxAddr: 0x20000}}, cq: r, iters: 2000, depth: 512, cycle: 4096, line: 64, tm: newTiming(1, true)}
 	testkit.NoAllocs(t, 20, func() {
 		*r = fakeRQ{perPoll: 16}
-		if err := rl.prepost(64, 1); err != nil {
+		if err := rl.prepost(64); err != nil {
 			t.Fatal(err)
 		}
 		if err := rl.run(); err != nil {
@@ -725,7 +787,7 @@ func TestLoopsForever(t *testing.T) {
 	l := newSendLoop(f, Write, 100, 32, 4, true) // -n does not bound the run
 	l.qps[0].qp = stoppingSQ{f, d, 5000}
 	l.dur = d
-	l.setup(64, 1)
+	l.setup(64)
 	if err := l.run(); err != nil {
 		t.Fatal(err)
 	}
@@ -739,7 +801,7 @@ func TestLoopsForever(t *testing.T) {
 	rd := newForever()
 	rl := &recvLoop{qps: []recvQP{{qp: stoppingRQ{r, rd, 3000}, rxAddr: 0x20000}}, cq: r, dur: rd, iters: 100, depth: 64,
 		cycle: 4096, line: 64, tm: newTiming(1, true)}
-	if err := rl.prepost(128, 1); err != nil {
+	if err := rl.prepost(128); err != nil {
 		t.Fatal(err)
 	}
 	if err := rl.run(); err != nil {
@@ -777,7 +839,7 @@ func TestForeverReports(t *testing.T) {
 	tt.send = sendLoop{qps: []sendQP{{qp: f, myAddr: 0x10000, remAddr: 0x90000}}, cq: f, verb: Write, iters: o.Iters,
 		txDepth: 32, cqMod: 4, noPeak: true, cycle: 4096, line: 64, base: 0x10000, tm: newTiming(1, true), dur: newForever()}
 	tt.send.dur.wait = afterProgress(3*pollBatch, &tt.send.progress) // a line per 48 messages or more
-	tt.send.setup(64, 1)
+	tt.send.setup(64)
 	done := make(chan error)
 	go func() {
 		done <- tt.forever(64, tt.send.dur, &tt.send.progress, tt.send.run, " Error occurred while running infinitely! aborting ...")
@@ -890,8 +952,8 @@ func TestBiLoop(t *testing.T) {
 // messages (after posting r's first receives).
 func runBi(t *testing.T, s *sendLoop, r *recvLoop, server bool) *biLoop {
 	t.Helper()
-	s.setup(64, 1)
-	if err := r.prepost(64, 1); err != nil {
+	s.setup(64)
+	if err := r.prepost(64); err != nil {
 		t.Fatal(err)
 	}
 	b := &biLoop{s: s, r: r, server: server}
@@ -951,14 +1013,14 @@ func TestLoopsYield(t *testing.T) {
 		f := &fakeSQ{perPoll: 4}
 		l := newSendLoop(f, Write, 500, 32, 4, false)
 		l.y = yielder{every: every, yield: func() { sends++ }}
-		l.setup(64, 1)
+		l.setup(64)
 		if err := l.run(); err != nil {
 			t.Fatal(err)
 		}
 		r := &fakeRQ{perPoll: 5}
 		rl := &recvLoop{qps: []recvQP{{qp: r, rxAddr: 0x20000}}, cq: r, iters: 500, depth: 64, cycle: 4096, line: 64, tm: newTiming(1, true)}
 		rl.y = yielder{every: every, yield: func() { recvs++ }}
-		if err := rl.prepost(64, 1); err != nil {
+		if err := rl.prepost(64); err != nil {
 			t.Fatal(err)
 		}
 		if err := rl.run(); err != nil {
@@ -979,5 +1041,44 @@ func TestLoopsYield(t *testing.T) {
 		if every > 1 && sends+recvs+bis != 0 {
 			t.Errorf("no interval ends: %d, %d, %d yields", sends, recvs, bis)
 		}
+	}
+}
+
+// TestWarmUp: --perform_warm_up posts a window of tx depth requests on
+// each QP, each signaled whatever the moderation, and returns once all
+// completed (perftest would wait for ever with -Q above 1); the
+// moderation of the run after it is untouched, and the run completes.
+// With a post list, one list, and the completions it asks for.
+func TestWarmUp(t *testing.T) {
+	f := &fakeSQ{perPoll: 3}
+	l := newSendLoop(f, Read, 200, 16, 4, false)
+	l.qps = append(l.qps, sendQP{qp: f, myAddr: 0x20000, remAddr: 0xa0000, rkey: 3})
+	l.tm = newTiming(400, false)
+	l.setup(64)
+	f.pending = 2 // completions left from an earlier size
+	f.queue.push(0)
+	f.queue.push(1)
+	if err := l.warmUp(); err != nil {
+		t.Fatal(err)
+	}
+	if f.posts != 32 || f.nsig != 32 || f.pending != 0 {
+		t.Errorf("warm-up: %d posted, %d signaled, %d completions left", f.posts, f.nsig, f.pending)
+	}
+	posts, sig := f.posts, f.nsig
+	if err := l.run(); err != nil {
+		t.Fatal(err)
+	}
+	if f.posts-posts != 400 || f.nsig-sig != 2*(200/4) {
+		t.Errorf("run after the warm-up: %d posted, %d signaled", f.posts-posts, f.nsig-sig)
+	}
+	f = &fakeSQ{perPoll: 1}
+	l = newSendLoop(f, Read, 64, 16, 4, false)
+	l.postList = 8
+	l.setup(64)
+	if err := l.warmUp(); err != nil {
+		t.Fatal(err)
+	}
+	if f.calls != 1 || f.posts != 8 || f.nsig != 2 || f.pending != 0 {
+		t.Errorf("warm-up with a post list: %d calls, %d posted, %d signaled, %d left", f.calls, f.posts, f.nsig, f.pending)
 	}
 }

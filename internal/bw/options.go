@@ -136,10 +136,39 @@ type Options struct {
 	Duration  int    // -D: run for this many seconds instead of Iters messages (0: iterations)
 	Margin    int    // -f: seconds left out of the measure at each end (-D/4 with -D)
 	PostList  int    // -l (1): post this many requests per PostSend, a chain
-	QPs       int    // -q (1): QPs sharing the CQs, Iters messages each
-	Conn      Conn   // -c: RC, UC (write, send) or UD (send)
-	SRQ       bool   // --use-srq (send): the receiving sides' QPs share one SRQ
-	Output    Output // --output: the whole report (default), or one number per line
+	// RecvPostList (--recv_post_list, 1): a receiving side of a send test
+	// posts its receives in chains of this many, each chain again once
+	// all its receives completed.
+	RecvPostList int
+	// MRPerQP (--mr_per_qp): each QP has its own slice of the buffer
+	// registered as its own MR (its own lkey and rkey), not a share of
+	// one.
+	MRPerQP bool
+	// CPUUtil (--cpu_util, with -D): each result line ends with the
+	// share of the host's CPU time spent in user mode over the measured
+	// stretch (/proc/stat's user against idle, as perftest reads it).
+	CPUUtil bool
+	// OutJSON (--out_json): each result line is also written, with the
+	// test's description, to OutJSONFile (--out_json_file,
+	// perftest_out.json), in perftest's own format.
+	OutJSON     bool
+	OutJSONFile string
+	// HugePages (--use_hugepages): the buffer is on huge pages
+	// (uverbs.AllocHugeBuffer), which the administrator must reserve.
+	HugePages bool
+	// MmapFile (--mmap): the buffer is this file's pages from MmapOffset
+	// (--mmap-offset, a multiple of the page size), mapped shared
+	// (uverbs.MapFileBuffer).
+	MmapFile   string
+	MmapOffset uint64
+	// WarmUp (--perform_warm_up): read BW tests post a window of reads
+	// on each QP and wait for them before each size's run (the other
+	// tests take the option and do nothing, as perftest's).
+	WarmUp bool
+	QPs    int    // -q (1): QPs sharing the CQs, Iters messages each
+	Conn   Conn   // -c: RC, UC (write, send) or UD (send)
+	SRQ    bool   // --use-srq (send): the receiving sides' QPs share one SRQ
+	Output Output // --output: the whole report (default), or one number per line
 	// -w, -y: fail when no line reaches this average bandwidth or message
 	// rate (perftest checks the message rate only when -w is given too).
 	LimitBW, LimitMsgRate    float64
@@ -174,6 +203,9 @@ type Options struct {
 	// only, which the Go tools do not have, so any value ends the run
 	// with perftest's complaint.
 	tos, hopLimit int
+
+	cpuUtil bool // --cpu_util took effect (-D): the lines have the CPU column
+	ipv6    bool // --ipv6: without -x, prefer an IPv6 GID to an IPv4-mapped one
 
 	tclass      uint8  // --tclass: the GRH's traffic class (perftest's uint16_t, cut to the GRH's byte)
 	waitDestroy uint32 // --wait_destroy: seconds to wait before releasing the resources
@@ -292,7 +324,7 @@ func ParseArgs(v Verb, args []string) (Options, error) { return ParseTestArgs(BW
 func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 	o := Options{Tst: tst, Port: defPort, IBPort: 1, Size: defSize, Iters: defIters, TxDepth: defTxDepth,
 		RxDepth: defRxRDMA, QPTimeout: defQPTimeout, GIDIndex: -1, CQMod: defCQMod, Inline: -1,
-		Margin: defInitMargin, PostList: 1, QPs: 1, tos: defTOS, hopLimit: defHopLimit}
+		Margin: defInitMargin, PostList: 1, RecvPostList: 1, QPs: 1, OutJSONFile: defJSONFile, tos: defTOS, hopLimit: defHopLimit}
 	if v == Write {
 		o.Iters = defItersWrite
 	}
@@ -546,6 +578,34 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 				if n, err = cValue(p.Arg, "Pkey index", "int"); err == nil {
 					o.pkeyIndex = int(int32(n))
 				}
+			case "recv_post_list":
+				if n, err = cValue(p.Arg, "Receive Post List size", "int"); err == nil {
+					o.RecvPostList = int(int32(n))
+					if o.RecvPostList < 1 {
+						// perftest divides the RX depth by it.
+						err = &usageError{msg: " Receive Post List size must be positive"}
+					}
+				}
+			case "mr_per_qp":
+				o.MRPerQP = true
+			case "cpu_util":
+				o.CPUUtil = true
+			case "perform_warm_up":
+				o.WarmUp = true
+			case "mmap":
+				o.MmapFile = p.Arg
+			case "mmap-offset":
+				if n, err = cValue(p.Arg, "mmap offset", "unsigned long"); err == nil {
+					o.MmapOffset = uint64(n)
+				}
+			case "use_hugepages":
+				o.HugePages = true
+			case "ipv6":
+				o.ipv6 = true
+			case "out_json":
+				o.OutJSON = true
+			case "out_json_file":
+				o.OutJSONFile = p.Arg
 			case "use_old_post_send":
 				// Nothing to choose: the Go tools always post with PostSend.
 			case "latency_gap":
@@ -708,6 +768,14 @@ func (o *Options) forceDependencies(v Verb) error {
 			return &usageError{msg: fmt.Sprintf(" Post list size %d exceeds the TX depth %d", o.PostList, o.TxDepth), quiet: true}
 		}
 	}
+	if o.RecvPostList > 1 {
+		if o.Tst == LAT {
+			return &usageError{msg: "Receive post list is supported in BW tests only", quiet: true, resultLine: true}
+		}
+		if o.Duration == 0 && o.Iters%uint64(o.RecvPostList) != 0 {
+			return &usageError{msg: "Number of iterations must be a multiple of receive post list size", quiet: true, resultLine: true}
+		}
+	}
 	if v == Read {
 		o.Inline = 0
 	}
@@ -742,6 +810,11 @@ func (o *Options) forceDependencies(v Verb) error {
 		if o.All {
 			return &usageError{msg: "Duration mode currently doesn't support running on all sizes.", quiet: true, resultLine: true}
 		}
+		o.cpuUtil = o.CPUUtil
+	} else if o.CPUUtil {
+		// perftest goes on without the column.
+		o.notice += resultLine
+		o.warn += " CPU Utilization works only with Duration mode.\n"
 	}
 	// rdma_cm (-R, -z) is refused by name, and there is no raw
 	// Ethernet QP: perftest's rule for both leaves no valid use.
@@ -769,6 +842,17 @@ func (o *Options) forceDependencies(v Verb) error {
 	}
 	if v == Send && o.RxDepth%2 == 1 && !o.All && !o.Infinite {
 		o.RxDepth++ // perftest's "WA for a bug when rx_depth is odd in SEND"
+	}
+	if v == Send && o.RecvPostList > 1 {
+		// perftest posts RX depth / list size chains (per QP with an
+		// SRQ): none would leave every message without a receive.
+		chains := o.RxDepth / o.RecvPostList
+		if o.SRQ {
+			chains /= o.QPs
+		}
+		if chains == 0 {
+			return &usageError{msg: fmt.Sprintf(" Receive post list size %d exceeds the RX depth %d", o.RecvPostList, o.RxDepth), quiet: true}
+		}
 	}
 	if o.Duration == 0 && o.Iters > noPeakIters {
 		o.NoPeak = true
@@ -921,8 +1005,22 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 	} else {
 		lines = append(lines, "      --output=<units>  Set verbosity output level: bandwidth , message_rate")
 	}
+	lines = append(lines, "      --cpu_util  Show CPU Utilization in report, valid only in Duration mode")
+	lines = append(lines, "      --out_json  Save the report in a json file")
+	lines = append(lines, "      --out_json_file=<file>  Name of the report json file. (Default: "+defJSONFile+" in the working directory)")
 	lines = append(lines, "      --disable_pcie_relaxed  Disable PCIe relaxed ordering")
+	lines = append(lines, "      --ipv6  Use IPv6 GID. Default is IPv4")
+	lines = append(lines, "      --use_hugepages  Use Hugepages instead of contig, memalign allocations.")
+	lines = append(lines, "      --mmap=file  Use an mmap'd file as the buffer for testing P2P transfers.",
+		"      --mmap-offset=<offset>  Use an mmap'd file as the buffer for testing P2P transfers.")
+	if v == Read && tst == BW {
+		lines = append(lines, "      --perform_warm_up  Perform some iterations before start measuring in order to warming-up memory cache, valid in Atomic, Read and Write BW tests")
+	}
 	lines = append(lines, latOnly("      --latency_gap=<delay_time>  delay time between each post send (microseconds)")...)
+	lines = append(lines, bwOnly("      --mr_per_qp  Create memory region for each qp.")...)
+	if v == Send {
+		lines = append(lines, bwOnly("      --recv_post_list=<list size>  Post list of receive WQEs of <list size> size (instead of single post)")...)
+	}
 	lines = append(lines, bwOnly(
 		"      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)",
 		"      --report-both  Report RX & TX results separately on Bidirectional BW tests",

@@ -135,6 +135,29 @@ func TestParseArgsDefaults(t *testing.T) {
 	if o, _ := ParseArgs(Write, nil); o.GIDIndex != -1 {
 		t.Errorf("default GID index %d, want -1", o.GIDIndex)
 	}
+	// --recv_post_list: any multiple of the iterations (any with -D).
+	if o, err := ParseArgs(Send, []string{"--recv_post_list", "8", "-n", "1000", "h"}); err != nil || o.RecvPostList != 8 || o.RxDepth != 512 {
+		t.Errorf("--recv_post_list 8: %+v, %v", o, err)
+	}
+	if o, err := ParseArgs(Send, []string{"--recv_post_list", "7", "-D", "2", "h"}); err != nil || o.RecvPostList != 7 {
+		t.Errorf("--recv_post_list 7 -D 2: %+v, %v", o, err)
+	}
+	// --cpu_util: a column of -D runs; without -D perftest says so and
+	// goes on without it.
+	if o, err := ParseArgs(Write, []string{"--cpu_util", "-D", "4", "h"}); err != nil || !o.cpuUtil || o.warn != "" {
+		t.Errorf("--cpu_util -D 4: %+v, %v", o, err)
+	}
+	if o, err := ParseArgs(Read, []string{"--cpu_util", "--mr_per_qp", "h"}); err != nil || o.cpuUtil || !o.MRPerQP ||
+		o.notice != resultLine || o.warn != " CPU Utilization works only with Duration mode.\n" {
+		t.Errorf("--cpu_util without -D: %+v, %v", o, err)
+	}
+	if o, err := ParseArgs(Read, []string{"--use_hugepages", "--perform_warm_up", "--ipv6", "--out_json", "h"}); err != nil ||
+		!o.HugePages || !o.WarmUp || !o.ipv6 || !o.OutJSON || o.OutJSONFile != "perftest_out.json" {
+		t.Errorf("flags: %+v, %v", o, err)
+	}
+	if o, err := ParseArgs(Send, []string{"--out_json_file=/tmp/x.json", "h"}); err != nil || o.OutJSON || o.OutJSONFile != "/tmp/x.json" {
+		t.Errorf("--out_json_file alone: %+v, %v", o, err)
+	}
 	// perftest's casts: the traffic class is a uint16_t, then the GRH's
 	// byte; the wait a uint32_t; the P_Key index an int.
 	if o, err := ParseArgs(Send, []string{"--tclass", "300", "--wait_destroy=0x10", "--pkey_index", "2", "--retry_count=9", "--flow_label=1", "h"}); err != nil ||
@@ -195,6 +218,11 @@ func TestParseArgsErrors(t *testing.T) {
 		{Write, []string{"--tclass", "x"}, " traffic class argument x should be uint16_t"},
 		{Send, []string{"--wait_destroy", "1s"}, " wait_destroy argument 1s should be uint32_t"},
 		{Read, []string{"--pkey_index", "one"}, " Pkey index argument one should be int"},
+		{Send, []string{"--recv_post_list", "3", "-n", "100"}, "Number of iterations must be a multiple of receive post list size"},
+		{Send, []string{"--recv_post_list=0"}, " Receive Post List size must be positive"},
+		{Send, []string{"--recv_post_list", "x"}, " Receive Post List size argument x should be int"},
+		{Send, []string{"--recv_post_list", "16", "-n", "32", "-r", "8"}, " Receive post list size 16 exceeds the RX depth 8"},
+		{Send, []string{"--recv_post_list", "4", "-n", "32", "-r", "8", "-q", "4", "--use-srq"}, " Receive post list size 4 exceeds the RX depth 8"},
 		{Write, []string{"-k", "1"}, " -k: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-Z"}, " -Z: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-y"}, "option requires an argument -- 'y'"},

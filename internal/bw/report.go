@@ -75,26 +75,47 @@ func roundUp(v, a int) int {
 	return v + a - v%a
 }
 
-// writeHeader prints the rule and the column headings.
-func writeHeader(w io.Writer, gbits bool) {
+// writeHeader prints the rule and the column headings, with the CPU
+// column of --cpu_util when cpu is set (RESULT_EXT_CPU_UTIL).
+func writeHeader(w io.Writer, gbits, cpu bool) {
 	h := resultFmt
 	if gbits {
 		h = resultFmtG
 	}
-	io.WriteString(w, resultLine+h+"\n")
+	io.WriteString(w, resultLine+h+headingEnd(cpu))
+}
+
+// headingEnd ends a line of column headings: RESULT_EXT, or
+// RESULT_EXT_CPU_UTIL with --cpu_util.
+func headingEnd(cpu bool) string {
+	if cpu {
+		return "    CPU_Util[%]\n"
+	}
+	return "\n"
 }
 
 // writeReport prints a result line as print_full_bw_report does
-// (REPORT_FMT, or REPORT_FMT_EXT for averages below 0.1 Gb/s).
-func writeReport(w io.Writer, r Report, gbits bool) {
+// (REPORT_FMT, or REPORT_FMT_EXT for averages below 0.1 Gb/s), ended by
+// end (see lineEnd).
+func writeReport(w io.Writer, r Report, gbits bool, end string) {
 	if gbits && r.Avg < 0.1 {
-		fmt.Fprintf(w, " %-7d    %d           %-7.6f            %-7.6f            %-7.6f\n", r.Size, r.Iters, r.Peak, r.Avg, r.MsgRate)
+		fmt.Fprintf(w, " %-7d    %d           %-7.6f            %-7.6f            %-7.6f%s", r.Size, r.Iters, r.Peak, r.Avg, r.MsgRate, end)
 		return
 	}
-	fmt.Fprintf(w, " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n", r.Size, r.Iters, r.Peak, r.Avg, r.MsgRate)
+	fmt.Fprintf(w, " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f%s", r.Size, r.Iters, r.Peak, r.Avg, r.MsgRate, end)
 }
 
-var reportRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+|inf|nan|-nan)\s+([0-9.]+|inf|nan|-nan)\s+([0-9.]+|inf|nan|-nan)\s*$`)
+// lineEnd ends a result line: REPORT_EXT, or with --cpu_util
+// (cpu non-nil) REPORT_EXT_CPU_UTIL's column.
+func lineEnd(cpu *cpuSample) string {
+	if cpu == nil {
+		return "\n"
+	}
+	return fmt.Sprintf("\t    %-3.2f\n", cpu.util())
+}
+
+// The optional last column is --cpu_util's.
+var reportRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+|inf|nan|-nan)\s+([0-9.]+|inf|nan|-nan)\s+([0-9.]+|inf|nan|-nan)(?:\t\s+([0-9.]+))?\s*$`)
 
 // ParseReports returns the result lines of a tool's output (Go or C), in
 // order.
@@ -107,6 +128,9 @@ func ParseReports(out string) []Report {
 		r.Peak, _ = strconv.ParseFloat(m[3], 64)
 		r.Avg, _ = strconv.ParseFloat(m[4], 64)
 		r.MsgRate, _ = strconv.ParseFloat(m[5], 64)
+		if m[6] != "" {
+			r.CPUUtil, _ = strconv.ParseFloat(m[6], 64)
+		}
 		rs = append(rs, r)
 	}
 	return rs

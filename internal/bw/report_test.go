@@ -3,6 +3,8 @@ package bw
 import (
 	"bytes"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -59,15 +61,15 @@ func TestComputeReport(t *testing.T) {
 // below 0.1 Gb/s, REPORT_FMT_EXT), and ParseReports reading them back.
 func TestWriteReport(t *testing.T) {
 	var b bytes.Buffer
-	writeHeader(&b, false)
-	writeReport(&b, Report{Size: 65536, Iters: 2000, Peak: 32.05, Avg: 17.02, MsgRate: 0.000272}, false)
+	writeHeader(&b, false, false)
+	writeReport(&b, Report{Size: 65536, Iters: 2000, Peak: 32.05, Avg: 17.02, MsgRate: 0.000272}, false, lineEnd(nil))
 	want := resultLine + " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n" +
 		" 65536      2000             32.05              17.02  \t\t   0.000272\n"
 	if b.String() != want {
 		t.Errorf("got\n%q\nwant\n%q", b.String(), want)
 	}
 	b.Reset()
-	writeReport(&b, Report{Size: 2, Iters: 5000, Peak: 0.01, Avg: 0.002, MsgRate: 0.125}, true)
+	writeReport(&b, Report{Size: 2, Iters: 5000, Peak: 0.01, Avg: 0.002, MsgRate: 0.125}, true, lineEnd(nil))
 	ext := " 2          5000           0.010000            0.002000            0.125000\n"
 	if b.String() != ext {
 		t.Errorf("got %q, want %q", b.String(), ext)
@@ -75,6 +77,52 @@ func TestWriteReport(t *testing.T) {
 	rs := ParseReports("junk\n" + ext + " 4096       300              0.00               37.03  \t\t   0.009479\n")
 	if len(rs) != 2 || rs[0].Size != 2 || rs[0].Avg != 0.002 || rs[1] != (Report{Size: 4096, Iters: 300, Avg: 37.03, MsgRate: 0.009479}) {
 		t.Errorf("ParseReports: %+v", rs)
+	}
+}
+
+// TestCPUUtil: with --cpu_util (and -D) the headings gain perftest's
+// CPU column and each line the share of user time in the stretch,
+// computed from two readings of /proc/stat's first line; ParseReports
+// reads the column back. A sample never taken prints 0.00 (perftest's
+// write and read servers, --run_infinitely).
+func TestCPUUtil(t *testing.T) {
+	dir := t.TempDir()
+	old := procStat
+	t.Cleanup(func() { procStat = old })
+	procStat = filepath.Join(dir, "stat")
+	var c cpuSample
+	for i, line := range []string{"cpu  1000 5 300 9000 7 0 0 0 0 0", "cpu  1250 5 400 9750 7 0 0 0 0 0"} {
+		if err := os.WriteFile(procStat, []byte(line+"\ncpu0 1 2 3 4\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.take(i)
+	}
+	if u := c.util(); u != 25 { // 250 user ticks against 750 idle
+		t.Errorf("util %v, want 25", u)
+	}
+	var b strings.Builder
+	tt := &test{o: Options{cpuUtil: true}, stdout: &b, cpu: c}
+	tt.writeHeader()
+	tt.writeReport(Report{Size: 4096, Iters: 1000, Avg: 12.5, MsgRate: 0.003052})
+	want := resultLine + resultFmt + "    CPU_Util[%]\n" + " 4096       1000             0.00               12.50  \t\t   0.003052\t    25.00\n"
+	if b.String() != want {
+		t.Errorf("got\n%q\nwant\n%q", b.String(), want)
+	}
+	if rs := ParseReports(b.String()); len(rs) != 1 || rs[0].CPUUtil != 25 || rs[0].MsgRate != 0.003052 {
+		t.Errorf("ParseReports: %+v", rs)
+	}
+	b.Reset()
+	writeLatDurReport(&b, LatDurReport{Size: 2, Iters: 5000, Avg: 1.5, TPS: 330000}, lineEnd(&c))
+	if rs := ParseLatDurReports(b.String()); len(rs) != 1 || rs[0].CPUUtil != 25 || rs[0].TPS != 330000 {
+		t.Errorf("ParseLatDurReports(%q): %+v", b.String(), rs)
+	}
+	if got := lineEnd(&cpuSample{}); got != "\t    0.00\n" {
+		t.Errorf("a sample never taken ends the line with %q", got)
+	}
+	procStat = filepath.Join(dir, "missing")
+	c.take(1)
+	if c.user[1] != 0 || c.idle[1] != 0 {
+		t.Errorf("an unreadable /proc/stat read as %+v", c)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/internal/pingpong"
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -91,7 +92,7 @@ type test struct {
 	pd     *uverbs.PD
 	buf    *uverbs.Buffer
 	mem    []byte
-	mr     *uverbs.MR
+	mrs    []*uverbs.MR        // one, or one per QP (--mr_per_qp; see mrOf)
 	ch     *uverbs.CompChannel // -e
 	sendCQ *uverbs.CQ
 	recvCQ *uverbs.CQ   // send only
@@ -109,10 +110,16 @@ type test struct {
 	cacheLine uint64
 	bufSize   uint64 // the larger of size and the cycle buffer
 	half      uint64 // bufSize rounded up to cache lines: a QP's share of each half
+	region    uint64 // --mr_per_qp: a QP's slice of the buffer, its MR (0 without)
 	my, rem   []Dest // a QP's each
 
 	send sendLoop
 	recv recvLoop
+
+	// cpu is what --cpu_util read of /proc/stat at the start and the end
+	// of the measured stretch of a -D run (zero when it did not run:
+	// perftest's server of a write or read test prints 0.00).
+	cpu cpuSample
 
 	// Whether a line reached -w's bandwidth and -y's message rate.
 	bwPassed, ratePassed bool
@@ -425,6 +432,49 @@ func cacheLineSize() uint64 {
 	return defCacheLine
 }
 
+// hugeFailure is what perftest prints when --use_hugepages finds no
+// huge pages (alloc_hugepage_region and its callers in ctx_init).
+var hugeFailure = [...]string{"Failed to allocate hugepages. Please configure hugepages", "Failed to allocate hugepage region.",
+	"failed to create mr", "Failed to create MR", " Couldn't create IB resources"}
+
+// mapFile maps n bytes of --mmap's file from --mmap-offset as the
+// buffer (pp_init_mmap), with perftest's lines on stdout, and on a
+// failure its chain of complaints.
+func (t *test) mapFile(n int) error {
+	name := t.o.MmapFile
+	fail := func(line string, err error) error {
+		fmt.Fprintln(t.stdout, line)
+		return msgError{"Couldn't allocate work buf.", "  (" + err.Error() + ")", "failed to create mr", "Failed to create MR", " Couldn't create IB resources"}
+	}
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return fail(fmt.Sprintf("Unable to open '%s': %s", name, strerror(err)), err)
+	}
+	defer f.Close()
+	if t.buf, err = uverbs.MapFileBuffer(f, int64(t.o.MmapOffset), n); err != nil {
+		return fail(fmt.Sprintf("Unable to mmap '%s': %s", name, strerror(err)), err)
+	}
+	fmt.Fprintf(t.stdout, "allocated mmap buffer of size %d at %#x\n", n, sys.SliceAddr(t.buf.Bytes()))
+	return nil
+}
+
+// strerror is C's strerror of the errno behind err ("No such file or
+// directory"); an argument the library refused is EINVAL's.
+func strerror(err error) string {
+	var en sys.Errno
+	switch {
+	case errors.As(err, &en):
+		s := en.Error()
+		if s != "" {
+			s = strings.ToUpper(s[:1]) + s[1:]
+		}
+		return s
+	case errors.Is(err, uverbs.ErrInvalid):
+		return "Invalid argument"
+	}
+	return err.Error()
+}
+
 // createResources is alloc_ctx and ctx_init for -q RC QPs: a buffer of
 // two halves, each with a slice per QP (the local messages, and the area
 // the peer writes to, reads from or receives into), PD, MR, CQs shared
@@ -440,14 +490,34 @@ func (t *test) createResources() error {
 		// the last one's may end a cache line past the last area.
 		n += t.cacheLine
 	}
+	if o.MRPerQP {
+		// Each QP's slice is what perftest allocates per QP: both halves
+		// of one QP's share (and the UD receive's cache line).
+		t.region = t.half * 2
+		if o.Conn == UD {
+			t.region += t.cacheLine
+		}
+		n = t.region * nqp
+	}
 	var err error
-	t.buf, err = uverbs.AllocBuffer(int(n))
-	if err != nil {
-		return msgError{"Couldn't allocate work buf.", "  (" + err.Error() + ")"}
+	switch {
+	case o.MmapFile != "":
+		if err := t.mapFile(int(n)); err != nil {
+			return err
+		}
+	case o.HugePages:
+		if t.buf, err = uverbs.AllocHugeBuffer(int(n)); err != nil {
+			return msgError{hugeFailure[0], "  (" + err.Error() + ")", hugeFailure[1], hugeFailure[2], hugeFailure[3], hugeFailure[4]}
+		}
+	default:
+		if t.buf, err = uverbs.AllocBuffer(int(n)); err != nil {
+			return msgError{"Couldn't allocate work buf.", "  (" + err.Error() + ")"}
+		}
 	}
 	t.mem = t.buf.Bytes()
-	// perftest fills the buffer with rand(); any bytes do. write_lat's
-	// stays zero: each side polls its last byte for the peer's count.
+	// perftest fills the buffer with rand(), a file's (--mmap) too; any
+	// bytes do. write_lat's stays zero: each side polls its last byte
+	// for the peer's count.
 	if !(t.v == Write && o.Tst == LAT) {
 		for i := range t.mem {
 			t.mem[i] = byte(i*7 + 1)
@@ -477,9 +547,19 @@ func (t *test) createResources() error {
 	if !o.NoRelaxed {
 		access |= uverbs.AccessRelaxedOrdering
 	}
-	t.mr, err = t.pd.RegMR(t.mem, access)
-	if err != nil {
-		return msgError{"Couldn't allocate MR", "  (" + err.Error() + ")"}
+	regions := [][]byte{t.mem}
+	if t.region > 0 {
+		regions = regions[:0]
+		for i := range uint64(o.QPs) {
+			regions = append(regions, t.mem[i*t.region:(i+1)*t.region])
+		}
+	}
+	for _, r := range regions {
+		mr, err := t.pd.RegMR(r, access)
+		if err != nil {
+			return msgError{"Couldn't allocate MR", "  (" + err.Error() + ")"}
+		}
+		t.mrs = append(t.mrs, mr)
 	}
 	cqOpts := &uverbs.CQOptions{CompVector: o.Vector, Channel: t.ch}
 	t.sendCQ, err = t.dev.CreateCQ(o.TxDepth*o.QPs, cqOpts)
@@ -569,24 +649,48 @@ func (t *test) setUpConnection() error {
 	n := len(t.qps)
 	t.my, t.rem = make([]Dest, n), make([]Dest, n)
 	for i, qp := range t.qps {
-		t.my[i] = Dest{LID: pa.LID, QPN: qp.QPN(), PSN: rand.Uint32() & 0xffffff, RKey: t.mr.RKey(),
+		t.my[i] = Dest{LID: pa.LID, QPN: qp.QPN(), PSN: rand.Uint32() & 0xffffff, RKey: t.mrOf(i).RKey(),
 			OutReads: t.outReads, VAddr: t.remoteArea(i), GID: gid}
 	}
 	return nil
 }
 
+// mrOf is QP i's MR: its own with --mr_per_qp, else the one.
+func (t *test) mrOf(i int) *uverbs.MR {
+	if t.region > 0 {
+		return t.mrs[i]
+	}
+	return t.mrs[0]
+}
+
+// base is the address of the buffer's first byte (t.mem[0]).
+func (t *test) base() uint64 { return t.mrs[0].Addr() }
+
 // localSlice is where QP i's messages start (ctx->buf[i]), remoteArea
 // the area the peer's QP i writes to or reads from (its dest's vaddr),
 // and recvArea the one QP i receives into: slices of bufSize in the
 // first half, of bufSize and of half in the second, as in perftest.
-func (t *test) localSlice(i int) uint64 { return t.mr.Addr() + uint64(i)*t.bufSize }
+// With --mr_per_qp each QP's MR holds its own: the messages and the
+// receives at its start, the peer's area bufSize after it.
+func (t *test) localSlice(i int) uint64 {
+	if t.region > 0 {
+		return t.mrOf(i).Addr()
+	}
+	return t.base() + uint64(i)*t.bufSize
+}
 
 func (t *test) remoteArea(i int) uint64 {
-	return t.mr.Addr() + uint64(len(t.qps)+i)*t.bufSize
+	if t.region > 0 {
+		return t.mrOf(i).Addr() + t.bufSize
+	}
+	return t.base() + uint64(len(t.qps)+i)*t.bufSize
 }
 
 func (t *test) recvArea(i int) uint64 {
-	a := t.mr.Addr() + uint64(len(t.qps)+i)*t.half
+	a := t.base() + uint64(len(t.qps)+i)*t.half
+	if t.region > 0 {
+		a = t.mrOf(i).Addr()
+	}
 	if t.o.Conn == UD {
 		// The GRH before the message, the message on a cache line.
 		a += t.cacheLine - grh
@@ -594,38 +698,56 @@ func (t *test) recvArea(i int) uint64 {
 	return a
 }
 
-// bestGIDIndex is get_best_gid_index: prefer an IPv4-mapped GID, then
-// RoCE v2 over v1.
+// bestGIDIndex is get_best_gid_index: prefer an IPv4-mapped GID (an
+// IPv6 one with --ipv6), then RoCE v2 over v1.
 func (t *test) bestGIDIndex() int {
 	tbl, err := t.dev.QueryGIDTable()
 	if err != nil {
 		return 0
 	}
-	var port []uverbs.GIDEntry
-	for _, e := range tbl {
-		if e.Port == t.o.IBPort {
-			port = append(port, e)
-		}
-	}
-	best := -1
-	for i, e := range port {
-		if best < 0 {
-			best = i
-			continue
-		}
-		b := port[best]
-		v4, bv4 := isV4Mapped(e.GID), isV4Mapped(b.GID)
-		switch {
-		case v4 && !bv4:
-			best = i
-		case v4 == bv4 && e.Type == uverbs.GIDTypeRoCEv2 && b.Type == uverbs.GIDTypeRoCEv1:
-			best = i
-		}
-	}
-	if best < 0 {
+	pa, err := t.dev.QueryPort(t.o.IBPort)
+	if err != nil {
 		return 0
 	}
-	return port[best].Index
+	port := map[int]uverbs.GIDEntry{}
+	for _, e := range tbl {
+		if e.Port == t.o.IBPort {
+			port[e.Index] = e
+		}
+	}
+	return bestGID(pa.GIDTblLen, port, t.o.ipv6)
+}
+
+// bestGID is get_best_gid_index's walk over a port's n GID slots (the
+// valid ones in entries), exactly as perftest walks them: each slot
+// against the best so far, first by address family, else by RoCE
+// version. An empty slot reads as the zero GID, not IPv4-mapped, whose
+// type cannot be read.
+func bestGID(n int, entries map[int]uverbs.GIDEntry, ipv6 bool) int {
+	rate := func(t uverbs.GIDType) int {
+		switch t {
+		case uverbs.GIDTypeRoCEv1:
+			return 1
+		case uverbs.GIDTypeRoCEv2:
+			return 2
+		}
+		return -1
+	}
+	best := 0
+	for i := 1; i < n; i++ {
+		cur, curOK := entries[best]
+		riv, rivOK := entries[i]
+		v4, rivV4 := curOK && isV4Mapped(cur.GID), rivOK && isV4Mapped(riv.GID)
+		switch {
+		case rivV4 && !v4 && !ipv6:
+			best = i
+		case !rivV4 && v4 && ipv6:
+			best = i
+		case curOK && rivOK && rate(cur.Type) < rate(riv.Type):
+			best = i
+		}
+	}
+	return best
 }
 
 func isV4Mapped(g uverbs.GID) bool {
@@ -677,35 +799,47 @@ func (t *test) printTestInfo() {
 		}
 	}
 	fmt.Fprintf(w, " ibv_wr* API     : OFF\n")
-	if t.client || o.Duplex {
-		fmt.Fprintf(w, " TX depth        : %d\n", o.TxDepth)
-	}
-	if o.PostList > 1 {
-		fmt.Fprintf(w, " Post List       : %d\n", o.PostList)
-	}
-	if t.v == Send && (!t.client || o.Duplex) {
-		fmt.Fprintf(w, " RX depth        : %d\n", o.RxDepth)
-	}
-	if o.Tst == BW {
-		fmt.Fprintf(w, " CQ Moderation   : %d\n", o.CQMod)
-	}
-	fmt.Fprintf(w, " Mtu             : %d[B]\n", t.mtu.Bytes())
-	link := "IB"
-	if t.linkEth {
-		link = "Ethernet"
-	}
-	fmt.Fprintf(w, " Link type       : %s\n", link)
-	if t.gidIndex != -1 {
-		fmt.Fprintf(w, " GID index       : %d\n", t.gidIndex)
-	}
-	if t.v != Read {
-		fmt.Fprintf(w, " Max inline data : %d[B]\n", o.Inline)
-	} else {
-		fmt.Fprintf(w, " Outstand reads  : %d\n", t.outReads)
+	for _, f := range t.infoFields() {
+		fmt.Fprintf(w, f.text+"\n", f.val)
 	}
 	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
 	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
 	io.WriteString(w, resultLine)
+}
+
+// infoField is one line of the test's description that depends on the
+// run: as ctx_print_test_info prints it (text) and as --out_json writes
+// it (json), each a format of val.
+type infoField struct {
+	text, json string
+	val        any
+}
+
+// infoFields are the description's lines from the TX depth to the
+// inline size (or outstanding reads), those the run has.
+func (t *test) infoFields() []infoField {
+	o := &t.o
+	var fs []infoField
+	add := func(show bool, text, json string, val any) {
+		if show {
+			fs = append(fs, infoField{text, json, val})
+		}
+	}
+	add(t.client || o.Duplex, " TX depth        : %d", "TX_depth : %d", o.TxDepth)
+	add(o.PostList > 1, " Post List       : %d", "Post_List: %d", o.PostList)
+	add(o.RecvPostList > 1, " Recv Post List  : %d", "Recv_Post_List: %d", o.RecvPostList)
+	add(t.v == Send && (!t.client || o.Duplex), " RX depth        : %d", "RX_depth: %d", o.RxDepth)
+	add(o.Tst == BW, " CQ Moderation   : %d", "CQ_Moderation: %d", o.CQMod)
+	add(true, " Mtu             : %d[B]", "Mtu: %d", t.mtu.Bytes())
+	link := "IB"
+	if t.linkEth {
+		link = "Ethernet"
+	}
+	add(true, " Link type       : %s", "Link_type: %s", link)
+	add(t.gidIndex != -1, " GID index       : %d", "GID_index: %d", t.gidIndex)
+	add(t.v != Read, " Max inline data : %d[B]", "Max_inline_data: %d", o.Inline)
+	add(t.v == Read, " Outstand reads  : %d", "Outstand_reads: %d", t.outReads)
+	return fs
 }
 
 // printDest is ctx_print_pingpong_data.
@@ -933,14 +1067,19 @@ func (t *test) runRDMA() error {
 	}
 	if t.o.Infinite {
 		t.send.dur = newForever()
-		t.send.setup(t.o.Size, t.mr.LKey())
+		t.send.setup(t.o.Size)
 		return t.forever(t.o.Size, t.send.dur, &t.send.progress, t.send.run, " Error occurred while running infinitely! aborting ...")
 	}
 	if t.o.Duration > 0 {
-		t.send.dur = newDuration(time.Duration(t.o.Duration)*time.Second, time.Duration(t.o.Margin)*time.Second)
+		t.send.dur = t.clock()
 	}
 	for _, size := range t.sizes() {
-		t.send.setup(size, t.mr.LKey())
+		t.send.setup(size)
+		if t.o.WarmUp && t.v == Read {
+			if err := t.send.warmUp(); err != nil {
+				return withLines(err, "Problems with warm up")
+			}
+		}
 		if t.o.Duplex {
 			if err := t.sync(); err != nil {
 				return err
@@ -980,8 +1119,24 @@ func (t *test) verbose() bool { return t.o.Output == OutputFull }
 // writeHeader prints the table's rule and headings, unless --output.
 func (t *test) writeHeader() {
 	if t.verbose() {
-		writeHeader(t.stdout, t.o.Gbits)
+		writeHeader(t.stdout, t.o.Gbits, t.o.cpuUtil)
 	}
+}
+
+// clock returns the clock of a -D run, which takes --cpu_util's
+// samples.
+func (t *test) clock() *duration {
+	d := newDuration(time.Duration(t.o.Duration)*time.Second, time.Duration(t.o.Margin)*time.Second)
+	d.cpu = t.cpuSample()
+	return d
+}
+
+// cpuSample is t.cpu with --cpu_util in effect, else nil.
+func (t *test) cpuSample() *cpuSample {
+	if t.o.cpuUtil {
+		return &t.cpu
+	}
+	return nil
 }
 
 // rule prints the table's closing rule, unless --output.
@@ -1002,13 +1157,14 @@ func (t *test) writeReport(r Report) {
 
 // writeLine is writeReport without the limits (--report-both's lines).
 func (t *test) writeLine(r Report) {
+	t.writeJSON(t.jsonBW(r))
 	switch t.o.Output {
 	case OutputBW:
 		fmt.Fprintf(t.stdout, "%f\n", r.Avg)
 	case OutputMsgRate:
 		fmt.Fprintf(t.stdout, "%f\n", r.MsgRate)
 	default:
-		writeReport(t.stdout, r, t.o.Gbits)
+		writeReport(t.stdout, r, t.o.Gbits, lineEnd(t.cpuSample()))
 	}
 }
 
@@ -1042,7 +1198,7 @@ func (t *test) reportBoth(my Report) error {
 			// (perftest prints these headings whatever --output says)
 			io.WriteString(t.stdout, resultLine)
 			fmt.Fprintf(t.stdout, "\n %s results: \n", side.name)
-			writeHeader(t.stdout, t.o.Gbits)
+			writeHeader(t.stdout, t.o.Gbits, t.o.cpuUtil)
 			t.writeLine(side.r)
 		}
 	}
@@ -1070,12 +1226,12 @@ func (t *test) runSend() error {
 	}
 	if receives {
 		t.recv = recvLoop{qps: make([]recvQP, len(t.qps)), cq: t.recvCQ, iters: t.o.Iters, depth: uint64(t.o.RxDepth),
-			cycle: t.cycle, line: t.cacheLine, tm: newTiming(1, true)}
+			postList: uint64(t.o.RecvPostList), cycle: t.cycle, line: t.cacheLine, tm: newTiming(1, true)}
 		if t.o.Conn == UD {
 			t.recv.grh = grh
 		}
 		for i, qp := range t.qps {
-			t.recv.qps[i].qp, t.recv.qps[i].rxAddr = qp, t.recvArea(i)
+			t.recv.qps[i].qp, t.recv.qps[i].rxAddr, t.recv.qps[i].lkey = qp, t.recvArea(i), t.mrOf(i).LKey()
 			if t.srq != nil {
 				// Each QP's share of the SRQ: its receives (wr_id i) go
 				// to the SRQ, and whichever QP takes one, the
@@ -1100,7 +1256,7 @@ func (t *test) runSend() error {
 		d := newForever()
 		t.send.dur, t.recv.dur = d, d
 	case t.o.Duration > 0:
-		d := newDuration(time.Duration(t.o.Duration)*time.Second, time.Duration(t.o.Margin)*time.Second)
+		d := t.clock()
 		t.send.dur, t.recv.dur = d, d
 	case receives:
 		// check_alive: a receiver whose peer died gives up.
@@ -1119,10 +1275,10 @@ func (t *test) runSend() error {
 	bi := biLoop{s: &t.send, r: &t.recv, server: !t.client}
 	for _, size := range t.sizes() {
 		if sends {
-			t.send.setup(size, t.mr.LKey())
+			t.send.setup(size)
 		}
 		if receives {
-			if err := t.recv.prepost(size, t.mr.LKey()); err != nil {
+			if err := t.recv.prepost(size); err != nil {
 				return withLines(err, " Failed to post receive recv_wqes")
 			}
 		}
@@ -1258,10 +1414,10 @@ func (t *test) iters(sampled uint64) uint64 {
 func (t *test) initSend() {
 	t.send = sendLoop{qps: make([]sendQP, len(t.qps)), cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
 		cqMod: uint64(t.o.CQMod), postList: uint64(t.o.PostList), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
-		base: t.mr.Addr(), local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters*uint64(t.o.QPs), t.o.NoPeak)}
+		base: t.base(), local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters*uint64(t.o.QPs), t.o.NoPeak)}
 	for i, qp := range t.qps {
 		q := &t.send.qps[i]
-		q.qp, q.myAddr = qp, t.localSlice(i)
+		q.qp, q.myAddr, q.lkey = qp, t.localSlice(i), t.mrOf(i).LKey()
 		if t.v != Send {
 			q.remAddr, q.rkey = t.rem[i].VAddr, t.rem[i].RKey
 		}
@@ -1342,7 +1498,15 @@ func (t *test) close() error {
 			return nil
 		}},
 		{t.srq != nil, "Couldn't destroy SRQ", func() error { return t.srq.Destroy(ctx) }},
-		{t.mr != nil, "Failed to deregister MR", t.mr.Dereg},
+		{len(t.mrs) > 0, "Failed to deregister MR", func() error {
+			for len(t.mrs) > 0 {
+				if err := t.mrs[0].Dereg(); err != nil {
+					return err
+				}
+				t.mrs = t.mrs[1:]
+			}
+			return nil
+		}},
 		{t.recvCQ != nil && t.recvCQ != t.sendCQ, "Failed to destroy recv CQ", func() error { return t.recvCQ.Destroy(ctx) }},
 		{t.sendCQ != nil, "Failed to destroy send CQ", func() error { return t.sendCQ.Destroy(ctx) }},
 		{t.pd != nil, "Failed to deallocate PD", t.pd.Dealloc},
@@ -1358,7 +1522,7 @@ func (t *test) close() error {
 			return msgError{s.msg, "  (" + err.Error() + ")"}
 		}
 	}
-	t.ahs, t.qps, t.srq, t.mr, t.recvCQ, t.sendCQ, t.pd, t.ch, t.dev = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	t.ahs, t.qps, t.srq, t.mrs, t.recvCQ, t.sendCQ, t.pd, t.ch, t.dev = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	if t.buf != nil {
 		if err := t.buf.Close(); err != nil {
 			return msgError{"Couldn't free the work buf.", "  (" + err.Error() + ")"}

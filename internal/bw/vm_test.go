@@ -96,10 +96,10 @@ func TestVMLoopsNoAllocs(t *testing.T) {
 	qp, scq, rcq, mr := selfQP(t, 128, 512, false)
 	half := mr.Addr() + 1<<17
 	for _, v := range []Verb{Write, Read} {
-		l := &sendLoop{qps: []sendQP{{qp: qp, myAddr: mr.Addr(), remAddr: half, rkey: mr.RKey()}}, cq: scq, verb: v, iters: 1000,
+		l := &sendLoop{qps: []sendQP{{qp: qp, myAddr: mr.Addr(), remAddr: half, rkey: mr.RKey(), lkey: mr.LKey()}}, cq: scq, verb: v, iters: 1000,
 			txDepth: 128, cqMod: 100, cycle: 4096, line: 64, base: mr.Addr(), tm: newTiming(1000, false)}
 		testkit.NoAllocs(t, 3, func() {
-			l.setup(4096, mr.LKey())
+			l.setup(4096)
 			if err := l.run(); err != nil {
 				t.Fatal(err)
 			}
@@ -113,10 +113,10 @@ func TestVMLoopsNoAllocs(t *testing.T) {
 	// SEND: the receive loop first preposts, then the send loop sends
 	// and the receive loop collects (one goroutine after the other: the
 	// receives are all posted before the sends start).
-	s := &sendLoop{qps: []sendQP{{qp: qp, myAddr: mr.Addr()}}, cq: scq, verb: Send, iters: 400, txDepth: 128, cqMod: 100,
+	s := &sendLoop{qps: []sendQP{{qp: qp, myAddr: mr.Addr(), lkey: mr.LKey()}}, cq: scq, verb: Send, iters: 400, txDepth: 128, cqMod: 100,
 		cycle: 4096, line: 64, base: mr.Addr(), tm: newTiming(400, false)}
-	r := &recvLoop{qps: []recvQP{{qp: qp, rxAddr: half}}, cq: rcq, iters: 400, depth: 400, cycle: 4096, line: 64, tm: newTiming(1, true)}
-	sendReceive(t, s, r, mr.LKey())
+	r := &recvLoop{qps: []recvQP{{qp: qp, rxAddr: half, lkey: mr.LKey()}}, cq: rcq, iters: 400, depth: 400, cycle: 4096, line: 64, tm: newTiming(1, true)}
+	sendReceive(t, s, r)
 	if r.rcnt != 400 {
 		t.Errorf("received %d", r.rcnt)
 	}
@@ -138,11 +138,11 @@ func TestVMLoopsEvents(t *testing.T) {
 	}
 	sw := arm(scq)
 	for _, cqMod := range []uint64{100, 1} {
-		l := &sendLoop{qps: []sendQP{{qp: qp, myAddr: mr.Addr(), remAddr: half, rkey: mr.RKey()}}, cq: scq, events: sw, verb: Read,
+		l := &sendLoop{qps: []sendQP{{qp: qp, myAddr: mr.Addr(), remAddr: half, rkey: mr.RKey(), lkey: mr.LKey()}}, cq: scq, events: sw, verb: Read,
 			iters: 1000, txDepth: 128, cqMod: cqMod, cycle: 4096, line: 64, base: mr.Addr(), tm: newTiming(1000, false)}
 		sw.n = 0
 		testkit.NoAllocs(t, 3, func() {
-			l.setup(4096, mr.LKey())
+			l.setup(4096)
 			if err := l.run(); err != nil {
 				t.Fatal(err)
 			}
@@ -153,10 +153,10 @@ func TestVMLoopsEvents(t *testing.T) {
 		t.Logf("reads, cq_mod %d: %d waits in 4 runs", cqMod, sw.n)
 	}
 	rw := arm(rcq)
-	s := &sendLoop{qps: []sendQP{{qp: qp, myAddr: mr.Addr()}}, cq: scq, events: sw, verb: Send, iters: 400, txDepth: 128,
+	s := &sendLoop{qps: []sendQP{{qp: qp, myAddr: mr.Addr(), lkey: mr.LKey()}}, cq: scq, events: sw, verb: Send, iters: 400, txDepth: 128,
 		cqMod: 1, cycle: 4096, line: 64, base: mr.Addr(), tm: newTiming(400, false)}
-	r := &recvLoop{qps: []recvQP{{qp: qp, rxAddr: half}}, cq: rcq, events: rw, iters: 400, depth: 400, cycle: 4096, line: 64, tm: newTiming(1, true)}
-	sendReceive(t, s, r, mr.LKey())
+	r := &recvLoop{qps: []recvQP{{qp: qp, rxAddr: half, lkey: mr.LKey()}}, cq: rcq, events: rw, iters: 400, depth: 400, cycle: 4096, line: 64, tm: newTiming(1, true)}
+	sendReceive(t, s, r)
 	if r.rcnt != 400 || rw.n == 0 {
 		t.Errorf("received %d after %d waits", r.rcnt, rw.n)
 	}
@@ -177,13 +177,13 @@ func (c *countingWaiter) wait() error {
 // times and more, and checks that the runs allocate nothing: r preposts,
 // s sends, then r collects (one after the other: the receives are all
 // posted before the sends start).
-func sendReceive(t *testing.T, s *sendLoop, r *recvLoop, lkey uint32) {
+func sendReceive(t *testing.T, s *sendLoop, r *recvLoop) {
 	t.Helper()
 	testkit.NoAllocs(t, 3, func() {
-		if err := r.prepost(1024, lkey); err != nil {
+		if err := r.prepost(1024); err != nil {
 			t.Fatal(err)
 		}
-		s.setup(1024, lkey)
+		s.setup(1024)
 		if err := s.run(); err != nil {
 			t.Fatal(err)
 		}

@@ -68,8 +68,13 @@ type Run struct {
 	Size  int
 	Iters int
 	Extra []string // more arguments for both sides ("-a", "-Q", "1", ...)
-	Place Place
-	Port  int // 0: Port()
+	// ServerExtra and ClientExtra are more arguments for one side
+	// (after Extra).
+	ServerExtra, ClientExtra []string
+	// NoGIDIndex leaves out "-x 1": the tools choose the GID.
+	NoGIDIndex bool
+	Place      Place
+	Port       int // 0: Port()
 
 	Server, Client string // outputs
 }
@@ -77,9 +82,15 @@ type Run struct {
 // Args returns the command line of one side.
 func (r *Run) Args(client bool) []string {
 	a := []string{"-d", r.Dev, "-x", "1", "-p", strconv.Itoa(r.Port), "-s", strconv.Itoa(r.Size), "-n", strconv.Itoa(r.Iters)}
+	if r.NoGIDIndex {
+		a = slices.Delete(a, 2, 4)
+	}
 	a = append(a, r.Extra...)
 	if client {
+		a = append(a, r.ClientExtra...)
 		a = append(a, r.Host)
+	} else {
+		a = append(a, r.ServerExtra...)
 	}
 	return a
 }
@@ -350,7 +361,8 @@ func (r *Run) checkReports(t testing.TB) (server, client bw.Report) {
 		return bw.Report{}, bw.Report{}
 	}
 	server, client = srs[len(srs)-1], crs[len(crs)-1]
-	if r.Tool.Verb != bw.Send && !duplex && server != client {
+	// (A write or read server's --cpu_util column is its own: 0.00.)
+	if sameLine := func(a, b bw.Report) bool { a.CPUUtil, b.CPUUtil = 0, 0; return a == b }; r.Tool.Verb != bw.Send && !duplex && !sameLine(server, client) {
 		t.Errorf("the server printed %+v, the client %+v: the report exchange should carry the client's line", server, client)
 	}
 	timed := slices.Contains(r.Extra, "-D")
@@ -771,6 +783,131 @@ func SRQ(t *testing.T, tool Tool) {
 	MatrixOn(t, tool, "rxe0", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{512}, 300, "--use-srq", "-c", "UD")
 }
 
+// RecvPostList is the test of ib_send_bw --recv_post_list (the
+// receiving side posts its receives in chains, each again once all of
+// its receives completed): Go against C both ways on rxe0, moderated
+// and not; with four QPs on an SRQ; Go against Go with -b and with UD.
+func RecvPostList(t *testing.T, tool Tool) {
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64, 65536}, 400, "--recv_post_list", "8")
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 200, "--recv_post_list", "4", "-q", "4", "--use-srq", "-r", "64")
+	MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{1024}, 300, "--recv_post_list", "6", "-b")
+	MatrixOn(t, tool, "rxe0", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{512}, 320, "--recv_post_list", "16", "-c", "UD")
+}
+
+var rkeyRE = regexp.MustCompile(`RKey (0x[0-9a-f]+) VAddr (0x[0-9a-f]+)`)
+
+// MRPerQP is the test of --mr_per_qp (each QP's slice of the buffer is
+// its own MR): Go against C both ways on rxe0 with four QPs. For write
+// and read, where the address lines carry them, each side's QPs name
+// four different rkeys, and four areas.
+func MRPerQP(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	matrix(t, tool, "rxe0", pptest.BothWays, []int{4096}, 200, []string{"-q", "4", "--mr_per_qp"}, func(t *testing.T, r *Run) bool {
+		r.Check(t, r.Host)
+		if tool.Verb == bw.Send {
+			return true
+		}
+		for side, out := range map[string]string{"server": r.Server, "client": r.Client} {
+			local, _ := Addrs(out)
+			keys, areas := map[string]bool{}, map[string]bool{}
+			for _, a := range local {
+				m := rkeyRE.FindStringSubmatch(a.Rest)
+				if m == nil {
+					t.Fatalf("%s: no rkey in %+v", side, a)
+				}
+				keys[m[1]], areas[m[2]] = true, true
+			}
+			if len(keys) != 4 || len(areas) != 4 {
+				t.Errorf("%s (%s): rkeys %v and areas %v, want four of each\n%s", side, r.Pair, keys, areas, out)
+			}
+		}
+		return true
+	})
+}
+
+// CPUUtil is the test of --cpu_util with -D: Go against C both ways on
+// rxe0. Both sides' column headings end with perftest's CPU column and
+// their one line carries it, a percentage (often 0.00 in the guest: the
+// busy loops spend their time in the kernel's rxe, and a write or read
+// server prints the client's line with its own 0.00: it sampled
+// nothing). A latency tool's lines (ib_send_lat's: both sides time the
+// stretch) are checked the same way.
+// cpuColumnRE is a result line ended by the CPU column
+// (REPORT_EXT_CPU_UTIL).
+var cpuColumnRE = regexp.MustCompile(`(?m)^ \d+ .*\t    \d+\.\d\d\s*$`)
+
+func CPUUtil(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	heading, size := "MsgRate[Mpps]    CPU_Util[%]\n", 4096
+	if tool.Test == bw.LAT {
+		heading, size = "tps average    CPU_Util[%]\n", 64
+	}
+	matrix(t, tool, "rxe0", pptest.BothWays, []int{size}, 100, []string{"-D", "3", "-f", "1", "--cpu_util"}, func(t *testing.T, r *Run) bool {
+		if tool.Test == bw.LAT {
+			r.CheckLat(t, r.Host)
+		} else {
+			r.Check(t, r.Host)
+		}
+		for side, out := range map[string]string{"server": r.Server, "client": r.Client} {
+			if !strings.Contains(out, heading) {
+				t.Errorf("%s (%s): no CPU column heading\n%s", side, r.Pair, out)
+			}
+			var cpu []float64
+			if tool.Test == bw.LAT {
+				for _, l := range bw.ParseLatDurReports(out) {
+					cpu = append(cpu, l.CPUUtil)
+				}
+			} else {
+				for _, l := range bw.ParseReports(out) {
+					cpu = append(cpu, l.CPUUtil)
+				}
+			}
+			if len(cpu) != 1 || cpu[0] < 0 || cpu[0] > 100 || len(cpuColumnRE.FindAllString(out, -1)) != 1 {
+				t.Errorf("%s (%s): CPU column %v\n%s", side, r.Pair, cpu, out)
+			}
+		}
+		return true
+	})
+}
+
+// GIDChoice is the test of the GID the tools choose without -x: Go
+// against C both ways on rxe0, by default (perftest's choice: the
+// IPv4-mapped RoCE v2 GID) and with --ipv6 (an IPv6 one, RoCE v2: the
+// link-local address). The Go tool describes each run as the C tool
+// does (the GID index among it), and both sides' addresses carry the
+// kind of GID chosen.
+func GIDChoice(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	for _, ipv6 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ipv6=%v", ipv6), func(t *testing.T) {
+			headers := map[headerKey][]string{}
+			for _, pair := range pptest.BothWays {
+				t.Run(pair.String(), func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+					defer cancel()
+					r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 64, Iters: 100, NoGIDIndex: true}
+					if ipv6 {
+						r.Extra = []string{"--ipv6"}
+					}
+					r.Do(ctx, t)
+					for side, out := range map[string]string{"server": r.Server, "client": r.Client} {
+						local, remote := Addrs(out)
+						if len(local) != 1 || len(remote) != 1 || local[0].GID != remote[0].GID {
+							t.Fatalf("%s (%s): addresses %+v %+v\n%s", side, pair, local, remote, out)
+						}
+						if v6 := !strings.HasPrefix(local[0].GID, "00:00:00:00:00:00:00:00:00:00:255:255:"); v6 != ipv6 {
+							t.Errorf("%s (%s): GID %s with ipv6=%v\n%s", side, pair, local[0].GID, ipv6, out)
+						}
+					}
+					headers[headerKey{64, false, pair.Server}] = Header(r.Server)
+					headers[headerKey{64, true, pair.Client}] = Header(r.Client)
+				})
+			}
+			sameHeaders(t, headers)
+		})
+	}
+}
+
 // Output is the test of --output=bandwidth and --output=message_rate:
 // Go against C both ways on rxe0, each side prints its one number (the
 // line it would print: for write and read the client's, on both sides)
@@ -1089,6 +1226,12 @@ var BadArgs = [][]string{
 	// past the table becomes 0, with a complaint.
 	{"--tclass", "x"}, {"--tclass", "300"}, {"--retry_count=-1"}, {"--flow_label", "-2"}, {"--wait_destroy", "x"},
 	{"--pkey_index", "100"}, {"--pkey_index", "1"},
+	// Receive post lists: an int, a multiple of it in iterations (send
+	// runs them; the other verbs take the option and print it).
+	{"--recv_post_list", "3"}, {"--recv_post_list", "x"}, {"--recv_post_list", "4", "-n", "100"},
+	// CPU utilization: -D only; without, a warning.
+	{"--cpu_util"}, {"--cpu_util", "-D", "4", "-f", "1"},
+	{"--mr_per_qp", "-q", "2"}, {"--mmap-offset", "x"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")

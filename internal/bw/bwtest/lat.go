@@ -83,7 +83,9 @@ func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
 				continue
 			}
 			rs := bw.ParseLatDurReports(side.out)
-			if !slices.Contains(strings.Split(side.out, "\n"), latHeadingDur) || len(rs) != 1 ||
+			// (--cpu_util adds a column.)
+			hasHeading := slices.ContainsFunc(strings.Split(side.out, "\n"), func(l string) bool { return strings.HasPrefix(l, latHeadingDur) })
+			if !hasHeading || len(rs) != 1 ||
 				rs[0].Size != want[0] || rs[0].Iters == 0 || !(rs[0].Avg > 0) || !(rs[0].TPS > 0) {
 				t.Errorf("%s: want the heading %q and one line of %d bytes with turns, a time and a rate:\n%s", side.name, latHeadingDur, want[0], side.out)
 				continue
@@ -203,6 +205,7 @@ var LatBadArgs = [][]string{
 	{"-q", "2"}, {"-l", "2"}, {"-T", "32"}, {"-L", "10"}, {"-T", "300"}, {"--use-srq"},
 	{"-Q", "4"}, {"-w", "10"}, {"-y", "10"}, {"--report_gbits"}, {"--report-both"},
 	{"--tclass", "x"}, {"--retry_count=-1"}, {"--pkey_index", "100"}, {"--wait_destroy", "x"},
+	{"--recv_post_list", "2"}, {"--recv_post_list", "x"}, {"--cpu_util"}, {"--mr_per_qp"},
 }
 
 // LatTwoHosts runs a latency tool across the two hosts of make vmtest2
