@@ -13,6 +13,26 @@ import (
 	"github.com/pureverbs/pureverbs/internal/sys"
 )
 
+// Bits of DeviceAttr.ODPGeneralCaps (enum ibv_odp_general_caps, the
+// kernel's IB_ODP_SUPPORT*): the device can register memory with
+// AccessOnDemand, and a whole address space at once (implicit ODP).
+const (
+	ODPSupport         uint64 = 1 << 0
+	ODPSupportImplicit uint64 = 1 << 1
+)
+
+// Bits of DeviceAttr's per-transport ODP capabilities (ODPRCCaps,
+// ODPUCCaps, ODPUDCaps, XRCODPCaps; enum ibv_odp_transport_cap_bits):
+// which operations of that transport may use on-demand paged memory.
+const (
+	ODPSend uint32 = 1 << iota
+	ODPRecv
+	ODPWrite
+	ODPRead
+	ODPAtomic
+	ODPSRQRecv
+)
+
 // DeviceAttr holds a device's attributes (struct ibv_device_attr_ex,
 // ibv_query_device_ex(3)).
 type DeviceAttr struct {
@@ -58,7 +78,9 @@ type DeviceAttr struct {
 	PhysPortCnt           int
 
 	// Extended attributes (zero when the kernel did not report them).
-	CompMask         uint32
+	CompMask uint32
+	// On-demand paging: ODPSupport and ODPSupportImplicit in the general
+	// capabilities, ODPSend ... ODPSRQRecv per transport.
 	ODPGeneralCaps   uint64
 	ODPRCCaps        uint32
 	ODPUCCaps        uint32

@@ -85,3 +85,9 @@ func TestVMWarmUp(t *testing.T) {
 	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{65536}, 200, "--perform_warm_up")
 	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 5, "--perform_warm_up", "-a", "-b")
 }
+
+// TestVMODP: --odp on rxe (no on-demand paging), Go against C both ways (bwtest.ODP).
+func TestVMODP(t *testing.T) { bwtest.ODP(t, tool) }
+
+// TestVMRateLimit: --rate_limit and its options, Go against C both ways (bwtest.RateLimit).
+func TestVMRateLimit(t *testing.T) { bwtest.RateLimit(t, tool) }

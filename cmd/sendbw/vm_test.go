@@ -171,3 +171,9 @@ func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
 
 // TestVMHugePages: --use_hugepages, failing without huge pages and running with them, Go against C both ways (bwtest.HugePages).
 func TestVMHugePages(t *testing.T) { bwtest.HugePages(t, tool) }
+
+// TestVMODP: --odp on rxe (no on-demand paging), Go against C both ways (bwtest.ODP).
+func TestVMODP(t *testing.T) { bwtest.ODP(t, tool) }
+
+// TestVMRateLimit: --rate_limit and its options, Go against C both ways (bwtest.RateLimit).
+func TestVMRateLimit(t *testing.T) { bwtest.RateLimit(t, tool) }

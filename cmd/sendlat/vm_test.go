@@ -127,3 +127,6 @@ func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
 
 // TestVMGIDChoice: the GID chosen without -x, and with --ipv6, Go against C both ways (bwtest.GIDChoice).
 func TestVMGIDChoice(t *testing.T) { bwtest.GIDChoice(t, tool) }
+
+// TestVMNoVersions: --dont_xchg_versions, Go against C both ways (bwtest.NoVersions).
+func TestVMNoVersions(t *testing.T) { bwtest.NoVersions(t, tool) }

@@ -100,3 +100,12 @@ func TestVMHugePages(t *testing.T) { bwtest.HugePages(t, tool) }
 
 // TestVMMmap: --mmap and --mmap-offset, Go against C both ways (bwtest.Mmap).
 func TestVMMmap(t *testing.T) { bwtest.Mmap(t, tool) }
+
+// TestVMODP: --odp on rxe (no on-demand paging), Go against C both ways (bwtest.ODP).
+func TestVMODP(t *testing.T) { bwtest.ODP(t, tool) }
+
+// TestVMNoVersions: --dont_xchg_versions, Go against C both ways (bwtest.NoVersions).
+func TestVMNoVersions(t *testing.T) { bwtest.NoVersions(t, tool) }
+
+// TestVMRateLimit: --rate_limit and its options, Go against C both ways (bwtest.RateLimit).
+func TestVMRateLimit(t *testing.T) { bwtest.RateLimit(t, tool) }

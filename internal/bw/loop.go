@@ -298,6 +298,44 @@ type sendLoop struct {
 	// the reports of a run without end.
 	progress atomic.Uint64
 	y        yielder
+	// rate, when set (--rate_limit with the SW limiter), spaces the
+	// posts into bursts.
+	rate *swRate
+}
+
+// swRate is run_iter_bw's SW rate limiter: the posts go in bursts of
+// burst messages (any QPs), a burst starting gap after the last one
+// started; between bursts the loop only polls.
+type swRate struct {
+	limit    float64
+	units    rateUnit
+	burst    uint64
+	gap      int64 // stamp units
+	deadline int64 // when the next burst may start
+	sending  bool
+	sent     uint64 // messages of the burst posted
+}
+
+// setGap computes the gap between bursts for size-byte messages, with
+// perftest's integer messages per second and bursts per second. Below
+// one burst a second (where perftest divides by zero) the gap is the
+// burst's share of the rate.
+func (r *swRate) setGap(size uint64) {
+	var pps float64
+	switch r.units {
+	case unitMBps:
+		pps = r.limit / float64(size) * 1048576
+	case unitGbps:
+		pps = r.limit / float64(size*8) * 1e9
+	default:
+		pps = r.limit
+	}
+	gap := float64(r.burst) / pps * 1e9
+	if bursts := int64(pps) / int64(r.burst); bursts > 0 {
+		gap = 1e9 / float64(bursts)
+	}
+	r.gap = stampsPer(time.Duration(gap))
+	r.deadline, r.sending, r.sent = 0, false, 0
 }
 
 // sendQP is one QP of a sendLoop: its requests and counts (perftest's
@@ -326,6 +364,9 @@ type sendQP struct {
 func (l *sendLoop) setup(size uint64) {
 	l.size = size
 	l.postList = max(l.postList, 1)
+	if l.rate != nil {
+		l.rate.setGap(size)
+	}
 	for i := range l.qps {
 		l.setupQP(&l.qps[i], uint64(i))
 	}
@@ -474,6 +515,9 @@ func (l *sendLoop) warmUp() error {
 // not take stays zero).
 func (l *sendLoop) reset() {
 	l.scnt, l.ccnt, l.sampled = 0, 0, 0
+	if l.rate != nil {
+		l.rate.deadline, l.rate.sending, l.rate.sent = 0, false, 0
+	}
 	l.progress.Store(0)
 	l.y.reset()
 	for i := range l.qps {
@@ -512,7 +556,9 @@ func (l *sendLoop) loop(iters uint64) error {
 			// event (perftest after 6.06; 6.06 sleeps before every poll,
 			// and waits for an event that never comes when more
 			// completions are queued than one poll reads).
-			if l.events != nil && ne == 0 {
+			// (Nothing in flight between two bursts: no event to wait
+			// for.)
+			if l.events != nil && ne == 0 && l.scnt > l.ccnt {
 				if err := l.events.wait(); err != nil {
 					return msgError{"Couldn't request CQ notification", "  (" + err.Error() + ")"}
 				}
@@ -533,10 +579,18 @@ func (l *sendLoop) post(iters uint64) (end bool, err error) {
 	cqMod, dur, step := l.cqMod, l.dur, l.postList
 	single := step == 1 // a list's requests keep their slots and signals
 	cycling := single && l.size <= l.cycle/2
+	rate := l.rate
 	for i := range l.qps {
 		q := &l.qps[i]
 		w := &q.wr[0]
-		for q.scnt < iters && q.scnt-q.ccnt+step <= l.txDepth {
+		if rate != nil && !rate.sending {
+			now := stamp()
+			if rate.deadline > now {
+				continue // not this QP's turn yet: poll
+			}
+			rate.deadline, rate.sending, rate.sent = now+rate.gap, true, 0
+		}
+		for q.scnt < iters && q.scnt-q.ccnt+step <= l.txDepth && (rate == nil || rate.sending) {
 			if dur != nil && dur.phase.Load() == phaseEnd {
 				return true, nil
 			}
@@ -567,6 +621,11 @@ func (l *sendLoop) post(iters uint64) (end bool, err error) {
 			l.scnt += step
 			if single && (q.scnt%cqMod == cqMod-1 || q.scnt == iters-1) {
 				w.Flags |= uverbs.SendSignaled
+			}
+			if rate != nil {
+				if rate.sent += step; rate.sent >= rate.burst {
+					rate.sending = false
+				}
 			}
 		}
 	}

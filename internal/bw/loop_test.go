@@ -1082,3 +1082,46 @@ func TestWarmUp(t *testing.T) {
 		t.Errorf("warm-up with a post list: %d calls, %d posted, %d signaled, %d left", f.calls, f.posts, f.nsig, f.pending)
 	}
 }
+
+// TestSWRateLimit: the SW rate limiter posts in bursts of burst
+// messages, a burst's start gap after the last one's: 100 messages of
+// 64 B at 10000 per second, 10 at a time, take at least 9 gaps of 1 ms;
+// every message completes, and between bursts nothing is in flight and
+// the loop sleeps on no event (there is none to come).
+func TestSWRateLimit(t *testing.T) {
+	r := &swRate{limit: 10000, units: unitPps, burst: 10}
+	r.setGap(64)
+	if want := stampsPer(time.Millisecond); r.gap != want {
+		t.Errorf("gap %d stamps, want %d (1 ms)", r.gap, want)
+	}
+	ev := &fakeEvents{armed: true}
+	f := &fakeSQ{perPoll: 16, ev: ev}
+	l := newSendLoop(f, Write, 100, 128, 1, false)
+	l.events = ev
+	l.rate = &swRate{limit: 10000, units: unitPps, burst: 10}
+	l.setup(64)
+	start := time.Now()
+	if err := l.run(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 9*time.Millisecond {
+		t.Errorf("100 messages in bursts of 10 at 10000/s took %v, want at least 9 ms", took)
+	}
+	if f.posts != 100 || l.ccnt != 100 {
+		t.Errorf("%d posted, %d completed", f.posts, l.ccnt)
+	}
+	// The gap from perftest's integer arithmetic: 1 GB/s of 1 MiB
+	// messages is 119 per second, 7 bursts of 16 (not 7.45).
+	g := &swRate{limit: 1, units: unitGbps, burst: 16}
+	g.setGap(1 << 20)
+	perBurst := 1e9 / float64(7)
+	if want := stampsPer(time.Duration(perBurst)); g.gap != want {
+		t.Errorf("1 Gb/s of 1 MiB in bursts of 16: gap %d, want %d", g.gap, want)
+	}
+	// Below a burst a second: the burst's share of the rate.
+	s := &swRate{limit: 1, units: unitMBps, burst: 4}
+	s.setGap(1 << 20)
+	if want := stampsPer(4 * time.Second); s.gap != want {
+		t.Errorf("1 MiB/s of 1 MiB in bursts of 4: gap %d, want %d", s.gap, want)
+	}
+}

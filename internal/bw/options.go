@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pureverbs/pureverbs/internal/getopt"
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 // Verb is the operation a tool measures, numbered as perftest's VerbType
@@ -156,6 +157,10 @@ type Options struct {
 	// HugePages (--use_hugepages): the buffer is on huge pages
 	// (uverbs.AllocHugeBuffer), which the administrator must reserve.
 	HugePages bool
+	// ODP (--odp): the buffer is registered for on-demand paging, once
+	// the device says it pages sends and receives on RC (perftest
+	// 4.5-0.17's check, whatever the transport and operation).
+	ODP bool
 	// MmapFile (--mmap): the buffer is this file's pages from MmapOffset
 	// (--mmap-offset, a multiple of the page size), mapped shared
 	// (uverbs.MapFileBuffer).
@@ -206,10 +211,59 @@ type Options struct {
 
 	cpuUtil bool // --cpu_util took effect (-D): the lines have the CPU column
 	ipv6    bool // --ipv6: without -x, prefer an IPv6 GID to an IPv4-mapped one
+	// noVersions (--dont_xchg_versions): perftest then compares its own
+	// version with an empty peer version and always gives up.
+	noVersions bool
+
+	// The rate limiter (--rate_limit, --rate_limit_type, --rate_units,
+	// --burst_size): perftest's. rateStr is the argument as given (a HW
+	// limit names an IB rate by it).
+	rateType       rateLimitType
+	rateTypeGiven  bool
+	rateLimit      float64
+	rateStr        string
+	rateUnits      rateUnit
+	burstSize      int
+	typicalPktSize int
+	hwRate         int // a HW limit's uverbs.Rate
 
 	tclass      uint8  // --tclass: the GRH's traffic class (perftest's uint16_t, cut to the GRH's byte)
 	waitDestroy uint32 // --wait_destroy: seconds to wait before releasing the resources
 	pkeyIndex   int    // --pkey_index: the QPs' P_Key index (0 past the device's table)
+}
+
+// rateLimitType is perftest's rate_limiter_types: the device's static
+// rate (HW), gaps between bursts of posts (SW), raw Ethernet packet
+// pacing (PP), or none.
+type rateLimitType int
+
+const (
+	rateHW rateLimitType = iota
+	rateSW
+	ratePP
+	rateOff
+)
+
+// rateUnit is perftest's rate_limiter_units (--rate_units M, g or p).
+type rateUnit int
+
+const (
+	unitMBps rateUnit = iota // M: MiB/s
+	unitGbps                 // g (the default): Gb/s
+	unitPps                  // p: messages per second
+)
+
+// hwRates are perftest's RATE_VALUES: the IB rates a HW limit may name,
+// as --rate_limit must spell them.
+var hwRates = []struct {
+	name string
+	rate uverbs.Rate
+}{
+	{"2.5", uverbs.Rate2_5Gbps}, {"5", uverbs.Rate5Gbps}, {"10", uverbs.Rate10Gbps}, {"14", uverbs.Rate14Gbps},
+	{"20", uverbs.Rate20Gbps}, {"25", uverbs.Rate25Gbps}, {"30", uverbs.Rate30Gbps}, {"40", uverbs.Rate40Gbps},
+	{"56", uverbs.Rate56Gbps}, {"60", uverbs.Rate60Gbps}, {"80", uverbs.Rate80Gbps}, {"100", uverbs.Rate100Gbps},
+	{"112", uverbs.Rate112Gbps}, {"120", uverbs.Rate120Gbps}, {"168", uverbs.Rate168Gbps}, {"200", uverbs.Rate200Gbps},
+	{"300", uverbs.Rate300Gbps}, {"MAX", uverbs.RateMax},
 }
 
 // The options table: perftest's short option string and long options, so
@@ -324,7 +378,8 @@ func ParseArgs(v Verb, args []string) (Options, error) { return ParseTestArgs(BW
 func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 	o := Options{Tst: tst, Port: defPort, IBPort: 1, Size: defSize, Iters: defIters, TxDepth: defTxDepth,
 		RxDepth: defRxRDMA, QPTimeout: defQPTimeout, GIDIndex: -1, CQMod: defCQMod, Inline: -1,
-		Margin: defInitMargin, PostList: 1, RecvPostList: 1, QPs: 1, OutJSONFile: defJSONFile, tos: defTOS, hopLimit: defHopLimit}
+		Margin: defInitMargin, PostList: 1, RecvPostList: 1, QPs: 1, OutJSONFile: defJSONFile, tos: defTOS, hopLimit: defHopLimit,
+		rateType: rateOff, rateUnits: unitGbps}
 	if v == Write {
 		o.Iters = defItersWrite
 	}
@@ -598,6 +653,52 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 				if n, err = cValue(p.Arg, "mmap offset", "unsigned long"); err == nil {
 					o.MmapOffset = uint64(n)
 				}
+			case "rate_limit":
+				// atof; a HW limit is looked up by the string.
+				o.rateStr, o.rateLimit = p.Arg, strtod(p.Arg)
+				if o.rateLimit <= 0 {
+					err = &usageError{msg: " Rate limit must be non-negative"}
+				} else if o.rateType == rateOff {
+					o.rateType = rateHW // perftest's default limiter
+				}
+			case "burst_size":
+				if n, err = cValue(p.Arg, "Burst size", "int"); err == nil {
+					o.burstSize = int(int32(n))
+					if o.burstSize < 0 {
+						err = &usageError{msg: " Burst size must be non-negative"}
+					}
+				}
+			case "typical_pkt_size":
+				if n, err = inRange(p.Arg, "Typical pkt size", 0, 0xffff); err == nil {
+					o.typicalPktSize = int(n)
+				}
+			case "rate_units":
+				switch p.Arg {
+				case "M":
+					o.rateUnits = unitMBps
+				case "g":
+					o.rateUnits = unitGbps
+				case "p":
+					o.rateUnits = unitPps
+				default:
+					err = &usageError{msg: " Invalid rate limit units. Please use M,g or p"}
+				}
+			case "rate_limit_type":
+				o.rateTypeGiven = true
+				switch p.Arg {
+				case "SW":
+					o.rateType = rateSW
+				case "HW":
+					o.rateType = rateHW
+				case "PP":
+					o.rateType = ratePP
+				default:
+					err = &usageError{msg: " Invalid rate limit type flag. Please use HW, SW or PP."}
+				}
+			case "dont_xchg_versions":
+				o.noVersions = true
+			case "odp":
+				o.ODP = true
 			case "use_hugepages":
 				o.HugePages = true
 			case "ipv6":
@@ -653,10 +754,15 @@ func unsupported(opt string) error {
 
 // strtof is C's strtof(s, NULL): the longest prefix that reads as a
 // number (after leading spaces), 0 if none.
-func strtof(s string) float64 {
+func strtof(s string) float64 { return cFloatPrefix(s, 32) }
+
+// strtod is C's atof (strtod(s, NULL)): strtof in double precision.
+func strtod(s string) float64 { return cFloatPrefix(s, 64) }
+
+func cFloatPrefix(s string, bits int) float64 {
 	s = strings.TrimLeft(s, " \t\n\v\f\r")
 	for n := len(s); n > 0; n-- {
-		if f, err := strconv.ParseFloat(s[:n], 32); err == nil || errors.Is(err, strconv.ErrRange) {
+		if f, err := strconv.ParseFloat(s[:n], bits); err == nil || errors.Is(err, strconv.ErrRange) {
 			return f
 		}
 	}
@@ -824,6 +930,9 @@ func (o *Options) forceDependencies(v Verb) error {
 	if o.hopLimit != defHopLimit {
 		return &usageError{msg: " Hop limit only valid for RawEth QP ", quiet: true, toStdout: true}
 	}
+	if o.Conn == UC && o.ODP {
+		return &usageError{msg: " ODP does not support UC", quiet: true, resultLine: true}
+	}
 	if o.Infinite {
 		// A line every -D seconds, without a peak.
 		o.NoPeak = true
@@ -872,6 +981,60 @@ func (o *Options) forceDependencies(v Verb) error {
 	}
 	if o.reqVector && !o.Events {
 		return &usageError{msg: " Events must be enabled to select a completion vector", quiet: true}
+	}
+	return o.rateDependencies(v)
+}
+
+// rateDependencies are perftest's checks of the rate limiter's options
+// (force_dependecies), and the burst's default: the TX depth.
+func (o *Options) rateDependencies(v Verb) error {
+	if o.burstSize > 0 && o.rateType == rateOff {
+		return &usageError{msg: " Can't enable burst mode when rate limiter is off", quiet: true, resultLine: true}
+	}
+	if o.burstSize <= 0 {
+		if o.rateType == rateSW {
+			o.warn += fmt.Sprintf(" Setting burst size to tx depth = %d\n", o.TxDepth)
+		}
+		if o.rateType != ratePP {
+			o.burstSize = o.TxDepth
+		}
+	}
+	if o.typicalPktSize != 0 && o.rateType != ratePP {
+		return &usageError{msg: " Typical packet size only supports PP rate limiter", quiet: true, resultLine: true}
+	}
+	switch o.rateType {
+	case rateSW:
+		if o.Tst != BW || (v == Send && o.Duplex) {
+			return &usageError{msg: "SW Rate limiter cann't be executed on non-BW, ATOMIC or bidirectional SEND tests", quiet: true, resultLine: true}
+		}
+	case rateHW:
+		switch o.rateUnits {
+		case unitPps:
+			return &usageError{msg: " Failed: pps rate limit units is not supported when setting HW rate limit", quiet: true, resultLine: true}
+		case unitMBps:
+			if o.rateLimit*8*1024*1024/1e9 <= 0 {
+				return nil
+			}
+		}
+		o.hwRate = -1
+		for _, r := range hwRates {
+			if r.name == o.rateStr {
+				o.hwRate = int(r.rate)
+			}
+		}
+		if o.hwRate < 0 {
+			var b strings.Builder
+			b.WriteString("\x1b[31mThe input value for hw rate limit is not supported\x1b[0m\n")
+			for _, r := range hwRates {
+				fmt.Fprintf(&b, "\t\t\t %s Gbps \t\t\n", r.name)
+			}
+			o.notice += b.String()
+			return &usageError{msg: " Failed: Unknown rate limit value", quiet: true, resultLine: true}
+		}
+	case ratePP:
+		// Packet pacing is for raw Ethernet QPs, which the tools do not
+		// have.
+		return &usageError{msg: "Packet Pacing is only supported for Raw Ethernet.", quiet: true}
 	}
 	return nil
 }
@@ -1011,6 +1174,14 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 	lines = append(lines, "      --disable_pcie_relaxed  Disable PCIe relaxed ordering")
 	lines = append(lines, "      --ipv6  Use IPv6 GID. Default is IPv4")
 	lines = append(lines, "      --use_hugepages  Use Hugepages instead of contig, memalign allocations.")
+	lines = append(lines, "      --odp  Use On Demand Paging instead of Memory Registration.")
+	lines = append(lines, bwOnly(
+		"      --burst_size=<size>  Set the amount of messages to send in a burst when using rate limiter",
+		"      --typical_pkt_size=<bytes>  Set the size of packet to send in a burst. Only supports PP rate limiter",
+		"      --rate_limit=<rate>  Set the maximum rate of sent packages. default unit is [Gbps]. use --rate_units to change that.",
+		"      --rate_units=<units>  [Mgp] Set the units for rate limit to MiBps (M), Gbps (g) or pps (p). default is Gbps (g).",
+		"      --rate_limit_type=<type>  [HW/SW/PP] Limit the QP's by HW, PP or by SW. Disabled by default. When rate_limit is not specified HW limit is Default.")...)
+	lines = append(lines, "      --dont_xchg_versions  Do not exchange versions and MTU with other side")
 	lines = append(lines, "      --mmap=file  Use an mmap'd file as the buffer for testing P2P transfers.",
 		"      --mmap-offset=<offset>  Use an mmap'd file as the buffer for testing P2P transfers.")
 	if v == Read && tst == BW {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 func TestParseArgsDefaults(t *testing.T) {
@@ -151,12 +153,31 @@ func TestParseArgsDefaults(t *testing.T) {
 		o.notice != resultLine || o.warn != " CPU Utilization works only with Duration mode.\n" {
 		t.Errorf("--cpu_util without -D: %+v, %v", o, err)
 	}
-	if o, err := ParseArgs(Read, []string{"--use_hugepages", "--perform_warm_up", "--ipv6", "--out_json", "h"}); err != nil ||
-		!o.HugePages || !o.WarmUp || !o.ipv6 || !o.OutJSON || o.OutJSONFile != "perftest_out.json" {
+	if o, err := ParseArgs(Read, []string{"--use_hugepages", "--perform_warm_up", "--ipv6", "--out_json", "--odp", "h"}); err != nil ||
+		!o.HugePages || !o.WarmUp || !o.ipv6 || !o.OutJSON || o.OutJSONFile != "perftest_out.json" || !o.ODP {
 		t.Errorf("flags: %+v, %v", o, err)
+	}
+	if o, err := ParseArgs(Write, []string{"--dont_xchg_versions", "h"}); err != nil || !o.noVersions {
+		t.Errorf("--dont_xchg_versions: %+v, %v", o, err)
 	}
 	if o, err := ParseArgs(Send, []string{"--out_json_file=/tmp/x.json", "h"}); err != nil || o.OutJSON || o.OutJSONFile != "/tmp/x.json" {
 		t.Errorf("--out_json_file alone: %+v, %v", o, err)
+	}
+	// The rate limiter: HW by default, an IB rate named as perftest names
+	// it; a burst of the TX depth unless given (SW says so).
+	if o, err := ParseArgs(Write, []string{"--rate_limit", "10", "h"}); err != nil || o.rateType != rateHW || o.hwRate != int(uverbs.Rate10Gbps) ||
+		o.burstSize != 128 || o.rateTypeGiven || o.rateUnits != unitGbps {
+		t.Errorf("--rate_limit 10: %+v, %v", o, err)
+	}
+	if o, err := ParseArgs(Read, []string{"--rate_limit=2.5", "--rate_limit_type", "SW", "--rate_units", "M", "-t", "64", "h"}); err != nil ||
+		o.rateType != rateSW || o.rateLimit != 2.5 || o.rateUnits != unitMBps || o.burstSize != 64 || !o.rateTypeGiven ||
+		o.warn != " Setting burst size to tx depth = 64\n" {
+		t.Errorf("SW at 2.5 MB/s: %+v, %v", o, err)
+	}
+	// (In MB/s perftest still names the IB rate by the argument.)
+	if o, err := ParseArgs(Write, []string{"--rate_limit", "40", "--rate_units", "M", "--burst_size", "16", "h"}); err != nil ||
+		o.rateType != rateHW || o.burstSize != 16 || o.hwRate != int(uverbs.Rate40Gbps) {
+		t.Errorf("HW in MB/s: %+v, %v", o, err)
 	}
 	// perftest's casts: the traffic class is a uint16_t, then the GRH's
 	// byte; the wait a uint32_t; the P_Key index an int.
@@ -223,6 +244,19 @@ func TestParseArgsErrors(t *testing.T) {
 		{Send, []string{"--recv_post_list", "x"}, " Receive Post List size argument x should be int"},
 		{Send, []string{"--recv_post_list", "16", "-n", "32", "-r", "8"}, " Receive post list size 16 exceeds the RX depth 8"},
 		{Send, []string{"--recv_post_list", "4", "-n", "32", "-r", "8", "-q", "4", "--use-srq"}, " Receive post list size 4 exceeds the RX depth 8"},
+		{Send, []string{"-c", "UC", "--odp"}, " ODP does not support UC"},
+		{Write, []string{"--rate_limit", "0"}, " Rate limit must be non-negative"},
+		{Write, []string{"--rate_limit", "x"}, " Rate limit must be non-negative"},
+		{Write, []string{"--burst_size", "-1"}, " Burst size must be non-negative"},
+		{Write, []string{"--burst_size", "8"}, " Can't enable burst mode when rate limiter is off"},
+		{Write, []string{"--rate_units", "G"}, " Invalid rate limit units. Please use M,g or p"},
+		{Write, []string{"--rate_limit_type", "sw"}, " Invalid rate limit type flag. Please use HW, SW or PP."},
+		{Write, []string{"--typical_pkt_size", "10"}, " Typical packet size only supports PP rate limiter"},
+		{Write, []string{"--typical_pkt_size", "70000"}, " Typical pkt size should be between 0 and 65535"},
+		{Send, []string{"--rate_limit", "1", "--rate_limit_type", "SW", "-b"}, "SW Rate limiter cann't be executed on non-BW, ATOMIC or bidirectional SEND tests"},
+		{Write, []string{"--rate_limit", "7"}, " Failed: Unknown rate limit value"},
+		{Write, []string{"--rate_limit", "10", "--rate_units", "p"}, " Failed: pps rate limit units is not supported when setting HW rate limit"},
+		{Write, []string{"--rate_limit", "10", "--rate_limit_type", "PP"}, "Packet Pacing is only supported for Raw Ethernet."},
 		{Write, []string{"-k", "1"}, " -k: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-Z"}, " -Z: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-y"}, "option requires an argument -- 'y'"},

@@ -370,6 +370,11 @@ func mtuFromBytes(n int) uverbs.MTU {
 // versions, page and cache line sizes, MTU (exchange_versions,
 // check_version_compatibility, check_sys_data, check_mtu).
 func (t *test) exchangeParams() error {
+	if t.o.noVersions {
+		// exchange_versions skipped, check_version_compatibility reads
+		// the never-written peer version as 0.
+		return msgError{"Current implementation is not compatible with versions older than 5.70"}
+	}
 	remVersion, rv, err := t.c.versions()
 	if err != nil {
 		return err
@@ -437,6 +442,21 @@ func cacheLineSize() uint64 {
 var hugeFailure = [...]string{"Failed to allocate hugepages. Please configure hugepages", "Failed to allocate hugepage region.",
 	"failed to create mr", "Failed to create MR", " Couldn't create IB resources"}
 
+// odpMissing is perftest 4.5-0.17's check_odp_support (Debian 12's
+// perftest): what it says when a device with attributes a cannot page
+// RC sends and receives on demand, "" when it can. (Later perftests
+// check the general capability, then the transport's and this side's
+// operations.)
+func odpMissing(a *uverbs.DeviceAttr) string {
+	switch {
+	case a.ODPRCCaps&uverbs.ODPSend == 0:
+		return " Send is not supported for RC transport."
+	case a.ODPRCCaps&uverbs.ODPRecv == 0:
+		return " Receive is not supported for RC transport."
+	}
+	return ""
+}
+
 // mapFile maps n bytes of --mmap's file from --mmap-offset as the
 // buffer (pp_init_mmap), with perftest's lines on stdout, and on a
 // failure its chain of complaints.
@@ -499,6 +519,16 @@ func (t *test) createResources() error {
 		}
 		n = t.region * nqp
 	}
+	if o.ODP {
+		a, err := t.dev.QueryDevice()
+		msg := " Couldn't query device for on-demand paging capabilities."
+		if err == nil {
+			msg = odpMissing(a)
+		}
+		if msg != "" {
+			return msgError{msg, "failed to create mr", "Failed to create MR", " Couldn't create IB resources"}
+		}
+	}
 	var err error
 	switch {
 	case o.MmapFile != "":
@@ -546,6 +576,9 @@ func (t *test) createResources() error {
 	}
 	if !o.NoRelaxed {
 		access |= uverbs.AccessRelaxedOrdering
+	}
+	if o.ODP {
+		access |= uverbs.AccessOnDemand
 	}
 	regions := [][]byte{t.mem}
 	if t.region > 0 {
@@ -903,6 +936,9 @@ func (t *test) connect() error {
 		if err := t.modifyRTR(i); err != nil {
 			return err
 		}
+		if err := t.checkHWRate(i); err != nil {
+			return err
+		}
 	}
 	if t.v == Send {
 		if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
@@ -941,6 +977,9 @@ func (t *test) modifyRTR(i int) error {
 	attr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: t.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN,
 		MaxDestRdAtomic: uint8(my.OutReads), MinRNRTimer: 12}
 	attr.AH = uverbs.AHAttr{DLID: rem.LID, SL: uint8(o.SL), PortNum: uint8(o.IBPort)}
+	if o.rateType == rateHW {
+		attr.AH.StaticRate = uverbs.Rate(o.hwRate)
+	}
 	if t.gidIndex != -1 {
 		attr.AH.IsGlobal = true
 		attr.AH.DGID = rem.GID
@@ -969,6 +1008,31 @@ func (t *test) modifyRTR(i int) error {
 	if err := qp.Modify(&attr, mask); err != nil {
 		return msgError{"Failed to modify QP to RTS", "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
 	}
+	return nil
+}
+
+// checkHWRate is ctx_connect's check of a HW rate limit on QP i, once
+// it is connected: the QP must report the static rate asked for on an
+// InfiniBand link. Otherwise perftest falls back to its SW limiter,
+// unless --rate_limit_type chose HW, which then ends the run. (On rxe,
+// a RoCE device, it never holds.)
+func (t *test) checkHWRate(i int) error {
+	o := &t.o
+	if o.rateType != rateHW {
+		return nil
+	}
+	attr, _, err := t.qps[i].Query(uverbs.QPAttrAV)
+	if err != nil {
+		fmt.Fprintln(t.stderr, "ibv_query_qp failed to get ah_attr")
+	}
+	if err == nil && int(attr.AH.StaticRate) == o.hwRate && !t.linkEth {
+		return nil
+	}
+	if o.rateTypeGiven {
+		return msgError{"\x1b[31mThe QP failed to accept HW rate limit  \x1b[0m", " Unable to Connect the HCA's through the link"}
+	}
+	o.rateType = rateSW
+	fmt.Fprint(t.stderr, "\x1b[31mThe QP failed to accept HW rate limit, providing SW rate limit \x1b[0m\n")
 	return nil
 }
 
@@ -1415,6 +1479,9 @@ func (t *test) initSend() {
 	t.send = sendLoop{qps: make([]sendQP, len(t.qps)), cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
 		cqMod: uint64(t.o.CQMod), postList: uint64(t.o.PostList), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
 		base: t.base(), local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters*uint64(t.o.QPs), t.o.NoPeak)}
+	if o := &t.o; o.rateType == rateSW {
+		t.send.rate = &swRate{limit: o.rateLimit, units: o.rateUnits, burst: uint64(o.burstSize)}
+	}
 	for i, qp := range t.qps {
 		q := &t.send.qps[i]
 		q.qp, q.myAddr, q.lkey = qp, t.localSlice(i), t.mrOf(i).LKey()

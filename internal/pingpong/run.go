@@ -20,16 +20,6 @@ const (
 	sendWRID = 2
 )
 
-// Capability bits the rc and srq tools check before -o (enum
-// ibv_odp_general_caps and ibv_odp_transport_cap_bits).
-const (
-	odpSupport         = 1 << 0
-	odpSupportImplicit = 1 << 1
-	odpSend            = 1 << 0
-	odpRecv            = 1 << 1
-	odpSRQRecv         = 1 << 5
-)
-
 // sizeofChar is the divisor of the C tools' page marks: -c writes
 // i / page_size % sizeof(char) into the first byte of each page of the
 // client's buffer and the server checks it; sizeof(char) is 1, so every
@@ -226,8 +216,8 @@ func (c *pp) init(dev uverbs.Device, nqp int) error {
 		if err != nil {
 			return fail("Couldn't query device for its features", err)
 		}
-		const want = odpSend | odpSRQRecv
-		if attr.ODPGeneralCaps&odpSupport == 0 || attr.ODPRCCaps&want != want {
+		const want = uverbs.ODPSend | uverbs.ODPSRQRecv
+		if attr.ODPGeneralCaps&uverbs.ODPSupport == 0 || attr.ODPRCCaps&want != want {
 			return msgError{"The device isn't ODP capable or does not support RC send, receive and srq with ODP"}
 		}
 		access |= uverbs.AccessOnDemand
@@ -328,11 +318,11 @@ func (c *pp) rcExtensions() (uverbs.Access, error) {
 	}
 	var access uverbs.Access
 	if o.ODP {
-		const want = odpSend | odpRecv
-		if attr.ODPGeneralCaps&odpSupport == 0 || attr.ODPRCCaps&want != want {
+		const want = uverbs.ODPSend | uverbs.ODPRecv
+		if attr.ODPGeneralCaps&uverbs.ODPSupport == 0 || attr.ODPRCCaps&want != want {
 			return 0, msgError{"The device isn't ODP capable or does not support RC send and receive with ODP"}
 		}
-		if o.ImplicitODP && attr.ODPGeneralCaps&odpSupportImplicit == 0 {
+		if o.ImplicitODP && attr.ODPGeneralCaps&uverbs.ODPSupportImplicit == 0 {
 			return 0, msgError{"The device doesn't support implicit ODP"}
 		}
 		access |= uverbs.AccessOnDemand

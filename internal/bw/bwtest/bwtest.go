@@ -1232,6 +1232,10 @@ var BadArgs = [][]string{
 	// CPU utilization: -D only; without, a warning.
 	{"--cpu_util"}, {"--cpu_util", "-D", "4", "-f", "1"},
 	{"--mr_per_qp", "-q", "2"}, {"--mmap-offset", "x"},
+	// The rate limiter's options, checked as perftest checks them.
+	{"-c", "UC", "--odp"}, {"--rate_limit", "7"}, {"--rate_limit", "0"}, {"--burst_size", "8"}, {"--rate_units", "G"},
+	{"--rate_limit_type", "sw"}, {"--typical_pkt_size", "10"}, {"--rate_limit", "10", "--rate_units", "p"},
+	{"--rate_limit", "10", "--rate_limit_type", "PP"}, {"--rate_limit", "5", "--rate_limit_type", "SW"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")

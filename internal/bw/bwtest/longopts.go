@@ -135,27 +135,7 @@ func HugePages(t *testing.T, tool Tool) {
 	testkit.RequireVM(t)
 	t.Run("none", func(t *testing.T) {
 		testkit.SetHugePages(t, 0)
-		for _, pair := range pptest.BothWays {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 100, Extra: []string{"--use_hugepages"}}
-			err := r.try(ctx, t)
-			cancel()
-			if err == nil {
-				t.Errorf("%s: ran without huge pages", pair)
-				continue
-			}
-			for side, out := range map[string]string{"server": r.Server, "client": r.Client} {
-				var lines []string
-				for _, l := range strings.Split(out, "\n") {
-					if !strings.HasPrefix(l, "  (") && strings.TrimSpace(l) != "" {
-						lines = append(lines, strings.TrimRight(l, "\r"))
-					}
-				}
-				if !strings.Contains(strings.Join(lines, "\n"), strings.Join(hugeFailure, "\n")) {
-					t.Errorf("%s %s: output\n%s\nwant the lines\n%s", pair, side, out, strings.Join(hugeFailure, "\n"))
-				}
-			}
-		}
+		failsLikePerftest(t, tool, []string{"--use_hugepages"}, "", hugeFailure)
 	})
 	t.Run("reserved", func(t *testing.T) {
 		testkit.SetHugePages(t, 64)
@@ -224,29 +204,92 @@ func Mmap(t *testing.T, tool Tool) {
 	}
 	t.Run("missing", func(t *testing.T) {
 		missing := filepath.Join(dir, "missing")
-		for _, pair := range pptest.BothWays {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 100, Extra: []string{"--mmap", missing}}
-			err := r.try(ctx, t)
-			cancel()
-			if err == nil {
-				t.Errorf("%s: ran on a missing file", pair)
-				continue
+		failsLikePerftest(t, tool, []string{"--mmap", missing}, "Unable to open '"+missing+"': No such file or directory",
+			[]string{"Couldn't allocate work buf.", "failed to create mr", "Failed to create MR", " Couldn't create IB resources"})
+	})
+}
+
+// ODP is the test of --odp on rxe, which pages nothing on demand: both
+// sides of every pairing fail as perftest's do, with its lines.
+func ODP(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	failsLikePerftest(t, tool, []string{"--odp"}, "",
+		[]string{" Send is not supported for RC transport.", "failed to create mr", "Failed to create MR", " Couldn't create IB resources"})
+}
+
+// failsLikePerftest runs tool with extra on both sides, Go against C both
+// ways on rxe0, and fails t unless each side failed with perftest's
+// lines: stdout's line (if any) and stderr's, in order (the Go tools'
+// "  (...)" detail lines left out; C's stdout may come after its
+// stderr).
+func failsLikePerftest(t *testing.T, tool Tool, extra []string, stdoutLine string, stderrLines []string) {
+	t.Helper()
+	want := strings.Join(stderrLines, "\n")
+	for _, pair := range pptest.BothWays {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 100, Extra: extra}
+		err := r.try(ctx, t)
+		cancel()
+		if err == nil {
+			t.Errorf("%s %s: ran", pair, strings.Join(extra, " "))
+			continue
+		}
+		for side, out := range map[string]string{"server": r.Server, "client": r.Client} {
+			var lines []string
+			for _, l := range strings.Split(out, "\n") {
+				if !strings.HasPrefix(l, "  (") && strings.TrimSpace(l) != "" {
+					lines = append(lines, strings.TrimRight(l, "\r"))
+				}
 			}
-			// (stdout's line, then stderr's: C's stdout may come last.)
-			open := "Unable to open '" + missing + "': No such file or directory"
-			want := "Couldn't allocate work buf.\nfailed to create mr\nFailed to create MR\n Couldn't create IB resources"
-			for side, out := range map[string]string{"server": r.Server, "client": r.Client} {
-				var lines []string
-				for _, l := range strings.Split(out, "\n") {
-					if !strings.HasPrefix(l, "  (") && strings.TrimSpace(l) != "" {
-						lines = append(lines, strings.TrimRight(l, "\r"))
-					}
-				}
-				if !strings.Contains(strings.Join(lines, "\n"), want) || !slices.Contains(lines, open) {
-					t.Errorf("%s %s: output\n%s\nwant the lines\n%s", pair, side, out, want)
-				}
+			if !strings.Contains(strings.Join(lines, "\n"), want) || (stdoutLine != "" && !slices.Contains(lines, stdoutLine)) {
+				t.Errorf("%s %s: output\n%s\nwant the lines\n%s\n%s", pair, side, out, stdoutLine, want)
 			}
 		}
+	}
+}
+
+// NoVersions is the test of --dont_xchg_versions: perftest then checks
+// the peer's version it never received, and both sides give up with its
+// line, Go against C both ways.
+func NoVersions(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	failsLikePerftest(t, tool, []string{"--dont_xchg_versions"}, "", []string{"Current implementation is not compatible with versions older than 5.70"})
+}
+
+// RateLimit is the test of perftest's rate limiter, Go against C both
+// ways on rxe0. A HW limit (the default) cannot hold on a RoCE device:
+// both tools fall back to the SW limiter and say so, or, with
+// --rate_limit_type HW, give up as perftest does. The SW limiter holds
+// the client to the rate: 400 messages of 64 KiB at 16 MiB/s in bursts
+// of 8 average at most a tenth above it (the last of 50 bursts ends the
+// run early by up to a gap), where rxe alone runs them faster.
+func RateLimit(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	const limit = 16.0
+	t.Run("fallback", func(t *testing.T) {
+		matrix(t, tool, testkit.RxeDev, pptest.BothWays, []int{65536}, 200, []string{"--rate_limit", "10"}, func(t *testing.T, r *Run) bool {
+			r.Check(t, r.Host)
+			for side, out := range map[string]string{"server": r.Server, "client": r.Client} {
+				if !strings.Contains(out, "\x1b[31mThe QP failed to accept HW rate limit, providing SW rate limit \x1b[0m") {
+					t.Errorf("%s (%s): no fallback line\n%s", side, r.Pair, out)
+				}
+			}
+			return true
+		})
+	})
+	t.Run("SW", func(t *testing.T) {
+		matrix(t, tool, testkit.RxeDev, pptest.BothWays, []int{65536}, 400,
+			[]string{"--rate_limit_type", "SW", "--rate_limit", "16", "--rate_units", "M", "--burst_size", "8"}, func(t *testing.T, r *Run) bool {
+				_, c := r.Check(t, r.Host)
+				if c.Avg > limit*1.1 || c.Avg <= 0 {
+					t.Errorf("%s: %.2f MB/s under a limit of %.0f MB/s", r.Pair, c.Avg, limit)
+				}
+				t.Logf("%s: %.2f MB/s under a limit of %.0f MB/s", r.Pair, c.Avg, limit)
+				return true
+			})
+	})
+	t.Run("HW", func(t *testing.T) {
+		failsLikePerftest(t, tool, []string{"--rate_limit", "10", "--rate_limit_type", "HW"}, "",
+			[]string{"\x1b[31mThe QP failed to accept HW rate limit  \x1b[0m", " Unable to Connect the HCA's through the link"})
 	})
 }

@@ -45,3 +45,22 @@ func TestBestGID(t *testing.T) {
 		}
 	}
 }
+
+// TestODPMissing: --odp's check of the device's capabilities, as
+// perftest 4.5-0.17's check_odp_support: RC sends, then RC receives,
+// paged on demand.
+func TestODPMissing(t *testing.T) {
+	for _, c := range []struct {
+		rc   uint32
+		want string
+	}{
+		{0, " Send is not supported for RC transport."},
+		{uverbs.ODPRecv | uverbs.ODPWrite, " Send is not supported for RC transport."},
+		{uverbs.ODPSend | uverbs.ODPSRQRecv, " Receive is not supported for RC transport."},
+		{uverbs.ODPSend | uverbs.ODPRecv, ""},
+	} {
+		if got := odpMissing(&uverbs.DeviceAttr{ODPGeneralCaps: uverbs.ODPSupport, ODPRCCaps: c.rc}); got != c.want {
+			t.Errorf("RC caps %#x: %q, want %q", c.rc, got, c.want)
+		}
+	}
+}
