@@ -316,11 +316,18 @@ type swRate struct {
 	sent     uint64 // messages of the burst posted
 }
 
-// setGap computes the gap between bursts for size-byte messages, with
-// perftest's integer messages per second and bursts per second. Below
-// one burst a second (where perftest divides by zero) the gap is the
-// burst's share of the rate.
+// setGap sets the gap between bursts of size-byte messages (gapNanos,
+// in stamp units) and starts the limiter afresh.
 func (r *swRate) setGap(size uint64) {
+	r.gap = stampsPer(time.Duration(r.gapNanos(size)))
+	r.deadline, r.sending, r.sent = 0, false, 0
+}
+
+// gapNanos is the gap between the starts of two bursts of size-byte
+// messages, with perftest's integer messages per second and bursts per
+// second. Below one burst a second (where perftest divides by zero) it
+// is the burst's share of the rate.
+func (r *swRate) gapNanos(size uint64) float64 {
 	var pps float64
 	switch r.units {
 	case unitMBps:
@@ -330,12 +337,10 @@ func (r *swRate) setGap(size uint64) {
 	default:
 		pps = r.limit
 	}
-	gap := float64(r.burst) / pps * 1e9
 	if bursts := int64(pps) / int64(r.burst); bursts > 0 {
-		gap = 1e9 / float64(bursts)
+		return 1e9 / float64(bursts)
 	}
-	r.gap = stampsPer(time.Duration(gap))
-	r.deadline, r.sending, r.sent = 0, false, 0
+	return float64(r.burst) / pps * 1e9
 }
 
 // sendQP is one QP of a sendLoop: its requests and counts (perftest's

@@ -1090,9 +1090,8 @@ func TestWarmUp(t *testing.T) {
 // the loop sleeps on no event (there is none to come).
 func TestSWRateLimit(t *testing.T) {
 	r := &swRate{limit: 10000, units: unitPps, burst: 10}
-	r.setGap(64)
-	if want := stampsPer(time.Millisecond); r.gap != want {
-		t.Errorf("gap %d stamps, want %d (1 ms)", r.gap, want)
+	if g := r.gapNanos(64); g != 1e6 {
+		t.Errorf("gap %v ns, want 1 ms", g)
 	}
 	ev := &fakeEvents{armed: true}
 	f := &fakeSQ{perPoll: 16, ev: ev}
@@ -1113,15 +1112,12 @@ func TestSWRateLimit(t *testing.T) {
 	// The gap from perftest's integer arithmetic: 1 GB/s of 1 MiB
 	// messages is 119 per second, 7 bursts of 16 (not 7.45).
 	g := &swRate{limit: 1, units: unitGbps, burst: 16}
-	g.setGap(1 << 20)
-	perBurst := 1e9 / float64(7)
-	if want := stampsPer(time.Duration(perBurst)); g.gap != want {
-		t.Errorf("1 Gb/s of 1 MiB in bursts of 16: gap %d, want %d", g.gap, want)
+	if got := g.gapNanos(1 << 20); got != 1e9/float64(7) {
+		t.Errorf("1 Gb/s of 1 MiB in bursts of 16: gap %v ns, want 1/7 s", got)
 	}
 	// Below a burst a second: the burst's share of the rate.
-	s := &swRate{limit: 1, units: unitMBps, burst: 4}
-	s.setGap(1 << 20)
-	if want := stampsPer(4 * time.Second); s.gap != want {
-		t.Errorf("1 MiB/s of 1 MiB in bursts of 4: gap %d, want %d", s.gap, want)
+	sr := &swRate{limit: 1, units: unitMBps, burst: 4}
+	if got := sr.gapNanos(1 << 20); got != 4e9 {
+		t.Errorf("1 MiB/s of 1 MiB in bursts of 4: gap %v ns, want 4 s", got)
 	}
 }
