@@ -260,6 +260,7 @@ func run(ctx context.Context, o *options) int {
 		ok     bool
 		msg    string
 		dur    time.Duration
+		fails  []string // failureLines
 	}
 	var sums []summary
 	failed := false
@@ -271,10 +272,11 @@ func run(ctx context.Context, o *options) int {
 		var s summary
 		if o.hosts == 2 {
 			res := runPair(ctx, o, k, payload, work)
-			s = summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0)}
+			s = summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0),
+				fails: append(res.a.failureLines(), res.b.failureLines()...)}
 		} else {
 			res := runKernel(ctx, o, k, payload, work)
-			s = summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0)}
+			s = summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0), fails: res.failureLines()}
 		}
 		if !s.ok {
 			failed = true
@@ -288,6 +290,9 @@ func run(ctx context.Context, o *options) int {
 			status = "FAIL"
 		}
 		fmt.Printf("rxevm: %s kernel %-5s %6.1fs  %s\n", status, s.kernel, s.dur.Seconds(), s.msg)
+		for _, l := range s.fails {
+			fmt.Printf("rxevm:   %s\n", l)
+		}
 	}
 	if ctx.Err() != nil {
 		fmt.Println("rxevm: interrupted")

@@ -43,9 +43,10 @@ type binResult struct {
 	started  []string // === RUN order
 	skips    []skipped
 	failures []string
-	cur      string            // test whose output follows (=== RUN/NAME/CONT)
-	lastLog  map[string]string // the last log entry per test
-	logTest  string            // the test the last log entry belongs to
+	cur      string              // test whose output follows (=== RUN/NAME/CONT)
+	lastLog  map[string]string   // the last log entry per test
+	tailLogs map[string][]string // the last few log entries per test, for failures
+	logTest  string              // the test the last log entry belongs to
 }
 
 // problems lists why b failed; none means it passed.
@@ -113,12 +114,42 @@ var (
 
 const noTestsWarning = "testing: warning: no tests to run"
 
+// A failing test's last keptLogs log entries, each cut at keptLogBytes,
+// are repeated in the run's summary: CI keeps only the tail of a long
+// log, and the summary is what it keeps.
+const (
+	keptLogs     = 3
+	keptLogBytes = 400
+)
+
+// failureLines names each failing test of r, innermost only (a parent
+// fails with its subtest), with the last entries it logged.
+func (r *kernelResult) failureLines() []string {
+	var lines []string
+	for _, b := range r.bins {
+		for _, f := range b.failures {
+			if slices.ContainsFunc(b.failures, func(g string) bool { return strings.HasPrefix(g, f+"/") }) {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("FAIL %s %s", b.label, f))
+			for _, l := range b.tailLogs[f] {
+				if len(l) > keptLogBytes {
+					l = l[:keptLogBytes] + " [...]"
+				}
+				lines = append(lines, "    "+l)
+			}
+		}
+	}
+	return lines
+}
+
 // testLine takes one line of a go test binary's -test.v output.
 func (b *binResult) testLine(line string) {
 	if b.results == nil {
 		b.results = map[string]string{}
 		b.ran = map[string]bool{}
 		b.lastLog = map[string]string{}
+		b.tailLogs = map[string][]string{}
 	}
 	if strings.Contains(line, noTestsWarning) {
 		b.noTests = true
@@ -134,10 +165,18 @@ func (b *binResult) testLine(line string) {
 	if m := logRe.FindStringSubmatch(line); m != nil {
 		b.lastLog[b.cur] = m[1]
 		b.logTest = b.cur
+		logs := append(b.tailLogs[b.cur], m[1])
+		if len(logs) > keptLogs {
+			logs = logs[len(logs)-keptLogs:]
+		}
+		b.tailLogs[b.cur] = logs
 		return
 	}
 	if strings.HasPrefix(line, "        ") && b.logTest == b.cur && b.lastLog[b.cur] != "" {
 		b.lastLog[b.cur] += " " + strings.TrimSpace(line)
+		if logs := b.tailLogs[b.cur]; len(logs) > 0 && len(logs[len(logs)-1]) < keptLogBytes {
+			logs[len(logs)-1] += " " + strings.TrimSpace(line)
+		}
 		return
 	}
 	b.logTest = ""

@@ -567,6 +567,26 @@ func TestFollowCountsTests(t *testing.T) {
 	}
 }
 
+// TestFailureLines: the summary names each failing test, innermost
+// only, with the last log entries it wrote (continuation lines joined,
+// earlier entries dropped, long ones cut), and nothing for a passing one.
+func TestFailureLines(t *testing.T) {
+	long := strings.Repeat("x", keptLogBytes+50)
+	res, _ := consoleRun([]string{"pkg/a"}, lines(boot,
+		[]string{m + "BEGIN pkg/a;", "=== RUN   TestA", "=== RUN   TestA/sub",
+			"    a_test.go:1: one", "    a_test.go:2: two", "    a_test.go:3: three", "    a_test.go:4: four",
+			"        continued", "=== RUN   TestB", "    b_test.go:9: " + long,
+			"=== RUN   TestC", "    c_test.go:1: fine", "--- PASS: TestC (0.00s)",
+			"--- FAIL: TestA (0.00s)", "    --- FAIL: TestA/sub (0.00s)", "--- FAIL: TestB (0.00s)", "FAIL", m + "END pkg/a rc=1;"},
+		done)...)
+	got := res.failureLines()
+	want := []string{"FAIL pkg/a TestA/sub", "    two", "    three", "    four continued",
+		"FAIL pkg/a TestB", "    " + long[:keptLogBytes] + " [...]"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("failure lines (-want +got):\n%s", diff)
+	}
+}
+
 func TestAllowlist(t *testing.T) {
 	list := []allowedSkip{
 		{pkg: "p", test: "TestA", reason: "host only", why: "because"},
