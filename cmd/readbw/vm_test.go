@@ -91,3 +91,6 @@ func TestVMODP(t *testing.T) { bwtest.ODP(t, tool) }
 
 // TestVMRateLimit: --rate_limit and its options, Go against C both ways (bwtest.RateLimit).
 func TestVMRateLimit(t *testing.T) { bwtest.RateLimit(t, tool) }
+
+// TestVMCounters: -W (--report-counters) with rxe's packet counters, Go against C both ways (bwtest.Counters).
+func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }

@@ -130,3 +130,9 @@ func TestVMGIDChoice(t *testing.T) { bwtest.GIDChoice(t, tool) }
 
 // TestVMNoVersions: --dont_xchg_versions, Go against C both ways (bwtest.NoVersions).
 func TestVMNoVersions(t *testing.T) { bwtest.NoVersions(t, tool) }
+
+// TestVMCounters: -W (--report-counters) with rxe's packet counters, Go against C both ways (bwtest.Counters).
+func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
+
+// TestVMForceLink: --force-link=Ethernet and =IB, Go against C both ways (bwtest.ForceLink).
+func TestVMForceLink(t *testing.T) { bwtest.ForceLink(t, tool) }

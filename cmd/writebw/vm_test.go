@@ -109,3 +109,9 @@ func TestVMNoVersions(t *testing.T) { bwtest.NoVersions(t, tool) }
 
 // TestVMRateLimit: --rate_limit and its options, Go against C both ways (bwtest.RateLimit).
 func TestVMRateLimit(t *testing.T) { bwtest.RateLimit(t, tool) }
+
+// TestVMCounters: -W (--report-counters) with rxe's packet counters, Go against C both ways (bwtest.Counters).
+func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
+
+// TestVMForceLink: --force-link=Ethernet and =IB, Go against C both ways (bwtest.ForceLink).
+func TestVMForceLink(t *testing.T) { bwtest.ForceLink(t, tool) }

@@ -79,3 +79,6 @@ func TestTwoHostLatency(t *testing.T) {
 
 // TestVMOutJSON: --out_json and --out_json_file, Go against C both ways (bwtest.OutJSON).
 func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
+
+// TestVMCounters: -W (--report-counters) with rxe's packet counters, Go against C both ways (bwtest.Counters).
+func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }

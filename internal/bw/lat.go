@@ -340,6 +340,7 @@ func (t *test) reportLat(size uint64, dur *duration, sampled uint64, tm *timing,
 	} else {
 		writeLatDurReport(t.stdout, r, lineEnd(t.cpuSample()))
 	}
+	t.printCounters()
 }
 
 // writeLat prints the report of a run of iterations from its post
@@ -363,6 +364,7 @@ func (t *test) writeLat(size uint64, posted []int64, delta []uint64, lo latOptio
 	} else {
 		writeLatReport(t.stdout, r)
 	}
+	t.printCounters()
 }
 
 var latReportRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+([0-9.]+|-?nan|-?inf)`, 7) + `\s*$`)

@@ -230,6 +230,41 @@ type Options struct {
 	tclass      uint8  // --tclass: the GRH's traffic class (perftest's uint16_t, cut to the GRH's byte)
 	waitDestroy uint32 // --wait_destroy: seconds to wait before releasing the resources
 	pkeyIndex   int    // --pkey_index: the QPs' P_Key index (0 past the device's table)
+
+	// Counters (-W, --report-counters): the port's sysfs counters, by
+	// their paths under /sys/class/infiniband/DEV/ports/PORT/
+	// ("hw_counters/sent_pkts"), whose changes follow each result line;
+	// nil without -W. perftest counts the names by their commas, so an
+	// empty name among them is a counter it cannot open (counterNames).
+	Counters *string
+	// forceLink (--force-link=IB|Ethernet): the link layer the tool
+	// takes the port's to be (linkUnspec: the port's own).
+	forceLink linkLayer
+	// reportPerPort (--report-per-port): per-port columns, which need -O
+	// (not supported) and -D, so any use ends the run as perftest's does
+	// without -O.
+	reportPerPort bool
+}
+
+// linkLayer is --force-link's argument.
+type linkLayer int
+
+const (
+	linkUnspec linkLayer = iota
+	linkIB
+	linkEthernet
+)
+
+// parseLink is perftest's str_link_layer: the argument starts with "IB"
+// or "Ethernet", in any case.
+func parseLink(s string) (linkLayer, bool) {
+	switch {
+	case len(s) >= 2 && strings.EqualFold(s[:2], "IB"):
+		return linkIB, true
+	case len(s) >= 8 && strings.EqualFold(s[:8], "Ethernet"):
+		return linkEthernet, true
+	}
+	return linkUnspec, false
 }
 
 // rateLimitType is perftest's rate_limiter_types: the device's static
@@ -580,6 +615,9 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 					err = &usageError{msg: " Invalid Minimum msgRate Limit"}
 				}
 			}
+		case 'W':
+			list := p.Arg
+			o.Counters = &list
 		case 'V':
 			return o, errVersion
 		case 'h':
@@ -707,6 +745,19 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 				o.OutJSON = true
 			case "out_json_file":
 				o.OutJSONFile = p.Arg
+			case "force-link":
+				var ok bool
+				if o.forceLink, ok = parseLink(p.Arg); !ok {
+					err = &usageError{msg: "Invalid link layer value should be IB or ETHERNET."}
+				}
+			case "inline_recv":
+				// Parsed and checked, and used by no test (as perftest's).
+				_, err = cValue(p.Arg, "Inline Receive size", "int")
+			case "reply_every":
+				// perftest uses it in raw Ethernet loops only.
+				_, err = cValue(p.Arg, "reply_every", "uint32_t")
+			case "report-per-port":
+				o.reportPerPort = true
 			case "use_old_post_send":
 				// Nothing to choose: the Go tools always post with PostSend.
 			case "latency_gap":
@@ -974,6 +1025,11 @@ func (o *Options) forceDependencies(v Verb) error {
 		o.warn += fmt.Sprintf("Setting inline size to %d (Max inline size in UD)\n", maxInlineUD)
 		o.Inline = maxInlineUD
 	}
+	if o.reportPerPort {
+		// perftest's check wants -D and -O (dual port), which the Go
+		// tools refuse.
+		return &usageError{msg: "report per port feature work only with Duration and Dualport", quiet: true, resultLine: true}
+	}
 	// The margin is checked against perftest's default duration even
 	// when the test counts iterations.
 	if !(o.period() > 2*o.Margin) {
@@ -1161,6 +1217,7 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 	lines = append(lines, latOnly("  -U, --report-unsorted  (implies -H) print out unsorted results (default sorted)")...)
 	lines = append(lines,
 		"  -V, --version  Display version number",
+		"  -W, --report-counters=<list of counter names>  Report performance counter change (example: \"counters/port_xmit_data,hw_counters/out_of_buffer\")",
 		"  -x, --gid-index=<index>  Test uses GID with GID index",
 	)
 	if tst == LAT {
@@ -1182,6 +1239,9 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 		"      --rate_units=<units>  [Mgp] Set the units for rate limit to MiBps (M), Gbps (g) or pps (p). default is Gbps (g).",
 		"      --rate_limit_type=<type>  [HW/SW/PP] Limit the QP's by HW, PP or by SW. Disabled by default. When rate_limit is not specified HW limit is Default.")...)
 	lines = append(lines, "      --dont_xchg_versions  Do not exchange versions and MTU with other side")
+	lines = append(lines, "      --force-link=<value>  Force the link(s) to a specific type: IB or Ethernet.",
+		"      --inline_recv=<size>  Accepted for perftest compatibility (no test uses it)",
+		"      --reply_every  Accepted for perftest compatibility (raw Ethernet only)")
 	lines = append(lines, "      --mmap=file  Use an mmap'd file as the buffer for testing P2P transfers.",
 		"      --mmap-offset=<offset>  Use an mmap'd file as the buffer for testing P2P transfers.")
 	if v == Read && tst == BW {

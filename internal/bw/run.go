@@ -102,6 +102,7 @@ type test struct {
 	c      *conn
 
 	linkEth   bool
+	ctrs      *counters  // -W
 	activeMTU uverbs.MTU // the port's
 	mtu       uverbs.MTU
 	outReads  int
@@ -190,6 +191,13 @@ func (t *test) limits() error {
 func (t *test) run(ctx context.Context) error {
 	if err := t.open(); err != nil {
 		return err
+	}
+	if t.o.Counters != nil {
+		// create_comm_struct opens them, before the banner.
+		var err error
+		if t.ctrs, err = openCounters(portDir(t.o.Dev, t.o.IBPort), *t.o.Counters); err != nil {
+			return msgError{" Unable to access performance counters", "  (" + err.Error() + ")", " Unable to create RDMA_CM resources"}
+		}
 	}
 	if !t.client && t.verbose() {
 		io.WriteString(t.stdout, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
@@ -307,6 +315,10 @@ func (t *test) open() error {
 		return msgError{fmt.Sprintf(" Port number %d state is %s", t.o.IBPort, pa.State), " Couldn't set the link layer", " Couldn't get context for the device"}
 	}
 	t.linkEth = pa.LinkLayer == uverbs.LinkLayerEthernet
+	if t.o.forceLink != linkUnspec {
+		// set_link_layer: a forced link layer replaces the port's.
+		t.linkEth = t.o.forceLink == linkEthernet
+	}
 	if t.linkEth && t.gidIndex == -1 {
 		t.gidIndex = 0 // and set_up_connection picks the best one
 	}
@@ -1230,6 +1242,14 @@ func (t *test) writeLine(r Report) {
 	default:
 		writeReport(t.stdout, r, t.o.Gbits, lineEnd(t.cpuSample()))
 	}
+	t.printCounters()
+}
+
+// printCounters follows each result line with -W's counters.
+func (t *test) printCounters() {
+	if t.ctrs != nil {
+		t.ctrs.print(t.stdout)
+	}
 }
 
 // sync is the handshake that starts (and with -a ends) each size of a
@@ -1590,6 +1610,10 @@ func (t *test) close() error {
 		}
 	}
 	t.ahs, t.qps, t.srq, t.mrs, t.recvCQ, t.sendCQ, t.pd, t.ch, t.dev = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	if t.ctrs != nil {
+		t.ctrs.close()
+		t.ctrs = nil
+	}
 	if t.buf != nil {
 		if err := t.buf.Close(); err != nil {
 			return msgError{"Couldn't free the work buf.", "  (" + err.Error() + ")"}
@@ -1602,6 +1626,10 @@ func (t *test) close() error {
 // release frees what is left after a failure: closing the device
 // releases every object on it; the buffer goes last.
 func (t *test) release() {
+	if t.ctrs != nil {
+		t.ctrs.close()
+		t.ctrs = nil
+	}
 	if t.dev != nil {
 		t.dev.Close()
 		t.dev = nil

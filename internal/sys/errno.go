@@ -14,6 +14,7 @@ const (
 	EEXIST          = unix.EEXIST
 	EINVAL          = unix.EINVAL
 	EIO             = unix.EIO
+	EISDIR          = unix.EISDIR
 	ENODATA         = unix.ENODATA
 	ENODEV          = unix.ENODEV
 	ENOMEM          = unix.ENOMEM

@@ -1236,6 +1236,13 @@ var BadArgs = [][]string{
 	{"-c", "UC", "--odp"}, {"--rate_limit", "7"}, {"--rate_limit", "0"}, {"--burst_size", "8"}, {"--rate_units", "G"},
 	{"--rate_limit_type", "sw"}, {"--typical_pkt_size", "10"}, {"--rate_limit", "10", "--rate_units", "p"},
 	{"--rate_limit", "10", "--rate_limit_type", "PP"}, {"--rate_limit", "5", "--rate_limit_type", "SW"},
+	// -W: a counter that is not there, or a name the commas promise
+	// and the list lacks, ends the run before the connection; the
+	// options perftest parses and checks but does not use (--inline_recv,
+	// --reply_every); --report-per-port, which needs -O and -D;
+	// --force-link's argument.
+	{"-W", "hw_counters/nosuch"}, {"-W", "hw_counters/sent_pkts,"}, {"--report-counters=hw_counters"},
+	{"--inline_recv", "4k"}, {"--reply_every=x"}, {"--report-per-port"}, {"--force-link", "RoCE"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")

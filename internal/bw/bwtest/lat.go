@@ -206,6 +206,13 @@ var LatBadArgs = [][]string{
 	{"-Q", "4"}, {"-w", "10"}, {"-y", "10"}, {"--report_gbits"}, {"--report-both"},
 	{"--tclass", "x"}, {"--retry_count=-1"}, {"--pkey_index", "100"}, {"--wait_destroy", "x"},
 	{"--recv_post_list", "2"}, {"--recv_post_list", "x"}, {"--cpu_util"}, {"--mr_per_qp"},
+	// -W: a counter that is not there, or a name the commas promise
+	// and the list lacks, ends the run before the connection; the
+	// options perftest parses and checks but does not use (--inline_recv,
+	// --reply_every); --report-per-port, which needs -O and -D;
+	// --force-link's argument.
+	{"-W", "hw_counters/nosuch"}, {"-W", "hw_counters/sent_pkts,"}, {"--report-counters=hw_counters"},
+	{"--inline_recv", "4k"}, {"--reply_every=x"}, {"--report-per-port"}, {"--force-link", "RoCE"},
 }
 
 // LatTwoHosts runs a latency tool across the two hosts of make vmtest2

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -292,4 +293,104 @@ func RateLimit(t *testing.T, tool Tool) {
 		failsLikePerftest(t, tool, []string{"--rate_limit", "10", "--rate_limit_type", "HW"}, "",
 			[]string{"\x1b[31mThe QP failed to accept HW rate limit  \x1b[0m", " Unable to Connect the HCA's through the link"})
 	})
+}
+
+// counterRE is one -W block: a line per counter ("\tNAME=VALUE"), then
+// an empty line.
+var counterRE = regexp.MustCompile(`(?m)^\thw_counters/sent_pkts=(\d+)\n\thw_counters/rcvd_pkts=(\d+)\n\n`)
+
+// Counters is the test of -W (--report-counters), Go against C both ways
+// on rxe0 with rxe's sent_pkts and rcvd_pkts: each result line is
+// followed by one line per counter, named as given, and an empty line
+// (ib_read_lat's server prints neither); each change covers the run's
+// own packets (both sides use rxe0, so each side counts every message
+// sent and received) and at most what sysfs counted from before the run
+// to after it (other tests may use rxe0 too).
+func Counters(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	size := 4096
+	if tool.Test == bw.LAT {
+		size = 64
+	}
+	const iters = 200
+	read := func(name string) uint64 {
+		b, err := os.ReadFile("/sys/class/infiniband/" + testkit.RxeDev + "/ports/1/hw_counters/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, pair := range pptest.BothWays {
+		t.Run(pair.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: size, Iters: iters,
+				Extra: []string{"-W", "hw_counters/sent_pkts,hw_counters/rcvd_pkts"}}
+			sent0, rcvd0 := read("sent_pkts"), read("rcvd_pkts")
+			r.Do(ctx, t)
+			sent1, rcvd1 := read("sent_pkts"), read("rcvd_pkts")
+			if tool.Test == bw.LAT {
+				r.CheckLat(t, r.Host)
+			} else {
+				r.Check(t, r.Host)
+			}
+			for _, side := range []struct {
+				name string
+				out  string
+			}{{"server", r.Server}, {"client", r.Client}} {
+				lines := len(bw.ParseReports(side.out)) + len(bw.ParseLatReports(side.out))
+				blocks := counterRE.FindAllStringSubmatch(side.out, -1)
+				if len(blocks) != lines || strings.Count(side.out, "hw_counters/") != 2*lines {
+					t.Errorf("%s (%s): %d result lines, %d counter blocks\n%s", side.name, pair, lines, len(blocks), side.out)
+					continue
+				}
+				if lines == 0 {
+					if tool.Test == bw.LAT && tool.Verb == bw.Read && side.name == "server" {
+						continue
+					}
+					t.Errorf("%s (%s): no result line\n%s", side.name, pair, side.out)
+					continue
+				}
+				sent, _ := strconv.ParseUint(blocks[len(blocks)-1][1], 10, 64)
+				rcvd, _ := strconv.ParseUint(blocks[len(blocks)-1][2], 10, 64)
+				if sent < iters || sent > sent1-sent0 || rcvd < iters || rcvd > rcvd1-rcvd0 {
+					t.Errorf("%s (%s): sent_pkts %d, rcvd_pkts %d; want at least %d each and at most sysfs's %d and %d\n%s",
+						side.name, pair, sent, rcvd, iters, sent1-sent0, rcvd1-rcvd0, side.out)
+				}
+			}
+		})
+	}
+}
+
+// ForceLink is the test of --force-link, Go against C both ways on rxe0:
+// forced to Ethernet (rxe's own) or to IB, the tools describe the link
+// as forced and run (the harness gives -x, so the GRH that RoCE needs is
+// there either way).
+func ForceLink(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	size := 4096
+	if tool.Test == bw.LAT {
+		size = 64
+	}
+	for _, link := range []string{"Ethernet", "IB"} {
+		t.Run(link, func(t *testing.T) {
+			matrix(t, tool, testkit.RxeDev, pptest.BothWays, []int{size}, 100, []string{"--force-link=" + link}, func(t *testing.T, r *Run) bool {
+				if tool.Test == bw.LAT {
+					r.CheckLat(t, r.Host)
+				} else {
+					r.Check(t, r.Host)
+				}
+				for side, out := range map[string]string{"server": r.Server, "client": r.Client} {
+					if want := " Link type       : " + link + "\n"; !strings.Contains(out, want) {
+						t.Errorf("%s (%s): no %q\n%s", side, r.Pair, want, out)
+					}
+				}
+				return true
+			})
+		})
+	}
 }
