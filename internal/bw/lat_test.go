@@ -72,6 +72,7 @@ func TestParseLatErrors(t *testing.T) {
 		{LAT, Read, []string{"-D", "4", "-e"}, resultLine, "Duration mode doesn't work with events.\n"},
 		{LAT, Read, []string{"-l", "2"}, resultLine, "Post list is supported in BW tests only\n"},
 		{LAT, Write, []string{"--use-srq"}, resultLine + " Using SRQ only avavilible in SEND tests.\n", ""},
+		{LAT, Send, []string{"-O"}, " Dual-port mode only supports BW tests.\n", ""},
 		{LAT, Read, []string{"-g"}, "", " MultiCast feature only available on SEND verb\n Parser function exited with Error\n"},
 		{BW, Write, []string{"-g"}, "", " MultiCast feature only available on SEND verb\n Parser function exited with Error\n"},
 		{LAT, Send, []string{"-T", "32"}, " TOS only valid for rdma_cm based QP and RawEth QP \n", ""},

@@ -244,6 +244,11 @@ type Options struct {
 	// (not supported) and -D, so any use ends the run as perftest's does
 	// without -O.
 	reportPerPort bool
+	// dualPort (-O): half the QPs on port 2 (perftest's DEF_IB_PORT2).
+	// The Go tools run one port: on a device whose port 2 perftest
+	// cannot use (rxe has one port) the run ends as perftest's does, and
+	// on one with a second port it is refused.
+	dualPort bool
 }
 
 // linkLayer is --force-link's argument.
@@ -615,6 +620,8 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 					err = &usageError{msg: " Invalid Minimum msgRate Limit"}
 				}
 			}
+		case 'O':
+			o.IBPort, o.dualPort = 1, true
 		case 'W':
 			list := p.Arg
 			o.Counters = &list
@@ -944,6 +951,12 @@ func (o *Options) forceDependencies(v Verb) error {
 	}
 	if o.SRQ && o.QPs > o.RxDepth {
 		return &usageError{msg: " Using SRQ depth should be greater than number of QPs.", quiet: true, resultLine: true, toStdout: true}
+	}
+	if o.dualPort {
+		o.QPs *= 2
+		if o.Tst != BW {
+			return &usageError{msg: " Dual-port mode only supports BW tests.", quiet: true, toStdout: true}
+		}
 	}
 	if o.Tst == BW && o.Output == OutputLatency {
 		return &usageError{msg: " Output verbosity level for BW can be: bandwidth, message_rate", quiet: true, resultLine: true}

@@ -105,6 +105,10 @@ func TestParseArgsDefaults(t *testing.T) {
 	if o, err := ParseArgs(Read, []string{"--qp=4", "h"}); err != nil || o.QPs != 4 {
 		t.Errorf("--qp=4: %+v, %v", o, err)
 	}
+	// -O: two QPs per -q (one on each port), and port 1 whatever -i said before.
+	if o, err := ParseArgs(Write, []string{"-i", "3", "-q", "2", "-O"}); err != nil || o.QPs != 4 || o.IBPort != 1 || !o.dualPort {
+		t.Errorf("-O: %+v, %v", o, err)
+	}
 	if o, _ := ParseArgs(Read, nil); o.QPs != 1 {
 		t.Errorf("default QPs %d", o.QPs)
 	}

@@ -315,6 +315,18 @@ func (t *test) open() error {
 		return msgError{fmt.Sprintf(" Port number %d state is %s", t.o.IBPort, pa.State), " Couldn't set the link layer", " Couldn't get context for the device"}
 	}
 	t.linkEth = pa.LinkLayer == uverbs.LinkLayerEthernet
+	if t.o.dualPort {
+		// set_link_layer's second port.
+		const port2 = 2
+		pa2, err := t.dev.QueryPort(port2)
+		if err != nil {
+			return msgError{fmt.Sprintf(" Unable to query port %d attributes", port2), "  (" + err.Error() + ")", " Couldn't set the link layer", " Couldn't get context for the device"}
+		}
+		if pa2.State != uverbs.PortActive {
+			return msgError{fmt.Sprintf(" Port number %d state is %s", port2, pa2.State), " Couldn't set the link layer", " Couldn't get context for the device"}
+		}
+		return unsupported("-O")
+	}
 	if t.o.forceLink != linkUnspec {
 		// set_link_layer: a forced link layer replaces the port's.
 		t.linkEth = t.o.forceLink == linkEthernet

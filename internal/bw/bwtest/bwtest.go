@@ -1243,6 +1243,9 @@ var BadArgs = [][]string{
 	// --force-link's argument.
 	{"-W", "hw_counters/nosuch"}, {"-W", "hw_counters/sent_pkts,"}, {"--report-counters=hw_counters"},
 	{"--inline_recv", "4k"}, {"--reply_every=x"}, {"--report-per-port"}, {"--force-link", "RoCE"},
+	// -O (dual port): perftest's latency tests refuse it; its bandwidth
+	// tests find no port 2 on rxe.
+	{"-O"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")

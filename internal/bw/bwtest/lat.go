@@ -213,6 +213,9 @@ var LatBadArgs = [][]string{
 	// --force-link's argument.
 	{"-W", "hw_counters/nosuch"}, {"-W", "hw_counters/sent_pkts,"}, {"--report-counters=hw_counters"},
 	{"--inline_recv", "4k"}, {"--reply_every=x"}, {"--report-per-port"}, {"--force-link", "RoCE"},
+	// -O (dual port): perftest's latency tests refuse it; its bandwidth
+	// tests find no port 2 on rxe.
+	{"-O"},
 }
 
 // LatTwoHosts runs a latency tool across the two hosts of make vmtest2
