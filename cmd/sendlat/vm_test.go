@@ -136,3 +136,6 @@ func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
 
 // TestVMForceLink: --force-link=Ethernet and =IB, Go against C both ways (bwtest.ForceLink).
 func TestVMForceLink(t *testing.T) { bwtest.ForceLink(t, tool) }
+
+// TestVMDLID: --dlid, Go against C both ways (bwtest.DLID).
+func TestVMDLID(t *testing.T) { bwtest.DLID(t, tool) }

@@ -249,6 +249,9 @@ type Options struct {
 	// cannot use (rxe has one port) the run ends as perftest's does, and
 	// on one with a second port it is refused.
 	dualPort bool
+	// dlid (--dlid): the LID the address vectors name instead of the
+	// peer's (0: the peer's); on RoCE the kernel ignores it.
+	dlid uint16
 }
 
 // linkLayer is --force-link's argument.
@@ -763,6 +766,10 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 			case "reply_every":
 				// perftest uses it in raw Ethernet loops only.
 				_, err = cValue(p.Arg, "reply_every", "uint32_t")
+			case "dlid":
+				if n, err = cValue(p.Arg, "dlid", "uint16_t"); err == nil {
+					o.dlid = uint16(n)
+				}
 			case "report-per-port":
 				o.reportPerPort = true
 			case "use_old_post_send":
@@ -1252,7 +1259,8 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 		"      --rate_units=<units>  [Mgp] Set the units for rate limit to MiBps (M), Gbps (g) or pps (p). default is Gbps (g).",
 		"      --rate_limit_type=<type>  [HW/SW/PP] Limit the QP's by HW, PP or by SW. Disabled by default. When rate_limit is not specified HW limit is Default.")...)
 	lines = append(lines, "      --dont_xchg_versions  Do not exchange versions and MTU with other side")
-	lines = append(lines, "      --force-link=<value>  Force the link(s) to a specific type: IB or Ethernet.",
+	lines = append(lines, "      --dlid  Set a Destination LID instead of getting it from the other side.",
+		"      --force-link=<value>  Force the link(s) to a specific type: IB or Ethernet.",
 		"      --inline_recv=<size>  Accepted for perftest compatibility (no test uses it)",
 		"      --reply_every  Accepted for perftest compatibility (raw Ethernet only)")
 	lines = append(lines, "      --mmap=file  Use an mmap'd file as the buffer for testing P2P transfers.",

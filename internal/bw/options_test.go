@@ -261,6 +261,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{Write, []string{"--rate_limit", "7"}, " Failed: Unknown rate limit value"},
 		{Write, []string{"--rate_limit", "10", "--rate_units", "p"}, " Failed: pps rate limit units is not supported when setting HW rate limit"},
 		{Write, []string{"--rate_limit", "10", "--rate_limit_type", "PP"}, "Packet Pacing is only supported for Raw Ethernet."},
+		{Read, []string{"--dlid", "x"}, " dlid argument x should be uint16_t"},
 		{Write, []string{"--inline_recv", "4k"}, " Inline Receive size argument 4k should be int"},
 		{Send, []string{"--reply_every=x"}, " reply_every argument x should be uint32_t"},
 		{Write, []string{"--report-per-port", "-D", "4"}, "report per port feature work only with Duration and Dualport"},

@@ -899,13 +899,27 @@ func (t *test) infoFields() []infoField {
 	return fs
 }
 
+// remLID is the LID the address vector to rem names: --dlid's when
+// given (ctx_modify_qp_to_rtr), else the peer's. A RoCE device ignores
+// it.
+func (t *test) remLID(rem *Dest) uint16 {
+	if t.o.dlid != 0 {
+		return t.o.dlid
+	}
+	return rem.LID
+}
+
 // printDest is ctx_print_pingpong_data.
 func (t *test) printDest(side string, d *Dest) {
 	if !t.verbose() {
 		return
 	}
+	lid := d.LID
+	if side == "remote" && t.o.dlid != 0 {
+		lid = t.o.dlid // --dlid, on the remote side only
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, " %s address: LID %s QPN %s PSN %s", side, altHex(uint64(d.LID), 4), altHex(uint64(d.QPN), 6), altHex(uint64(d.PSN), 6))
+	fmt.Fprintf(&b, " %s address: LID %s QPN %s PSN %s", side, altHex(uint64(lid), 4), altHex(uint64(d.QPN), 6), altHex(uint64(d.PSN), 6))
 	if t.v == Read {
 		fmt.Fprintf(&b, " OUT %s", altHex(uint64(d.OutReads), 4))
 	}
@@ -1000,7 +1014,7 @@ func (t *test) modifyRTR(i int) error {
 	}
 	attr := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: t.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN,
 		MaxDestRdAtomic: uint8(my.OutReads), MinRNRTimer: 12}
-	attr.AH = uverbs.AHAttr{DLID: rem.LID, SL: uint8(o.SL), PortNum: uint8(o.IBPort)}
+	attr.AH = uverbs.AHAttr{DLID: t.remLID(rem), SL: uint8(o.SL), PortNum: uint8(o.IBPort)}
 	if o.rateType == rateHW {
 		attr.AH.StaticRate = uverbs.Rate(o.hwRate)
 	}
@@ -1077,7 +1091,7 @@ func (t *test) readyUD(i int) error {
 	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: t.my[i].PSN}, uverbs.QPAttrState|uverbs.QPAttrSQPSN); err != nil {
 		return msgError{"Failed to modify QP to RTS", "  (" + err.Error() + ")", " Unable to Connect the HCA's through the link"}
 	}
-	ah := uverbs.AHAttr{DLID: t.rem[i].LID, SL: uint8(o.SL), PortNum: uint8(o.IBPort)}
+	ah := uverbs.AHAttr{DLID: t.remLID(&t.rem[i]), SL: uint8(o.SL), PortNum: uint8(o.IBPort)}
 	if t.gidIndex != -1 {
 		ah.IsGlobal = true
 		ah.DGID = t.rem[i].GID

@@ -306,10 +306,27 @@ func (r *Run) checkAddrs(t testing.TB, gid string) {
 		t.Errorf("address lines: server %d local %d remote, client %d local %d remote; want %d each\nserver:\n%s\nclient:\n%s",
 			len(sl), len(sr), len(cl), len(cr), n, r.Server, r.Client)
 	} else {
-		asLocal := func(a Addr) Addr { a.Remote = false; return a }
+		// --dlid L: each side's remote address line names L, not the
+		// peer's LID.
+		dlid := ""
+		if i := slices.Index(r.Extra, "--dlid"); i >= 0 && i+1 < len(r.Extra) {
+			dlid = r.Extra[i+1]
+		}
+		// asLocal is remote address line a as the peer's local line l
+		// reads.
+		asLocal := func(a, l Addr) Addr {
+			if dlid != "" && a.LID == dlid {
+				a.LID = l.LID
+			}
+			a.Remote = false
+			return a
+		}
 		qpns := map[string]bool{}
 		for i := range n {
-			if sl[i] != asLocal(cr[i]) || cl[i] != asLocal(sr[i]) {
+			if dlid != "" && (sr[i].LID != dlid || cr[i].LID != dlid) {
+				t.Errorf("QP %d: remote LIDs %s (server) and %s (client), want --dlid's %s", i, sr[i].LID, cr[i].LID, dlid)
+			}
+			if sl[i] != asLocal(cr[i], sl[i]) || cl[i] != asLocal(sr[i], cl[i]) {
 				t.Errorf("QP %d: server local %+v remote %+v; client local %+v remote %+v", i, sl[i], sr[i], cl[i], cr[i])
 			}
 			if g := gidLine(gid); sl[i].GID != g.server || cl[i].GID != g.client {
@@ -1246,6 +1263,7 @@ var BadArgs = [][]string{
 	// -O (dual port): perftest's latency tests refuse it; its bandwidth
 	// tests find no port 2 on rxe.
 	{"-O"},
+	{"--dlid", "x"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")

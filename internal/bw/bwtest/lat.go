@@ -216,6 +216,7 @@ var LatBadArgs = [][]string{
 	// -O (dual port): perftest's latency tests refuse it; its bandwidth
 	// tests find no port 2 on rxe.
 	{"-O"},
+	{"--dlid", "x"},
 }
 
 // LatTwoHosts runs a latency tool across the two hosts of make vmtest2

@@ -394,3 +394,34 @@ func ForceLink(t *testing.T, tool Tool) {
 		})
 	}
 }
+
+// DLID is the test of --dlid, Go against C both ways on rxe0 (RC, and UD
+// for send's latency tool, whose address handle takes it): each side
+// names the LID given on its remote address line and in its address
+// vectors, which a RoCE device ignores, so the run goes through.
+func DLID(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	size := 4096
+	if tool.Test == bw.LAT {
+		size = 64
+	}
+	conns := [][]string{nil}
+	if tool.Verb == bw.Send && tool.Test == bw.LAT {
+		conns = append(conns, []string{"-c", "UD"})
+	}
+	for _, conn := range conns {
+		matrix(t, tool, testkit.RxeDev, pptest.BothWays, []int{size}, 100, append([]string{"--dlid", "0x1234"}, conn...), func(t *testing.T, r *Run) bool {
+			if tool.Test == bw.LAT {
+				r.CheckLat(t, r.Host)
+			} else {
+				r.Check(t, r.Host)
+			}
+			for side, out := range map[string]string{"server": r.Server, "client": r.Client} {
+				if !strings.Contains(out, " remote address: LID 0x1234 ") || strings.Contains(out, " local address: LID 0x1234 ") {
+					t.Errorf("%s (%s %v): want LID 0x1234 on the remote address line only\n%s", side, r.Pair, conn, out)
+				}
+			}
+			return true
+		})
+	}
+}
