@@ -54,6 +54,7 @@ vet: deps
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@GO=$(GO) scripts/check-imports.sh
 	@GO=$(GO) scripts/check-makefile.sh
+	@scripts/check-tracked.sh
 	$(GO) run $(STATICCHECK) ./...
 
 generate: deps
