@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -31,7 +32,9 @@ const LeakSettle = 10 * time.Second
 //   - goroutines: each goroutine started since and still running is
 //     reported with its stack (the runtime's own and os/signal's are not
 //     counted);
-//   - file descriptors: /proc/self/fd, each new one named by its target;
+//   - file descriptors: /proc/self/fd, each new one named by its target
+//     (an *os.File dropped without Close counts: no garbage collection
+//     runs until the fds agree, so its finalizer cannot close it);
 //   - mappings: the lines of /proc/self/maps that map a /dev/infiniband
 //     node (the rings of CQs, QPs and SRQs);
 //   - what the functions given to CheckLeaksPerTest list: internal/sys's
@@ -148,13 +151,21 @@ func takeSnapshot(kernel bool) snapshot {
 
 // settle compares until nothing is left over or LeakSettle has passed, and
 // returns what is left over ("" when nothing).
+//
+// No collection runs on its own while it compares: an *os.File the test
+// dropped without closing would be closed by its finalizer in the next
+// collection and go unreported. Once the fds agree it collects on purpose
+// before each wait, since a destroyed ring's mapping is returned after a
+// collection by design (internal/sys.Mapping.Retire).
 func settle(base snapshot) string {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	deadline := time.Now().Add(settleFor)
 	for delay := time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
 		// The cheap process-side checks first; the kernel's counts
 		// (an exec of rdma) once those agree.
 		now := takeSnapshot(false)
-		d := base.processDiff(now)
+		fds := base.fdDiff(now)
+		d := fds + base.processDiff(now)
 		if d == "" && base.resources != nil {
 			now.resources, now.resErr = allResources()
 			d = base.kernelDiff(now)
@@ -162,10 +173,27 @@ func settle(base snapshot) string {
 		if d == "" || time.Now().After(deadline) {
 			return d
 		}
+		if fds == "" {
+			runtime.GC()
+		}
 		time.Sleep(delay)
 	}
 }
 
+// fdDiff lists the fds open now that were not before (or were another
+// file).
+func (base snapshot) fdDiff(now snapshot) string {
+	var b strings.Builder
+	for _, fd := range slices.Sorted(maps.Keys(now.fds)) {
+		if old, ok := base.fds[fd]; !ok || old != now.fds[fd] {
+			fmt.Fprintf(&b, "fd %d open (%s), was %s\n", fd, now.fds[fd], orNone(old))
+		}
+	}
+	return b.String()
+}
+
+// processDiff lists what else the process holds now and did not before:
+// goroutines, mappings of /dev/infiniband, traced objects.
 func (base snapshot) processDiff(now snapshot) string {
 	var b strings.Builder
 	var ids []int
@@ -177,11 +205,6 @@ func (base snapshot) processDiff(now snapshot) string {
 	sort.Ints(ids)
 	for _, id := range ids {
 		fmt.Fprintf(&b, "goroutine started during the test still runs:\n%s\n", indent(now.goroutines[id]))
-	}
-	for _, fd := range slices.Sorted(maps.Keys(now.fds)) {
-		if old, ok := base.fds[fd]; !ok || old != now.fds[fd] {
-			fmt.Fprintf(&b, "fd %d open (%s), was %s\n", fd, now.fds[fd], orNone(old))
-		}
 	}
 	if len(now.devMaps) > len(base.devMaps) {
 		fmt.Fprintf(&b, "%d mappings of /dev/infiniband before, %d now:\n%s\n", len(base.devMaps), len(now.devMaps),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -75,6 +76,42 @@ func TestLeakCheck(t *testing.T) {
 }
 
 func leakyGoroutine(stop chan struct{}) { <-stop }
+
+// TestLeakCheckDroppedFile: an *os.File the test dropped without closing
+// is reported even when the program allocates enough during the settle
+// for collections to run (its finalizer would close it in the first).
+func TestLeakCheckDroppedFile(t *testing.T) {
+	defer func(d time.Duration) { settleFor = d }(settleFor)
+	settleFor = 300 * time.Millisecond
+	// Each snapshot allocates 8 MiB, twice the smallest heap goal, as
+	// a busy program would while the settle waits.
+	var sink []byte
+	defer func(t []func() []string) { traced = t }(traced)
+	traced = []func() []string{func() []string { sink = make([]byte, 8<<20); return nil }}
+	r := &recTB{T: t}
+	LeakCheck(r)
+	fd := dropFile(t)
+	defer syscall.Close(fd) // what the finalizer would have done
+	e := r.end()
+	_ = sink
+	if want := fmt.Sprintf("fd %d open (/dev/null), was not open", fd); !strings.Contains(e, want) {
+		t.Errorf("report lacks %q:\n%s", want, e)
+	}
+	if strings.Count(e, "\n") > 2 {
+		t.Errorf("report names more than the file:\n%s", e)
+	}
+}
+
+// dropFile opens /dev/null and drops the *os.File without closing it,
+// returning its fd number. SetFinalizer(nil) is not called: the file's
+// cleanup would close it at the next collection.
+func dropFile(t *testing.T) int {
+	f, err := os.Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(f.Fd())
+}
 
 func TestParseGoroutines(t *testing.T) {
 	g := goroutines()
