@@ -2,8 +2,10 @@ package uverbs
 
 import (
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -61,16 +63,33 @@ func (a Access) String() string {
 // []byte may be registered; AllocBuffer gives page-aligned memory outside
 // the heap for those who prefer it.
 type MR struct {
-	ctx     *Context
+	ctx    *Context
+	handle uint32
+	// st is what Rereg may change, replaced as a whole so that readers
+	// (LKey, SGE, a bind's checks) need no lock; nil until the first
+	// Rereg, meaning first.
+	st    atomic.Pointer[mrState]
+	first mrState
+	life
+}
+
+// mrState is an MR's registration: immutable once published.
+type mrState struct {
 	pd      *PD
-	buf     []byte // keeps the registered memory alive; immutable
+	buf     []byte // keeps the registered memory alive
 	iova    uint64 // the device's address of buf[0], when iovaSet (RegMRIOVA)
 	iovaSet bool
 	access  Access
-	handle  uint32
 	lkey    uint32
 	rkey    uint32
-	life
+}
+
+// state returns the MR's current registration.
+func (mr *MR) state() *mrState {
+	if s := mr.st.Load(); s != nil {
+		return s
+	}
+	return &mr.first
 }
 
 // RegMR registers buf (all of its len(buf) bytes) for access by the
@@ -136,28 +155,35 @@ func (pd *PD) regMR(buf []byte, iova uint64, iovaSet bool, access Access) (*MR, 
 	defer pd.drop()
 	// buf is stored in the (heap) MR before its address is taken: that
 	// keeps the memory reachable and, for Go memory, in the heap.
-	mr := &MR{ctx: c, pd: pd, buf: buf, access: access, iova: iova, iovaSet: iovaSet}
-	req := mr.regRequest(pd.handle)
+	mr := &MR{ctx: c, first: mrState{pd: pd, buf: buf, access: access, iova: iova, iovaSet: iovaSet}}
+	req := mr.first.regRequest(pd.handle)
 	var resp abi.IbUverbsRegMrResp
 	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_REG_MR, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
 	if err := c.execWrite(&w, "mr", "reg"); err != nil {
 		return nil, c.limitErr(memlockErr(err, len(buf)), "mr")
 	}
-	mr.handle, mr.lkey, mr.rkey = resp.MrHandle, resp.Lkey, resp.Rkey
+	mr.handle, mr.first.lkey, mr.first.rkey = resp.MrHandle, resp.Lkey, resp.Rkey
 	pd.users.mr.Add(1)
 	return mr, nil
 }
 
-// regRequest is the REG_MR request for mr in the PD with handle pd.
-func (mr *MR) regRequest(pd uint32) abi.IbUverbsRegMr {
-	addr := sys.SliceAddr(mr.buf)
+// regRequest is the REG_MR request for s in the PD with handle pd.
+func (s *mrState) regRequest(pd uint32) abi.IbUverbsRegMr {
 	return abi.IbUverbsRegMr{
-		Start:       addr,
-		Length:      uint64(len(mr.buf)),
-		HcaVa:       mr.IOVA(),
+		Start:       sys.SliceAddr(s.buf),
+		Length:      uint64(len(s.buf)),
+		HcaVa:       s.ioVA(),
 		PdHandle:    pd,
-		AccessFlags: uint32(mr.access),
+		AccessFlags: uint32(s.access),
 	}
+}
+
+// ioVA is the device's address of the region's first byte.
+func (s *mrState) ioVA() uint64 {
+	if s.iovaSet {
+		return s.iova
+	}
+	return sys.SliceAddr(s.buf)
 }
 
 // Dereg deregisters the MR (ibv_dereg_mr(3)), after the uses in flight.
@@ -176,54 +202,154 @@ func (mr *MR) Dereg() error {
 				return &sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_DEREG_MR, Req: sys.AsBytes(&req)}
 			})
 		if err == nil {
-			mr.pd.users.mr.Add(-1)
+			mr.state().pd.users.mr.Add(-1)
 		}
 		return err
 	})
 }
 
+// ReregFlags says what Rereg changes (enum ibv_rereg_mr_flags; the
+// kernel's enum ib_mr_rereg_flags has the same bits).
+type ReregFlags uint32
+
+const (
+	ReregTranslation ReregFlags = 1 << 0 // the memory: buf (IBV_REREG_MR_CHANGE_TRANSLATION)
+	ReregPD          ReregFlags = 1 << 1 // the protection domain (IBV_REREG_MR_CHANGE_PD)
+	ReregAccess      ReregFlags = 1 << 2 // the access flags (IBV_REREG_MR_CHANGE_ACCESS)
+
+	reregKnown = ReregTranslation | ReregPD | ReregAccess
+)
+
+// Rereg changes the MR in place (ibv_rereg_mr(3)): what flags names, in
+// one kernel command (REREG_MR), keeping the MR's handle. With ReregPD
+// the MR moves to pd, with ReregTranslation it covers buf instead (at
+// buf's address, as RegMR: an IOVA of RegMRIOVA does not carry over),
+// with ReregAccess it gets access. Arguments flags does not name are
+// ignored, except access, which must then be 0 (as in libibverbs). The
+// keys may change: read LKey and RKey again and tell peers.
+//
+// Before any system call: no flags or unknown ones, ReregPD with a nil PD
+// or one of another Context, ReregTranslation with an empty buf, and
+// unknown access bits are ErrInvalid; a deregistered MR, a destroyed PD or
+// a closed Context are ErrClosed. Rereg waits for uses of the MR in flight
+// (a bind reading its keys) and holds the new PD against a concurrent
+// Dealloc, as RegMR does.
+//
+// Devices decide what they can change: a driver without rereg fails with
+// ErrNotSupported (EOPNOTSUPP), and so does rxe on 6.1. rxe on later
+// kernels changes the PD and the access flags but not the translation
+// (ErrNotSupported). libibverbs' rxe provider has no rereg_mr, so
+// ibv_rereg_mr itself refuses on rxe (EOPNOTSUPP) before the kernel
+// sees it; this library asks the kernel. On an error the MR keeps what
+// this library knew of it; if the kernel failed mid-way (a driver may have
+// changed the PD before refusing the access), ibv_rereg_mr(3) says the MR
+// should only be deregistered.
+func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
+	const object, method = "mr", "rereg"
+	if mr == nil || mr.ctx == nil {
+		return invalidErr(object, method, "nil MR")
+	}
+	switch {
+	case flags == 0:
+		return invalidErr(object, method, "no change requested (flags 0)")
+	case flags&^reregKnown != 0:
+		return invalidErr(object, method, "unknown flags %#x", uint32(flags&^reregKnown))
+	case flags&ReregPD != 0 && (pd == nil || pd.ctx == nil):
+		return invalidErr(object, method, "ReregPD with a nil PD")
+	case flags&ReregPD != 0 && pd.ctx != mr.ctx:
+		return invalidErr(object, method, "the PD belongs to another Context")
+	case flags&ReregTranslation != 0 && len(buf) == 0:
+		return invalidErr(object, method, "ReregTranslation with an empty buffer")
+	case flags&ReregAccess == 0 && access != 0:
+		return invalidErr(object, method, "access %v without ReregAccess", access)
+	case access&^accessKnown != 0:
+		return invalidErr(object, method, "unknown access flags %#x", uint32(access&^accessKnown))
+	}
+	c := mr.ctx
+	if c.coreSupport&abi.IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS == 0 {
+		access &^= accessOptional
+	}
+	mr.rw.Lock()
+	defer mr.rw.Unlock()
+	if mr.dead || c.Closed() {
+		return closedErr(object, method)
+	}
+	if flags&ReregPD != 0 {
+		if !pd.hold() {
+			return closedErr(object, method)
+		}
+		defer pd.drop()
+	}
+	old := mr.state()
+	next := *old
+	req := abi.IbUverbsReregMr{MrHandle: mr.handle, Flags: uint32(flags)}
+	if flags&ReregTranslation != 0 {
+		// Stored before its address is taken, as in RegMR.
+		next.buf, next.iova, next.iovaSet = buf, 0, false
+		req.Start, req.Length, req.HcaVa = sys.SliceAddr(next.buf), uint64(len(next.buf)), sys.SliceAddr(next.buf)
+	}
+	if flags&ReregPD != 0 {
+		next.pd, req.PdHandle = pd, pd.handle
+	}
+	if flags&ReregAccess != 0 {
+		next.access, req.AccessFlags = access, uint32(access)
+	}
+	var resp abi.IbUverbsReregMrResp
+	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_REREG_MR, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
+	if err := c.execWrite(&w, object, method); err != nil {
+		if flags&ReregTranslation != 0 {
+			err = memlockErr(err, len(next.buf))
+		}
+		return err
+	}
+	next.lkey, next.rkey = resp.Lkey, resp.Rkey
+	if next.pd != old.pd {
+		next.pd.users.mr.Add(1)
+		old.pd.users.mr.Add(-1)
+	}
+	mr.st.Store(&next)
+	runtime.KeepAlive(buf)
+	return nil
+}
+
 // LKey returns the local key (for scatter/gather entries).
-func (mr *MR) LKey() uint32 { return mr.lkey }
+func (mr *MR) LKey() uint32 { return mr.state().lkey }
 
 // RKey returns the remote key (for peers' RDMA operations).
-func (mr *MR) RKey() uint32 { return mr.rkey }
+func (mr *MR) RKey() uint32 { return mr.state().rkey }
 
 // Addr returns the address of the first byte of the registered memory.
 // For an MR of RegMR it is also the I/O virtual address that local SGEs
 // and peers' RDMA operations name (with RKey); IOVA returns that address
 // in every case.
-func (mr *MR) Addr() uint64 { return sys.SliceAddr(mr.buf) }
+func (mr *MR) Addr() uint64 { return sys.SliceAddr(mr.state().buf) }
 
 // IOVA returns the address the device knows the region's first byte by:
 // Addr, unless it was registered with RegMRIOVA. Local SGEs, peers' RDMA
 // and memory window binds use it.
-func (mr *MR) IOVA() uint64 {
-	if mr.iovaSet {
-		return mr.iova
-	}
-	return mr.Addr()
-}
+func (mr *MR) IOVA() uint64 { return mr.state().ioVA() }
 
 // SGE returns the scatter/gather element of length bytes at offset off of
 // the region, in the device's addresses (IOVA). It does not check the
 // range: a request reaching outside the region completes with a local
 // protection or length error.
 func (mr *MR) SGE(off, length int) SGE {
-	return SGE{Addr: mr.IOVA() + uint64(off), Length: uint32(length), LKey: mr.lkey}
+	s := mr.state()
+	return SGE{Addr: s.ioVA() + uint64(off), Length: uint32(length), LKey: s.lkey}
 }
 
 // Len returns the number of registered bytes.
-func (mr *MR) Len() int { return len(mr.buf) }
+func (mr *MR) Len() int { return len(mr.state().buf) }
 
 // Bytes returns the registered memory.
-func (mr *MR) Bytes() []byte { return mr.buf }
+func (mr *MR) Bytes() []byte { return mr.state().buf }
 
 // Access returns the access flags the MR was registered with (without
 // optional flags the kernel would not accept).
-func (mr *MR) Access() Access { return mr.access }
+func (mr *MR) Access() Access { return mr.state().access }
 
 // PD returns the protection domain the MR is registered in.
-func (mr *MR) PD() *PD { return mr.pd }
+func (mr *MR) PD() *PD { return mr.state().pd }
 
 // Context returns the context the MR was registered on.
 func (mr *MR) Context() *Context { return mr.ctx }

@@ -45,8 +45,8 @@ func TestAccessValues(t *testing.T) {
 // TestRegMREncoding: the 40-byte REG_MR request.
 func TestRegMREncoding(t *testing.T) {
 	buf := make([]byte, 100)
-	mr := &MR{buf: buf[3:], access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead}
-	req := mr.regRequest(0x17)
+	mr := &MR{first: mrState{buf: buf[3:], access: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead}}
+	req := mr.first.regRequest(0x17)
 	b := sys.AsBytes(&req)
 	if len(b) != 40 {
 		t.Fatalf("REG_MR request %d bytes", len(b))
@@ -61,10 +61,10 @@ func TestRegMREncoding(t *testing.T) {
 		t.Errorf("Addr %#x IOVA %#x Len %d", mr.Addr(), mr.IOVA(), mr.Len())
 	}
 	// RegMRIOVA: the device's address in hca_va, the buffer's in start.
-	mr.iova, mr.iovaSet = 0x7000_0000_0000+addr%4096, true
-	req = mr.regRequest(0x17)
+	mr.first.iova, mr.first.iovaSet = 0x7000_0000_0000+addr%4096, true
+	req = mr.first.regRequest(0x17)
 	b = sys.AsBytes(&req)
-	if le.Uint64(b[8:]) != addr || le.Uint64(b[24:]) != mr.iova || mr.IOVA() != mr.iova || mr.SGE(5, 9) != (SGE{Addr: mr.iova + 5, Length: 9, LKey: mr.lkey}) {
+	if le.Uint64(b[8:]) != addr || le.Uint64(b[24:]) != mr.first.iova || mr.IOVA() != mr.first.iova || mr.SGE(5, 9) != (SGE{Addr: mr.first.iova + 5, Length: 9, LKey: mr.first.lkey}) {
 		t.Errorf("REG_MR request with an IOVA % x", b)
 	}
 	pd := &PD{ctx: &Context{}}
@@ -189,7 +189,7 @@ func TestMRAHArgumentErrors(t *testing.T) {
 	if _, err := pd.CreateAH(AHAttr{IsGlobal: true, PortNum: 1}); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("CreateAH on unknown driver = %v, want ErrNotSupported", err)
 	}
-	mr := &MR{ctx: c, pd: pd, life: life{dead: true}}
+	mr := &MR{ctx: c, first: mrState{pd: pd}, life: life{dead: true}}
 	if err := mr.Dereg(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Dereg of a deregistered MR = %v, want ErrClosed", err)
 	}

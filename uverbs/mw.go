@@ -67,10 +67,11 @@ func (b *MWBindInfo) check(pd *PD) error {
 		}
 		return nil
 	}
-	if b.MR.pd != pd {
+	st := b.MR.state()
+	if st.pd != pd {
 		return fmt.Errorf("%w: the MR belongs to another PD", ErrInvalid)
 	}
-	if b.MR.access&AccessMWBind == 0 {
+	if st.access&AccessMWBind == 0 {
 		return fmt.Errorf("%w: the MR was registered without AccessMWBind", ErrInvalid)
 	}
 	if b.Access&AccessZeroBased != 0 {
@@ -79,9 +80,9 @@ func (b *MWBindInfo) check(pd *PD) error {
 	if b.Access&^(AccessRemoteRead|AccessRemoteWrite|AccessRemoteAtomic|AccessLocalWrite) != 0 {
 		return fmt.Errorf("%w: window access %v", ErrInvalid, b.Access)
 	}
-	start := b.MR.IOVA()
-	if b.Addr < start || b.Length > uint64(b.MR.Len()) || b.Addr-start > uint64(b.MR.Len())-b.Length {
-		return fmt.Errorf("%w: window [%#x, +%d) outside the MR [%#x, +%d)", ErrInvalid, b.Addr, b.Length, start, b.MR.Len())
+	start, n := st.ioVA(), uint64(len(st.buf))
+	if b.Addr < start || b.Length > n || b.Addr-start > n-b.Length {
+		return fmt.Errorf("%w: window [%#x, +%d) outside the MR [%#x, +%d)", ErrInvalid, b.Addr, b.Length, start, n)
 	}
 	return nil
 }

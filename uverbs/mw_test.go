@@ -20,7 +20,7 @@ func TestIncRKey(t *testing.T) {
 func TestMWBindInfoCheck(t *testing.T) {
 	pd, other := &PD{}, &PD{}
 	buf := make([]byte, 4096)
-	mr := &MR{pd: pd, buf: buf, access: AccessLocalWrite | AccessMWBind}
+	mr := &MR{first: mrState{pd: pd, buf: buf, access: AccessLocalWrite | AccessMWBind}}
 	start := mr.Addr()
 	for _, c := range []struct {
 		name string
@@ -37,8 +37,8 @@ func TestMWBindInfoCheck(t *testing.T) {
 		{"address without MR", MWBindInfo{Addr: start}, false},
 		{"zero based", MWBindInfo{MR: mr, Addr: start, Length: 1, Access: AccessZeroBased}, false},
 		{"MW bind access on a window", MWBindInfo{MR: mr, Addr: start, Length: 1, Access: AccessMWBind}, false},
-		{"MR without MW_BIND", MWBindInfo{MR: &MR{pd: pd, buf: buf, access: AccessLocalWrite}, Addr: start, Length: 1}, false},
-		{"MR of another PD", MWBindInfo{MR: &MR{pd: other, buf: buf, access: AccessMWBind}, Addr: start, Length: 1}, false},
+		{"MR without MW_BIND", MWBindInfo{MR: &MR{first: mrState{pd: pd, buf: buf, access: AccessLocalWrite}}, Addr: start, Length: 1}, false},
+		{"MR of another PD", MWBindInfo{MR: &MR{first: mrState{pd: other, buf: buf, access: AccessMWBind}}, Addr: start, Length: 1}, false},
 	} {
 		err := c.b.check(pd)
 		if c.ok != (err == nil) || err != nil && !errors.Is(err, ErrInvalid) {

@@ -498,7 +498,7 @@ func (d *rxeQP) writeBind(qp *QP, w *abi.RxeSendWqe, wr *SendWR, idx int) error 
 			return &PostError{Op: "post_send", Index: idx, Err: closedErr("mr", "bind")}
 		}
 		defer b.MR.drop()
-		lkey = b.MR.lkey
+		lkey = b.MR.state().lkey
 	}
 	w.Wr.Wr.SetMw(abi.RxeSendWrWrMw{Addr: b.Addr, Length: b.Length, MrLkey: lkey, MwRkey: mw.rkey.Load(), Rkey: wr.BindRKey, Access: uint32(b.Access)})
 	if wr.Flags&^(SendFence|SendSignaled|SendSolicited) != 0 {
