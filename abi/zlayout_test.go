@@ -17,6 +17,9 @@ var layoutHeaders = []string{
 	"rdma/mlx5_user_ioctl_cmds.h",
 	"rdma/mlx5-abi.h",
 	"rdma/rdma_netlink.h",
+	"linux/socket.h",
+	"rdma/ib_user_sa.h",
+	"rdma/rdma_user_cm.h",
 }
 
 var layoutTable = []layoutType{
@@ -1960,6 +1963,329 @@ var layoutTable = []layoutType{
 			{"gid", off(v, &v.Gid), unsafe.Sizeof(v.Gid), false, nil},
 		}
 	}},
+	{c: "struct __kernel_sockaddr_storage", goName: "KernelSockaddrStorage", size: unsafe.Sizeof(KernelSockaddrStorage{}), align: unsafe.Alignof(KernelSockaddrStorage{}), rows: func() []layoutRow {
+		v := new(KernelSockaddrStorage)
+		return []layoutRow{
+			{"ss_family", off(v, v), unsafe.Sizeof(v.SsFamily()), false, probe(v, off(v, v), v.SsFamily, v.SetSsFamily)},
+			{"__data", off(v, v) + 2, unsafe.Sizeof(v.Data()), false, probe(v, off(v, v)+2, v.Data, v.SetData)},
+			{"__align", off(v, v), unsafe.Sizeof(v.Align()), false, probe(v, off(v, v), v.Align, v.SetAlign)},
+		}
+	}},
+	{c: "struct ib_user_path_rec", goName: "IbUserPathRec", size: unsafe.Sizeof(IbUserPathRec{}), align: unsafe.Alignof(IbUserPathRec{}), rows: func() []layoutRow {
+		v := new(IbUserPathRec)
+		return []layoutRow{
+			{"dgid", off(v, &v.Dgid), unsafe.Sizeof(v.Dgid), false, nil},
+			{"sgid", off(v, &v.Sgid), unsafe.Sizeof(v.Sgid), false, nil},
+			{"dlid", off(v, &v.Dlid), unsafe.Sizeof(v.Dlid), false, nil},
+			{"slid", off(v, &v.Slid), unsafe.Sizeof(v.Slid), false, nil},
+			{"raw_traffic", off(v, &v.RawTraffic), unsafe.Sizeof(v.RawTraffic), false, nil},
+			{"flow_label", off(v, &v.FlowLabel), unsafe.Sizeof(v.FlowLabel), false, nil},
+			{"reversible", off(v, &v.Reversible), unsafe.Sizeof(v.Reversible), false, nil},
+			{"mtu", off(v, &v.Mtu), unsafe.Sizeof(v.Mtu), false, nil},
+			{"pkey", off(v, &v.Pkey), unsafe.Sizeof(v.Pkey), false, nil},
+			{"hop_limit", off(v, &v.HopLimit), unsafe.Sizeof(v.HopLimit), false, nil},
+			{"traffic_class", off(v, &v.TrafficClass), unsafe.Sizeof(v.TrafficClass), false, nil},
+			{"numb_path", off(v, &v.NumbPath), unsafe.Sizeof(v.NumbPath), false, nil},
+			{"sl", off(v, &v.Sl), unsafe.Sizeof(v.Sl), false, nil},
+			{"mtu_selector", off(v, &v.MtuSelector), unsafe.Sizeof(v.MtuSelector), false, nil},
+			{"rate_selector", off(v, &v.RateSelector), unsafe.Sizeof(v.RateSelector), false, nil},
+			{"rate", off(v, &v.Rate), unsafe.Sizeof(v.Rate), false, nil},
+			{"packet_life_time_selector", off(v, &v.PacketLifeTimeSelector), unsafe.Sizeof(v.PacketLifeTimeSelector), false, nil},
+			{"packet_life_time", off(v, &v.PacketLifeTime), unsafe.Sizeof(v.PacketLifeTime), false, nil},
+			{"preference", off(v, &v.Preference), unsafe.Sizeof(v.Preference), false, nil},
+		}
+	}},
+	{c: "struct ib_path_rec_data", goName: "IbPathRecData", size: unsafe.Sizeof(IbPathRecData{}), align: unsafe.Alignof(IbPathRecData{}), rows: func() []layoutRow {
+		v := new(IbPathRecData)
+		return []layoutRow{
+			{"flags", off(v, &v.Flags), unsafe.Sizeof(v.Flags), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"path_rec", off(v, &v.PathRec), unsafe.Sizeof(v.PathRec), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_cmd_hdr", goName: "RdmaUcmCmdHdr", size: unsafe.Sizeof(RdmaUcmCmdHdr{}), align: unsafe.Alignof(RdmaUcmCmdHdr{}), rows: func() []layoutRow {
+		v := new(RdmaUcmCmdHdr)
+		return []layoutRow{
+			{"cmd", off(v, &v.Cmd), unsafe.Sizeof(v.Cmd), false, nil},
+			{"in", off(v, &v.In), unsafe.Sizeof(v.In), false, nil},
+			{"out", off(v, &v.Out), unsafe.Sizeof(v.Out), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_create_id", goName: "RdmaUcmCreateId", size: unsafe.Sizeof(RdmaUcmCreateId{}), align: unsafe.Alignof(RdmaUcmCreateId{}), rows: func() []layoutRow {
+		v := new(RdmaUcmCreateId)
+		return []layoutRow{
+			{"uid", off(v, &v.Uid), unsafe.Sizeof(v.Uid), false, nil},
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"ps", off(v, &v.Ps), unsafe.Sizeof(v.Ps), false, nil},
+			{"qp_type", off(v, &v.QpType), unsafe.Sizeof(v.QpType), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_create_id_resp", goName: "RdmaUcmCreateIdResp", size: unsafe.Sizeof(RdmaUcmCreateIdResp{}), align: unsafe.Alignof(RdmaUcmCreateIdResp{}), rows: func() []layoutRow {
+		v := new(RdmaUcmCreateIdResp)
+		return []layoutRow{
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_destroy_id", goName: "RdmaUcmDestroyId", size: unsafe.Sizeof(RdmaUcmDestroyId{}), align: unsafe.Alignof(RdmaUcmDestroyId{}), rows: func() []layoutRow {
+		v := new(RdmaUcmDestroyId)
+		return []layoutRow{
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_destroy_id_resp", goName: "RdmaUcmDestroyIdResp", size: unsafe.Sizeof(RdmaUcmDestroyIdResp{}), align: unsafe.Alignof(RdmaUcmDestroyIdResp{}), rows: func() []layoutRow {
+		v := new(RdmaUcmDestroyIdResp)
+		return []layoutRow{
+			{"events_reported", off(v, &v.EventsReported), unsafe.Sizeof(v.EventsReported), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_bind_ip", goName: "RdmaUcmBindIp", size: unsafe.Sizeof(RdmaUcmBindIp{}), align: unsafe.Alignof(RdmaUcmBindIp{}), rows: func() []layoutRow {
+		v := new(RdmaUcmBindIp)
+		return []layoutRow{
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"addr", off(v, &v.Addr), unsafe.Sizeof(v.Addr), false, nil},
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_bind", goName: "RdmaUcmBind", size: unsafe.Sizeof(RdmaUcmBind{}), align: unsafe.Alignof(RdmaUcmBind{}), rows: func() []layoutRow {
+		v := new(RdmaUcmBind)
+		return []layoutRow{
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"addr_size", off(v, &v.AddrSize), unsafe.Sizeof(v.AddrSize), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"addr", off(v, &v.Addr), unsafe.Sizeof(v.Addr), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_resolve_ip", goName: "RdmaUcmResolveIp", size: unsafe.Sizeof(RdmaUcmResolveIp{}), align: unsafe.Alignof(RdmaUcmResolveIp{}), rows: func() []layoutRow {
+		v := new(RdmaUcmResolveIp)
+		return []layoutRow{
+			{"src_addr", off(v, &v.SrcAddr), unsafe.Sizeof(v.SrcAddr), false, nil},
+			{"dst_addr", off(v, &v.DstAddr), unsafe.Sizeof(v.DstAddr), false, nil},
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"timeout_ms", off(v, &v.TimeoutMs), unsafe.Sizeof(v.TimeoutMs), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_resolve_addr", goName: "RdmaUcmResolveAddr", size: unsafe.Sizeof(RdmaUcmResolveAddr{}), align: unsafe.Alignof(RdmaUcmResolveAddr{}), rows: func() []layoutRow {
+		v := new(RdmaUcmResolveAddr)
+		return []layoutRow{
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"timeout_ms", off(v, &v.TimeoutMs), unsafe.Sizeof(v.TimeoutMs), false, nil},
+			{"src_size", off(v, &v.SrcSize), unsafe.Sizeof(v.SrcSize), false, nil},
+			{"dst_size", off(v, &v.DstSize), unsafe.Sizeof(v.DstSize), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"src_addr", off(v, &v.SrcAddr), unsafe.Sizeof(v.SrcAddr), false, nil},
+			{"dst_addr", off(v, &v.DstAddr), unsafe.Sizeof(v.DstAddr), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_resolve_route", goName: "RdmaUcmResolveRoute", size: unsafe.Sizeof(RdmaUcmResolveRoute{}), align: unsafe.Alignof(RdmaUcmResolveRoute{}), rows: func() []layoutRow {
+		v := new(RdmaUcmResolveRoute)
+		return []layoutRow{
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"timeout_ms", off(v, &v.TimeoutMs), unsafe.Sizeof(v.TimeoutMs), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_query", goName: "RdmaUcmQuery", size: unsafe.Sizeof(RdmaUcmQuery{}), align: unsafe.Alignof(RdmaUcmQuery{}), rows: func() []layoutRow {
+		v := new(RdmaUcmQuery)
+		return []layoutRow{
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"option", off(v, &v.Option), unsafe.Sizeof(v.Option), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_query_route_resp", goName: "RdmaUcmQueryRouteResp", size: unsafe.Sizeof(RdmaUcmQueryRouteResp{}), align: unsafe.Alignof(RdmaUcmQueryRouteResp{}), rows: func() []layoutRow {
+		v := new(RdmaUcmQueryRouteResp)
+		return []layoutRow{
+			{"node_guid", off(v, &v.NodeGuid), unsafe.Sizeof(v.NodeGuid), false, nil},
+			{"ib_route", off(v, &v.IbRoute), unsafe.Sizeof(v.IbRoute), false, nil},
+			{"src_addr", off(v, &v.SrcAddr), unsafe.Sizeof(v.SrcAddr), false, nil},
+			{"dst_addr", off(v, &v.DstAddr), unsafe.Sizeof(v.DstAddr), false, nil},
+			{"num_paths", off(v, &v.NumPaths), unsafe.Sizeof(v.NumPaths), false, nil},
+			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"ibdev_index", off(v, &v.IbdevIndex), unsafe.Sizeof(v.IbdevIndex), false, nil},
+			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_query_addr_resp", goName: "RdmaUcmQueryAddrResp", size: unsafe.Sizeof(RdmaUcmQueryAddrResp{}), align: unsafe.Alignof(RdmaUcmQueryAddrResp{}), rows: func() []layoutRow {
+		v := new(RdmaUcmQueryAddrResp)
+		return []layoutRow{
+			{"node_guid", off(v, &v.NodeGuid), unsafe.Sizeof(v.NodeGuid), false, nil},
+			{"port_num", off(v, &v.PortNum), unsafe.Sizeof(v.PortNum), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"pkey", off(v, &v.Pkey), unsafe.Sizeof(v.Pkey), false, nil},
+			{"src_size", off(v, &v.SrcSize), unsafe.Sizeof(v.SrcSize), false, nil},
+			{"dst_size", off(v, &v.DstSize), unsafe.Sizeof(v.DstSize), false, nil},
+			{"src_addr", off(v, &v.SrcAddr), unsafe.Sizeof(v.SrcAddr), false, nil},
+			{"dst_addr", off(v, &v.DstAddr), unsafe.Sizeof(v.DstAddr), false, nil},
+			{"ibdev_index", off(v, &v.IbdevIndex), unsafe.Sizeof(v.IbdevIndex), false, nil},
+			{"reserved1", off(v, &v.Reserved1), unsafe.Sizeof(v.Reserved1), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_query_path_resp", goName: "RdmaUcmQueryPathResp", size: unsafe.Sizeof(RdmaUcmQueryPathResp{}), align: unsafe.Alignof(RdmaUcmQueryPathResp{}), rows: func() []layoutRow {
+		v := new(RdmaUcmQueryPathResp)
+		return []layoutRow{
+			{"num_paths", off(v, &v.NumPaths), unsafe.Sizeof(v.NumPaths), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"path_data", off(v, v) + RdmaUcmQueryPathRespPathDataOffset, 0, true, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_conn_param", goName: "RdmaUcmConnParam", size: unsafe.Sizeof(RdmaUcmConnParam{}), align: unsafe.Alignof(RdmaUcmConnParam{}), rows: func() []layoutRow {
+		v := new(RdmaUcmConnParam)
+		return []layoutRow{
+			{"qp_num", off(v, &v.QpNum), unsafe.Sizeof(v.QpNum), false, nil},
+			{"qkey", off(v, &v.Qkey), unsafe.Sizeof(v.Qkey), false, nil},
+			{"private_data", off(v, &v.PrivateData), unsafe.Sizeof(v.PrivateData), false, nil},
+			{"private_data_len", off(v, &v.PrivateDataLen), unsafe.Sizeof(v.PrivateDataLen), false, nil},
+			{"srq", off(v, &v.Srq), unsafe.Sizeof(v.Srq), false, nil},
+			{"responder_resources", off(v, &v.ResponderResources), unsafe.Sizeof(v.ResponderResources), false, nil},
+			{"initiator_depth", off(v, &v.InitiatorDepth), unsafe.Sizeof(v.InitiatorDepth), false, nil},
+			{"flow_control", off(v, &v.FlowControl), unsafe.Sizeof(v.FlowControl), false, nil},
+			{"retry_count", off(v, &v.RetryCount), unsafe.Sizeof(v.RetryCount), false, nil},
+			{"rnr_retry_count", off(v, &v.RnrRetryCount), unsafe.Sizeof(v.RnrRetryCount), false, nil},
+			{"valid", off(v, &v.Valid), unsafe.Sizeof(v.Valid), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_ud_param", goName: "RdmaUcmUdParam", size: unsafe.Sizeof(RdmaUcmUdParam{}), align: unsafe.Alignof(RdmaUcmUdParam{}), rows: func() []layoutRow {
+		v := new(RdmaUcmUdParam)
+		return []layoutRow{
+			{"qp_num", off(v, &v.QpNum), unsafe.Sizeof(v.QpNum), false, nil},
+			{"qkey", off(v, &v.Qkey), unsafe.Sizeof(v.Qkey), false, nil},
+			{"ah_attr", off(v, &v.AhAttr), unsafe.Sizeof(v.AhAttr), false, nil},
+			{"private_data", off(v, &v.PrivateData), unsafe.Sizeof(v.PrivateData), false, nil},
+			{"private_data_len", off(v, &v.PrivateDataLen), unsafe.Sizeof(v.PrivateDataLen), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_ece", goName: "RdmaUcmEce", size: unsafe.Sizeof(RdmaUcmEce{}), align: unsafe.Alignof(RdmaUcmEce{}), rows: func() []layoutRow {
+		v := new(RdmaUcmEce)
+		return []layoutRow{
+			{"vendor_id", off(v, &v.VendorId), unsafe.Sizeof(v.VendorId), false, nil},
+			{"attr_mod", off(v, &v.AttrMod), unsafe.Sizeof(v.AttrMod), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_connect", goName: "RdmaUcmConnect", size: unsafe.Sizeof(RdmaUcmConnect{}), align: unsafe.Alignof(RdmaUcmConnect{}), rows: func() []layoutRow {
+		v := new(RdmaUcmConnect)
+		return []layoutRow{
+			{"conn_param", off(v, &v.ConnParam), unsafe.Sizeof(v.ConnParam), false, nil},
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"ece", off(v, &v.Ece), unsafe.Sizeof(v.Ece), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_listen", goName: "RdmaUcmListen", size: unsafe.Sizeof(RdmaUcmListen{}), align: unsafe.Alignof(RdmaUcmListen{}), rows: func() []layoutRow {
+		v := new(RdmaUcmListen)
+		return []layoutRow{
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"backlog", off(v, &v.Backlog), unsafe.Sizeof(v.Backlog), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_accept", goName: "RdmaUcmAccept", size: unsafe.Sizeof(RdmaUcmAccept{}), align: unsafe.Alignof(RdmaUcmAccept{}), rows: func() []layoutRow {
+		v := new(RdmaUcmAccept)
+		return []layoutRow{
+			{"uid", off(v, &v.Uid), unsafe.Sizeof(v.Uid), false, nil},
+			{"conn_param", off(v, &v.ConnParam), unsafe.Sizeof(v.ConnParam), false, nil},
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"ece", off(v, &v.Ece), unsafe.Sizeof(v.Ece), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_reject", goName: "RdmaUcmReject", size: unsafe.Sizeof(RdmaUcmReject{}), align: unsafe.Alignof(RdmaUcmReject{}), rows: func() []layoutRow {
+		v := new(RdmaUcmReject)
+		return []layoutRow{
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"private_data_len", off(v, &v.PrivateDataLen), unsafe.Sizeof(v.PrivateDataLen), false, nil},
+			{"reason", off(v, &v.Reason), unsafe.Sizeof(v.Reason), false, nil},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"private_data", off(v, &v.PrivateData), unsafe.Sizeof(v.PrivateData), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_disconnect", goName: "RdmaUcmDisconnect", size: unsafe.Sizeof(RdmaUcmDisconnect{}), align: unsafe.Alignof(RdmaUcmDisconnect{}), rows: func() []layoutRow {
+		v := new(RdmaUcmDisconnect)
+		return []layoutRow{
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_init_qp_attr", goName: "RdmaUcmInitQpAttr", size: unsafe.Sizeof(RdmaUcmInitQpAttr{}), align: unsafe.Alignof(RdmaUcmInitQpAttr{}), rows: func() []layoutRow {
+		v := new(RdmaUcmInitQpAttr)
+		return []layoutRow{
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"qp_state", off(v, &v.QpState), unsafe.Sizeof(v.QpState), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_notify", goName: "RdmaUcmNotify", size: unsafe.Sizeof(RdmaUcmNotify{}), align: unsafe.Alignof(RdmaUcmNotify{}), rows: func() []layoutRow {
+		v := new(RdmaUcmNotify)
+		return []layoutRow{
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"event", off(v, &v.Event), unsafe.Sizeof(v.Event), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_join_ip_mcast", goName: "RdmaUcmJoinIpMcast", size: unsafe.Sizeof(RdmaUcmJoinIpMcast{}), align: unsafe.Alignof(RdmaUcmJoinIpMcast{}), rows: func() []layoutRow {
+		v := new(RdmaUcmJoinIpMcast)
+		return []layoutRow{
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"uid", off(v, &v.Uid), unsafe.Sizeof(v.Uid), false, nil},
+			{"addr", off(v, &v.Addr), unsafe.Sizeof(v.Addr), false, nil},
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_join_mcast", goName: "RdmaUcmJoinMcast", size: unsafe.Sizeof(RdmaUcmJoinMcast{}), align: unsafe.Alignof(RdmaUcmJoinMcast{}), rows: func() []layoutRow {
+		v := new(RdmaUcmJoinMcast)
+		return []layoutRow{
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"uid", off(v, &v.Uid), unsafe.Sizeof(v.Uid), false, nil},
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"addr_size", off(v, &v.AddrSize), unsafe.Sizeof(v.AddrSize), false, nil},
+			{"join_flags", off(v, &v.JoinFlags), unsafe.Sizeof(v.JoinFlags), false, nil},
+			{"addr", off(v, &v.Addr), unsafe.Sizeof(v.Addr), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_get_event", goName: "RdmaUcmGetEvent", size: unsafe.Sizeof(RdmaUcmGetEvent{}), align: unsafe.Alignof(RdmaUcmGetEvent{}), rows: func() []layoutRow {
+		v := new(RdmaUcmGetEvent)
+		return []layoutRow{
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_event_resp", goName: "RdmaUcmEventResp", size: unsafe.Sizeof(RdmaUcmEventResp{}), align: unsafe.Alignof(RdmaUcmEventResp{}), rows: func() []layoutRow {
+		v := new(RdmaUcmEventResp)
+		return []layoutRow{
+			{"uid", off(v, &v.Uid), unsafe.Sizeof(v.Uid), false, nil},
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"event", off(v, &v.Event), unsafe.Sizeof(v.Event), false, nil},
+			{"status", off(v, &v.Status), unsafe.Sizeof(v.Status), false, nil},
+			{"param", off(v, &v.Param), unsafe.Sizeof(v.Param), false, nil},
+			{"param.conn", off(v, &v.Param), unsafe.Sizeof(v.Param.Conn()), false, probe(v, off(v, &v.Param), v.Param.Conn, v.Param.SetConn)},
+			{"param.ud", off(v, &v.Param), unsafe.Sizeof(v.Param.Ud()), false, probe(v, off(v, &v.Param), v.Param.Ud, v.Param.SetUd)},
+			{"reserved", off(v, &v.Reserved), unsafe.Sizeof(v.Reserved), false, nil},
+			{"ece", off(v, &v.Ece), unsafe.Sizeof(v.Ece), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_set_option", goName: "RdmaUcmSetOption", size: unsafe.Sizeof(RdmaUcmSetOption{}), align: unsafe.Alignof(RdmaUcmSetOption{}), rows: func() []layoutRow {
+		v := new(RdmaUcmSetOption)
+		return []layoutRow{
+			{"optval", off(v, &v.Optval), unsafe.Sizeof(v.Optval), false, nil},
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"level", off(v, &v.Level), unsafe.Sizeof(v.Level), false, nil},
+			{"optname", off(v, &v.Optname), unsafe.Sizeof(v.Optname), false, nil},
+			{"optlen", off(v, &v.Optlen), unsafe.Sizeof(v.Optlen), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_migrate_id", goName: "RdmaUcmMigrateId", size: unsafe.Sizeof(RdmaUcmMigrateId{}), align: unsafe.Alignof(RdmaUcmMigrateId{}), rows: func() []layoutRow {
+		v := new(RdmaUcmMigrateId)
+		return []layoutRow{
+			{"response", off(v, &v.Response), unsafe.Sizeof(v.Response), false, nil},
+			{"id", off(v, &v.Id), unsafe.Sizeof(v.Id), false, nil},
+			{"fd", off(v, &v.Fd), unsafe.Sizeof(v.Fd), false, nil},
+		}
+	}},
+	{c: "struct rdma_ucm_migrate_resp", goName: "RdmaUcmMigrateResp", size: unsafe.Sizeof(RdmaUcmMigrateResp{}), align: unsafe.Alignof(RdmaUcmMigrateResp{}), rows: func() []layoutRow {
+		v := new(RdmaUcmMigrateResp)
+		return []layoutRow{
+			{"events_reported", off(v, &v.EventsReported), unsafe.Sizeof(v.EventsReported), false, nil},
+		}
+	}},
 	{c: "struct sockaddr_in", goName: "SockaddrIn", size: unsafe.Sizeof(SockaddrIn{}), align: unsafe.Alignof(SockaddrIn{}), rows: func() []layoutRow {
 		return nil // opaque
 	}},
@@ -2861,4 +3187,60 @@ var constTable = []constRow{
 	{"RDMA_COUNTER_MODE_MANUAL", false, RDMA_COUNTER_MODE_MANUAL},
 	{"RDMA_COUNTER_MASK_QP_TYPE", false, RDMA_COUNTER_MASK_QP_TYPE},
 	{"RDMA_COUNTER_MASK_PID", false, RDMA_COUNTER_MASK_PID},
+	{"_K_SS_MAXSIZE", false, _K_SS_MAXSIZE},
+	{"SOCK_SNDBUF_LOCK", false, SOCK_SNDBUF_LOCK},
+	{"SOCK_RCVBUF_LOCK", false, SOCK_RCVBUF_LOCK},
+	{"SOCK_BUF_LOCK_MASK", false, SOCK_BUF_LOCK_MASK},
+	{"SOCK_TXREHASH_DEFAULT", false, SOCK_TXREHASH_DEFAULT},
+	{"SOCK_TXREHASH_DISABLED", false, SOCK_TXREHASH_DISABLED},
+	{"SOCK_TXREHASH_ENABLED", false, SOCK_TXREHASH_ENABLED},
+	{"IB_PATH_GMP", false, IB_PATH_GMP},
+	{"IB_PATH_PRIMARY", false, IB_PATH_PRIMARY},
+	{"IB_PATH_ALTERNATE", false, IB_PATH_ALTERNATE},
+	{"IB_PATH_OUTBOUND", false, IB_PATH_OUTBOUND},
+	{"IB_PATH_INBOUND", false, IB_PATH_INBOUND},
+	{"IB_PATH_INBOUND_REVERSE", false, IB_PATH_INBOUND_REVERSE},
+	{"IB_PATH_BIDIRECTIONAL", false, IB_PATH_BIDIRECTIONAL},
+	{"RDMA_USER_CM_ABI_VERSION", false, RDMA_USER_CM_ABI_VERSION},
+	{"RDMA_MAX_PRIVATE_DATA", false, RDMA_MAX_PRIVATE_DATA},
+	{"RDMA_USER_CM_CMD_CREATE_ID", false, RDMA_USER_CM_CMD_CREATE_ID},
+	{"RDMA_USER_CM_CMD_DESTROY_ID", false, RDMA_USER_CM_CMD_DESTROY_ID},
+	{"RDMA_USER_CM_CMD_BIND_IP", false, RDMA_USER_CM_CMD_BIND_IP},
+	{"RDMA_USER_CM_CMD_RESOLVE_IP", false, RDMA_USER_CM_CMD_RESOLVE_IP},
+	{"RDMA_USER_CM_CMD_RESOLVE_ROUTE", false, RDMA_USER_CM_CMD_RESOLVE_ROUTE},
+	{"RDMA_USER_CM_CMD_QUERY_ROUTE", false, RDMA_USER_CM_CMD_QUERY_ROUTE},
+	{"RDMA_USER_CM_CMD_CONNECT", false, RDMA_USER_CM_CMD_CONNECT},
+	{"RDMA_USER_CM_CMD_LISTEN", false, RDMA_USER_CM_CMD_LISTEN},
+	{"RDMA_USER_CM_CMD_ACCEPT", false, RDMA_USER_CM_CMD_ACCEPT},
+	{"RDMA_USER_CM_CMD_REJECT", false, RDMA_USER_CM_CMD_REJECT},
+	{"RDMA_USER_CM_CMD_DISCONNECT", false, RDMA_USER_CM_CMD_DISCONNECT},
+	{"RDMA_USER_CM_CMD_INIT_QP_ATTR", false, RDMA_USER_CM_CMD_INIT_QP_ATTR},
+	{"RDMA_USER_CM_CMD_GET_EVENT", false, RDMA_USER_CM_CMD_GET_EVENT},
+	{"RDMA_USER_CM_CMD_GET_OPTION", false, RDMA_USER_CM_CMD_GET_OPTION},
+	{"RDMA_USER_CM_CMD_SET_OPTION", false, RDMA_USER_CM_CMD_SET_OPTION},
+	{"RDMA_USER_CM_CMD_NOTIFY", false, RDMA_USER_CM_CMD_NOTIFY},
+	{"RDMA_USER_CM_CMD_JOIN_IP_MCAST", false, RDMA_USER_CM_CMD_JOIN_IP_MCAST},
+	{"RDMA_USER_CM_CMD_LEAVE_MCAST", false, RDMA_USER_CM_CMD_LEAVE_MCAST},
+	{"RDMA_USER_CM_CMD_MIGRATE_ID", false, RDMA_USER_CM_CMD_MIGRATE_ID},
+	{"RDMA_USER_CM_CMD_QUERY", false, RDMA_USER_CM_CMD_QUERY},
+	{"RDMA_USER_CM_CMD_BIND", false, RDMA_USER_CM_CMD_BIND},
+	{"RDMA_USER_CM_CMD_RESOLVE_ADDR", false, RDMA_USER_CM_CMD_RESOLVE_ADDR},
+	{"RDMA_USER_CM_CMD_JOIN_MCAST", false, RDMA_USER_CM_CMD_JOIN_MCAST},
+	{"RDMA_PS_IPOIB", false, RDMA_PS_IPOIB},
+	{"RDMA_PS_IB", false, RDMA_PS_IB},
+	{"RDMA_PS_TCP", false, RDMA_PS_TCP},
+	{"RDMA_PS_UDP", false, RDMA_PS_UDP},
+	{"RDMA_USER_CM_QUERY_ADDR", false, RDMA_USER_CM_QUERY_ADDR},
+	{"RDMA_USER_CM_QUERY_PATH", false, RDMA_USER_CM_QUERY_PATH},
+	{"RDMA_USER_CM_QUERY_GID", false, RDMA_USER_CM_QUERY_GID},
+	{"RDMA_MC_JOIN_FLAG_FULLMEMBER", false, RDMA_MC_JOIN_FLAG_FULLMEMBER},
+	{"RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER", false, RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER},
+	{"RDMA_MC_JOIN_FLAG_RESERVED", false, RDMA_MC_JOIN_FLAG_RESERVED},
+	{"RDMA_OPTION_ID", false, RDMA_OPTION_ID},
+	{"RDMA_OPTION_IB", false, RDMA_OPTION_IB},
+	{"RDMA_OPTION_ID_TOS", false, RDMA_OPTION_ID_TOS},
+	{"RDMA_OPTION_ID_REUSEADDR", false, RDMA_OPTION_ID_REUSEADDR},
+	{"RDMA_OPTION_ID_AFONLY", false, RDMA_OPTION_ID_AFONLY},
+	{"RDMA_OPTION_ID_ACK_TIMEOUT", false, RDMA_OPTION_ID_ACK_TIMEOUT},
+	{"RDMA_OPTION_IB_PATH", false, RDMA_OPTION_IB_PATH},
 }

@@ -209,6 +209,41 @@ const (
 	SizeofRdmaLsResolveHeader               = 66
 	SizeofRdmaLsIpResolveHeader             = 4
 	SizeofRdmaNlaLsGid                      = 16
+	SizeofKernelSockaddrStorage             = 128
+	SizeofIbUserPathRec                     = 64
+	SizeofIbPathRecData                     = 72
+	SizeofRdmaUcmCmdHdr                     = 8
+	SizeofRdmaUcmCreateId                   = 24
+	SizeofRdmaUcmCreateIdResp               = 4
+	SizeofRdmaUcmDestroyId                  = 16
+	SizeofRdmaUcmDestroyIdResp              = 4
+	SizeofRdmaUcmBindIp                     = 40
+	SizeofRdmaUcmBind                       = 136
+	SizeofRdmaUcmResolveIp                  = 64
+	SizeofRdmaUcmResolveAddr                = 272
+	SizeofRdmaUcmResolveRoute               = 8
+	SizeofRdmaUcmQuery                      = 16
+	SizeofRdmaUcmQueryRouteResp             = 208
+	SizeofRdmaUcmQueryAddrResp              = 280
+	SizeofRdmaUcmQueryPathResp              = 8
+	SizeofRdmaUcmConnParam                  = 272
+	SizeofRdmaUcmUdParam                    = 304
+	SizeofRdmaUcmEce                        = 8
+	SizeofRdmaUcmConnect                    = 288
+	SizeofRdmaUcmListen                     = 8
+	SizeofRdmaUcmAccept                     = 296
+	SizeofRdmaUcmReject                     = 264
+	SizeofRdmaUcmDisconnect                 = 4
+	SizeofRdmaUcmInitQpAttr                 = 16
+	SizeofRdmaUcmNotify                     = 8
+	SizeofRdmaUcmJoinIpMcast                = 48
+	SizeofRdmaUcmJoinMcast                  = 152
+	SizeofRdmaUcmGetEvent                   = 8
+	SizeofRdmaUcmEventResp                  = 336
+	SizeofRdmaUcmEventRespParam             = 304
+	SizeofRdmaUcmSetOption                  = 24
+	SizeofRdmaUcmMigrateId                  = 16
+	SizeofRdmaUcmMigrateResp                = 4
 	SizeofSockaddrIn                        = 16
 	SizeofSockaddrIn6                       = 28
 )
@@ -263,6 +298,7 @@ const (
 	Mlx5IbUapiDevxAsyncCmdHdrOutDataOffset     = 8   // offsetof(struct mlx5_ib_uapi_devx_async_cmd_hdr, out_data)
 	Mlx5IbUapiDevxAsyncEventHdrOutDataOffset   = 8   // offsetof(struct mlx5_ib_uapi_devx_async_event_hdr, out_data)
 	Mlx5IbCreateFlowDataOffset                 = 8   // offsetof(struct mlx5_ib_create_flow, data)
+	RdmaUcmQueryPathRespPathDataOffset         = 8   // offsetof(struct rdma_ucm_query_path_resp, path_data)
 )
 
 // IbUverbsAsyncEventDesc is struct ib_uverbs_async_event_desc from rdma/ib_user_verbs.h.
@@ -687,6 +723,28 @@ type IbUverbsGlobalRoute struct {
 	Reserved     uint8
 }
 
+// encodeTo writes x to b[:24] in the C layout, zeroing any padding.
+func (x *IbUverbsGlobalRoute) encodeTo(b []byte) {
+	_ = b[23] // one bounds check
+	copy(b[:16], x.Dgid[:])
+	binary.LittleEndian.PutUint32(b[16:], x.FlowLabel)
+	b[20] = x.SgidIndex
+	b[21] = x.HopLimit
+	b[22] = x.TrafficClass
+	b[23] = x.Reserved
+}
+
+// decodeFrom sets x from b[:24], which holds the C layout.
+func (x *IbUverbsGlobalRoute) decodeFrom(b []byte) {
+	_ = b[23] // one bounds check
+	copy(x.Dgid[:], b[:16])
+	x.FlowLabel = binary.LittleEndian.Uint32(b[16:])
+	x.SgidIndex = b[20]
+	x.HopLimit = b[21]
+	x.TrafficClass = b[22]
+	x.Reserved = b[23]
+}
+
 // IbUverbsAhAttr is struct ib_uverbs_ah_attr from rdma/ib_user_verbs.h.
 type IbUverbsAhAttr struct {
 	Grh         IbUverbsGlobalRoute
@@ -697,6 +755,32 @@ type IbUverbsAhAttr struct {
 	IsGlobal    uint8
 	PortNum     uint8
 	Reserved    uint8
+}
+
+// encodeTo writes x to b[:32] in the C layout, zeroing any padding.
+func (x *IbUverbsAhAttr) encodeTo(b []byte) {
+	_ = b[31] // one bounds check
+	x.Grh.encodeTo(b[:24])
+	binary.LittleEndian.PutUint16(b[24:], x.Dlid)
+	b[26] = x.Sl
+	b[27] = x.SrcPathBits
+	b[28] = x.StaticRate
+	b[29] = x.IsGlobal
+	b[30] = x.PortNum
+	b[31] = x.Reserved
+}
+
+// decodeFrom sets x from b[:32], which holds the C layout.
+func (x *IbUverbsAhAttr) decodeFrom(b []byte) {
+	_ = b[31] // one bounds check
+	x.Grh.decodeFrom(b[:24])
+	x.Dlid = binary.LittleEndian.Uint16(b[24:])
+	x.Sl = b[26]
+	x.SrcPathBits = b[27]
+	x.StaticRate = b[28]
+	x.IsGlobal = b[29]
+	x.PortNum = b[30]
+	x.Reserved = b[31]
 }
 
 // IbUverbsQpAttr is struct ib_uverbs_qp_attr from rdma/ib_user_verbs.h.
@@ -3012,6 +3096,406 @@ type RdmaLsIpResolveHeader struct {
 // RdmaNlaLsGid is struct rdma_nla_ls_gid from rdma/rdma_netlink.h.
 type RdmaNlaLsGid struct {
 	Gid [16]uint8
+}
+
+// KernelSockaddrStorage is struct __kernel_sockaddr_storage from linux/socket.h.
+type KernelSockaddrStorage struct {
+	_      [0]uint64 // C alignment
+	union0 [128]byte // anonymous union storage; members via methods
+}
+
+// SsFamily returns member ss_family of an anonymous union (offset 0).
+func (x *KernelSockaddrStorage) SsFamily() uint16 { return binary.LittleEndian.Uint16(x.union0[:]) }
+
+// SetSsFamily sets member ss_family of an anonymous union (offset 0).
+func (x *KernelSockaddrStorage) SetSsFamily(v uint16) {
+	binary.LittleEndian.PutUint16(x.union0[:], v)
+}
+
+// Data returns member __data of an anonymous union (offset 2).
+func (x *KernelSockaddrStorage) Data() (v [126]int8) {
+	for i := range 126 {
+		v[i] = int8(x.union0[2+i])
+	}
+	return v
+}
+
+// SetData sets member __data of an anonymous union (offset 2).
+func (x *KernelSockaddrStorage) SetData(v [126]int8) {
+	for i := range 126 {
+		x.union0[2+i] = byte(v[i])
+	}
+}
+
+// Align returns member __align of an anonymous union (offset 0).
+func (x *KernelSockaddrStorage) Align() uintptr {
+	return uintptr(binary.LittleEndian.Uint64(x.union0[:]))
+}
+
+// SetAlign sets member __align of an anonymous union (offset 0).
+func (x *KernelSockaddrStorage) SetAlign(v uintptr) {
+	binary.LittleEndian.PutUint64(x.union0[:], uint64(v))
+}
+
+// IbUserPathRec is struct ib_user_path_rec from rdma/ib_user_sa.h.
+type IbUserPathRec struct {
+	Dgid                   [16]uint8
+	Sgid                   [16]uint8
+	Dlid                   uint16 // big-endian (__be16)
+	Slid                   uint16 // big-endian (__be16)
+	RawTraffic             uint32
+	FlowLabel              uint32 // big-endian (__be32)
+	Reversible             uint32
+	Mtu                    uint32
+	Pkey                   uint16 // big-endian (__be16)
+	HopLimit               uint8
+	TrafficClass           uint8
+	NumbPath               uint8
+	Sl                     uint8
+	MtuSelector            uint8
+	RateSelector           uint8
+	Rate                   uint8
+	PacketLifeTimeSelector uint8
+	PacketLifeTime         uint8
+	Preference             uint8
+}
+
+// IbPathRecData is struct ib_path_rec_data from rdma/ib_user_sa.h.
+type IbPathRecData struct {
+	Flags    uint32
+	Reserved uint32
+	PathRec  [16]uint32
+}
+
+// RdmaUcmCmdHdr is struct rdma_ucm_cmd_hdr from rdma/rdma_user_cm.h.
+type RdmaUcmCmdHdr struct {
+	Cmd uint32
+	In  uint16
+	Out uint16
+}
+
+// RdmaUcmCreateId is struct rdma_ucm_create_id from rdma/rdma_user_cm.h.
+type RdmaUcmCreateId struct {
+	Uid      uint64
+	Response uint64
+	Ps       uint16
+	QpType   uint8
+	Reserved [5]uint8
+}
+
+// RdmaUcmCreateIdResp is struct rdma_ucm_create_id_resp from rdma/rdma_user_cm.h.
+type RdmaUcmCreateIdResp struct {
+	Id uint32
+}
+
+// RdmaUcmDestroyId is struct rdma_ucm_destroy_id from rdma/rdma_user_cm.h.
+type RdmaUcmDestroyId struct {
+	Response uint64
+	Id       uint32
+	Reserved uint32
+}
+
+// RdmaUcmDestroyIdResp is struct rdma_ucm_destroy_id_resp from rdma/rdma_user_cm.h.
+type RdmaUcmDestroyIdResp struct {
+	EventsReported uint32
+}
+
+// RdmaUcmBindIp is struct rdma_ucm_bind_ip from rdma/rdma_user_cm.h.
+type RdmaUcmBindIp struct {
+	Response uint64
+	Addr     SockaddrIn6
+	Id       uint32
+}
+
+// RdmaUcmBind is struct rdma_ucm_bind from rdma/rdma_user_cm.h.
+type RdmaUcmBind struct {
+	Id       uint32
+	AddrSize uint16
+	Reserved uint16
+	Addr     KernelSockaddrStorage
+}
+
+// RdmaUcmResolveIp is struct rdma_ucm_resolve_ip from rdma/rdma_user_cm.h.
+type RdmaUcmResolveIp struct {
+	SrcAddr   SockaddrIn6
+	DstAddr   SockaddrIn6
+	Id        uint32
+	TimeoutMs uint32
+}
+
+// RdmaUcmResolveAddr is struct rdma_ucm_resolve_addr from rdma/rdma_user_cm.h.
+type RdmaUcmResolveAddr struct {
+	Id        uint32
+	TimeoutMs uint32
+	SrcSize   uint16
+	DstSize   uint16
+	Reserved  uint32
+	SrcAddr   KernelSockaddrStorage
+	DstAddr   KernelSockaddrStorage
+}
+
+// RdmaUcmResolveRoute is struct rdma_ucm_resolve_route from rdma/rdma_user_cm.h.
+type RdmaUcmResolveRoute struct {
+	Id        uint32
+	TimeoutMs uint32
+}
+
+// RdmaUcmQuery is struct rdma_ucm_query from rdma/rdma_user_cm.h.
+type RdmaUcmQuery struct {
+	Response uint64
+	Id       uint32
+	Option   uint32
+}
+
+// RdmaUcmQueryRouteResp is struct rdma_ucm_query_route_resp from rdma/rdma_user_cm.h.
+type RdmaUcmQueryRouteResp struct {
+	NodeGuid   uint64
+	IbRoute    [2]IbUserPathRec
+	SrcAddr    SockaddrIn6
+	DstAddr    SockaddrIn6
+	NumPaths   uint32
+	PortNum    uint8
+	Reserved   [3]uint8
+	IbdevIndex uint32
+	Reserved1  uint32
+}
+
+// RdmaUcmQueryAddrResp is struct rdma_ucm_query_addr_resp from rdma/rdma_user_cm.h.
+type RdmaUcmQueryAddrResp struct {
+	NodeGuid   uint64
+	PortNum    uint8
+	Reserved   uint8
+	Pkey       uint16
+	SrcSize    uint16
+	DstSize    uint16
+	SrcAddr    KernelSockaddrStorage
+	DstAddr    KernelSockaddrStorage
+	IbdevIndex uint32
+	Reserved1  uint32
+}
+
+// RdmaUcmQueryPathResp is struct rdma_ucm_query_path_resp from rdma/rdma_user_cm.h.
+type RdmaUcmQueryPathResp struct {
+	NumPaths uint32
+	Reserved uint32
+}
+
+// RdmaUcmConnParam is struct rdma_ucm_conn_param from rdma/rdma_user_cm.h.
+type RdmaUcmConnParam struct {
+	QpNum              uint32
+	Qkey               uint32
+	PrivateData        [256]uint8
+	PrivateDataLen     uint8
+	Srq                uint8
+	ResponderResources uint8
+	InitiatorDepth     uint8
+	FlowControl        uint8
+	RetryCount         uint8
+	RnrRetryCount      uint8
+	Valid              uint8
+}
+
+// encodeTo writes x to b[:272] in the C layout, zeroing any padding.
+func (x *RdmaUcmConnParam) encodeTo(b []byte) {
+	_ = b[271] // one bounds check
+	binary.LittleEndian.PutUint32(b[:], x.QpNum)
+	binary.LittleEndian.PutUint32(b[4:], x.Qkey)
+	copy(b[8:264], x.PrivateData[:])
+	b[264] = x.PrivateDataLen
+	b[265] = x.Srq
+	b[266] = x.ResponderResources
+	b[267] = x.InitiatorDepth
+	b[268] = x.FlowControl
+	b[269] = x.RetryCount
+	b[270] = x.RnrRetryCount
+	b[271] = x.Valid
+}
+
+// decodeFrom sets x from b[:272], which holds the C layout.
+func (x *RdmaUcmConnParam) decodeFrom(b []byte) {
+	_ = b[271] // one bounds check
+	x.QpNum = binary.LittleEndian.Uint32(b[:])
+	x.Qkey = binary.LittleEndian.Uint32(b[4:])
+	copy(x.PrivateData[:], b[8:264])
+	x.PrivateDataLen = b[264]
+	x.Srq = b[265]
+	x.ResponderResources = b[266]
+	x.InitiatorDepth = b[267]
+	x.FlowControl = b[268]
+	x.RetryCount = b[269]
+	x.RnrRetryCount = b[270]
+	x.Valid = b[271]
+}
+
+// RdmaUcmUdParam is struct rdma_ucm_ud_param from rdma/rdma_user_cm.h.
+type RdmaUcmUdParam struct {
+	QpNum          uint32
+	Qkey           uint32
+	AhAttr         IbUverbsAhAttr
+	PrivateData    [256]uint8
+	PrivateDataLen uint8
+	Reserved       [7]uint8
+}
+
+// encodeTo writes x to b[:304] in the C layout, zeroing any padding.
+func (x *RdmaUcmUdParam) encodeTo(b []byte) {
+	_ = b[303] // one bounds check
+	binary.LittleEndian.PutUint32(b[:], x.QpNum)
+	binary.LittleEndian.PutUint32(b[4:], x.Qkey)
+	x.AhAttr.encodeTo(b[8:40])
+	copy(b[40:296], x.PrivateData[:])
+	b[296] = x.PrivateDataLen
+	copy(b[297:304], x.Reserved[:])
+}
+
+// decodeFrom sets x from b[:304], which holds the C layout.
+func (x *RdmaUcmUdParam) decodeFrom(b []byte) {
+	_ = b[303] // one bounds check
+	x.QpNum = binary.LittleEndian.Uint32(b[:])
+	x.Qkey = binary.LittleEndian.Uint32(b[4:])
+	x.AhAttr.decodeFrom(b[8:40])
+	copy(x.PrivateData[:], b[40:296])
+	x.PrivateDataLen = b[296]
+	copy(x.Reserved[:], b[297:304])
+}
+
+// RdmaUcmEce is struct rdma_ucm_ece from rdma/rdma_user_cm.h.
+type RdmaUcmEce struct {
+	VendorId uint32
+	AttrMod  uint32
+}
+
+// RdmaUcmConnect is struct rdma_ucm_connect from rdma/rdma_user_cm.h.
+type RdmaUcmConnect struct {
+	ConnParam RdmaUcmConnParam
+	Id        uint32
+	Reserved  uint32
+	Ece       RdmaUcmEce
+}
+
+// RdmaUcmListen is struct rdma_ucm_listen from rdma/rdma_user_cm.h.
+type RdmaUcmListen struct {
+	Id      uint32
+	Backlog uint32
+}
+
+// RdmaUcmAccept is struct rdma_ucm_accept from rdma/rdma_user_cm.h.
+type RdmaUcmAccept struct {
+	Uid       uint64
+	ConnParam RdmaUcmConnParam
+	Id        uint32
+	Reserved  uint32
+	Ece       RdmaUcmEce
+}
+
+// RdmaUcmReject is struct rdma_ucm_reject from rdma/rdma_user_cm.h.
+type RdmaUcmReject struct {
+	Id             uint32
+	PrivateDataLen uint8
+	Reason         uint8
+	Reserved       [2]uint8
+	PrivateData    [256]uint8
+}
+
+// RdmaUcmDisconnect is struct rdma_ucm_disconnect from rdma/rdma_user_cm.h.
+type RdmaUcmDisconnect struct {
+	Id uint32
+}
+
+// RdmaUcmInitQpAttr is struct rdma_ucm_init_qp_attr from rdma/rdma_user_cm.h.
+type RdmaUcmInitQpAttr struct {
+	Response uint64
+	Id       uint32
+	QpState  uint32
+}
+
+// RdmaUcmNotify is struct rdma_ucm_notify from rdma/rdma_user_cm.h.
+type RdmaUcmNotify struct {
+	Id    uint32
+	Event uint32
+}
+
+// RdmaUcmJoinIpMcast is struct rdma_ucm_join_ip_mcast from rdma/rdma_user_cm.h.
+type RdmaUcmJoinIpMcast struct {
+	Response uint64
+	Uid      uint64
+	Addr     SockaddrIn6
+	Id       uint32
+}
+
+// RdmaUcmJoinMcast is struct rdma_ucm_join_mcast from rdma/rdma_user_cm.h.
+type RdmaUcmJoinMcast struct {
+	Response  uint64
+	Uid       uint64
+	Id        uint32
+	AddrSize  uint16
+	JoinFlags uint16
+	Addr      KernelSockaddrStorage
+}
+
+// RdmaUcmGetEvent is struct rdma_ucm_get_event from rdma/rdma_user_cm.h.
+type RdmaUcmGetEvent struct {
+	Response uint64
+}
+
+// RdmaUcmEventResp is struct rdma_ucm_event_resp from rdma/rdma_user_cm.h.
+type RdmaUcmEventResp struct {
+	Uid      uint64
+	Id       uint32
+	Event    uint32
+	Status   uint32
+	Param    RdmaUcmEventRespParam
+	Reserved uint32
+	Ece      RdmaUcmEce
+}
+
+// RdmaUcmEventRespParam is the inline union defined at rdma/rdma_user_cm.h:297. It is a union of 304 bytes; use the accessor methods.
+type RdmaUcmEventRespParam struct {
+	_   [0]uint32
+	raw [304]byte // union storage; use the accessor methods
+}
+
+// Conn returns member conn (offset 0).
+func (x *RdmaUcmEventRespParam) Conn() (v RdmaUcmConnParam) {
+	v.decodeFrom(x.raw[:272])
+	return v
+}
+
+// SetConn sets member conn (offset 0).
+func (x *RdmaUcmEventRespParam) SetConn(v RdmaUcmConnParam) {
+	v.encodeTo(x.raw[:272])
+}
+
+// Ud returns member ud (offset 0).
+func (x *RdmaUcmEventRespParam) Ud() (v RdmaUcmUdParam) {
+	v.decodeFrom(x.raw[:304])
+	return v
+}
+
+// SetUd sets member ud (offset 0).
+func (x *RdmaUcmEventRespParam) SetUd(v RdmaUcmUdParam) {
+	v.encodeTo(x.raw[:304])
+}
+
+// RdmaUcmSetOption is struct rdma_ucm_set_option from rdma/rdma_user_cm.h.
+type RdmaUcmSetOption struct {
+	Optval  uint64
+	Id      uint32
+	Level   uint32
+	Optname uint32
+	Optlen  uint32
+}
+
+// RdmaUcmMigrateId is struct rdma_ucm_migrate_id from rdma/rdma_user_cm.h.
+type RdmaUcmMigrateId struct {
+	Response uint64
+	Id       uint32
+	Fd       uint32
+}
+
+// RdmaUcmMigrateResp is struct rdma_ucm_migrate_resp from rdma/rdma_user_cm.h.
+type RdmaUcmMigrateResp struct {
+	EventsReported uint32
 }
 
 // SockaddrIn is an opaque copy of struct sockaddr_in (not in the parsed headers).

@@ -220,6 +220,7 @@ func TestMalformed(t *testing.T) {
 		"incomplete sizeof":    "struct a;\nenum { A = sizeof(struct a) };",
 		"unterminated args":    "#define F(a) a\nenum { A = F(1 };",
 		"bad unary":            "enum { A = * };",
+		"void member":          "struct a { void x; };",
 	}
 	for name, src := range bad {
 		p := NewParser()

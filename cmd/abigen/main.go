@@ -47,6 +47,9 @@ var Headers = []string{
 	"rdma/mlx5_user_ioctl_cmds.h",
 	"rdma/mlx5-abi.h",
 	"rdma/rdma_netlink.h",
+	"linux/socket.h",
+	"rdma/ib_user_sa.h",
+	"rdma/rdma_user_cm.h",
 }
 
 func main() {

@@ -254,6 +254,11 @@ func (c *cursor) parseTypeSpec() (*CType, error) {
 			return nil, errorf(t.Pos, "%v", err)
 		}
 		return scalarType(name), nil
+	case t.Text == "void":
+		// Only as a pointer's target (parseDeclarator refuses the rest):
+		// linux/socket.h aligns __kernel_sockaddr_storage with a void *.
+		c.next()
+		return &CType{Kind: KScalar, Name: "void"}, nil
 	case t.Kind == TIdent:
 		if _, ok := scalars[t.Text]; ok {
 			c.next()
@@ -477,6 +482,9 @@ func (c *cursor) parseDeclarator(base *CType) (*Member, error) {
 	name, err := c.ident()
 	if err != nil {
 		return nil, err
+	}
+	if typ.Kind == KScalar && typ.Name == "void" {
+		return nil, errorf(c.peek().Pos, "member %s of type void", name)
 	}
 	var dims []int64
 	for c.accept("[") {
