@@ -281,19 +281,8 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 		defer pd.drop()
 	}
 	old := mr.state()
-	next := *old
-	req := abi.IbUverbsReregMr{MrHandle: mr.handle, Flags: uint32(flags)}
-	if flags&ReregTranslation != 0 {
-		// Stored before its address is taken, as in RegMR.
-		next.buf, next.iova, next.iovaSet = buf, 0, false
-		req.Start, req.Length, req.HcaVa = sys.SliceAddr(next.buf), uint64(len(next.buf)), sys.SliceAddr(next.buf)
-	}
-	if flags&ReregPD != 0 {
-		next.pd, req.PdHandle = pd, pd.handle
-	}
-	if flags&ReregAccess != 0 {
-		next.access, req.AccessFlags = access, uint32(access)
-	}
+	next := new(mrState)
+	req := old.rereg(next, mr.handle, flags, pd, buf, access)
 	var resp abi.IbUverbsReregMrResp
 	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_REREG_MR, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
 	if err := c.execWrite(&w, object, method); err != nil {
@@ -307,9 +296,30 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 		next.pd.users.mr.Add(1)
 		old.pd.users.mr.Add(-1)
 	}
-	mr.st.Store(&next)
+	mr.st.Store(next)
 	runtime.KeepAlive(buf)
 	return nil
+}
+
+// rereg fills next with s changed as flags say and returns the REREG_MR
+// request for the MR with handle h; next's keys are the response's.
+func (s *mrState) rereg(next *mrState, h uint32, flags ReregFlags, pd *PD, buf []byte, access Access) abi.IbUverbsReregMr {
+	*next = *s
+	req := abi.IbUverbsReregMr{MrHandle: h, Flags: uint32(flags)}
+	if flags&ReregTranslation != 0 {
+		// Stored before its address is taken, as in RegMR. The IOVA
+		// is the new memory's address, as libibverbs' providers pass.
+		next.buf, next.iova, next.iovaSet = buf, 0, false
+		addr := sys.SliceAddr(next.buf)
+		req.Start, req.Length, req.HcaVa = addr, uint64(len(buf)), addr
+	}
+	if flags&ReregPD != 0 {
+		next.pd, req.PdHandle = pd, pd.handle
+	}
+	if flags&ReregAccess != 0 {
+		next.access, req.AccessFlags = access, uint32(access)
+	}
+	return req
 }
 
 // LKey returns the local key (for scatter/gather entries).

@@ -84,6 +84,62 @@ func TestRegMREncoding(t *testing.T) {
 	}
 }
 
+// TestReregMREncoding: the 48-byte REREG_MR request (struct
+// ib_uverbs_rereg_mr: response, mr_handle, flags, start, length, hca_va,
+// pd_handle, access_flags) for each change, and the registration the MR
+// takes if the kernel accepts it. Only what flags name is sent; a new
+// translation drops an IOVA of RegMRIOVA for the new memory's address.
+func TestReregMREncoding(t *testing.T) {
+	le := binary.LittleEndian
+	pd1, pd2 := &PD{handle: 0x11}, &PD{handle: 0x22}
+	old := &mrState{pd: pd1, buf: make([]byte, 4096), iova: 0x7000_0000_0000, iovaSet: true,
+		access: AccessLocalWrite, lkey: 0x101, rkey: 0x102}
+	nbuf := make([]byte, 100)
+	naddr := sys.SliceAddr(nbuf[5:])
+	for _, tc := range []struct {
+		name   string
+		flags  ReregFlags
+		wantRq [6]uint64 // flags, start, length, hca_va, pd_handle, access_flags
+		check  func(n *mrState) bool
+	}{
+		{"access", ReregAccess, [6]uint64{4, 0, 0, 0, 0, 3},
+			func(n *mrState) bool { return n.access == AccessLocalWrite|AccessRemoteWrite && n.pd == pd1 && n.iovaSet }},
+		{"pd", ReregPD, [6]uint64{2, 0, 0, 0, 0x22, 0},
+			func(n *mrState) bool { return n.pd == pd2 && n.access == AccessLocalWrite && n.iovaSet }},
+		{"translation", ReregTranslation, [6]uint64{1, naddr, 95, naddr, 0, 0},
+			func(n *mrState) bool {
+				return &n.buf[0] == &nbuf[5] && len(n.buf) == 95 && !n.iovaSet && n.ioVA() == naddr && n.pd == pd1
+			}},
+		{"all", ReregTranslation | ReregPD | ReregAccess, [6]uint64{7, naddr, 95, naddr, 0x22, 3},
+			func(n *mrState) bool {
+				return &n.buf[0] == &nbuf[5] && n.pd == pd2 && n.access == AccessLocalWrite|AccessRemoteWrite
+			}},
+	} {
+		var next mrState
+		req := old.rereg(&next, 0x33, tc.flags, pd2, nbuf[5:], AccessLocalWrite|AccessRemoteWrite)
+		b := sys.AsBytes(&req)
+		if len(b) != 48 {
+			t.Fatalf("REREG_MR request %d bytes", len(b))
+		}
+		got := [6]uint64{uint64(le.Uint32(b[12:])), le.Uint64(b[16:]), le.Uint64(b[24:]), le.Uint64(b[32:]),
+			uint64(le.Uint32(b[40:])), uint64(le.Uint32(b[44:]))}
+		if le.Uint64(b[0:]) != 0 || le.Uint32(b[8:]) != 0x33 || got != tc.wantRq {
+			t.Errorf("%s: REREG_MR request % x, want handle 0x33 and %#x", tc.name, b, tc.wantRq)
+		}
+		if !tc.check(&next) || next.lkey != old.lkey || next.rkey != old.rkey {
+			t.Errorf("%s: next registration %+v", tc.name, next)
+		}
+	}
+	// The old state is never written: readers may still hold it.
+	if old.pd != pd1 || old.access != AccessLocalWrite || len(old.buf) != 4096 || !old.iovaSet {
+		t.Errorf("rereg changed the old state: %+v", old)
+	}
+	var resp abi.IbUverbsReregMrResp
+	if len(sys.AsBytes(&resp)) != 8 {
+		t.Error("REREG_MR response size")
+	}
+}
+
 // TestCreateAHEncoding: the 56-byte CREATE_AH request with a RoCE v2
 // global address.
 func TestCreateAHEncoding(t *testing.T) {
