@@ -103,7 +103,9 @@ func TestReregMREncoding(t *testing.T) {
 		check  func(n *mrState) bool
 	}{
 		{"access", ReregAccess, [6]uint64{4, 0, 0, 0, 0, 3},
-			func(n *mrState) bool { return n.access == AccessLocalWrite|AccessRemoteWrite && n.pd == pd1 && n.iovaSet }},
+			func(n *mrState) bool {
+				return n.access == AccessLocalWrite|AccessRemoteWrite && n.pd == pd1 && n.iovaSet
+			}},
 		{"pd", ReregPD, [6]uint64{2, 0, 0, 0, 0x22, 0},
 			func(n *mrState) bool { return n.pd == pd2 && n.access == AccessLocalWrite && n.iovaSet }},
 		{"translation", ReregTranslation, [6]uint64{1, naddr, 95, naddr, 0, 0},
