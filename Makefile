@@ -90,7 +90,7 @@ vmtest: deps
 # RACEKERNEL (make test RACEKERNEL= leaves it out; about 4 min on 6.12).
 # The whole suite: make vmtest VMFLAGS=-race.
 RACEKERNEL ?= 6.12
-RACEPKGS   ?= ./uverbs ./async ./cq ./devx ./internal/sys ./internal/core ./internal/testkit/faults
+RACEPKGS   ?= ./uverbs ./async ./cq ./devx ./rdmacm ./internal/sys ./internal/core ./internal/testkit/faults
 vmtest-race: deps
 	$(if $(strip $(RACEKERNEL)),$(GO) run ./internal/testkit/cmd/rxevm -race -timeout 20m -kernel $(RACEKERNEL) $(VMFLAGS) $(RACEPKGS) -- -count=1 -v -short -timeout 15m $(if $(RUN),-run '$(value RUN)') $(TESTFLAGS),@echo "make vmtest-race: RACEKERNEL is empty; skipped")
 

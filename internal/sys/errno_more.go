@@ -7,4 +7,6 @@ import "golang.org/x/sys/unix"
 const (
 	EBADF  = unix.EBADF
 	EFAULT = unix.EFAULT
+	// rdma_cm's address resolution.
+	ENETUNREACH = unix.ENETUNREACH
 )

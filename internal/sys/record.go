@@ -31,8 +31,10 @@ type RecordReader struct {
 	file *os.File
 	rc   interface {
 		Read(func(uintptr) bool) error
+		Control(func(uintptr)) error
 	}
 	raw int
+	op  func(fd int, buf []byte) (int, error) // SetOp's; nil: read(2)
 
 	sem chan struct{} // one reader at a time; cap 1
 
@@ -111,12 +113,36 @@ func (r *RecordReader) read(fd uintptr) bool {
 			return false
 		}
 	}
-	r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf) // non-blocking fd
+	if r.op != nil {
+		r.n, r.err = r.op(int(fd), r.buf)
+	} else {
+		r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf) // non-blocking fd
+	}
 	return r.err != unix.EAGAIN
+}
+
+// SetOp replaces the read(2) of Read and TryRead with op, which gets the
+// descriptor and the caller's buffer and must not block: it returns
+// EAGAIN when nothing is queued. The rdma_cm fd hands out its events
+// through a write(2) of GET_EVENT. Set it before the first Read.
+func (r *RecordReader) SetOp(op func(fd int, buf []byte) (int, error)) { r.op = op }
+
+// Control runs fn with the descriptor, which stays open while fn runs
+// (a concurrent Close waits); ErrFileClosed after Close.
+func (r *RecordReader) Control(fn func(fd int)) error {
+	err := r.rc.Control(func(fd uintptr) { fn(int(fd)) })
+	if err != nil {
+		return r.mapErr(err)
+	}
+	return nil
 }
 
 // try is the RawConn callback of TryRead: one read, never a wait.
 func (r *RecordReader) try(fd uintptr) bool {
+	if r.op != nil {
+		r.n, r.err = r.op(int(fd), r.buf)
+		return true
+	}
 	r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf) // non-blocking fd
 	return true
 }

@@ -118,7 +118,11 @@ func (r *RecordReader) thread(fd uintptr) bool {
 			fds[1].Revents = 0 // a stale wake-up from an earlier context
 		}
 		if fds[0].Revents != 0 {
-			r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf)
+			if r.op != nil {
+				r.n, r.err = r.op(int(fd), r.buf)
+			} else {
+				r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf)
+			}
 			if r.err != unix.EAGAIN {
 				return true
 			}

@@ -1,0 +1,130 @@
+package sys
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// UCMPath is the rdma_cm character device (the kernel's rdma_ucm module).
+const UCMPath = "/dev/infiniband/rdma_cm"
+
+// ucmCmdGetEvent is RDMA_USER_CM_CMD_GET_EVENT (rdma/rdma_user_cm.h); sys
+// does not import abi.
+const ucmCmdGetEvent = 12
+
+// ucmMax bounds a command's request and response: the largest request,
+// struct rdma_ucm_resolve_addr or rdma_ucm_join_mcast, is under 300 bytes,
+// the largest response, struct rdma_ucm_event_resp, 344.
+const ucmMax = 512
+
+// ucmBuf is where a command is built and its response lands: in the heap,
+// since the kernel gets the response's address as a number inside the
+// request, which the Go runtime would not update if a stack moved.
+type ucmBuf struct {
+	req  [8 + ucmMax]byte // struct rdma_ucm_cmd_hdr, then the command
+	resp [ucmMax]byte
+}
+
+// UCM is an open rdma_cm fd (librdmacm's rdma_event_channel): commands
+// are write(2)s of a header and a request that names its response's
+// address, and events come from the GET_EVENT command, which fails with
+// EAGAIN on the non-blocking fd while none is queued, and poll(2) reports
+// the fd readable when one is. GetEvent therefore parks on the runtime
+// poller as RecordReader does for read(2) (it is a RecordReader whose
+// operation is that write).
+type UCM struct {
+	rr  *RecordReader
+	mu  sync.Mutex // serialises commands (cmd)
+	cmd *ucmBuf
+	ev  *ucmBuf // GetEvent's, under the reader's one-reader semaphore
+}
+
+// OpenUCM opens path (UCMPath; tests may name another) O_RDWR|O_CLOEXEC,
+// non-blocking, on the runtime poller.
+func OpenUCM(path string) (*UCM, error) {
+	fd, err := Open(path, unix.O_RDWR)
+	if err != nil {
+		return nil, err
+	}
+	rr, err := NewRecordReader(fd)
+	if err != nil {
+		fd.Close()
+		return nil, err
+	}
+	u := &UCM{rr: rr, cmd: new(ucmBuf), ev: new(ucmBuf)}
+	rr.SetOp(u.getEvent)
+	return u, nil
+}
+
+// Fd returns the descriptor (non-blocking), for the caller's own poll.
+func (u *UCM) Fd() int { return u.rr.Fd() }
+
+// Close closes the fd, waking a GetEvent with ErrFileClosed; the kernel
+// then destroys every id created on it. Idempotent.
+func (u *UCM) Close() error { return u.rr.Close() }
+
+// put builds command cmd with request req in b; when resp is not nil, the
+// 8 bytes at respOff of the request become the response's address and
+// the header's out its length.
+func (b *ucmBuf) put(cmd uint32, req []byte, respOff int, resp []byte) []byte {
+	le := binary.LittleEndian
+	le.PutUint32(b.req[0:], cmd)
+	le.PutUint16(b.req[4:], uint16(len(req)))
+	le.PutUint16(b.req[6:], uint16(len(resp)))
+	copy(b.req[8:], req)
+	if resp != nil {
+		le.PutUint64(b.req[8+respOff:], uint64(uintptr(unsafe.Pointer(&b.resp[0]))))
+		clear(b.resp[:len(resp)])
+	}
+	return b.req[:8+len(req)]
+}
+
+// Command sends rdma_cm command cmd with request req (at most 512
+// bytes). When resp is not nil, the request's 8 bytes at respOff are set
+// to the address of a buffer of len(resp) bytes that the kernel fills,
+// copied to resp on success. The kernel's errno comes back unwrapped.
+func (u *UCM) Command(cmd uint32, req []byte, respOff int, resp []byte) error {
+	if len(req) > ucmMax || len(resp) > ucmMax || (resp != nil && (respOff < 0 || respOff+8 > len(req))) {
+		return unix.EINVAL
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	b := u.cmd
+	w := b.put(cmd, req, respOff, resp)
+	var err error
+	if cerr := u.rr.Control(func(fd int) { _, err = writeRaw(fd, w) }); cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return err
+	}
+	copy(resp, b.resp[:len(resp)])
+	return nil
+}
+
+// getEvent is the reader's operation: one GET_EVENT into buf.
+func (u *UCM) getEvent(fd int, buf []byte) (int, error) {
+	if len(buf) > ucmMax || len(buf) < 8 {
+		return 0, unix.EINVAL
+	}
+	var get [8]byte // struct rdma_ucm_get_event: the response's address
+	w := u.ev.put(ucmCmdGetEvent, get[:], 0, buf)
+	if _, err := rwQuick(unix.SYS_WRITE, fd, w); err != nil {
+		return 0, err // EAGAIN: none queued (the fd is non-blocking)
+	}
+	return copy(buf, u.ev.resp[:len(buf)]), nil
+}
+
+// GetEvent waits, parked on the runtime poller, for the next event and
+// writes its struct rdma_ucm_event_resp into buf (len(buf) bytes of it);
+// ctx bounds the wait (ctx.Err()), Close ends it (ErrFileClosed).
+func (u *UCM) GetEvent(ctx context.Context, buf []byte) (int, error) {
+	return u.rr.Read(ctx, buf)
+}
+
+// TryGetEvent is GetEvent without the wait: EAGAIN when none is queued.
+func (u *UCM) TryGetEvent(buf []byte) (int, error) { return u.rr.TryRead(buf) }

@@ -1,0 +1,357 @@
+package rdmacm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/bits"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// EventChannel is an open /dev/infiniband/rdma_cm: the IDs created on it
+// and their events (rdma_create_event_channel(3)). Its methods are safe
+// for concurrent use; GetEvent takes one caller at a time.
+type EventChannel struct {
+	ucm *sys.UCM
+
+	mu       sync.Mutex
+	closed   bool
+	nextUID  uint64
+	byUID    map[uint64]*ID
+	byHandle map[uint32]*ID
+	ctxs     map[string]*uverbs.Context // by device name, opened for IDs
+	devAttr  map[string]*uverbs.DeviceAttr
+}
+
+// Open opens an event channel (rdma_create_event_channel(3)): the rdma_cm
+// device, O_CLOEXEC and non-blocking, on the Go runtime poller. Without
+// the rdma_ucm module the error wraps ENOENT.
+func Open() (*EventChannel, error) { return OpenPath(sys.UCMPath) }
+
+// OpenPath is Open on another device node (a container's bind mount).
+func OpenPath(path string) (*EventChannel, error) {
+	u, err := sys.OpenUCM(path)
+	if err != nil {
+		return nil, opErr("open", err)
+	}
+	return &EventChannel{ucm: u, byUID: map[uint64]*ID{}, byHandle: map[uint32]*ID{},
+		ctxs: map[string]*uverbs.Context{}, devAttr: map[string]*uverbs.DeviceAttr{}}, nil
+}
+
+// Fd returns the channel's descriptor (non-blocking), readable when an
+// event is queued, for the caller's own poll loop (then TryGetEvent).
+func (ch *EventChannel) Fd() int { return ch.ucm.Fd() }
+
+// Close destroys the channel (rdma_destroy_event_channel(3)): the kernel
+// destroys every ID still on it, a blocked GetEvent returns ErrClosed, and
+// the verbs Contexts the channel opened are closed (their PDs, CQs and
+// QPs with them). Closing twice returns ErrClosed.
+func (ch *EventChannel) Close() error {
+	ch.mu.Lock()
+	if ch.closed {
+		ch.mu.Unlock()
+		return opErr("close", ErrClosed)
+	}
+	ch.closed = true
+	for _, id := range ch.byHandle {
+		id.dead = true
+	}
+	ctxs := ch.ctxs
+	ch.ctxs = nil
+	ch.mu.Unlock()
+	err := ch.ucm.Close()
+	for _, c := range ctxs {
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return opErr("close", err)
+}
+
+// command sends one rdma_cm command on the channel.
+func (ch *EventChannel) command(op string, cmd uint32, req []byte, respOff int, resp []byte) error {
+	err := ch.ucm.Command(cmd, req, respOff, resp)
+	if errors.Is(err, sys.ErrFileClosed) {
+		err = ErrClosed
+	}
+	return opErr(op, err)
+}
+
+// CreateID creates an ID in port space ps (rdma_create_id(3)); PortSpaceTCP
+// is the one implemented: its connections use RC QPs.
+func (ch *EventChannel) CreateID(ps PortSpace) (*ID, error) {
+	if ps != PortSpaceTCP {
+		return nil, opErr("create_id", ErrNotSupported)
+	}
+	ch.mu.Lock()
+	if ch.closed {
+		ch.mu.Unlock()
+		return nil, opErr("create_id", ErrClosed)
+	}
+	ch.nextUID++
+	uid := ch.nextUID
+	ch.mu.Unlock()
+	req := abi.RdmaUcmCreateId{Uid: uid, Ps: uint16(ps), QpType: uint8(uverbs.QPTypeRC)}
+	var resp abi.RdmaUcmCreateIdResp
+	if err := ch.command("create_id", abi.RDMA_USER_CM_CMD_CREATE_ID, sys.AsBytes(&req), 8, sys.AsBytes(&resp)); err != nil {
+		return nil, err
+	}
+	return ch.insert(&ID{ch: ch, handle: resp.Id, uid: uid, ps: ps}), nil
+}
+
+// insert registers id under its uid and handle.
+func (ch *EventChannel) insert(id *ID) *ID {
+	ch.mu.Lock()
+	ch.byUID[id.uid] = id
+	ch.byHandle[id.handle] = id
+	ch.mu.Unlock()
+	return id
+}
+
+// GetEvent waits, parked on the runtime poller, for the next event on
+// the channel (rdma_get_cm_event(3)); ctx bounds the wait. The channel
+// handles what librdmacm handles before the caller sees the event: a
+// connect request gets a new ID (Event.ID, with its device's Context),
+// an address or route resolution updates the ID, a connect response on
+// an ID with a QP moves the QP to RTR and RTS and completes the handshake
+// (EventEstablished, or EventConnectError if that failed), a reject moves
+// the QP to ERR.
+func (ch *EventChannel) GetEvent(ctx context.Context) (Event, error) {
+	var resp abi.RdmaUcmEventResp
+	for {
+		if _, err := ch.ucm.GetEvent(ctx, sys.AsBytes(&resp)); err != nil {
+			if errors.Is(err, sys.ErrFileClosed) {
+				err = ErrClosed
+			}
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return Event{}, err
+			}
+			return Event{}, opErr("get_event", err)
+		}
+		if ev, ok := ch.process(&resp); ok {
+			return ev, nil
+		}
+	}
+}
+
+// TryGetEvent is GetEvent without the wait: an error wrapping EAGAIN when
+// no event is queued.
+func (ch *EventChannel) TryGetEvent() (Event, error) {
+	var resp abi.RdmaUcmEventResp
+	for {
+		if _, err := ch.ucm.TryGetEvent(sys.AsBytes(&resp)); err != nil {
+			if errors.Is(err, sys.ErrFileClosed) {
+				err = ErrClosed
+			}
+			return Event{}, opErr("get_event", err)
+		}
+		if ev, ok := ch.process(&resp); ok {
+			return ev, nil
+		}
+	}
+}
+
+// lookup finds the ID an event names: by the uid the kernel echoes, else
+// by its handle (kernels that report a uid of 0, as librdmacm allows for).
+func (ch *EventChannel) lookup(uid uint64, handle uint32) *ID {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if id := ch.byUID[uid]; id != nil && uid != 0 {
+		return id
+	}
+	return ch.byHandle[handle]
+}
+
+// process turns a kernel event into the caller's, as librdmacm's
+// rdma_get_cm_event does; false drops it (an event for an ID this channel
+// does not know).
+func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
+	ev := Event{Type: EventType(r.Event), Status: int32(r.Status)}
+	if ev.Type == EventConnectRequest {
+		listen := ch.lookup(r.Uid, 0)
+		if listen == nil {
+			ch.destroyHandle(r.Id)
+			return ev, false
+		}
+		ch.mu.Lock()
+		ch.nextUID++
+		uid := ch.nextUID
+		ch.mu.Unlock()
+		id := ch.insert(&ID{ch: ch, handle: r.Id, uid: uid, ps: listen.ps})
+		ev.ID, ev.Listen = id, listen
+		ev.Param = connParam(r)
+		id.respRes, id.initDepth = ev.Param.ResponderResources, ev.Param.InitiatorDepth
+		if err := id.queryAddr(); err != nil {
+			// As librdmacm: the request is dropped and its ID destroyed.
+			id.Destroy()
+			return ev, false
+		}
+		return ev, true
+	}
+	id := ch.lookup(r.Uid, r.Id)
+	if id == nil {
+		return ev, false
+	}
+	ev.ID = id
+	switch ev.Type {
+	case EventAddrResolved:
+		if err := id.queryAddr(); err != nil {
+			ev.Type, ev.Status = EventAddrError, errnoStatus(err)
+		}
+	case EventRouteResolved:
+		if err := id.queryAddr(); err != nil {
+			ev.Type, ev.Status = EventRouteError, errnoStatus(err)
+		}
+	case EventConnectResponse:
+		ev.Param = connParam(r)
+		if id.qp() != nil {
+			if err := id.completeConnect(); err != nil {
+				ev.Type, ev.Status = EventConnectError, errnoStatus(err)
+			} else {
+				ev.Type = EventEstablished
+			}
+		}
+	case EventEstablished, EventDisconnected:
+		ev.Param = connParam(r)
+	case EventRejected, EventUnreachable, EventConnectError:
+		ev.Param = connParam(r)
+		id.toErr()
+	}
+	return ev, true
+}
+
+// connParam decodes an event's connection parameters.
+func connParam(r *abi.RdmaUcmEventResp) ConnParam {
+	c := r.Param.Conn()
+	p := ConnParam{ResponderResources: c.ResponderResources, InitiatorDepth: c.InitiatorDepth,
+		FlowControl: c.FlowControl, RetryCount: c.RetryCount, RNRRetryCount: c.RnrRetryCount,
+		SRQ: c.Srq != 0, QPNum: c.QpNum}
+	if n := int(c.PrivateDataLen); n > 0 {
+		p.PrivateData = append([]byte(nil), c.PrivateData[:min(n, len(c.PrivateData))]...)
+	}
+	return p
+}
+
+// errnoStatus is the negative errno an event carries for err.
+func errnoStatus(err error) int32 {
+	var e sys.Errno
+	if errors.As(err, &e) {
+		return -int32(e)
+	}
+	return -int32(sys.EINVAL)
+}
+
+// destroyHandle destroys a kernel ID this channel does not track.
+func (ch *EventChannel) destroyHandle(h uint32) {
+	req := abi.RdmaUcmDestroyId{Id: h}
+	var resp abi.RdmaUcmDestroyIdResp
+	ch.command("destroy_id", abi.RDMA_USER_CM_CMD_DESTROY_ID, sys.AsBytes(&req), 0, sys.AsBytes(&resp))
+}
+
+// context returns the channel's Context on the device with node GUID
+// guid (as the kernel reports it: big-endian) and index idx, opening it
+// on first use.
+func (ch *EventChannel) context(guid uint64, idx uint32) (*uverbs.Context, *uverbs.DeviceAttr, error) {
+	devs, err := uverbs.Devices()
+	if err != nil {
+		return nil, nil, err
+	}
+	want := bits.ReverseBytes64(guid)
+	var dev *uverbs.Device
+	for i := range devs {
+		if devs[i].NodeGUID != want {
+			continue
+		}
+		if dev == nil || devs[i].Index == int(idx) {
+			dev = &devs[i]
+		}
+	}
+	if dev == nil {
+		return nil, nil, ErrNoDevice
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed {
+		return nil, nil, ErrClosed
+	}
+	if c := ch.ctxs[dev.Name]; c != nil {
+		return c, ch.devAttr[dev.Name], nil
+	}
+	c, err := uverbs.Open(*dev)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := c.QueryDevice()
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	ch.ctxs[dev.Name], ch.devAttr[dev.Name] = c, a
+	return c, a, nil
+}
+
+// Address families of struct sockaddr (linux/socket.h).
+const (
+	afINET  = 2
+	afINET6 = 10
+)
+
+// putSockaddr writes ap as a struct sockaddr_in or sockaddr_in6 and
+// returns its length.
+func putSockaddr(s *abi.KernelSockaddrStorage, ap netip.AddrPort) uint16 {
+	b := sys.AsBytes(s)
+	clear(b)
+	be := binary.BigEndian
+	a := ap.Addr()
+	if a.Is4In6() {
+		a = a.Unmap()
+	}
+	if a.Is4() {
+		binary.LittleEndian.PutUint16(b[0:], afINET)
+		be.PutUint16(b[2:], ap.Port())
+		a4 := a.As4()
+		copy(b[4:8], a4[:])
+		return 16
+	}
+	binary.LittleEndian.PutUint16(b[0:], afINET6)
+	be.PutUint16(b[2:], ap.Port())
+	a16 := a.As16()
+	copy(b[8:24], a16[:])
+	if z := a.Zone(); z != "" {
+		// sin6_scope_id: a link-local address's interface.
+		if ifi, err := net.InterfaceByName(z); err == nil {
+			binary.LittleEndian.PutUint32(b[24:], uint32(ifi.Index))
+		} else if n, err := strconv.ParseUint(z, 10, 32); err == nil {
+			binary.LittleEndian.PutUint32(b[24:], uint32(n))
+		}
+	}
+	return 28
+}
+
+// getSockaddr reads a struct sockaddr_in or sockaddr_in6.
+func getSockaddr(s *abi.KernelSockaddrStorage) netip.AddrPort {
+	b := sys.AsBytes(s)
+	port := binary.BigEndian.Uint16(b[2:])
+	switch binary.LittleEndian.Uint16(b[0:]) {
+	case afINET:
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), port)
+	case afINET6:
+		a := netip.AddrFrom16([16]byte(b[8:24]))
+		if scope := binary.LittleEndian.Uint32(b[24:]); scope != 0 && a.IsLinkLocalUnicast() {
+			if ifi, err := net.InterfaceByIndex(int(scope)); err == nil {
+				a = a.WithZone(ifi.Name)
+			} else {
+				a = a.WithZone(strconv.FormatUint(uint64(scope), 10))
+			}
+		}
+		return netip.AddrPortFrom(a, port)
+	}
+	return netip.AddrPort{}
+}

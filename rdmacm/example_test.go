@@ -1,0 +1,82 @@
+package rdmacm_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/pureverbs/pureverbs/rdmacm"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// The active side of a connection, as rdma_client does it: resolve the
+// server's address and route, make a QP on the device they resolved to,
+// connect, and end with a disconnect.
+func Example_client() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ch, err := rdmacm.Open()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ch.Close() // also closes the Context the ID got
+	id, err := ch.CreateID(rdmacm.PortSpaceTCP)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer id.Destroy()
+	next := func(want rdmacm.EventType) error {
+		ev, err := ch.GetEvent(ctx)
+		if err == nil && (ev.Type != want || ev.Status != 0) {
+			err = fmt.Errorf("%v, want %v", &ev, want)
+		}
+		return err
+	}
+	if err := id.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("10.99.0.1:7471"), 2*time.Second); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := next(rdmacm.EventAddrResolved); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := id.ResolveRoute(2 * time.Second); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := next(rdmacm.EventRouteResolved); err != nil {
+		fmt.Println(err)
+		return
+	}
+	pd, err := id.Context().AllocPD()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cq, err := id.Context().CreateCQ(16, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	qp, err := id.CreateQP(pd, uverbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+		Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer qp.Destroy(ctx)
+	if err := id.Connect(nil); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := next(rdmacm.EventEstablished); err != nil {
+		fmt.Println(err)
+		return
+	}
+	// ... post receives and sends on qp, poll cq ...
+	id.Disconnect()
+	next(rdmacm.EventDisconnected) // the server answers with its own Disconnect
+}

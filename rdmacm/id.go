@@ -1,0 +1,488 @@
+package rdmacm
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// ID is an rdma_cm identifier (struct rdma_cm_id): one end of a
+// connection, or a listener.
+type ID struct {
+	ch     *EventChannel
+	handle uint32 // the kernel's id
+	uid    uint64 // ours, echoed in its events
+	ps     PortSpace
+
+	mu        sync.Mutex
+	dead      bool // destroyed, or its channel closed
+	ctx       *uverbs.Context
+	attr      *uverbs.DeviceAttr
+	port      int
+	local     netip.AddrPort
+	remote    netip.AddrPort
+	qpp       *uverbs.QP
+	respRes   uint8 // responder resources: the request's, then the accept's
+	initDepth uint8 // initiator depth, likewise
+}
+
+// Context returns the verbs Context of the device the ID is bound to, nil
+// until an address is bound or resolved (rdma_cm_id.verbs). The channel
+// owns it.
+func (id *ID) Context() *uverbs.Context {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.ctx
+}
+
+// Port returns the device port the ID is bound to (0 before).
+func (id *ID) Port() int {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.port
+}
+
+// LocalAddr and RemoteAddr return the addresses the kernel reports
+// (rdma_get_local_addr(3), rdma_get_peer_addr(3)).
+func (id *ID) LocalAddr() netip.AddrPort {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.local
+}
+
+// RemoteAddr: see LocalAddr.
+func (id *ID) RemoteAddr() netip.AddrPort {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.remote
+}
+
+// QP returns the QP made by CreateQP, or nil.
+func (id *ID) QP() *uverbs.QP { return id.qp() }
+
+func (id *ID) qp() *uverbs.QP {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.qpp
+}
+
+// live is the check of every method: not destroyed, channel open.
+func (id *ID) live(op string) error {
+	if id == nil || id.ch == nil {
+		return invalid(op, "nil ID")
+	}
+	id.mu.Lock()
+	dead := id.dead
+	id.mu.Unlock()
+	if dead {
+		return opErr(op, ErrClosed)
+	}
+	return nil
+}
+
+// BindAddr binds the ID to a local address and port (rdma_bind_addr(3));
+// port 0 takes a free one. A specific address binds the ID to its RDMA
+// device (Context), an unspecified one (0.0.0.0, ::) does not.
+func (id *ID) BindAddr(addr netip.AddrPort) error {
+	const op = "bind_addr"
+	if err := id.live(op); err != nil {
+		return err
+	}
+	if !addr.Addr().IsValid() {
+		return invalid(op, "no address")
+	}
+	req := abi.RdmaUcmBind{Id: id.handle}
+	req.AddrSize = putSockaddr(&req.Addr, addr)
+	if err := id.ch.command(op, abi.RDMA_USER_CM_CMD_BIND, sys.AsBytes(&req), -1, nil); err != nil {
+		return err
+	}
+	return opErr(op, id.queryAddr())
+}
+
+// ResolveAddr resolves dst (and src, if valid) to an RDMA device and
+// address (rdma_resolve_addr(3)). It returns at once; EventAddrResolved
+// (with the ID's Context set) or EventAddrError follows, within timeout.
+func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error {
+	const op = "resolve_addr"
+	if err := id.live(op); err != nil {
+		return err
+	}
+	if !dst.Addr().IsValid() {
+		return invalid(op, "no destination address")
+	}
+	ms, err := millis(op, timeout)
+	if err != nil {
+		return err
+	}
+	req := abi.RdmaUcmResolveAddr{Id: id.handle, TimeoutMs: ms}
+	if src.Addr().IsValid() {
+		req.SrcSize = putSockaddr(&req.SrcAddr, src)
+	}
+	req.DstSize = putSockaddr(&req.DstAddr, dst)
+	return id.ch.command(op, abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, sys.AsBytes(&req), -1, nil)
+}
+
+// ResolveRoute resolves the route to the resolved destination
+// (rdma_resolve_route(3)); EventRouteResolved or EventRouteError follows.
+func (id *ID) ResolveRoute(timeout time.Duration) error {
+	const op = "resolve_route"
+	if err := id.live(op); err != nil {
+		return err
+	}
+	ms, err := millis(op, timeout)
+	if err != nil {
+		return err
+	}
+	req := abi.RdmaUcmResolveRoute{Id: id.handle, TimeoutMs: ms}
+	return id.ch.command(op, abi.RDMA_USER_CM_CMD_RESOLVE_ROUTE, sys.AsBytes(&req), -1, nil)
+}
+
+func millis(op string, d time.Duration) (uint32, error) {
+	if d <= 0 || d > time.Duration(1<<31-1)*time.Millisecond {
+		return 0, invalid(op, "timeout %v out of range", d)
+	}
+	return uint32((d + time.Millisecond - 1) / time.Millisecond), nil
+}
+
+// Listen listens for connection requests on the bound address
+// (rdma_listen(3)); each arrives as EventConnectRequest with a new ID.
+// A backlog of 0 is the kernel's default.
+func (id *ID) Listen(backlog int) error {
+	const op = "listen"
+	if err := id.live(op); err != nil {
+		return err
+	}
+	if backlog < 0 {
+		return invalid(op, "backlog %d", backlog)
+	}
+	req := abi.RdmaUcmListen{Id: id.handle, Backlog: uint32(backlog)}
+	return id.ch.command(op, abi.RDMA_USER_CM_CMD_LISTEN, sys.AsBytes(&req), -1, nil)
+}
+
+// queryAddr asks the kernel where the ID is bound (RDMA_USER_CM_QUERY_ADDR):
+// its device, port and addresses.
+func (id *ID) queryAddr() error {
+	req := abi.RdmaUcmQuery{Id: id.handle, Option: abi.RDMA_USER_CM_QUERY_ADDR}
+	var resp abi.RdmaUcmQueryAddrResp
+	if err := id.ch.command("query_addr", abi.RDMA_USER_CM_CMD_QUERY, sys.AsBytes(&req), 0, sys.AsBytes(&resp)); err != nil {
+		return err
+	}
+	var ctx *uverbs.Context
+	var attr *uverbs.DeviceAttr
+	if resp.NodeGuid != 0 {
+		var err error
+		if ctx, attr, err = id.ch.context(resp.NodeGuid, resp.IbdevIndex); err != nil {
+			return err
+		}
+	}
+	id.mu.Lock()
+	id.local, id.remote = getSockaddr(&resp.SrcAddr), getSockaddr(&resp.DstAddr)
+	if ctx != nil {
+		id.ctx, id.attr, id.port = ctx, attr, int(resp.PortNum)
+	}
+	id.mu.Unlock()
+	return nil
+}
+
+// CreateQP creates an RC QP for the ID's connection in pd, which must be
+// of the ID's Context, and moves it to INIT with the connection manager's
+// attributes (rdma_create_qp(3)). attr.Type must be RC (or zero: RC).
+// Connect or Accept then takes it to RTR and RTS; Disconnect, a reject or
+// the peer's disconnect to ERR. The caller destroys the QP after the ID's
+// connection ends (Destroy does not).
+func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error) {
+	const op = "create_qp"
+	if err := id.live(op); err != nil {
+		return nil, err
+	}
+	ctx := id.Context()
+	if ctx == nil {
+		return nil, invalid(op, "the ID is not bound to a device yet (bind or resolve an address first)")
+	}
+	if pd == nil || pd.Context() != ctx {
+		return nil, invalid(op, "the PD is not of the ID's Context")
+	}
+	if attr.Type == 0 {
+		attr.Type = uverbs.QPTypeRC
+	}
+	if attr.Type != uverbs.QPTypeRC {
+		return nil, invalid(op, "QP type %v in port space TCP", attr.Type)
+	}
+	if id.qp() != nil {
+		return nil, invalid(op, "the ID already has a QP")
+	}
+	qp, err := pd.CreateQP(attr)
+	if err != nil {
+		return nil, opErr(op, err)
+	}
+	if err := id.modify(qp, uverbs.QPStateInit, 0xff, 0xff); err != nil {
+		qp.Destroy(context.Background())
+		return nil, opErr(op, err)
+	}
+	id.mu.Lock()
+	id.qpp = qp
+	id.mu.Unlock()
+	return qp, nil
+}
+
+// InitQPAttr returns the attributes and mask that move a QP of the ID's
+// connection to state (rdma_init_qp_attr(3)), for callers that manage
+// their QP themselves.
+func (id *ID) InitQPAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error) {
+	const op = "init_qp_attr"
+	if err := id.live(op); err != nil {
+		return uverbs.QPAttr{}, 0, err
+	}
+	req := abi.RdmaUcmInitQpAttr{Id: id.handle, QpState: uint32(state)}
+	var resp abi.IbUverbsQpAttr
+	if err := id.ch.command(op, abi.RDMA_USER_CM_CMD_INIT_QP_ATTR, sys.AsBytes(&req), 0, sys.AsBytes(&resp)); err != nil {
+		return uverbs.QPAttr{}, 0, err
+	}
+	a, m := qpAttrFromKern(&resp)
+	return a, m, nil
+}
+
+// modify moves qp to state with the connection manager's attributes;
+// respRes and initDepth other than 0xff replace the RTR's
+// max_dest_rd_atomic and the RTS's max_rd_atomic, as librdmacm does.
+func (id *ID) modify(qp *uverbs.QP, state uverbs.QPState, respRes, initDepth uint8) error {
+	a, m, err := id.InitQPAttr(state)
+	if err != nil {
+		return err
+	}
+	if state == uverbs.QPStateRTR && respRes != 0xff {
+		a.MaxDestRdAtomic = respRes
+	}
+	if state == uverbs.QPStateRTS && initDepth != 0xff {
+		a.MaxRdAtomic = initDepth
+	}
+	return qp.Modify(&a, m)
+}
+
+// qpAttrFromKern converts the kernel's struct ib_uverbs_qp_attr. The
+// mask keeps the bits a MODIFY_QP carries: librdmacm clears bits 21-24,
+// which old kernels set for RoCE.
+func qpAttrFromKern(k *abi.IbUverbsQpAttr) (uverbs.QPAttr, uverbs.QPAttrMask) {
+	ah := func(x *abi.IbUverbsAhAttr) uverbs.AHAttr {
+		return uverbs.AHAttr{DGID: uverbs.GID(x.Grh.Dgid), FlowLabel: x.Grh.FlowLabel, SGIDIndex: x.Grh.SgidIndex,
+			HopLimit: x.Grh.HopLimit, TrafficClass: x.Grh.TrafficClass, IsGlobal: x.IsGlobal != 0, DLID: x.Dlid,
+			SL: x.Sl, SrcPathBits: x.SrcPathBits, StaticRate: uverbs.Rate(x.StaticRate), PortNum: x.PortNum}
+	}
+	a := uverbs.QPAttr{
+		State: uverbs.QPState(k.QpState), CurState: uverbs.QPState(k.CurQpState), PathMTU: uverbs.MTU(k.PathMtu),
+		PathMigState: uint8(k.PathMigState), QKey: k.Qkey, RQPSN: k.RqPsn, SQPSN: k.SqPsn, DestQPN: k.DestQpNum,
+		AccessFlags: uverbs.Access(k.QpAccessFlags), AH: ah(&k.AhAttr), AltAH: ah(&k.AltAhAttr),
+		PKeyIndex: k.PkeyIndex, AltPKeyIndex: k.AltPkeyIndex, EnSQDAsyncNotify: k.EnSqdAsyncNotify != 0,
+		MaxRdAtomic: k.MaxRdAtomic, MaxDestRdAtomic: k.MaxDestRdAtomic, MinRNRTimer: k.MinRnrTimer,
+		PortNum: k.PortNum, Timeout: k.Timeout, RetryCnt: k.RetryCnt, RNRRetry: k.RnrRetry,
+		AltPortNum: k.AltPortNum, AltTimeout: k.AltTimeout,
+	}
+	return a, uverbs.QPAttrMask(k.QpAttrMask) & (uverbs.QPAttrDestQPN<<1 - 1)
+}
+
+// depth resolves a ConnParam's 0xff ("the device's maximum") against the
+// device's limit.
+func depth(v uint8, max int) uint8 {
+	if v == 0xff || int(v) > max {
+		return uint8(min(max, 0xff))
+	}
+	return v
+}
+
+// connParamToKern builds the kernel's struct rdma_ucm_conn_param.
+func (id *ID) connParamToKern(op string, p *ConnParam, maxPriv int) (abi.RdmaUcmConnParam, error) {
+	k := abi.RdmaUcmConnParam{ResponderResources: id.respRes, InitiatorDepth: id.initDepth, Valid: 1}
+	if qp := id.qp(); qp != nil {
+		k.QpNum = qp.QPN()
+		k.Srq = b2u(qp.SRQ() != nil)
+	}
+	if p == nil {
+		k.RetryCount, k.RnrRetryCount = 7, 7
+		return k, nil
+	}
+	if len(p.PrivateData) > maxPriv {
+		return k, invalid(op, "%d bytes of private data, at most %d", len(p.PrivateData), maxPriv)
+	}
+	k.FlowControl, k.RetryCount, k.RnrRetryCount = p.FlowControl, p.RetryCount, p.RNRRetryCount
+	k.PrivateDataLen = uint8(copy(k.PrivateData[:], p.PrivateData))
+	return k, nil
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Private data limits of the IB CM's REQ and REP (rdma_connect(3),
+// rdma_accept(3)).
+const (
+	maxConnectPrivate = 56
+	maxAcceptPrivate  = 196
+	maxRejectPrivate  = 148
+)
+
+// Connect starts connecting to the resolved destination (rdma_connect(3)):
+// after EventRouteResolved, with the QP of CreateQP. EventEstablished
+// follows (the channel moves the QP to RTR and RTS when the reply comes),
+// or EventRejected, EventUnreachable or EventConnectError.
+func (id *ID) Connect(p *ConnParam) error {
+	const op = "connect"
+	if err := id.live(op); err != nil {
+		return err
+	}
+	id.mu.Lock()
+	attr := id.attr
+	id.mu.Unlock()
+	if attr == nil {
+		return invalid(op, "the ID has no device: resolve the address and route first")
+	}
+	init, resp := uint8(0xff), uint8(0xff)
+	if p != nil {
+		init, resp = p.InitiatorDepth, p.ResponderResources
+	}
+	id.mu.Lock()
+	id.initDepth = depth(init, attr.MaxQPInitRdAtom)
+	id.respRes = depth(resp, attr.MaxQPRdAtom)
+	id.mu.Unlock()
+	k, err := id.connParamToKern(op, p, maxConnectPrivate)
+	if err != nil {
+		return err
+	}
+	req := abi.RdmaUcmConnect{ConnParam: k, Id: id.handle}
+	return id.ch.command(op, abi.RDMA_USER_CM_CMD_CONNECT, sys.AsBytes(&req), -1, nil)
+}
+
+// completeConnect is the active side's end of the handshake when the
+// reply arrives: RTR, RTS, then ACCEPT, which sends the RTU.
+func (id *ID) completeConnect() error {
+	qp := id.qp()
+	if err := id.modify(qp, uverbs.QPStateRTR, 0xff, 0xff); err != nil {
+		id.toErr()
+		return err
+	}
+	if err := id.modify(qp, uverbs.QPStateRTS, 0xff, 0xff); err != nil {
+		id.toErr()
+		return err
+	}
+	req := abi.RdmaUcmAccept{Id: id.handle}
+	if err := id.ch.command("connect", abi.RDMA_USER_CM_CMD_ACCEPT, sys.AsBytes(&req), -1, nil); err != nil {
+		id.toErr()
+		return err
+	}
+	return nil
+}
+
+// Accept accepts the connection request that created this ID
+// (rdma_accept(3)): it moves the QP of CreateQP to RTR and RTS and sends
+// the reply; EventEstablished follows when the peer's RTU arrives.
+func (id *ID) Accept(p *ConnParam) error {
+	const op = "accept"
+	if err := id.live(op); err != nil {
+		return err
+	}
+	qp := id.qp()
+	if qp == nil {
+		return invalid(op, "the ID has no QP (CreateQP)")
+	}
+	id.mu.Lock()
+	attr := id.attr
+	if p == nil || p.InitiatorDepth == 0xff {
+		id.initDepth = min(id.initDepth, uint8(min(attr.MaxQPInitRdAtom, 0xff)))
+	} else {
+		id.initDepth = p.InitiatorDepth
+	}
+	if p == nil || p.ResponderResources == 0xff {
+		id.respRes = min(id.respRes, uint8(min(attr.MaxQPRdAtom, 0xff)))
+	} else {
+		id.respRes = p.ResponderResources
+	}
+	respRes, initDepth := id.respRes, id.initDepth
+	id.mu.Unlock()
+	k, err := id.connParamToKern(op, p, maxAcceptPrivate)
+	if err != nil {
+		return err
+	}
+	if err := id.modify(qp, uverbs.QPStateRTR, respRes, 0xff); err != nil {
+		return opErr(op, err)
+	}
+	if err := id.modify(qp, uverbs.QPStateRTS, 0xff, initDepth); err != nil {
+		return opErr(op, err)
+	}
+	req := abi.RdmaUcmAccept{Uid: id.uid, ConnParam: k, Id: id.handle}
+	if err := id.ch.command(op, abi.RDMA_USER_CM_CMD_ACCEPT, sys.AsBytes(&req), -1, nil); err != nil {
+		id.toErr()
+		return err
+	}
+	return nil
+}
+
+// Reject refuses the connection request that created this ID
+// (rdma_reject(3)), with up to 148 bytes of private data; the peer gets
+// EventRejected.
+func (id *ID) Reject(private []byte) error {
+	const op = "reject"
+	if err := id.live(op); err != nil {
+		return err
+	}
+	if len(private) > maxRejectPrivate {
+		return invalid(op, "%d bytes of private data, at most %d", len(private), maxRejectPrivate)
+	}
+	req := abi.RdmaUcmReject{Id: id.handle}
+	req.PrivateDataLen = uint8(copy(req.PrivateData[:], private))
+	return id.ch.command(op, abi.RDMA_USER_CM_CMD_REJECT, sys.AsBytes(&req), -1, nil)
+}
+
+// Disconnect ends the connection (rdma_disconnect(3)): the QP goes to ERR
+// (its outstanding work requests complete flushed) and the peer gets
+// EventDisconnected. As with librdmacm, the side that gets
+// EventDisconnected first calls Disconnect too: that answers the peer's
+// request (the IB CM's DREP), which the peer's own EventDisconnected
+// waits for (without it, only after the CM's DREQ timeout).
+func (id *ID) Disconnect() error {
+	const op = "disconnect"
+	if err := id.live(op); err != nil {
+		return err
+	}
+	id.toErr()
+	req := abi.RdmaUcmDisconnect{Id: id.handle}
+	return id.ch.command(op, abi.RDMA_USER_CM_CMD_DISCONNECT, sys.AsBytes(&req), -1, nil)
+}
+
+// toErr moves the ID's QP, if any, to ERR; a destroyed QP is left alone.
+func (id *ID) toErr() {
+	if qp := id.qp(); qp != nil {
+		qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)
+	}
+}
+
+// Destroy destroys the ID (rdma_destroy_id(3)); events of it still queued
+// are dropped by the kernel. Its QP is not destroyed. Destroying twice
+// returns ErrClosed.
+func (id *ID) Destroy() error {
+	const op = "destroy_id"
+	if id == nil || id.ch == nil {
+		return invalid(op, "nil ID")
+	}
+	id.mu.Lock()
+	if id.dead {
+		id.mu.Unlock()
+		return opErr(op, ErrClosed)
+	}
+	id.dead = true
+	id.mu.Unlock()
+	ch := id.ch
+	ch.mu.Lock()
+	delete(ch.byUID, id.uid)
+	delete(ch.byHandle, id.handle)
+	ch.mu.Unlock()
+	req := abi.RdmaUcmDestroyId{Id: id.handle}
+	var resp abi.RdmaUcmDestroyIdResp
+	return ch.command(op, abi.RDMA_USER_CM_CMD_DESTROY_ID, sys.AsBytes(&req), 0, sys.AsBytes(&resp))
+}

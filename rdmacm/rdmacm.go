@@ -1,0 +1,155 @@
+// Package rdmacm sets up RDMA connections through the kernel's RDMA
+// connection manager, as librdmacm does (rdma_cm(7)), in pure Go: the
+// commands and events of /dev/infiniband/rdma_cm (the rdma_ucm module)
+// drive address and route resolution and the connection handshake, and
+// the QPs are pureverbs' own (package uverbs).
+//
+// This first cut covers reliable connections (RDMA_PS_TCP, RC QPs) over
+// IPv4 and IPv6 addresses, on an asynchronous EventChannel as in
+// rdma_create_event_channel(3):
+//
+//	active side                        passive side
+//	ch.CreateID(PortSpaceTCP)          ch.CreateID(PortSpaceTCP)
+//	id.ResolveAddr(nil, dst, 2s)       id.BindAddr(addr); id.Listen(n)
+//	  -> EventAddrResolved             ...
+//	id.ResolveRoute(2s)                  -> EventConnectRequest (ev.ID new)
+//	  -> EventRouteResolved            ev.ID.CreateQP(pd, attr)
+//	id.CreateQP(pd, attr)              ev.ID.Accept(nil)
+//	id.Connect(nil)                      -> EventEstablished
+//	  -> EventEstablished
+//	id.Disconnect()  -> EventDisconnected on both sides
+//	id.Destroy()
+//
+// As librdmacm does, the channel moves an ID's QP through INIT, RTR and
+// RTS with the attributes the kernel's connection manager gives
+// (rdma_init_qp_attr(3)), sends the RTU of an active connection when the
+// reply arrives (reporting EventEstablished, never the raw
+// CONNECT_RESPONSE), and moves the QP to ERR on a reject or disconnect.
+// Events are values: nothing needs acknowledging (rdma_ack_cm_event).
+//
+// The channel opens one uverbs.Context per RDMA device its IDs are bound
+// to (ID.Context), shared by them and closed by EventChannel.Close, as
+// librdmacm keeps one ibv_context per device.
+package rdmacm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// Sentinel errors: uverbs' own, so that errors.Is works alike for both
+// packages. Kernel failures wrap the errno (errors.Is(err, unix.EADDRINUSE)).
+var (
+	ErrClosed       = uverbs.ErrClosed
+	ErrInvalid      = uverbs.ErrInvalid
+	ErrNotSupported = uverbs.ErrNotSupported
+	ErrNoDevice     = uverbs.ErrNoDevice
+)
+
+// OpError records a failed rdma_cm operation.
+type OpError struct {
+	Op  string // "create_id", "resolve_addr", "connect", ...
+	Err error
+}
+
+func (e *OpError) Error() string { return "rdmacm: " + e.Op + ": " + e.Err.Error() }
+func (e *OpError) Unwrap() error { return e.Err }
+
+func opErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *OpError
+	if errors.As(err, &oe) {
+		return err
+	}
+	return &OpError{Op: op, Err: err}
+}
+
+func invalid(op, format string, args ...any) error {
+	return &OpError{Op: op, Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)}
+}
+
+// PortSpace is an rdma_cm port space (enum rdma_port_space).
+type PortSpace uint16
+
+const (
+	PortSpaceTCP PortSpace = abi.RDMA_PS_TCP // reliable connections (RC QPs)
+	PortSpaceUDP PortSpace = abi.RDMA_PS_UDP // datagrams (UD QPs): not implemented here yet
+	PortSpaceIB  PortSpace = abi.RDMA_PS_IB  // any QP type: not implemented here yet
+)
+
+// EventType is an rdma_cm event (enum rdma_cm_event_type, librdmacm's
+// rdma_cma.h; the kernel's include/rdma/rdma_cm.h has the same values).
+type EventType uint32
+
+const (
+	EventAddrResolved    EventType = 0
+	EventAddrError       EventType = 1
+	EventRouteResolved   EventType = 2
+	EventRouteError      EventType = 3
+	EventConnectRequest  EventType = 4
+	EventConnectResponse EventType = 5 // returned only for an ID without a QP: with one the channel completes it (EventEstablished)
+	EventConnectError    EventType = 6
+	EventUnreachable     EventType = 7
+	EventRejected        EventType = 8
+	EventEstablished     EventType = 9
+	EventDisconnected    EventType = 10
+	EventDeviceRemoval   EventType = 11
+	EventMulticastJoin   EventType = 12
+	EventMulticastError  EventType = 13
+	EventAddrChange      EventType = 14
+	EventTimewaitExit    EventType = 15
+)
+
+var eventNames = [...]string{
+	"RDMA_CM_EVENT_ADDR_RESOLVED", "RDMA_CM_EVENT_ADDR_ERROR", "RDMA_CM_EVENT_ROUTE_RESOLVED",
+	"RDMA_CM_EVENT_ROUTE_ERROR", "RDMA_CM_EVENT_CONNECT_REQUEST", "RDMA_CM_EVENT_CONNECT_RESPONSE",
+	"RDMA_CM_EVENT_CONNECT_ERROR", "RDMA_CM_EVENT_UNREACHABLE", "RDMA_CM_EVENT_REJECTED",
+	"RDMA_CM_EVENT_ESTABLISHED", "RDMA_CM_EVENT_DISCONNECTED", "RDMA_CM_EVENT_DEVICE_REMOVAL",
+	"RDMA_CM_EVENT_MULTICAST_JOIN", "RDMA_CM_EVENT_MULTICAST_ERROR", "RDMA_CM_EVENT_ADDR_CHANGE",
+	"RDMA_CM_EVENT_TIMEWAIT_EXIT",
+}
+
+// String returns librdmacm's name (rdma_event_str(3)).
+func (t EventType) String() string {
+	if int(t) < len(eventNames) {
+		return eventNames[t]
+	}
+	return fmt.Sprintf("RDMA_CM_EVENT_%d", uint32(t))
+}
+
+// ConnParam is what a Connect or Accept offers (struct rdma_conn_param).
+// ResponderResources and InitiatorDepth of 0xff mean the device's
+// maximum, as RDMA_MAX_RESP_RES and RDMA_MAX_INIT_DEPTH do; a nil
+// *ConnParam means those maxima, 7 retries of each kind and no private
+// data, as a NULL conn_param does.
+type ConnParam struct {
+	PrivateData        []byte // at most 56 bytes on a connect, 196 on an accept (IB CM limits)
+	ResponderResources uint8
+	InitiatorDepth     uint8
+	FlowControl        uint8
+	RetryCount         uint8
+	RNRRetryCount      uint8
+	SRQ                bool   // in a received event: the peer's QP uses an SRQ
+	QPNum              uint32 // in a received event: the peer's QP number
+}
+
+// Event is one rdma_cm event (struct rdma_cm_event).
+type Event struct {
+	Type EventType
+	// Status is the kernel's status: 0, a negative errno (EventAddrError:
+	// -ETIMEDOUT, ...), or for EventRejected the IB CM reject reason
+	// (28: consumer reject, 8: invalid service ID, no listener).
+	Status int32
+	ID     *ID // the ID the event is for; for EventConnectRequest a new ID
+	Listen *ID // for EventConnectRequest: the listening ID
+	Param  ConnParam
+}
+
+func (e *Event) String() string {
+	return fmt.Sprintf("%v status %d", e.Type, e.Status)
+}
