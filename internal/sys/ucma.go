@@ -50,6 +50,11 @@ func OpenUCM(path string) (*UCM, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newUCM(fd)
+}
+
+// newUCM makes a UCM of fd (owned).
+func newUCM(fd *FD) (*UCM, error) {
 	rr, err := NewRecordReader(fd)
 	if err != nil {
 		fd.Close()
