@@ -509,3 +509,55 @@ func TestVMAgainstC(t *testing.T) {
 		server.close()
 	})
 }
+
+// TestVMPeerKilled: the peer process dies with the connection up (SIGKILL
+// to rdma_client while it waits for the reply the Go server never sends):
+// the kernel tears its ID down, the Go server gets EventDisconnected
+// within the test's context, not a hang, and its own Disconnect and
+// Destroy then succeed.
+func TestVMPeerKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ch := openChannel(t)
+	listen, err := ch.CreateID(rdmacm.PortSpaceTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := listen.BindAddr(netip.AddrPortFrom(rxeAddr, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := listen.Listen(0); err != nil {
+		t.Fatal(err)
+	}
+	cl := testkit.StartPeer(ctx, t, "rdma_client", "-s", testkit.RxeAddr, "-p", fmt.Sprint(listen.LocalAddr().Port()))
+	req := want(ctx, t, ch, rdmacm.EventConnectRequest)
+	server := newEnd(t, req.ID)
+	server.recv(0, 16)
+	if err := req.ID.Accept(nil); err != nil {
+		t.Fatal(err)
+	}
+	want(ctx, t, ch, rdmacm.EventEstablished)
+	if wc := server.wc(ctx); wc.ByteLen != 16 {
+		t.Fatalf("received %d bytes, want 16", wc.ByteLen)
+	}
+	// rdma_client now waits for our 16 bytes, which never come.
+	cl.Kill()
+	<-cl.Done()
+	start := time.Now()
+	ev := want(ctx, t, ch, rdmacm.EventDisconnected)
+	t.Logf("%v %v after the kill", &ev, time.Since(start).Round(time.Millisecond))
+	if ev.ID != req.ID {
+		t.Fatalf("disconnect for ID %p, want %p", ev.ID, req.ID)
+	}
+	if err := req.ID.Disconnect(); err != nil {
+		t.Logf("Disconnect after the peer died: %v", err)
+	}
+	if a, _, err := server.qp.Query(uverbs.QPAttrState); err != nil || a.State != uverbs.QPStateErr {
+		t.Fatalf("server QP after the peer died: %v (%v), want ERR", a.State, err)
+	}
+	if err := req.ID.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	listen.Destroy()
+	server.close()
+}
