@@ -84,10 +84,16 @@ func (ch *EventChannel) command(op string, cmd uint32, req []byte, respOff int, 
 	return opErr(op, err)
 }
 
-// CreateID creates an ID in port space ps (rdma_create_id(3)); PortSpaceTCP
-// is the one implemented: its connections use RC QPs.
+// CreateID creates an ID in port space ps (rdma_create_id(3)):
+// PortSpaceTCP (RC QPs) or PortSpaceUDP (UD QPs); others are
+// ErrNotSupported.
 func (ch *EventChannel) CreateID(ps PortSpace) (*ID, error) {
-	if ps != PortSpaceTCP {
+	qpType := uverbs.QPTypeRC
+	switch ps {
+	case PortSpaceTCP:
+	case PortSpaceUDP:
+		qpType = uverbs.QPTypeUD
+	default:
 		return nil, opErr("create_id", ErrNotSupported)
 	}
 	ch.mu.Lock()
@@ -98,12 +104,12 @@ func (ch *EventChannel) CreateID(ps PortSpace) (*ID, error) {
 	ch.nextUID++
 	uid := ch.nextUID
 	ch.mu.Unlock()
-	req := abi.RdmaUcmCreateId{Uid: uid, Ps: uint16(ps), QpType: uint8(uverbs.QPTypeRC)}
+	req := abi.RdmaUcmCreateId{Uid: uid, Ps: uint16(ps), QpType: uint8(qpType)}
 	var resp abi.RdmaUcmCreateIdResp
 	if err := ch.command("create_id", abi.RDMA_USER_CM_CMD_CREATE_ID, sys.AsBytes(&req), 8, sys.AsBytes(&resp)); err != nil {
 		return nil, err
 	}
-	return ch.insert(&ID{ch: ch, handle: resp.Id, uid: uid, ps: ps}), nil
+	return ch.insert(&ID{ch: ch, handle: resp.Id, uid: uid, ps: ps, qpType: qpType}), nil
 }
 
 // insert registers id under its uid and handle.
@@ -184,9 +190,9 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 		ch.nextUID++
 		uid := ch.nextUID
 		ch.mu.Unlock()
-		id := ch.insert(&ID{ch: ch, handle: r.Id, uid: uid, ps: listen.ps})
+		id := ch.insert(&ID{ch: ch, handle: r.Id, uid: uid, ps: listen.ps, qpType: listen.qpType})
 		ev.ID, ev.Listen = id, listen
-		ev.Param = connParam(r)
+		id.param(&ev, r)
 		id.respRes, id.initDepth = ev.Param.ResponderResources, ev.Param.InitiatorDepth
 		if err := id.queryAddr(); err != nil {
 			// As librdmacm: the request is dropped and its ID destroyed.
@@ -210,7 +216,7 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 			ev.Type, ev.Status = EventRouteError, errnoStatus(err)
 		}
 	case EventConnectResponse:
-		ev.Param = connParam(r)
+		id.param(&ev, r)
 		if id.qp() != nil {
 			if err := id.completeConnect(); err != nil {
 				ev.Type, ev.Status = EventConnectError, errnoStatus(err)
@@ -219,12 +225,28 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 			}
 		}
 	case EventEstablished, EventDisconnected:
-		ev.Param = connParam(r)
+		id.param(&ev, r)
 	case EventRejected, EventUnreachable, EventConnectError:
-		ev.Param = connParam(r)
-		id.toErr()
+		id.param(&ev, r)
+		if id.qpType != uverbs.QPTypeUD {
+			id.toErr()
+		}
 	}
 	return ev, true
+}
+
+// param decodes an event's parameters: a UD ID's as UDParam, others'
+// as ConnParam.
+func (id *ID) param(ev *Event, r *abi.RdmaUcmEventResp) {
+	if id.qpType != uverbs.QPTypeUD {
+		ev.Param = connParam(r)
+		return
+	}
+	u := r.Param.Ud()
+	ev.UD = UDParam{AH: ahFromKern(&u.AhAttr), QPNum: u.QpNum, QKey: u.Qkey}
+	if n := int(u.PrivateDataLen); n > 0 {
+		ev.UD.PrivateData = append([]byte(nil), u.PrivateData[:min(n, len(u.PrivateData))]...)
+	}
 }
 
 // connParam decodes an event's connection parameters.

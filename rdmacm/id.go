@@ -18,6 +18,7 @@ type ID struct {
 	handle uint32 // the kernel's id
 	uid    uint64 // ours, echoed in its events
 	ps     PortSpace
+	qpType uverbs.QPType // RC in PortSpaceTCP, UD in PortSpaceUDP
 
 	mu        sync.Mutex
 	dead      bool // destroyed, or its channel closed
@@ -189,12 +190,13 @@ func (id *ID) queryAddr() error {
 	return nil
 }
 
-// CreateQP creates an RC QP for the ID's connection in pd, which must be
-// of the ID's Context, and moves it to INIT with the connection manager's
-// attributes (rdma_create_qp(3)). attr.Type must be RC (or zero: RC).
-// Connect or Accept then takes it to RTR and RTS; Disconnect, a reject or
-// the peer's disconnect to ERR. The caller destroys the QP after the ID's
-// connection ends (Destroy does not).
+// CreateQP creates the ID's QP in pd, which must be of the ID's Context,
+// and moves it to INIT with the connection manager's attributes
+// (rdma_create_qp(3)). attr.Type must be the port space's (RC for TCP, UD
+// for UDP) or zero. An RC QP then goes to RTR and RTS in Connect or
+// Accept, to ERR in Disconnect or on a reject; a UD QP goes to RTS at
+// once (with the port space's Q_Key). The caller destroys the QP after
+// the ID's connection ends (Destroy does not).
 func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error) {
 	const op = "create_qp"
 	if err := id.live(op); err != nil {
@@ -208,10 +210,10 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error
 		return nil, invalid(op, "the PD is not of the ID's Context")
 	}
 	if attr.Type == 0 {
-		attr.Type = uverbs.QPTypeRC
+		attr.Type = id.qpType
 	}
-	if attr.Type != uverbs.QPTypeRC {
-		return nil, invalid(op, "QP type %v in port space TCP", attr.Type)
+	if attr.Type != id.qpType {
+		return nil, invalid(op, "QP type %v in port space %#x (want %v)", attr.Type, uint16(id.ps), id.qpType)
 	}
 	if id.qp() != nil {
 		return nil, invalid(op, "the ID already has a QP")
@@ -223,6 +225,18 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error
 	if err := id.modify(qp, uverbs.QPStateInit, 0xff, 0xff); err != nil {
 		qp.Destroy(context.Background())
 		return nil, opErr(op, err)
+	}
+	if attr.Type == uverbs.QPTypeUD {
+		// A UD QP needs no peer: ready at once, as librdmacm's
+		// ucma_init_ud_qp makes it.
+		err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState)
+		if err == nil {
+			err = qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState|uverbs.QPAttrSQPSN)
+		}
+		if err != nil {
+			qp.Destroy(context.Background())
+			return nil, opErr(op, err)
+		}
 	}
 	id.mu.Lock()
 	id.qpp = qp
@@ -268,11 +282,7 @@ func (id *ID) modify(qp *uverbs.QP, state uverbs.QPState, respRes, initDepth uin
 // mask keeps the bits a MODIFY_QP carries: librdmacm clears bits 21-24,
 // which old kernels set for RoCE.
 func qpAttrFromKern(k *abi.IbUverbsQpAttr) (uverbs.QPAttr, uverbs.QPAttrMask) {
-	ah := func(x *abi.IbUverbsAhAttr) uverbs.AHAttr {
-		return uverbs.AHAttr{DGID: uverbs.GID(x.Grh.Dgid), FlowLabel: x.Grh.FlowLabel, SGIDIndex: x.Grh.SgidIndex,
-			HopLimit: x.Grh.HopLimit, TrafficClass: x.Grh.TrafficClass, IsGlobal: x.IsGlobal != 0, DLID: x.Dlid,
-			SL: x.Sl, SrcPathBits: x.SrcPathBits, StaticRate: uverbs.Rate(x.StaticRate), PortNum: x.PortNum}
-	}
+	ah := ahFromKern
 	a := uverbs.QPAttr{
 		State: uverbs.QPState(k.QpState), CurState: uverbs.QPState(k.CurQpState), PathMTU: uverbs.MTU(k.PathMtu),
 		PathMigState: uint8(k.PathMigState), QKey: k.Qkey, RQPSN: k.RqPsn, SQPSN: k.SqPsn, DestQPN: k.DestQpNum,
@@ -283,6 +293,13 @@ func qpAttrFromKern(k *abi.IbUverbsQpAttr) (uverbs.QPAttr, uverbs.QPAttrMask) {
 		AltPortNum: k.AltPortNum, AltTimeout: k.AltTimeout,
 	}
 	return a, uverbs.QPAttrMask(k.QpAttrMask) & (uverbs.QPAttrDestQPN<<1 - 1)
+}
+
+// ahFromKern converts the kernel's struct ib_uverbs_ah_attr.
+func ahFromKern(x *abi.IbUverbsAhAttr) uverbs.AHAttr {
+	return uverbs.AHAttr{DGID: uverbs.GID(x.Grh.Dgid), FlowLabel: x.Grh.FlowLabel, SGIDIndex: x.Grh.SgidIndex,
+		HopLimit: x.Grh.HopLimit, TrafficClass: x.Grh.TrafficClass, IsGlobal: x.IsGlobal != 0, DLID: x.Dlid,
+		SL: x.Sl, SrcPathBits: x.SrcPathBits, StaticRate: uverbs.Rate(x.StaticRate), PortNum: x.PortNum}
 }
 
 // depth resolves a ConnParam's 0xff ("the device's maximum") against the
@@ -381,7 +398,9 @@ func (id *ID) completeConnect() error {
 
 // Accept accepts the connection request that created this ID
 // (rdma_accept(3)): it moves the QP of CreateQP to RTR and RTS and sends
-// the reply; EventEstablished follows when the peer's RTU arrives.
+// the reply; EventEstablished follows when the peer's RTU arrives. For a
+// UD ID it sends the SIDR reply with the QP's number and Q_Key, and no
+// event follows on this side.
 func (id *ID) Accept(p *ConnParam) error {
 	const op = "accept"
 	if err := id.live(op); err != nil {
@@ -409,11 +428,13 @@ func (id *ID) Accept(p *ConnParam) error {
 	if err != nil {
 		return err
 	}
-	if err := id.modify(qp, uverbs.QPStateRTR, respRes, 0xff); err != nil {
-		return opErr(op, err)
-	}
-	if err := id.modify(qp, uverbs.QPStateRTS, 0xff, initDepth); err != nil {
-		return opErr(op, err)
+	if id.qpType != uverbs.QPTypeUD {
+		if err := id.modify(qp, uverbs.QPStateRTR, respRes, 0xff); err != nil {
+			return opErr(op, err)
+		}
+		if err := id.modify(qp, uverbs.QPStateRTS, 0xff, initDepth); err != nil {
+			return opErr(op, err)
+		}
 	}
 	req := abi.RdmaUcmAccept{Uid: id.uid, ConnParam: k, Id: id.handle}
 	if err := id.ch.command(op, abi.RDMA_USER_CM_CMD_ACCEPT, sys.AsBytes(&req), -1, nil); err != nil {

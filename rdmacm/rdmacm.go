@@ -4,8 +4,10 @@
 // drive address and route resolution and the connection handshake, and
 // the QPs are pureverbs' own (package uverbs).
 //
-// This first cut covers reliable connections (RDMA_PS_TCP, RC QPs) over
-// IPv4 and IPv6 addresses, on an asynchronous EventChannel as in
+// It covers reliable connections (PortSpaceTCP, RC QPs) and datagram
+// exchanges (PortSpaceUDP, UD QPs: the IB CM's SIDR request and reply give
+// the client the server's QP number, Q_Key and address vector, Event.UD)
+// over IPv4 and IPv6 addresses, on an asynchronous EventChannel as in
 // rdma_create_event_channel(3):
 //
 //	active side                        passive side
@@ -78,7 +80,7 @@ type PortSpace uint16
 
 const (
 	PortSpaceTCP PortSpace = abi.RDMA_PS_TCP // reliable connections (RC QPs)
-	PortSpaceUDP PortSpace = abi.RDMA_PS_UDP // datagrams (UD QPs): not implemented here yet
+	PortSpaceUDP PortSpace = abi.RDMA_PS_UDP // datagrams (UD QPs); "connecting" is the IB CM's SIDR exchange
 	PortSpaceIB  PortSpace = abi.RDMA_PS_IB  // any QP type: not implemented here yet
 )
 
@@ -138,6 +140,16 @@ type ConnParam struct {
 	QPNum              uint32 // in a received event: the peer's QP number
 }
 
+// UDParam is what a UD (PortSpaceUDP) connect request or established
+// event carries (struct rdma_ud_param): on EventEstablished the peer's QP
+// number and Q_Key and the address vector to reach it (pd.CreateAH(AH)).
+type UDParam struct {
+	PrivateData []byte
+	AH          uverbs.AHAttr
+	QPNum       uint32
+	QKey        uint32
+}
+
 // Event is one rdma_cm event (struct rdma_cm_event).
 type Event struct {
 	Type EventType
@@ -148,6 +160,7 @@ type Event struct {
 	ID     *ID // the ID the event is for; for EventConnectRequest a new ID
 	Listen *ID // for EventConnectRequest: the listening ID
 	Param  ConnParam
+	UD     UDParam // instead of Param for IDs of PortSpaceUDP
 }
 
 func (e *Event) String() string {
