@@ -106,28 +106,8 @@ func TestVMUD(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sch, cch := openChannel(t), openChannel(t)
-	listen, err := sch.CreateID(rdmacm.PortSpaceUDP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := listen.BindAddr(netip.AddrPortFrom(rxeAddr, 0)); err != nil {
-		t.Fatal(err)
-	}
-	if err := listen.Listen(0); err != nil {
-		t.Fatal(err)
-	}
-	cid, err := cch.CreateID(rdmacm.PortSpaceUDP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cid.ResolveAddr(netip.AddrPort{}, listen.LocalAddr(), 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	want(ctx, t, cch, rdmacm.EventAddrResolved)
-	if err := cid.ResolveRoute(2 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	want(ctx, t, cch, rdmacm.EventRouteResolved)
+	listen := listener(t, sch, rdmacm.PortSpaceUDP, 0)
+	cid := resolvePS(ctx, t, cch, rdmacm.PortSpaceUDP, listen.LocalAddr())
 	client := newUDEnd(t, cid)
 	if _, err := cid.CreateQP(client.pd, uverbs.QPInitAttr{Type: uverbs.QPTypeRC}); err == nil {
 		t.Fatal("a second QP, of type RC, on a UD ID was accepted")
@@ -148,6 +128,7 @@ func TestVMUD(t *testing.T) {
 	if est.UD.QPNum != server.qp.QPN() || est.UD.QKey != sa.QKey || !est.UD.AH.IsGlobal {
 		t.Fatalf("established: QPN %d Q_Key %#x global %v; want %d, %#x, global", est.UD.QPNum, est.UD.QKey, est.UD.AH.IsGlobal, server.qp.QPN(), sa.QKey)
 	}
+	var err error
 	if client.ah, err = client.pd.CreateAH(est.UD.AH); err != nil {
 		t.Fatalf("CreateAH from the established event: %v", err)
 	}
@@ -181,16 +162,7 @@ func TestVMUDAgainstC(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		ch := openChannel(t)
-		listen, err := ch.CreateID(rdmacm.PortSpaceUDP)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := listen.BindAddr(netip.AddrPortFrom(rxeAddr, udaddyPort)); err != nil {
-			t.Fatal(err)
-		}
-		if err := listen.Listen(0); err != nil {
-			t.Fatal(err)
-		}
+		listen := listener(t, ch, rdmacm.PortSpaceUDP, udaddyPort)
 		cl := testkit.StartPeer(ctx, t, "udaddy", "-s", testkit.RxeAddr)
 		req := want(ctx, t, ch, rdmacm.EventConnectRequest)
 		server := newUDEnd(t, req.ID)
@@ -202,6 +174,7 @@ func TestVMUDAgainstC(t *testing.T) {
 			t.Fatalf("udaddy's message without its QPN: %+v", wc)
 		}
 		grh := server.buf[(int(wc.ID)-100+1)*(udMsg+40):][:40]
+		var err error
 		if server.ah, err = server.pd.CreateAHFromWC(req.ID.Port(), &wc, grh); err != nil {
 			t.Fatal(err)
 		}
@@ -222,18 +195,7 @@ func TestVMUDAgainstC(t *testing.T) {
 		srv := testkit.StartPeer(ctx, t, "udaddy", "-b", testkit.RxeAddr)
 		ch := openChannel(t)
 		for attempt := 1; ; attempt++ {
-			cid, err := ch.CreateID(rdmacm.PortSpaceUDP)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cid.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(rxeAddr, port), 2*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			want(ctx, t, ch, rdmacm.EventAddrResolved)
-			if err := cid.ResolveRoute(2 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-			want(ctx, t, ch, rdmacm.EventRouteResolved)
+			cid := resolvePS(ctx, t, ch, rdmacm.PortSpaceUDP, netip.AddrPortFrom(rxeAddr, port))
 			client := newUDEnd(t, cid)
 			if err := cid.Connect(nil); err != nil {
 				t.Fatal(err)

@@ -43,6 +43,23 @@ func want(ctx context.Context, t *testing.T, ch *rdmacm.EventChannel, typ rdmacm
 	return ev
 }
 
+// listener is an ID of port space ps listening on rxe0's address at port
+// (0: any free port).
+func listener(t *testing.T, ch *rdmacm.EventChannel, ps rdmacm.PortSpace, port uint16) *rdmacm.ID {
+	t.Helper()
+	id, err := ch.CreateID(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := id.BindAddr(netip.AddrPortFrom(rxeAddr, port)); err != nil {
+		t.Fatalf("BindAddr: %v", err)
+	}
+	if err := id.Listen(0); err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	return id
+}
+
 // end is one side of a connection: its QP and buffers.
 type end struct {
 	t   *testing.T
@@ -134,11 +151,16 @@ func (e *end) wc(ctx context.Context) uverbs.WC {
 	return uverbs.WC{}
 }
 
-// connectGo runs the active side up to a QP in INIT: resolve the address
-// and the route to dst.
+// resolve creates an ID and resolves the address and the route to dst.
 func resolve(ctx context.Context, t *testing.T, ch *rdmacm.EventChannel, dst netip.AddrPort) *rdmacm.ID {
 	t.Helper()
-	id, err := ch.CreateID(rdmacm.PortSpaceTCP)
+	return resolvePS(ctx, t, ch, rdmacm.PortSpaceTCP, dst)
+}
+
+// resolvePS is resolve in port space ps.
+func resolvePS(ctx context.Context, t *testing.T, ch *rdmacm.EventChannel, ps rdmacm.PortSpace, dst netip.AddrPort) *rdmacm.ID {
+	t.Helper()
+	id, err := ch.CreateID(ps)
 	if err != nil {
 		t.Fatalf("CreateID: %v", err)
 	}
@@ -275,16 +297,7 @@ func TestVMRejectAndNoListener(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sch, cch := openChannel(t), openChannel(t)
-	listen, err := sch.CreateID(rdmacm.PortSpaceTCP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := listen.BindAddr(netip.AddrPortFrom(rxeAddr, 0)); err != nil {
-		t.Fatal(err)
-	}
-	if err := listen.Listen(0); err != nil {
-		t.Fatal(err)
-	}
+	listen := listener(t, sch, rdmacm.PortSpaceTCP, 0)
 	cid := resolve(ctx, t, cch, listen.LocalAddr())
 	client := newEnd(t, cid)
 	if err := cid.Connect(nil); err != nil {
@@ -473,16 +486,7 @@ func TestVMAgainstC(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		ch := openChannel(t)
-		listen, err := ch.CreateID(rdmacm.PortSpaceTCP)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := listen.BindAddr(netip.AddrPortFrom(rxeAddr, 0)); err != nil {
-			t.Fatal(err)
-		}
-		if err := listen.Listen(0); err != nil {
-			t.Fatal(err)
-		}
+		listen := listener(t, ch, rdmacm.PortSpaceTCP, 0)
 		cl := testkit.StartPeer(ctx, t, "rdma_client", "-s", testkit.RxeAddr, "-p", fmt.Sprint(listen.LocalAddr().Port()))
 		req := want(ctx, t, ch, rdmacm.EventConnectRequest)
 		server := newEnd(t, req.ID)
@@ -519,16 +523,7 @@ func TestVMPeerKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ch := openChannel(t)
-	listen, err := ch.CreateID(rdmacm.PortSpaceTCP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := listen.BindAddr(netip.AddrPortFrom(rxeAddr, 0)); err != nil {
-		t.Fatal(err)
-	}
-	if err := listen.Listen(0); err != nil {
-		t.Fatal(err)
-	}
+	listen := listener(t, ch, rdmacm.PortSpaceTCP, 0)
 	cl := testkit.StartPeer(ctx, t, "rdma_client", "-s", testkit.RxeAddr, "-p", fmt.Sprint(listen.LocalAddr().Port()))
 	req := want(ctx, t, ch, rdmacm.EventConnectRequest)
 	server := newEnd(t, req.ID)
