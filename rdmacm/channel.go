@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/bits"
 	"net"
 	"net/netip"
@@ -39,6 +40,12 @@ func Open() (*EventChannel, error) { return OpenPath(sys.UCMPath) }
 func OpenPath(path string) (*EventChannel, error) {
 	u, err := sys.OpenUCM(path)
 	if err != nil {
+		switch {
+		case errors.Is(err, sys.ENOENT):
+			err = fmt.Errorf("%w (load the rdma_ucm module: modprobe rdma_ucm; in a container, pass the device with --device %s)", err, path)
+		case errors.Is(err, sys.EACCES):
+			err = fmt.Errorf("%w (run as root, or give the user read/write access to %s)", err, path)
+		}
 		return nil, opErr("open", err)
 	}
 	return &EventChannel{ucm: u, byUID: map[uint64]*ID{}, byHandle: map[uint32]*ID{},

@@ -2,7 +2,9 @@ package rdmacm
 
 import (
 	"encoding/binary"
+	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/pureverbs/pureverbs/abi"
@@ -40,5 +42,18 @@ func TestSockaddr(t *testing.T) {
 	var empty abi.KernelSockaddrStorage
 	if ap := getSockaddr(&empty); ap.IsValid() {
 		t.Errorf("an empty storage read as %v", ap)
+	}
+}
+
+// TestOpenMissing: without the rdma_ucm module's device node, Open's
+// error wraps ENOENT and says what to load.
+func TestOpenMissing(t *testing.T) {
+	ch, err := OpenPath(t.TempDir() + "/rdma_cm")
+	if err == nil {
+		ch.Close()
+		t.Fatal("OpenPath of a missing node succeeded")
+	}
+	if !errors.Is(err, sys.ENOENT) || !strings.Contains(err.Error(), "modprobe rdma_ucm") {
+		t.Fatalf("OpenPath of a missing node: %v, want ENOENT naming the module", err)
 	}
 }
