@@ -29,6 +29,7 @@ type EventChannel struct {
 	byHandle map[uint32]*ID
 	ctxs     map[string]*uverbs.Context // by device name, opened for IDs
 	devAttr  map[string]*uverbs.DeviceAttr
+	byDev    map[devKey]string // the device name of a GUID and index seen before
 }
 
 // Open opens an event channel (rdma_create_event_channel(3)): the rdma_cm
@@ -49,7 +50,7 @@ func OpenPath(path string) (*EventChannel, error) {
 		return nil, opErr("open", err)
 	}
 	return &EventChannel{ucm: u, byUID: map[uint64]*ID{}, byHandle: map[uint32]*ID{},
-		ctxs: map[string]*uverbs.Context{}, devAttr: map[string]*uverbs.DeviceAttr{}}, nil
+		ctxs: map[string]*uverbs.Context{}, devAttr: map[string]*uverbs.DeviceAttr{}, byDev: map[devKey]string{}}, nil
 }
 
 // Fd returns the channel's descriptor (non-blocking), readable when an
@@ -288,6 +289,16 @@ func (ch *EventChannel) destroyHandle(h uint32) {
 // guid (as the kernel reports it: big-endian) and index idx, opening it
 // on first use.
 func (ch *EventChannel) context(guid uint64, idx uint32) (*uverbs.Context, *uverbs.DeviceAttr, error) {
+	key := devKey{guid, idx}
+	ch.mu.Lock()
+	if name, ok := ch.byDev[key]; ok && ch.ctxs != nil {
+		c, a := ch.ctxs[name], ch.devAttr[name]
+		ch.mu.Unlock()
+		return c, a, nil
+	}
+	ch.mu.Unlock()
+	// First use of the device: list the devices (sysfs and RDMA
+	// netlink), as librdmacm does once per process.
 	devs, err := uverbs.Devices()
 	if err != nil {
 		return nil, nil, err
@@ -311,6 +322,7 @@ func (ch *EventChannel) context(guid uint64, idx uint32) (*uverbs.Context, *uver
 		return nil, nil, ErrClosed
 	}
 	if c := ch.ctxs[dev.Name]; c != nil {
+		ch.byDev[key] = dev.Name
 		return c, ch.devAttr[dev.Name], nil
 	}
 	c, err := uverbs.Open(*dev)
@@ -323,7 +335,14 @@ func (ch *EventChannel) context(guid uint64, idx uint32) (*uverbs.Context, *uver
 		return nil, nil, err
 	}
 	ch.ctxs[dev.Name], ch.devAttr[dev.Name] = c, a
+	ch.byDev[key] = dev.Name
 	return c, a, nil
+}
+
+// devKey is how the kernel names an ID's device: node GUID and index.
+type devKey struct {
+	guid uint64
+	idx  uint32
 }
 
 // Address families of struct sockaddr (linux/socket.h).
