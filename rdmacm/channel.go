@@ -173,7 +173,8 @@ func (ch *EventChannel) TryGetEvent() (Event, error) {
 }
 
 // lookup finds the ID an event names: by the uid the kernel echoes, else
-// by its handle (kernels that report a uid of 0, as librdmacm allows for).
+// by its handle. The uid is 0 for an ID of a connect request until Accept
+// gives it one, and on some old kernels (librdmacm allows for both).
 func (ch *EventChannel) lookup(uid uint64, handle uint32) *ID {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -189,7 +190,11 @@ func (ch *EventChannel) lookup(uid uint64, handle uint32) *ID {
 func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 	ev := Event{Type: EventType(r.Event), Status: int32(r.Status)}
 	if ev.Type == EventConnectRequest {
-		listen := ch.lookup(r.Uid, 0)
+		// The kernel names the listener by its uid only (resp.id is
+		// the new ID's handle).
+		ch.mu.Lock()
+		listen := ch.byUID[r.Uid]
+		ch.mu.Unlock()
 		if listen == nil {
 			ch.destroyHandle(r.Id)
 			return ev, false
