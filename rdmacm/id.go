@@ -278,6 +278,18 @@ func (id *ID) modify(qp *uverbs.QP, state uverbs.QPState, respRes, initDepth uin
 	return qp.Modify(&a, m)
 }
 
+// modifyRTR moves an RC QP to INIT again and then to RTR, as librdmacm's
+// ucma_modify_qp_rtr does: before the connection exists the connection
+// manager's INIT attributes grant no remote access, and only once the
+// request or reply has been exchanged does it grant remote writes (and
+// reads and atomics when the side accepts RDMA reads).
+func (id *ID) modifyRTR(qp *uverbs.QP, respRes uint8) error {
+	if err := id.modify(qp, uverbs.QPStateInit, 0xff, 0xff); err != nil {
+		return err
+	}
+	return id.modify(qp, uverbs.QPStateRTR, respRes, 0xff)
+}
+
 // qpAttrFromKern converts the kernel's struct ib_uverbs_qp_attr. The
 // mask keeps the bits a MODIFY_QP carries: librdmacm clears bits 21-24,
 // which old kernels set for RoCE.
@@ -380,7 +392,7 @@ func (id *ID) Connect(p *ConnParam) error {
 // reply arrives: RTR, RTS, then ACCEPT, which sends the RTU.
 func (id *ID) completeConnect() error {
 	qp := id.qp()
-	if err := id.modify(qp, uverbs.QPStateRTR, 0xff, 0xff); err != nil {
+	if err := id.modifyRTR(qp, 0xff); err != nil {
 		id.toErr()
 		return err
 	}
@@ -429,7 +441,7 @@ func (id *ID) Accept(p *ConnParam) error {
 		return err
 	}
 	if id.qpType != uverbs.QPTypeUD {
-		if err := id.modify(qp, uverbs.QPStateRTR, respRes, 0xff); err != nil {
+		if err := id.modifyRTR(qp, respRes); err != nil {
 			return opErr(op, err)
 		}
 		if err := id.modify(qp, uverbs.QPStateRTS, 0xff, initDepth); err != nil {

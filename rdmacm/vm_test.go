@@ -261,6 +261,36 @@ func TestVMConnect(t *testing.T) {
 		t.Fatalf("client received %d bytes %q", wc.ByteLen, client.buf[:4])
 	}
 
+	// The connection manager's INIT attributes (librdmacm modifies the
+	// QP to INIT again before RTR): remote writes on both sides, remote
+	// reads where the peer asked for responder resources. An RDMA write
+	// and an RDMA read from the client then reach the server's memory.
+	for _, e := range []*end{client, server} {
+		a, _, err := e.qp.Query(uverbs.QPAttrAccessFlags)
+		want := uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead
+		if err != nil || a.AccessFlags&want != want {
+			t.Fatalf("QP access flags %v (%v), want %v", a.AccessFlags, err, want)
+		}
+	}
+	copy(client.buf[2048:], "written by the client")
+	if err := client.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{client.mr.SGE(2048, 21)}, RemoteAddr: server.mr.Addr() + 3072, RKey: server.mr.RKey()}}); err != nil {
+		t.Fatal(err)
+	}
+	client.wc(ctx)
+	if got := string(server.buf[3072 : 3072+21]); got != "written by the client" {
+		t.Fatalf("RDMA write landed %q", got)
+	}
+	copy(server.buf[3584:], "read by the client")
+	if err := client.qp.PostSend([]uverbs.SendWR{{ID: 3, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{client.mr.SGE(3584, 18)}, RemoteAddr: server.mr.Addr() + 3584, RKey: server.mr.RKey()}}); err != nil {
+		t.Fatal(err)
+	}
+	client.wc(ctx)
+	if got := string(client.buf[3584 : 3584+18]); got != "read by the client" {
+		t.Fatalf("RDMA read brought %q", got)
+	}
+
 	// The client's DREQ reaches the server as EventDisconnected; the
 	// server's own Disconnect answers it (DREP), which ends the client's.
 	if err := cid.Disconnect(); err != nil {
