@@ -180,3 +180,6 @@ func TestVMRateLimit(t *testing.T) { bwtest.RateLimit(t, tool) }
 
 // TestVMCounters: -W (--report-counters) with rxe's packet counters, Go against C both ways (bwtest.Counters).
 func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
+
+// TestVMRDMACM: -R and -z, Go against C both ways (bwtest.RDMACM).
+func TestVMRDMACM(t *testing.T) { bwtest.RDMACM(t, tool) }

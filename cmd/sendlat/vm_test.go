@@ -139,3 +139,6 @@ func TestVMForceLink(t *testing.T) { bwtest.ForceLink(t, tool) }
 
 // TestVMDLID: --dlid, Go against C both ways (bwtest.DLID).
 func TestVMDLID(t *testing.T) { bwtest.DLID(t, tool) }
+
+// TestVMRDMACM: -R and -z, Go against C both ways (bwtest.LatRDMACM).
+func TestVMRDMACM(t *testing.T) { bwtest.LatRDMACM(t, tool) }

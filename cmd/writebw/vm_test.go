@@ -118,3 +118,6 @@ func TestVMForceLink(t *testing.T) { bwtest.ForceLink(t, tool) }
 
 // TestVMDLID: --dlid, Go against C both ways (bwtest.DLID).
 func TestVMDLID(t *testing.T) { bwtest.DLID(t, tool) }
+
+// TestVMRDMACM: -R and -z, Go against C both ways (bwtest.RDMACM).
+func TestVMRDMACM(t *testing.T) { bwtest.RDMACM(t, tool) }

@@ -82,3 +82,6 @@ func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
 
 // TestVMCounters: -W (--report-counters) with rxe's packet counters, Go against C both ways (bwtest.Counters).
 func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
+
+// TestVMRDMACM: -R and -z, Go against C both ways (bwtest.LatRDMACM).
+func TestVMRDMACM(t *testing.T) { bwtest.LatRDMACM(t, tool) }

@@ -96,12 +96,17 @@ func decodeDest(b []byte, withGID bool) (Dest, error) {
 // parseErr is ethernet_read_keys' complaint about a message.
 func parseErr(text string) error { return msgError{fmt.Sprintf("Couldn't parse line <%s>", text)} }
 
-// conn is the TCP connection of perftest's "Ethernet" data exchange
-// method. Every exchange is symmetric: the client writes its message and
-// then reads the server's; the server reads, then writes.
+// conn is the connection of perftest's data exchange: TCP (its
+// "Ethernet" method) or, with -z or -R, an RC QP connected through the
+// RDMA CM (cmLink). Every exchange is symmetric: the client writes its
+// message and then reads the server's; the server reads, then writes.
 type conn struct {
 	c      net.Conn
+	cm     *cmLink
 	client bool
+	// gidIndex goes in the rdma_cm method's key messages (perftest's
+	// my_dest.gid_index; the peer does not read it).
+	gidIndex int
 }
 
 // dial connects to the server (ethernet_client_connect: IPv4 only, one
@@ -133,11 +138,19 @@ func accept(ctx context.Context, port int) (*conn, error) {
 	return &conn{c: c}, nil
 }
 
-func (c *conn) Close() error { return c.c.Close() }
+func (c *conn) Close() error {
+	if c.cm != nil {
+		return c.cm.Close()
+	}
+	return c.c.Close()
+}
 
 // xchg sends my and reads len(rem) bytes into rem, in the client's or the
 // server's order (ctx_xchg_data_ethernet).
 func (c *conn) xchg(my, rem []byte) error {
+	if c.cm != nil {
+		return c.cm.xchg(my, rem)
+	}
 	write := func() error {
 		if _, err := c.c.Write(my); err != nil {
 			return fmt.Errorf("write to the peer: %w", err)
@@ -166,6 +179,14 @@ func (c *conn) xchg(my, rem []byte) error {
 // message carries a GID when withGID, as it does whenever a GID index is
 // in use (always on RoCE).
 func (c *conn) handshake(my *Dest, withGID bool) (Dest, error) {
+	if c.cm != nil {
+		// rdma_write_keys and rdma_read_keys: the struct itself.
+		rem := make([]byte, destWireSize)
+		if err := c.xchg(encodeDestWire(my, c.gidIndex), rem); err != nil {
+			return Dest{}, msgError{"Failed to exchange data between server and clients", "  (" + err.Error() + ")"}
+		}
+		return decodeDestWire(rem)
+	}
 	msg := encodeDest(my, withGID)
 	rem := make([]byte, len(msg))
 	if err := c.xchg(msg, rem); err != nil {
@@ -279,12 +300,20 @@ func (c *conn) xchg64(v uint64) (uint64, error) {
 	return binary.BigEndian.Uint64(rem[:]), nil
 }
 
-// closeConn is ctx_close_connection: a last handshake, then "done" and its
-// NUL, which the peer never reads, and the socket is closed.
+// closeConn is ctx_close_connection: a last handshake, then over TCP
+// "done" and its NUL, which the peer never reads, and the socket is
+// closed.
 func (c *conn) closeConn(my *Dest, withGID bool) error {
 	if _, err := c.handshake(my, withGID); err != nil {
 		c.Close()
 		return err
+	}
+	if c.cm != nil {
+		// No "done" over rdma_cm.
+		if err := c.Close(); err != nil {
+			return msgError{"Couldn't close the rdma_cm connection", "  (" + err.Error() + ")"}
+		}
+		return nil
 	}
 	_, werr := c.c.Write([]byte("done\x00"))
 	cerr := c.Close()

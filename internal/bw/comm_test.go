@@ -1,6 +1,7 @@
 package bw
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"net"
@@ -156,6 +157,56 @@ func TestAltHex(t *testing.T) {
 	}{{0, 4, "0000"}, {0x11, 6, "0x0011"}, {0x531021, 6, "0x531021"}, {0x36c, 8, "0x00036c"}, {0x7f9518a85000, 16, "0x007f9518a85000"}, {0x80, 4, "0x80"}} {
 		if got := altHex(c.v, c.width); got != c.want {
 			t.Errorf("altHex(%#x, %d) = %q, want %q", c.v, c.width, got, c.want)
+		}
+	}
+}
+
+// TestDestWire: the rdma_cm method's key message is struct pingpong_dest
+// as perftest's HAVE_ENDIAN build sends it (every field big-endian at its
+// x86-64 offset, 56 bytes), and reading one takes what rdma_read_keys
+// takes: not the SRQ number or the GID index.
+func TestDestWire(t *testing.T) {
+	d := Dest{LID: 0x1234, OutReads: 16, QPN: 0x11, PSN: 0xabcdef, RKey: 0x1fe, VAddr: 0x7f00_1234_5678, SRQN: 9}
+	for i := range d.GID {
+		d.GID[i] = byte(0xa0 + i)
+	}
+	b := encodeDestWire(&d, 1)
+	want := []byte{
+		0, 0, 0x12, 0x34, 0, 0, 0, 16, 0, 0, 0, 0x11, 0, 0xab, 0xcd, 0xef,
+		0, 0, 1, 0xfe, 0, 0, 0, 0, 0, 0, 0x7f, 0, 0x12, 0x34, 0x56, 0x78,
+		0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf,
+		0, 0, 0, 9, 0, 0, 0, 1,
+	}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("encoded\n% x\nwant\n% x", b, want)
+	}
+	got, err := decodeDestWire(b)
+	d.SRQN = 0
+	if err != nil || got != d {
+		t.Fatalf("decoded %+v (%v), want %+v", got, err, d)
+	}
+	if _, err := decodeDestWire(b[:40]); err == nil {
+		t.Fatal("a 40-byte message decoded")
+	}
+}
+
+// TestRDMACMOptions: -z moves the data exchange to rdma_cm; -R connects
+// the QPs through it too and implies -z, as perftest's parser does; the
+// retry count reaches the connection parameters.
+func TestRDMACMOptions(t *testing.T) {
+	for _, c := range []struct {
+		args           []string
+		commCM, rdmaCM bool
+		retry          int
+	}{
+		{nil, false, false, 7},
+		{[]string{"-z"}, true, false, 7},
+		{[]string{"-R"}, true, true, 7},
+		{[]string{"--rdma_cm", "--retry_count", "3"}, true, true, 3},
+	} {
+		o, err := ParseArgs(Write, c.args)
+		if err != nil || o.commCM != c.commCM || o.rdmaCM != c.rdmaCM || o.retryCount != c.retry {
+			t.Errorf("%q: commCM %v rdmaCM %v retry %d (%v), want %v %v %d", c.args, o.commCM, o.rdmaCM, o.retryCount, err, c.commCM, c.rdmaCM, c.retry)
 		}
 	}
 }

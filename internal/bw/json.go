@@ -71,7 +71,7 @@ func (t *test) jsonInfo(b *strings.Builder) {
 	for _, f := range t.infoFields() {
 		fmt.Fprintf(b, f.json+",\n", f.val)
 	}
-	b.WriteString("rdma_cm_QPs: OFF,\nData_ex_method: Ethernet,\n},\n")
+	fmt.Fprintf(b, "rdma_cm_QPs: %s,\nData_ex_method: %s,\n},\n", onOff(o.rdmaCM), exchangeMethod(o.commCM))
 }
 
 func onOff(b bool) string {

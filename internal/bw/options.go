@@ -82,6 +82,7 @@ const (
 	defRxSend      = 512
 	defQPTimeout   = 14
 	defTOS         = -1 // DEF_TOS: none asked for
+	defRetryCount  = 7  // DEF_RETRY_COUNT
 	defHopLimit    = 64 // DEF_HOP_LIMIT
 	defCQMod       = 100
 	minIter        = 5
@@ -205,9 +206,19 @@ type Options struct {
 	reqSize  bool
 
 	// -T and -L: perftest takes them for rdma_cm and raw Ethernet QPs
-	// only, which the Go tools do not have, so any value ends the run
-	// with perftest's complaint.
+	// only. The Go tools have no raw Ethernet QP and do not set a TOS on
+	// rdma_cm IDs, so any value ends the run (with perftest's complaint
+	// without -R).
 	tos, hopLimit int
+
+	// commCM (-z, --comm_rdma_cm): the data exchange runs over an RC QP
+	// connected through the RDMA CM instead of TCP. rdmaCM (-R,
+	// --rdma_cm): the test's QPs are connected through the RDMA CM too
+	// (perftest turns commCM on with it).
+	commCM, rdmaCM bool
+	// retryCount (--retry_count): the RDMA CM connection's retry and
+	// RNR retry counts (perftest's own RC QPs always retry 7 times).
+	retryCount int
 
 	cpuUtil bool // --cpu_util took effect (-D): the lines have the CPU column
 	ipv6    bool // --ipv6: without -x, prefer an IPv6 GID to an IPv4-mapped one
@@ -421,7 +432,7 @@ func ParseArgs(v Verb, args []string) (Options, error) { return ParseTestArgs(BW
 func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 	o := Options{Tst: tst, Port: defPort, IBPort: 1, Size: defSize, Iters: defIters, TxDepth: defTxDepth,
 		RxDepth: defRxRDMA, QPTimeout: defQPTimeout, GIDIndex: -1, CQMod: defCQMod, Inline: -1,
-		Margin: defInitMargin, PostList: 1, RecvPostList: 1, QPs: 1, OutJSONFile: defJSONFile, tos: defTOS, hopLimit: defHopLimit,
+		Margin: defInitMargin, retryCount: defRetryCount, PostList: 1, RecvPostList: 1, QPs: 1, OutJSONFile: defJSONFile, tos: defTOS, hopLimit: defHopLimit,
 		rateType: rateOff, rateUnits: unitGbps}
 	if v == Write {
 		o.Iters = defItersWrite
@@ -559,6 +570,10 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 					err = &usageError{msg: " Margin must be non-negative"}
 				}
 			}
+		case 'z':
+			o.commCM = true
+		case 'R':
+			o.rdmaCM = true
 		case 'T':
 			if n, err = inRange(p.Arg, "TOS", 0, 255); err == nil {
 				o.tos = int(n)
@@ -659,15 +674,18 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 			case "disable_pcie_relaxed":
 				o.NoRelaxed = true
 			case "retry_count", "flow_label":
-				// Checked; perftest uses the retry count only with
-				// rdma_cm (its own RC QPs always retry 7 times), and the
-				// flow label not at all.
+				// perftest uses the retry count only with rdma_cm (its
+				// own RC QPs always retry 7 times), and the flow label
+				// not at all.
 				name := "Retry Count"
 				if p.Name == "flow_label" {
 					name = "flow label"
 				}
 				if n, err = cValue(p.Arg, name, "int"); err == nil && int32(n) < 0 {
 					err = &usageError{msg: " " + name + " must be non-negative"}
+				}
+				if err == nil && p.Name == "retry_count" {
+					o.retryCount = int(int32(n))
 				}
 			case "tclass":
 				if n, err = cValue(p.Arg, "traffic class", "uint16_t"); err == nil {
@@ -993,9 +1011,22 @@ func (o *Options) forceDependencies(v Verb) error {
 		o.notice += resultLine
 		o.warn += " CPU Utilization works only with Duration mode.\n"
 	}
-	// rdma_cm (-R, -z) is refused by name, and there is no raw
-	// Ethernet QP: perftest's rule for both leaves no valid use.
-	if o.tos != defTOS {
+	if o.rdmaCM {
+		if o.Conn == UC {
+			return &usageError{msg: " UC is not supported in librdmacm", quiet: true, resultLine: true, toStdout: true}
+		}
+		if o.Conn == UD {
+			// perftest's UD over rdma_cm trades QP numbers in an extra
+			// SEND with immediate; not ported.
+			return unsupported("-R with -c UD")
+		}
+		if o.tos != defTOS {
+			return unsupported("-T") // rdma_set_option's TOS
+		}
+		o.commCM = true
+	} else if o.tos != defTOS {
+		// There is no raw Ethernet QP: perftest's rule leaves no
+		// valid use.
 		return &usageError{msg: " TOS only valid for rdma_cm based QP and RawEth QP ", quiet: true, toStdout: true}
 	}
 	if o.hopLimit != defHopLimit {
@@ -1084,6 +1115,9 @@ func (o *Options) rateDependencies(v Verb) error {
 			return &usageError{msg: "SW Rate limiter cann't be executed on non-BW, ATOMIC or bidirectional SEND tests", quiet: true, resultLine: true}
 		}
 	case rateHW:
+		if o.commCM {
+			return &usageError{msg: " HW rate limit isn't supported yet with rdma_cm scenarios", quiet: true}
+		}
 		switch o.rateUnits {
 		case unitPps:
 			return &usageError{msg: " Failed: pps rate limit units is not supported when setting HW rate limit", quiet: true, resultLine: true}
@@ -1224,6 +1258,7 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 	if v == Send {
 		lines = append(lines, fmt.Sprintf("  -r, --rx-depth=<dep>  Rx queue size (default %d).", defRxSend))
 	}
+	lines = append(lines, "  -R, --rdma_cm  Connect QPs with rdma_cm and run test on those QPs (RC; implies -z)")
 	size, tx := defSize, defTxDepth
 	if tst == LAT {
 		size, tx = defSizeLat, defTxLat
@@ -1239,6 +1274,7 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 		"  -V, --version  Display version number",
 		"  -W, --report-counters=<list of counter names>  Report performance counter change (example: \"counters/port_xmit_data,hw_counters/out_of_buffer\")",
 		"  -x, --gid-index=<index>  Test uses GID with GID index",
+		"  -z, --comm_rdma_cm  Communicate with rdma_cm module to exchange data - use regular QPs",
 	)
 	if tst == LAT {
 		lines = append(lines, "      --output=<units>  Set verbosity output level: latency")
@@ -1259,6 +1295,7 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 		"      --rate_units=<units>  [Mgp] Set the units for rate limit to MiBps (M), Gbps (g) or pps (p). default is Gbps (g).",
 		"      --rate_limit_type=<type>  [HW/SW/PP] Limit the QP's by HW, PP or by SW. Disabled by default. When rate_limit is not specified HW limit is Default.")...)
 	lines = append(lines, "      --dont_xchg_versions  Do not exchange versions and MTU with other side")
+	lines = append(lines, "      --retry_count=<value>  Set retry count value in rdma_cm mode")
 	lines = append(lines, "      --dlid  Set a Destination LID instead of getting it from the other side.",
 		"      --force-link=<value>  Force the link(s) to a specific type: IB or Ethernet.",
 		"      --inline_recv=<size>  Accepted for perftest compatibility (no test uses it)",

@@ -205,7 +205,11 @@ func TestParseArgsErrors(t *testing.T) {
 		{Write, []string{"-o", "4"}, " Setting Outstanding reads only available on READ verb"},
 		{Write, []string{"-s", "0"}, " Message Size should be between 1 and 2147483647"},
 		{Write, []string{"-S", "16"}, " Only 15 Service levels"},
-		{Write, []string{"-R"}, " -R: not supported by this port of perftest (pureverbs)"},
+		{Write, []string{"-R", "-c", "UC"}, " UC is not supported in librdmacm"},
+		{Send, []string{"-R", "-c", "UD"}, " -R with -c UD: not supported by this port of perftest (pureverbs)"},
+		{Write, []string{"-R", "-T", "32"}, " -T: not supported by this port of perftest (pureverbs)"},
+		{Write, []string{"-z", "--rate_limit", "10", "--rate_limit_type", "HW"}, " HW rate limit isn't supported yet with rdma_cm scenarios"},
+		{Write, []string{"-R", "--rate_limit", "10", "--rate_limit_type", "HW"}, " HW rate limit isn't supported yet with rdma_cm scenarios"},
 		{Read, []string{"--run_infinitely", "-e"}, " run_infinitely does not support events feature yet."},
 		{Send, []string{"--run_infinitely", "-D", "2", "-e"}, "Duration mode doesn't work with events."},
 		{Write, []string{"--run_infinitely", "-f", "3"}, "please check that DURATION > 2*MARGIN"},
@@ -291,8 +295,8 @@ func TestMainHelpVersion(t *testing.T) {
 		t.Errorf("-h: rc %d:\n%s", rc, out.String())
 	}
 	out.Reset()
-	if rc := Main(Write, "writebw", []string{"-R"}, &out, &errb); rc != 1 || errb.String() != " -R: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n" {
-		t.Errorf("-R: rc %d, stderr %q", rc, errb.String())
+	if rc := Main(Write, "writebw", []string{"-R", "-k", "1"}, &out, &errb); rc != 1 || errb.String() != " -k: not supported by this port of perftest (pureverbs)\n Parser function exited with Error\n" {
+		t.Errorf("-R -k: rc %d, stderr %q", rc, errb.String())
 	}
 	// perftest prints its rule on stdout, then the complaint.
 	out.Reset()

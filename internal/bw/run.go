@@ -100,6 +100,7 @@ type test struct {
 	qps    []*uverbs.QP // -q
 	ahs    []*uverbs.AH // UD, on a sending side: the peer's QP i
 	c      *conn
+	cm     *cmTest // -R
 
 	linkEth   bool
 	ctrs      *counters  // -W
@@ -203,9 +204,20 @@ func (t *test) run(ctx context.Context) error {
 		io.WriteString(t.stdout, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
 	}
 	var err error
-	if t.client {
+	switch {
+	case t.o.commCM:
+		var l *cmLink
+		if t.client {
+			l, err = dialCM(ctx, t.o.Server, t.o.Port, t.o.retryCount)
+		} else {
+			l, err = acceptCM(ctx, t.o.Port, t.o.retryCount)
+		}
+		if err == nil {
+			t.c = &conn{cm: l, client: t.client}
+		}
+	case t.client:
 		t.c, err = dial(ctx, t.o.Server, t.o.Port)
-	} else {
+	default:
 		t.c, err = accept(ctx, t.o.Port)
 	}
 	if err != nil {
@@ -214,7 +226,13 @@ func (t *test) run(ctx context.Context) error {
 	if err := t.exchangeParams(); err != nil {
 		return err
 	}
-	if err := t.createResources(); err != nil {
+	if t.o.rdmaCM {
+		// -R: the resources are made on the RDMA CM's device as the
+		// connections come (create_rdma_cm_connection).
+		if err := t.cmConnect(); err != nil {
+			return err
+		}
+	} else if err := t.createResources(); err != nil {
 		return err
 	}
 	if err := t.setUpConnection(); err != nil {
@@ -637,6 +655,9 @@ func (t *test) createResources() error {
 			return msgError{"Couldn't create SRQ", "  (" + err.Error() + ")"}
 		}
 	}
+	if o.rdmaCM {
+		return nil // each QP comes with its connection (cmQP)
+	}
 	for i := 0; i < o.QPs; i++ {
 		if err := t.createQP(i); err != nil {
 			return err
@@ -649,17 +670,12 @@ func (t *test) createResources() error {
 // modify_qp_to_init).
 func (t *test) createQP(i int) error {
 	o := &t.o
-	typ := map[Conn]uverbs.QPType{RC: uverbs.QPTypeRC, UC: uverbs.QPTypeUC, UD: uverbs.QPTypeUD}[o.Conn]
-	qp, err := t.pd.CreateQP(uverbs.QPInitAttr{Type: typ, SendCQ: t.sendCQ, RecvCQ: t.recvCQ, SRQ: t.srq,
-		Cap: uverbs.QPCap{MaxSendWR: o.TxDepth, MaxSendSGE: 1, MaxRecvWR: o.RxDepth, MaxRecvSGE: 1, MaxInlineData: o.Inline}})
+	qp, err := t.pd.CreateQP(t.qpInitAttr())
 	if err != nil {
 		return msgError{fmt.Sprintf("Couldn't create QP %d", i), "  (" + err.Error() + ")"}
 	}
 	t.qps = append(t.qps, qp)
-	if got := qp.Cap().MaxInlineData; o.Inline > got {
-		fmt.Fprintf(t.stdout, "  Actual inline-size(%d) > requested inline-size(%d)\n", got, o.Inline)
-		o.Inline = got
-	}
+	t.checkInline(qp)
 	attr := uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: uint8(o.IBPort), PKeyIndex: uint16(o.pkeyIndex)}
 	mask := uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort
 	switch {
@@ -680,6 +696,24 @@ func (t *test) createQP(i int) error {
 		return msgError{"Failed to modify QP to INIT", "  (" + err.Error() + ")", " Couldn't create IB resources"}
 	}
 	return nil
+}
+
+// qpInitAttr is create_qp_main's QP: the test's type, CQs, SRQ, depths
+// and inline size.
+func (t *test) qpInitAttr() uverbs.QPInitAttr {
+	o := &t.o
+	typ := map[Conn]uverbs.QPType{RC: uverbs.QPTypeRC, UC: uverbs.QPTypeUC, UD: uverbs.QPTypeUD}[o.Conn]
+	return uverbs.QPInitAttr{Type: typ, SendCQ: t.sendCQ, RecvCQ: t.recvCQ, SRQ: t.srq,
+		Cap: uverbs.QPCap{MaxSendWR: o.TxDepth, MaxSendSGE: 1, MaxRecvWR: o.RxDepth, MaxRecvSGE: 1, MaxInlineData: o.Inline}}
+}
+
+// checkInline lowers the inline size to what a new QP took, with
+// perftest's line.
+func (t *test) checkInline(qp *uverbs.QP) {
+	if got := qp.Cap().MaxInlineData; t.o.Inline > got {
+		fmt.Fprintf(t.stdout, "  Actual inline-size(%d) > requested inline-size(%d)\n", got, t.o.Inline)
+		t.o.Inline = got
+	}
 }
 
 // setUpConnection fills in this side's address for each QP
@@ -705,6 +739,7 @@ func (t *test) setUpConnection() error {
 	}
 	n := len(t.qps)
 	t.my, t.rem = make([]Dest, n), make([]Dest, n)
+	t.c.gidIndex = t.gidIndex
 	for i, qp := range t.qps {
 		t.my[i] = Dest{LID: pa.LID, QPN: qp.QPN(), PSN: rand.Uint32() & 0xffffff, RKey: t.mrOf(i).RKey(),
 			OutReads: t.outReads, VAddr: t.remoteArea(i), GID: gid}
@@ -859,9 +894,13 @@ func (t *test) printTestInfo() {
 	for _, f := range t.infoFields() {
 		fmt.Fprintf(w, f.text+"\n", f.val)
 	}
-	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
-	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
-	io.WriteString(w, resultLine)
+	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", onOff(o.rdmaCM))
+	fmt.Fprintf(w, " Data ex. method : %s", exchangeMethod(o.commCM))
+	if o.rdmaCM && !t.client {
+		// Printed once the QPs are connected, as perftest does.
+		io.WriteString(w, "\n"+resultLine+" Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP")
+	}
+	io.WriteString(w, "\n"+resultLine)
 }
 
 // infoField is one line of the test's description that depends on the
@@ -920,10 +959,13 @@ func (t *test) printDest(side string, d *Dest) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, " %s address: LID %s QPN %s PSN %s", side, altHex(uint64(lid), 4), altHex(uint64(d.QPN), 6), altHex(uint64(d.PSN), 6))
-	if t.v == Read {
+	// perftest prints by the data exchange's verb: the test's, but SEND
+	// for the rdma_cm method's own QP (create_comm_struct), so that
+	// -z and -R print no reads, rkey or address.
+	if t.v == Read && !t.o.commCM {
 		fmt.Fprintf(&b, " OUT %s", altHex(uint64(d.OutReads), 4))
 	}
-	if t.v != Send {
+	if t.v != Send && !t.o.commCM {
 		fmt.Fprintf(&b, " RKey %s VAddr %s", altHex(uint64(d.RKey), 8), altHex(d.VAddr, 16))
 	}
 	b.WriteByte('\n')
@@ -967,10 +1009,13 @@ func (t *test) connect() error {
 		}
 		t.rem[i] = rem
 	}
-	if isV4Mapped(t.my[0].GID) != isV4Mapped(t.rem[0].GID) {
+	if !t.o.rdmaCM && isV4Mapped(t.my[0].GID) != isV4Mapped(t.rem[0].GID) {
 		return msgError{"\n Found Incompatibility issue with GID types.", " Please Try to use a different IP version.\n"}
 	}
 	for i := range t.qps {
+		if t.o.rdmaCM {
+			break // connected by the RDMA CM
+		}
 		if err := t.modifyRTR(i); err != nil {
 			return err
 		}
@@ -1587,6 +1632,12 @@ func (t *test) close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if t.cm != nil {
+		if err := t.cmDisconnect(); err != nil {
+			// perftest says so and goes on releasing.
+			fmt.Fprintf(t.stderr, "Failed to disconnect RDMA CM nodes.\n  (%v)\n", err)
+		}
+	}
 	steps := []struct {
 		live bool
 		msg  string
@@ -1624,7 +1675,9 @@ func (t *test) close() error {
 		{t.sendCQ != nil, "Failed to destroy send CQ", func() error { return t.sendCQ.Destroy(ctx) }},
 		{t.pd != nil, "Failed to deallocate PD", t.pd.Dealloc},
 		{t.ch != nil, "Failed to close event channel", t.ch.Close},
-		{t.dev != nil, "Failed to close device context", t.dev.Close},
+		{t.cm != nil, "Failed to destroy RDMA CM contexts", t.cmClose},
+		// (cmClose makes t.dev the run's own Context again.)
+		{t.dev != nil, "Failed to close device context", func() error { return t.dev.Close() }},
 	}
 	for _, s := range steps {
 		if !s.live {
@@ -1655,6 +1708,10 @@ func (t *test) release() {
 	if t.ctrs != nil {
 		t.ctrs.close()
 		t.ctrs = nil
+	}
+	if t.cm != nil {
+		// The channel's Context goes with it, and every object on it.
+		t.cmClose()
 	}
 	if t.dev != nil {
 		t.dev.Close()

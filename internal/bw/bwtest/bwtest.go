@@ -9,6 +9,7 @@ package bwtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -198,9 +199,17 @@ func (r *Run) try(ctx context.Context, t testing.TB) error {
 	srv := r.start(ctx, t, r.Place.Server, srvBin, r.Args(false))
 	defer srv.Stop()
 	var err error
-	if r.Place.Server == nil {
+	cm := slices.Contains(r.Args(false), "-R") || slices.Contains(r.Args(false), "-z")
+	switch {
+	case cm && r.Place.Server == nil:
+		// The rdma_cm data exchange: the server listens with an rdma_cm
+		// ID, not a socket.
+		err = testkit.WaitCMListen(ctx, r.Port)
+	case cm:
+		err = errors.New("an rdma_cm run across two hosts: no wait for the listener there")
+	case r.Place.Server == nil:
 		err = testkit.WaitTCPListen(ctx, r.Port)
-	} else {
+	default:
 		err = r.Place.Server.WaitListen(ctx, t, r.Port)
 	}
 	if err != nil {
@@ -725,6 +734,19 @@ func Bidirectional(t *testing.T, tool Tool) {
 	}
 }
 
+// RDMACM is the test of -R (the QPs connected through the RDMA CM) and
+// -z (the data exchange over an rdma_cm QP; -R implies it): Go against C
+// both ways on rxe0, the descriptions alike (rdma_cm QPs ON, Data ex.
+// method rdma_cm), with -R also two QPs and -b; Go against Go with -e.
+func RDMACM(t *testing.T, tool Tool) {
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64, 65536}, 200, "-R")
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 200, "-z")
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 200, "-R", "-q", "2", "-b")
+	if tool.Verb != bw.Write {
+		MatrixOn(t, tool, "rxe0", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{1024}, 300, "-R", "-e")
+	}
+}
+
 // UC is the test of -c UC (write, send: unreliable connected QPs): Go
 // against C both ways on rxe0, moderated and not; Go against Go on rxelo
 // with -q 2 and -b.
@@ -1206,6 +1228,9 @@ var BadArgs = [][]string{
 	// whole usage, every option it has, where the Go tools name the
 	// option.)
 	{"-s", "0", "--nosuch"},
+	// rdma_cm: nobody listens, so the connection of the data exchange
+	// (-z, and -R with it) is rejected; UC has no rdma_cm.
+	{"-z"}, {"-R"}, {"-R", "-c", "UC"}, {"--rdma_cm", "--retry_count", "3"},
 	// Events: none on the write verb; a completion vector needs -e and
 	// must be at most the device's count (rxe has one, and perftest lets
 	// 1 through to the CQ).

@@ -197,6 +197,7 @@ var LatBadArgs = [][]string{
 	{"-x", "99"}, {"-i", "0"}, {"-u", "99"}, {"-S", "99"}, {"-I", "1000"}, {"-o", "4"},
 	{"-c", "UD"}, {"-c", "uc"}, {"-e"}, {"-X", "0"},
 	{"extra"}, {"-d", "nosuchdev0"},
+	{"-z"}, {"-R"}, {"-R", "-c", "UC"},
 	{"-C"}, {"-U", "-H"}, {"-a"}, {"-F"}, {"--output=latency"}, {"-c", "UC"},
 	// Duration: positive, more than twice the margin, not with -a.
 	{"-D", "0"}, {"-D", "4", "-f", "2"}, {"-D", "4", "-a"}, {"-D", "4"},
@@ -251,4 +252,11 @@ func LatTwoHosts(t *testing.T, tool Tool, sizes []int, iters int, extra ...strin
 		}
 	}
 	sameHeaders(t, headers)
+}
+
+// LatRDMACM is the test of -R and -z in the latency tools: Go against C
+// both ways on rxe0, the descriptions alike.
+func LatRDMACM(t *testing.T, tool Tool) {
+	LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2, 4096}, 300, "-R")
+	LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64}, 300, "-z")
 }
