@@ -97,3 +97,7 @@ func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
 
 // TestVMRDMACM: -R and -z, Go against C both ways (bwtest.RDMACM).
 func TestVMRDMACM(t *testing.T) { bwtest.RDMACM(t, tool) }
+
+// TestTwoHostRDMACM: -R across the two hosts, Go against C both ways
+// (bwtest.TwoHostsRDMACM).
+func TestTwoHostRDMACM(t *testing.T) { bwtest.TwoHostsRDMACM(t, tool) }

@@ -236,6 +236,19 @@ func (h *Host) WaitListen(ctx context.Context, tb testing.TB, port int) error {
 	return nil
 }
 
+// WaitCMListen is WaitListen for an rdma_cm listener (WaitCMListen).
+func (h *Host) WaitCMListen(ctx context.Context, tb testing.TB, port int) error {
+	tb.Helper()
+	if h.Local() {
+		return WaitCMListen(ctx, port)
+	}
+	out, err := h.Run(ctx, tb, "rxectl", "listening", "-cm", strconv.Itoa(port))
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", h, err, strings.TrimSpace(out))
+	}
+	return nil
+}
+
 // WaitTCPListen waits until a TCP socket of this host listens on port (in
 // /proc/net/tcp or tcp6), or ctx is done.
 func WaitTCPListen(ctx context.Context, port int) error {

@@ -9,7 +9,6 @@ package bwtest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -206,7 +205,7 @@ func (r *Run) try(ctx context.Context, t testing.TB) error {
 		// ID, not a socket.
 		err = testkit.WaitCMListen(ctx, r.Port)
 	case cm:
-		err = errors.New("an rdma_cm run across two hosts: no wait for the listener there")
+		err = r.Place.Server.WaitCMListen(ctx, t, r.Port)
 	case r.Place.Server == nil:
 		err = testkit.WaitTCPListen(ctx, r.Port)
 	default:
@@ -744,6 +743,27 @@ func RDMACM(t *testing.T, tool Tool) {
 	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 200, "-R", "-q", "2", "-b")
 	if tool.Verb != bw.Write {
 		MatrixOn(t, tool, "rxe0", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{1024}, 300, "-R", "-e")
+	}
+}
+
+// TwoHostsRDMACM is the test of -R across the two hosts (the server on
+// host A, the client on host B, over the wire's rxe device): Go against
+// C both ways and Go against Go, one QP and two with -b.
+func TwoHostsRDMACM(t *testing.T, tool Tool) {
+	a, b := testkit.ThisHost(t), testkit.PeerHost(t)
+	pairs := append([]pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, pptest.BothWays...)
+	for _, extra := range [][]string{{"-R"}, {"-R", "-q", "2", "-b"}} {
+		for _, pair := range pairs {
+			t.Run(fmt.Sprintf("%s/%s", strings.Join(extra, ""), pair), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+				defer cancel()
+				r := &Run{Tool: tool, Pair: pair, Dev: testkit.WireDev, Host: a.Addr, Size: 4096, Iters: 200, Extra: extra,
+					Place: Place{Server: a, Client: b}}
+				r.Do(ctx, t)
+				s, c := r.Check(t, a.Addr+","+b.Addr)
+				t.Logf("two hosts %s %s: server %.2f MB/s, client %.2f MB/s", extra, pair, s.Avg, c.Avg)
+			})
+		}
 	}
 }
 

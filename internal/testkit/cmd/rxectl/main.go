@@ -125,6 +125,7 @@ func main() {
 	case "listening":
 		fs := flag.NewFlagSet("listening", flag.ExitOnError)
 		timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+		cm := fs.Bool("cm", false, "wait for an rdma_cm listener, not a TCP socket")
 		fs.Parse(args)
 		port, perr := strconv.Atoi(fs.Arg(0))
 		if fs.NArg() != 1 || perr != nil {
@@ -132,7 +133,11 @@ func main() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		defer cancel()
-		err = testkit.WaitTCPListen(ctx, port)
+		if *cm {
+			err = testkit.WaitCMListen(ctx, port)
+		} else {
+			err = testkit.WaitTCPListen(ctx, port)
+		}
 	default:
 		usage()
 	}
