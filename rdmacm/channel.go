@@ -83,6 +83,16 @@ func (ch *EventChannel) Close() error {
 	return opErr("close", err)
 }
 
+// commandIn sends one rdma_cm command whose request names an input
+// buffer at argOff (sys.UCM.CommandIn).
+func (ch *EventChannel) commandIn(op string, cmd uint32, req []byte, argOff int, arg []byte) error {
+	err := ch.ucm.CommandIn(cmd, req, argOff, arg)
+	if errors.Is(err, sys.ErrFileClosed) {
+		err = ErrClosed
+	}
+	return opErr(op, err)
+}
+
 // command sends one rdma_cm command on the channel.
 func (ch *EventChannel) command(op string, cmd uint32, req []byte, respOff int, resp []byte) error {
 	err := ch.ucm.Command(cmd, req, respOff, resp)

@@ -88,6 +88,27 @@ func (b *ucmBuf) put(cmd uint32, req []byte, respOff int, resp []byte) []byte {
 	return b.req[:8+len(req)]
 }
 
+// CommandIn sends rdma_cm command cmd with request req whose 8 bytes at
+// argOff name an input buffer the kernel reads (SET_OPTION's optval):
+// arg (at most 512 bytes) is copied to a heap buffer and its address put
+// there; the header's response length is 0.
+func (u *UCM) CommandIn(cmd uint32, req []byte, argOff int, arg []byte) error {
+	if len(req) > ucmMax || len(arg) > ucmMax || argOff < 0 || argOff+8 > len(req) {
+		return unix.EINVAL
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	b := u.cmd
+	w := b.put(cmd, req, argOff, arg)
+	binary.LittleEndian.PutUint16(b.req[6:], 0)
+	copy(b.resp[:], arg)
+	var err error
+	if cerr := u.rr.Control(func(fd int) { _, err = writeRaw(fd, w) }); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
 // Command sends rdma_cm command cmd with request req (at most 512
 // bytes). When resp is not nil, the request's 8 bytes at respOff are set
 // to the address of a buffer of len(resp) bytes that the kernel fills,

@@ -78,6 +78,22 @@ func TestUCMCommand(t *testing.T) {
 			t.Errorf("%s: %v, want EINVAL", name, err)
 		}
 	}
+	// An input buffer (SET_OPTION's optval): the value sits in the heap
+	// buffer the request names, and the header's out length is 0.
+	opt := make([]byte, 24) // struct rdma_ucm_set_option: optval, id, level, optname, optlen
+	if err := u.CommandIn(14, opt, 0, []byte{0x2a}); err != nil {
+		t.Fatal(err)
+	}
+	n, _ = unix.Read(k.Int(), got)
+	if n != 32 || le.Uint32(got[0:]) != 14 || le.Uint16(got[4:]) != 24 || le.Uint16(got[6:]) != 0 {
+		t.Errorf("SET_OPTION-like command % x", got[:n])
+	}
+	if addr := le.Uint64(got[8:]); addr != uint64(uintptr(unsafe.Pointer(&u.cmd.resp[0]))) || u.cmd.resp[0] != 0x2a {
+		t.Errorf("input at %#x holding %#x, want the heap buffer's address and 0x2a", addr, u.cmd.resp[0])
+	}
+	if err := u.CommandIn(14, opt, 20, []byte{1}); err != unix.EINVAL {
+		t.Errorf("input address past the end: %v, want EINVAL", err)
+	}
 	u.Close()
 	if err := u.Command(7, req[:8], -1, nil); !errors.Is(err, ErrFileClosed) {
 		t.Errorf("Command after Close: %v, want ErrFileClosed", err)
