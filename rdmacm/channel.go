@@ -29,7 +29,8 @@ type EventChannel struct {
 	byHandle map[uint32]*ID
 	ctxs     map[string]*uverbs.Context // by device name, opened for IDs
 	devAttr  map[string]*uverbs.DeviceAttr
-	byDev    map[devKey]string // the device name of a GUID and index seen before
+	byDev    map[devKey]string     // the device name of a GUID and index seen before
+	mcasts   map[uint64]*Multicast // by uid
 }
 
 // Open opens an event channel (rdma_create_event_channel(3)): the rdma_cm
@@ -223,6 +224,10 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 			return ev, false
 		}
 		return ev, true
+	}
+	if ev.Type == EventMulticastJoin || ev.Type == EventMulticastError {
+		// Named by the membership's uid and handle.
+		return ev, ch.mcastEvent(&ev, r)
 	}
 	id := ch.lookup(r.Uid, r.Id)
 	if id == nil {

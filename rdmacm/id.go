@@ -514,6 +514,7 @@ func (id *ID) Destroy() error {
 	ch.mu.Lock()
 	delete(ch.byUID, id.uid)
 	delete(ch.byHandle, id.handle)
+	ch.dropMcasts(id)
 	ch.mu.Unlock()
 	req := abi.RdmaUcmDestroyId{Id: id.handle}
 	var resp abi.RdmaUcmDestroyIdResp

@@ -161,6 +161,9 @@ type Event struct {
 	Listen *ID // for EventConnectRequest: the listening ID
 	Param  ConnParam
 	UD     UDParam // instead of Param for IDs of PortSpaceUDP
+	// Multicast is the membership of EventMulticastJoin and
+	// EventMulticastError.
+	Multicast *Multicast
 }
 
 func (e *Event) String() string {

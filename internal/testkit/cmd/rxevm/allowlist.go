@@ -35,6 +35,10 @@ var vmSkipAllowlist = []allowedSkip{
 		why: "6.1's rxe has no rereg_user_mr, so there is no Rereg to race with (TestVMReregMR checks the refusal)",
 	},
 	{
+		pkg: mod + "rdmacm", test: "TestVMMulticastAgainstC/c-sender", kernel: "6.12", reason: "mckey's multicast sends reach no receiver",
+		why: "on 6.12 mckey -s's ten back-to-back sends reach no member, mckey's own receiver included (C to C: 0 of 3 runs); the Go receiver gets them on 6.1, and from Go senders on both",
+	},
+	{
 		pkg: mod + "internal/testkit/cmd/rxevm", test: "TestRunnerReportsFailures", reason: "boots QEMU guests",
 		why: "host-only: boots QEMU itself (make runnertest)",
 	},

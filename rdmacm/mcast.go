@@ -1,0 +1,157 @@
+package rdmacm
+
+import (
+	"net/netip"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// Multicast is a group an ID of PortSpaceUDP joined
+// (rdma_join_multicast(3)). The join completes with EventMulticastJoin
+// (Event.Multicast is this; Event.UD the group's address vector, QP
+// number 0xffffff and Q_Key, what a sender posts to), or fails with
+// EventMulticastError. On the join the ID's QP, if it has one, is
+// attached to the group, as librdmacm attaches it.
+type Multicast struct {
+	id     *ID
+	uid    uint64
+	handle uint32 // the kernel's
+	addr   netip.Addr
+
+	// Under id.ch.mu:
+	gid      uverbs.GID
+	lid      uint16
+	attached bool // the ID's QP is attached to gid
+	left     bool
+}
+
+// Addr returns the group's address as given to JoinMulticast.
+func (m *Multicast) Addr() netip.Addr { return m.addr }
+
+// ID returns the ID that joined the group.
+func (m *Multicast) ID() *ID { return m.id }
+
+// JoinMulticast joins the group of IP multicast address addr on the ID's
+// device (rdma_join_multicast_ex(3)): the ID must be bound or have
+// resolved an address. sendOnly joins as a send-only full member
+// (RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER), which receives nothing.
+func (id *ID) JoinMulticast(addr netip.Addr, sendOnly bool) (*Multicast, error) {
+	const op = "join_multicast"
+	if err := id.live(op); err != nil {
+		return nil, err
+	}
+	if id.ps != PortSpaceUDP {
+		return nil, invalid(op, "port space %#x: multicast needs PortSpaceUDP", uint16(id.ps))
+	}
+	if !addr.IsValid() || !addr.Unmap().IsMulticast() {
+		return nil, invalid(op, "%v is not a multicast address", addr)
+	}
+	if id.Context() == nil {
+		return nil, invalid(op, "the ID is not bound to a device yet (bind or resolve an address first)")
+	}
+	ch := id.ch
+	ch.mu.Lock()
+	ch.nextUID++
+	m := &Multicast{id: id, uid: ch.nextUID, addr: addr}
+	ch.mu.Unlock()
+	req := abi.RdmaUcmJoinMcast{Uid: m.uid, Id: id.handle}
+	req.AddrSize = putSockaddr(&req.Addr, netip.AddrPortFrom(addr, 0))
+	if sendOnly {
+		req.JoinFlags = abi.RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER
+	}
+	// Registered before the command: the join's event may be queued
+	// before the command returns.
+	ch.mu.Lock()
+	if ch.mcasts == nil {
+		ch.mcasts = map[uint64]*Multicast{}
+	}
+	ch.mcasts[m.uid] = m
+	ch.mu.Unlock()
+	var resp abi.RdmaUcmCreateIdResp
+	if err := ch.command(op, abi.RDMA_USER_CM_CMD_JOIN_MCAST, sys.AsBytes(&req), 0, sys.AsBytes(&resp)); err != nil {
+		ch.mu.Lock()
+		delete(ch.mcasts, m.uid)
+		ch.mu.Unlock()
+		return nil, err
+	}
+	ch.mu.Lock()
+	m.handle = resp.Id
+	ch.mu.Unlock()
+	return m, nil
+}
+
+// Leave leaves the group (rdma_leave_multicast(3)): the QP is detached
+// first. Events of the membership still queued are dropped. Leaving
+// twice returns ErrClosed.
+func (m *Multicast) Leave() error {
+	const op = "leave_multicast"
+	if m == nil || m.id == nil {
+		return invalid(op, "nil Multicast")
+	}
+	ch := m.id.ch
+	ch.mu.Lock()
+	if m.left {
+		ch.mu.Unlock()
+		return opErr(op, ErrClosed)
+	}
+	m.left = true
+	delete(ch.mcasts, m.uid)
+	attached, gid, lid := m.attached, m.gid, m.lid
+	m.attached = false
+	ch.mu.Unlock()
+	if attached {
+		if qp := m.id.qp(); qp != nil {
+			qp.DetachMcast(gid, lid)
+		}
+	}
+	if err := m.id.live(op); err != nil {
+		return err // the ID's destruction left the group already
+	}
+	req := abi.RdmaUcmDestroyId{Id: m.handle}
+	var resp abi.RdmaUcmDestroyIdResp
+	return ch.command(op, abi.RDMA_USER_CM_CMD_LEAVE_MCAST, sys.AsBytes(&req), 0, sys.AsBytes(&resp))
+}
+
+// mcastEvent completes a multicast event: the membership it names (by
+// uid), the group's address vector, and on a join the QP's attachment
+// (ucma_process_join). It reports false for a membership left since.
+func (ch *EventChannel) mcastEvent(ev *Event, r *abi.RdmaUcmEventResp) bool {
+	ch.mu.Lock()
+	m := ch.mcasts[r.Uid]
+	ch.mu.Unlock()
+	if m == nil {
+		return false
+	}
+	ev.ID, ev.Multicast = m.id, m
+	m.id.param(ev, r)
+	if ev.Type != EventMulticastJoin {
+		return true
+	}
+	gid, lid := ev.UD.AH.DGID, ev.UD.AH.DLID
+	ch.mu.Lock()
+	m.gid, m.lid = gid, lid
+	ch.mu.Unlock()
+	if qp := m.id.qp(); qp != nil {
+		if err := qp.AttachMcast(gid, lid); err != nil {
+			ev.Type, ev.Status = EventMulticastError, errnoStatus(err)
+			return true
+		}
+		ch.mu.Lock()
+		m.attached = true
+		ch.mu.Unlock()
+	}
+	return true
+}
+
+// dropMcasts forgets the memberships of a destroyed ID (the kernel left
+// the groups).
+func (ch *EventChannel) dropMcasts(id *ID) {
+	for uid, m := range ch.mcasts {
+		if m.id == id {
+			m.left = true
+			delete(ch.mcasts, uid)
+		}
+	}
+}
