@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"time"
 
@@ -364,9 +365,9 @@ func (l *cmLink) count(wc *uverbs.WC) error {
 	return nil
 }
 
-// Close ends the connection and releases everything: destroying the
-// channel destroys the ID (the kernel disconnects it) and closes the
-// verbs Context with the QP, CQ, MR and PD on it.
+// Close ends the connection and releases everything: the QP and what it
+// needs, then the channel, which destroys the ID and closes the verbs
+// Context it opened.
 func (l *cmLink) Close() error {
 	var err error
 	if l.id != nil {
@@ -411,8 +412,11 @@ func exchangeMethod(cm bool) string {
 // for its checks, closed with it.
 type cmTest struct {
 	ch     *rdmacm.EventChannel
+	ps     rdmacm.PortSpace // UDP for UD, else TCP
 	ids    []*rdmacm.ID
 	ownDev *uverbs.Context
+	// UD: the QP number and Q_Key each QP sends to (udPeer).
+	remQPN, remQKey []uint32
 }
 
 // cmClientAttempts and cmClientDelay are rdma_cm_client_connection's
@@ -434,8 +438,16 @@ func (t *test) cmConnect() error {
 	if err != nil {
 		return msgError{"Failed to create RDMA CM event channel.", "  (" + err.Error() + ")", failed}
 	}
-	t.cm = &cmTest{ch: ch, ids: make([]*rdmacm.ID, t.o.QPs), ownDev: t.dev}
-	t.qps = make([]*uverbs.QP, t.o.QPs)
+	n := t.o.QPs
+	t.cm = &cmTest{ch: ch, ps: rdmacm.PortSpaceTCP, ids: make([]*rdmacm.ID, n), ownDev: t.dev}
+	if t.o.Conn == UD {
+		t.cm.ps = rdmacm.PortSpaceUDP
+		t.cm.remQPN, t.cm.remQKey = make([]uint32, n), make([]uint32, n)
+		if t.udSends() {
+			t.ahs = make([]*uverbs.AH, n)
+		}
+	}
+	t.qps = make([]*uverbs.QP, n)
 	if _, err := t.c.handshake(&Dest{}, false); err != nil {
 		return withLines(err, "Failed to sync between client and server before creating RDMA CM connection.", failed)
 	}
@@ -519,7 +531,7 @@ func (t *test) cmClient() error {
 
 func (t *test) cmClientAttempt(dst netip.AddrPort) error {
 	for i := range t.cm.ids {
-		id, err := t.cm.ch.CreateID(rdmacm.PortSpaceTCP)
+		id, err := t.cm.ch.CreateID(t.cm.ps)
 		if err != nil {
 			return msgError{"Failed to create RDMA CM ID.", "  (" + err.Error() + ")"}
 		}
@@ -539,6 +551,12 @@ func (t *test) cmClientAttempt(dst netip.AddrPort) error {
 		}
 		switch ev.Type {
 		case rdmacm.EventAddrResolved:
+			// rdma_cm_address_handler: the TOS before the route.
+			if t.o.tos != defTOS {
+				if err := ev.ID.SetTOS(uint8(t.o.tos)); err != nil {
+					return msgError{"Failed to set ToS(Type of Service) option for RDMA CM connection.", "  (" + err.Error() + ")"}
+				}
+			}
 			if err := ev.ID.ResolveRoute(cmResolveTimeout); err != nil {
 				return msgError{"Failed to resolve RDMA CM route.", "  (" + err.Error() + ")"}
 			}
@@ -553,6 +571,11 @@ func (t *test) cmClientAttempt(dst netip.AddrPort) error {
 				return msgError{"Failed to connect through RDMA CM.", "  (" + err.Error() + ")"}
 			}
 		case rdmacm.EventEstablished:
+			if t.o.Conn == UD {
+				if err := t.cmUDClient(i, &ev.UD); err != nil {
+					return withLines(err, "Failed to establish UD connection for RDMA CM.")
+				}
+			}
 			established++
 		case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventConnectError, rdmacm.EventUnreachable, rdmacm.EventRejected:
 			return cmEventError(&ev)
@@ -561,8 +584,66 @@ func (t *test) cmClientAttempt(dst netip.AddrPort) error {
 	return nil
 }
 
-// cmDrop destroys a failed attempt's IDs and QPs; the other resources
-// stay for the next.
+// udSends says whether this side sends UD messages, and so needs an
+// address handle per QP: the client, and the server of -b and of a
+// latency test.
+func (t *test) udSends() bool { return t.client || t.o.Duplex || t.o.Tst == LAT }
+
+// udParamsLen is what perftest's server receives of the client's QP
+// number message: the GRH (UD_ADDITION) and the 4 bytes.
+const udParamsLen = 40 + 4
+
+// cmUDClient takes the server's QP number, Q_Key and address from the
+// UD exchange's ESTABLISHED (rdma_cm_establish_ud_connection) and, when
+// the server sends too, tells it this QP's number: a SEND with
+// immediate data carrying it, whose receive gives the server the
+// address back (rdma_cm_send_ud_connection_parameters).
+func (t *test) cmUDClient(i int, ud *rdmacm.UDParam) error {
+	t.cm.remQPN[i], t.cm.remQKey[i] = ud.QPNum, ud.QKey
+	ah, err := t.pd.CreateAH(ud.AH)
+	if err != nil {
+		return msgError{"Failed to create AH for RDMA CM connection.", "  (" + err.Error() + ")"}
+	}
+	t.ahs[i] = ah
+	if !(t.o.Duplex || t.o.Tst == LAT) {
+		return nil
+	}
+	qp := t.qps[i]
+	if err := qp.PostSend([]uverbs.SendWR{{ID: 0, Opcode: uverbs.WRSendWithImm, Flags: uverbs.SendSignaled, ImmData: qp.QPN(),
+		SGL: []uverbs.SGE{t.mrOf(i).SGE(0, 4)}, AH: ah, RemoteQPN: ud.QPNum, RemoteQKey: ud.QKey}}); err != nil {
+		return msgError{fmt.Sprintf("Failed to post send for connection %d for RDMA CM UD send connection parameters.", i), "  (" + err.Error() + ")"}
+	}
+	wc, err := t.cmPollOne(t.sendCQ)
+	if err != nil || wc.Status != uverbs.WCSuccess || wc.Opcode != uverbs.WCSend {
+		return msgError{"Failed to poll CQ.", fmt.Sprintf("Bad WQE status when trying to send UD connection parameters in RDMA CM:\n Status: %d ; ID: %d.", wc.Status, wc.ID),
+			fmt.Sprintf("  (%v)", err)}
+	}
+	return nil
+}
+
+// cmPollOne waits for one completion of cq, polling (perftest's loop),
+// for at most a minute and while the run lasts.
+func (t *test) cmPollOne(cq *uverbs.CQ) (uverbs.WC, error) {
+	ctx, cancel := context.WithTimeout(t.ctx, time.Minute)
+	defer cancel()
+	wcs := make([]uverbs.WC, 1)
+	for {
+		n, err := cq.Poll(wcs)
+		if err != nil {
+			return uverbs.WC{}, err
+		}
+		if n == 1 {
+			return wcs[0], nil
+		}
+		if err := ctx.Err(); err != nil {
+			return uverbs.WC{}, err
+		}
+		runtime.Gosched()
+	}
+}
+
+// cmDrop destroys a failed attempt's IDs, QPs and address handles; the
+// other resources stay for the next.
 func (t *test) cmDrop() {
 	for i, id := range t.cm.ids {
 		if id != nil {
@@ -573,6 +654,10 @@ func (t *test) cmDrop() {
 			qp.Destroy(context.Background())
 			t.qps[i] = nil
 		}
+		if i < len(t.ahs) && t.ahs[i] != nil {
+			t.ahs[i].Destroy()
+			t.ahs[i] = nil
+		}
 	}
 }
 
@@ -581,7 +666,7 @@ func (t *test) cmDrop() {
 // It does not wait for the connections' ESTABLISHED: the second sync
 // comes after the client saw its own.
 func (t *test) cmServer() error {
-	listen, err := t.cm.ch.CreateID(rdmacm.PortSpaceTCP)
+	listen, err := t.cm.ch.CreateID(t.cm.ps)
 	if err != nil {
 		return msgError{"Failed to create RDMA CM server control ID.", "  (" + err.Error() + ")"}
 	}
@@ -609,12 +694,25 @@ func (t *test) cmServer() error {
 				ev.ID.Destroy()
 				return err
 			}
+			recv := t.o.Conn == UD && t.udSends()
+			if recv {
+				// rdma_cm_request_ud_connection_parameters: a receive
+				// for the client's QP number.
+				if err := t.qps[accepted].PostRecv([]uverbs.RecvWR{{ID: 0, SGL: []uverbs.SGE{t.mrOf(accepted).SGE(0, udParamsLen)}}}); err != nil {
+					return msgError{fmt.Sprintf("Failed to post receive for connection %d for RDMA CM UD request connection parameters.", accepted), "  (" + err.Error() + ")"}
+				}
+			}
 			if err := ev.ID.Accept(t.cmConnParam()); err != nil {
 				return msgError{"Failed to accept RDMA CM connection.", "  (" + err.Error() + ")"}
 			}
 			if t.o.Conn == RC {
 				// perftest's RNR timer, after the accept (RTS to RTS).
 				t.qps[accepted].Modify(&uverbs.QPAttr{MinRNRTimer: 12}, uverbs.QPAttrMinRNRTimer)
+			}
+			if t.o.Conn == UD {
+				if err := t.cmUDServer(accepted, recv); err != nil {
+					return withLines(err, "Failed to initialize UD connection parameters for RDMA CM.")
+				}
 			}
 			accepted++
 		case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventConnectError, rdmacm.EventUnreachable, rdmacm.EventRejected:
@@ -624,12 +722,43 @@ func (t *test) cmServer() error {
 	return nil
 }
 
+// cmUDServer records QP i's peer for UD (rdma_cm_initialize_ud_connection_parameters):
+// with recv, the client's QP number arrives as immediate data, and its
+// receive (with the GRH) is the address to answer to; the Q_Key is the
+// QP's own, the CM's.
+func (t *test) cmUDServer(i int, recv bool) error {
+	a, _, err := t.qps[i].Query(uverbs.QPAttrQKey)
+	if err != nil {
+		return msgError{"Failed to query the QP's Q_Key", "  (" + err.Error() + ")"}
+	}
+	t.cm.remQKey[i] = a.QKey
+	if !recv {
+		return nil
+	}
+	wc, err := t.cmPollOne(t.recvCQ)
+	if err != nil || wc.Status != uverbs.WCSuccess || wc.Opcode != uverbs.WCRecv || wc.ID != 0 {
+		return msgError{"Failed to poll CQ.", fmt.Sprintf("Bad WQE status when trying to create AH for UD connection in RDMA CM:\n Status: %d ; ID: %d.", wc.Status, wc.ID),
+			fmt.Sprintf("  (%v)", err)}
+	}
+	off := t.mrOf(i).Addr() - t.base()
+	ah, err := t.pd.CreateAHFromWC(t.cm.ids[i].Port(), &wc, t.mem[off:off+40])
+	if err != nil {
+		return msgError{"Failed to create AH from the client's message", "  (" + err.Error() + ")"}
+	}
+	t.ahs[i] = ah
+	t.cm.remQPN[i] = wc.ImmData
+	return nil
+}
+
 // cmDisconnect ends the connections (rdma_cm_disconnect_nodes): both
 // sides disconnect each one, and the client, whose connections perftest
 // counts, waits for each to report DISCONNECTED.
 func (t *test) cmDisconnect() error {
 	ctx, cancel := context.WithTimeout(t.ctx, time.Minute)
 	defer cancel()
+	if t.cm.ps == rdmacm.PortSpaceUDP {
+		return nil // nothing to end
+	}
 	left := 0
 	for _, id := range t.cm.ids {
 		if id == nil {

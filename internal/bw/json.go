@@ -71,7 +71,11 @@ func (t *test) jsonInfo(b *strings.Builder) {
 	for _, f := range t.infoFields() {
 		fmt.Fprintf(b, f.json+",\n", f.val)
 	}
-	fmt.Fprintf(b, "rdma_cm_QPs: %s,\nData_ex_method: %s,\n},\n", onOff(o.rdmaCM), exchangeMethod(o.commCM))
+	fmt.Fprintf(b, "rdma_cm_QPs: %s,\nData_ex_method: %s,\n", onOff(o.rdmaCM), exchangeMethod(o.commCM))
+	if o.rdmaCM && o.tos != defTOS {
+		fmt.Fprintf(b, "TOS: %d,\n", o.tos)
+	}
+	b.WriteString("},\n")
 }
 
 func onOff(b bool) string {

@@ -373,7 +373,7 @@ func TestLatSendLoop(t *testing.T) {
 	f := &sendLatFake{}
 	l := &latSendLoop{qp: f, rqp: f, scq: f, rcq: f, client: true, iters: 50, depth: 20, cqMod: 8, posted: make([]int64, 50)}
 	mem := make([]byte, 8192)
-	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0)
+	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0, 0)
 	if err := l.prepost(); err != nil || f.recvs != 20 {
 		t.Fatalf("prepost: %v, %d receives", err, f.recvs)
 	}
@@ -388,14 +388,14 @@ func TestLatSendLoop(t *testing.T) {
 		t.Errorf("%v allocations per run", n)
 	}
 	// Inline up to the inline size.
-	l.setup(64, mem, 0x10000, 0x10040, 0x11000, 5, 64, nil, 0, 0)
+	l.setup(64, mem, 0x10000, 0x10040, 0x11000, 5, 64, nil, 0, 0, 0)
 	if l.wr[0].Flags&uverbs.SendInline == 0 || len(l.wr[0].Inline) != 64 || &l.wr[0].Inline[0] != &mem[0x40] {
 		t.Errorf("inline: %+v", l.wr[0])
 	}
 	// UD: the peer's QP through the address handle, perftest's Q_Key,
 	// and room for the GRH in each receive.
 	ah := new(uverbs.AH)
-	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, ah, 0x1234, grh)
+	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, ah, 0x1234, udQKey, grh)
 	if w := l.wr[0]; w.AH != ah || w.RemoteQPN != 0x1234 || w.RemoteQKey != udQKey || l.rsge[0].Length != 64+40 || l.rsge[0].Addr != 0x11000 {
 		t.Errorf("UD: %+v, receive %+v", w, l.rsge[0])
 	}
@@ -481,7 +481,7 @@ func TestLatSendLoopEvents(t *testing.T) {
 	e.scq.armed, e.rcq.armed = true, true // main's ibv_req_notify_cq on both
 	l := &latSendLoop{qp: e, rqp: e, scq: &e.scq, rcq: &e.rcq, events: e, client: true, iters: 40, depth: 20, cqMod: 1, posted: make([]int64, 40)}
 	mem := make([]byte, 8192)
-	l.setup(2, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0)
+	l.setup(2, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0, 0)
 	if err := l.run(); err != nil || e.sends != 40 || e.signaledSends != 40 || l.rcnt != 40 || e.waits == 0 || e.waits > 80 {
 		t.Fatalf("run: %v, %d sends (%d signaled), rcnt %d, %d waits", err, e.sends, e.signaledSends, l.rcnt, e.waits)
 	}
@@ -508,7 +508,7 @@ func TestLatSendLoopDuration(t *testing.T) {
 		dur: newDuration(80*time.Millisecond, 20*time.Millisecond), tm: timing{posted: make([]int64, 1), completed: make([]int64, 1)}}
 	l.dur.wait = afterProgress(20, &f.receiving) // each phase holds receives, however slow the host
 	mem := make([]byte, 8192)
-	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0)
+	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0, 0)
 	if err := l.run(); err != nil || l.sampled == 0 || l.sampled >= l.rcnt || uint64(f.recvs) != l.rcnt || l.tm.completed[0] <= l.tm.posted[0] {
 		t.Errorf("%v: %d sampled of %d receives (%d posted again), stamps %v %v", err, l.sampled, l.rcnt, f.recvs, l.tm.posted, l.tm.completed)
 	}

@@ -171,7 +171,7 @@ func TestLatencyGap(t *testing.T) {
 	check("read", rl.posted)
 	sf := &sendLatFake{}
 	sl := &latSendLoop{qp: sf, rqp: sf, scq: sf, rcq: sf, client: true, iters: 10, depth: 10, cqMod: 1, posted: make([]int64, 10), gap: gap}
-	sl.setup(2, make([]byte, 64), 0x10000, 0x10000, 0x10020, 5, 0, nil, 0, 0)
+	sl.setup(2, make([]byte, 64), 0x10000, 0x10000, 0x10020, 5, 0, nil, 0, 0, 0)
 	if err := sl.run(); err != nil {
 		t.Fatal(err)
 	}

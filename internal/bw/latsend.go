@@ -50,11 +50,11 @@ type latSendLoop struct {
 // local, the registered memory at base), receiving into recv. A UD
 // message goes to the peer's QP remQPN through ah, and its receive
 // leaves room for the GRH (grh bytes) before it.
-func (l *latSendLoop) setup(size uint64, local []byte, base, my, recv uint64, lkey uint32, inline int, ah *uverbs.AH, remQPN uint32, grh uint64) {
+func (l *latSendLoop) setup(size uint64, local []byte, base, my, recv uint64, lkey uint32, inline int, ah *uverbs.AH, remQPN, remQKey uint32, grh uint64) {
 	l.sge[0] = uverbs.SGE{Addr: my, Length: uint32(size), LKey: lkey}
 	l.wr[0] = uverbs.SendWR{SGL: l.sge[:], Opcode: uverbs.WRSend}
 	if ah != nil {
-		l.wr[0].AH, l.wr[0].RemoteQPN, l.wr[0].RemoteQKey = ah, remQPN, udQKey
+		l.wr[0].AH, l.wr[0].RemoteQPN, l.wr[0].RemoteQKey = ah, remQPN, remQKey
 	}
 	if size <= uint64(inline) {
 		off := my - base
@@ -196,15 +196,16 @@ func (t *test) runLatSend() error {
 	}
 	t.latHeading()
 	var ah *uverbs.AH
-	var remQPN uint32
+	var remQPN, remQKey uint32
 	var g uint64
 	if o.Conn == UD {
-		ah, remQPN, g = t.ahs[0], t.rem[0].QPN, grh
+		ah, g = t.ahs[0], grh
+		remQPN, remQKey = t.udPeer(0)
 	}
 	delta := make([]uint64, o.Iters)
 	lo := t.latOptions()
 	for _, size := range t.sizes() {
-		l.setup(size, t.mem, t.base(), t.localSlice(0), t.recvArea(0), t.mrOf(0).LKey(), o.Inline, ah, remQPN, g)
+		l.setup(size, t.mem, t.base(), t.localSlice(0), t.recvArea(0), t.mrOf(0).LKey(), o.Inline, ah, remQPN, remQKey, g)
 		if err := l.prepost(); err != nil {
 			return withLines(err, " Failed to post receive recv_wqes")
 		}

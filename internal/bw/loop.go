@@ -358,6 +358,7 @@ type sendQP struct {
 	lkey    uint32          // this QP's MR's
 	ah      *uverbs.AH      // UD: the address of the peer's QP,
 	remQPN  uint32          // and its number
+	remQKey uint32          // and Q_Key
 	scnt    uint64
 	ccnt    uint64
 }
@@ -421,7 +422,7 @@ func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, q *sendQP, id, ad
 		w.RemoteAddr, w.RKey = rem, q.rkey
 	}
 	if q.ah != nil {
-		w.AH, w.RemoteQPN, w.RemoteQKey = q.ah, q.remQPN, udQKey
+		w.AH, w.RemoteQPN, w.RemoteQKey = q.ah, q.remQPN, q.remQKey
 	}
 	if l.verb != Read && l.size <= uint64(l.inline) {
 		// IBV_SEND_INLINE: the bytes go into the queue at post time, so

@@ -206,9 +206,9 @@ type Options struct {
 	reqSize  bool
 
 	// -T and -L: perftest takes them for rdma_cm and raw Ethernet QPs
-	// only. The Go tools have no raw Ethernet QP and do not set a TOS on
-	// rdma_cm IDs, so any value ends the run (with perftest's complaint
-	// without -R).
+	// only. The Go tools have no raw Ethernet QP: -L always ends the run
+	// with perftest's complaint, -T unless -R (the client then sets it
+	// on its rdma_cm IDs, as perftest does).
 	tos, hopLimit int
 
 	// commCM (-z, --comm_rdma_cm): the data exchange runs over an RC QP
@@ -1014,14 +1014,6 @@ func (o *Options) forceDependencies(v Verb) error {
 	if o.rdmaCM {
 		if o.Conn == UC {
 			return &usageError{msg: " UC is not supported in librdmacm", quiet: true, resultLine: true, toStdout: true}
-		}
-		if o.Conn == UD {
-			// perftest's UD over rdma_cm trades QP numbers in an extra
-			// SEND with immediate; not ported.
-			return unsupported("-R with -c UD")
-		}
-		if o.tos != defTOS {
-			return unsupported("-T") // rdma_set_option's TOS
 		}
 		o.commCM = true
 	} else if o.tos != defTOS {

@@ -206,8 +206,6 @@ func TestParseArgsErrors(t *testing.T) {
 		{Write, []string{"-s", "0"}, " Message Size should be between 1 and 2147483647"},
 		{Write, []string{"-S", "16"}, " Only 15 Service levels"},
 		{Write, []string{"-R", "-c", "UC"}, " UC is not supported in librdmacm"},
-		{Send, []string{"-R", "-c", "UD"}, " -R with -c UD: not supported by this port of perftest (pureverbs)"},
-		{Write, []string{"-R", "-T", "32"}, " -T: not supported by this port of perftest (pureverbs)"},
 		{Write, []string{"-z", "--rate_limit", "10", "--rate_limit_type", "HW"}, " HW rate limit isn't supported yet with rdma_cm scenarios"},
 		{Write, []string{"-R", "--rate_limit", "10", "--rate_limit_type", "HW"}, " HW rate limit isn't supported yet with rdma_cm scenarios"},
 		{Read, []string{"--run_infinitely", "-e"}, " run_infinitely does not support events feature yet."},

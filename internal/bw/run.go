@@ -896,6 +896,9 @@ func (t *test) printTestInfo() {
 	}
 	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", onOff(o.rdmaCM))
 	fmt.Fprintf(w, " Data ex. method : %s", exchangeMethod(o.commCM))
+	if o.rdmaCM && o.tos != defTOS {
+		fmt.Fprintf(w, " \tTOS    : %d", o.tos)
+	}
 	if o.rdmaCM && !t.client {
 		// Printed once the QPs are connected, as perftest does.
 		io.WriteString(w, "\n"+resultLine+" Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP")
@@ -1117,6 +1120,17 @@ func (t *test) checkHWRate(i int) error {
 	o.rateType = rateSW
 	fmt.Fprint(t.stderr, "\x1b[31mThe QP failed to accept HW rate limit, providing SW rate limit \x1b[0m\n")
 	return nil
+}
+
+// udPeer is the QP number and Q_Key a UD message of QP i goes to: the
+// peer's QP i and DEF_QKEY, or with -R the QP and Q_Key the RDMA CM
+// exchange named (perftest's cma_master nodes' remote_qpn and
+// remote_qkey).
+func (t *test) udPeer(i int) (qpn, qkey uint32) {
+	if t.cm != nil {
+		return t.cm.remQPN[i], t.cm.remQKey[i]
+	}
+	return t.rem[i].QPN, udQKey
 }
 
 // udQKey is perftest's DEF_QKEY, the Q_Key of its UD QPs.
@@ -1580,7 +1594,8 @@ func (t *test) initSend() {
 			q.remAddr, q.rkey = t.rem[i].VAddr, t.rem[i].RKey
 		}
 		if t.o.Conn == UD {
-			q.ah, q.remQPN = t.ahs[i], t.rem[i].QPN
+			q.ah = t.ahs[i]
+			q.remQPN, q.remQKey = t.udPeer(i)
 		}
 	}
 }

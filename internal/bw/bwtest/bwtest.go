@@ -736,11 +736,17 @@ func Bidirectional(t *testing.T, tool Tool) {
 // RDMACM is the test of -R (the QPs connected through the RDMA CM) and
 // -z (the data exchange over an rdma_cm QP; -R implies it): Go against C
 // both ways on rxe0, the descriptions alike (rdma_cm QPs ON, Data ex.
-// method rdma_cm), with -R also two QPs and -b; Go against Go with -e.
+// method rdma_cm, the TOS of -T), with -R also two QPs and -b, and for
+// send UD (the UDP port space), one way and -b; Go against Go with -e.
 func RDMACM(t *testing.T, tool Tool) {
 	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64, 65536}, 200, "-R")
 	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 200, "-z")
 	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 200, "-R", "-q", "2", "-b")
+	MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 200, "-R", "-T", "32")
+	if tool.Verb == bw.Send {
+		MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64, udMTU}, 200, "-R", "-c", "UD")
+		MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{512}, 200, "-R", "-c", "UD", "-q", "2", "-b")
+	}
 	if tool.Verb != bw.Write {
 		MatrixOn(t, tool, "rxe0", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{1024}, 300, "-R", "-e")
 	}
@@ -1250,7 +1256,7 @@ var BadArgs = [][]string{
 	{"-s", "0", "--nosuch"},
 	// rdma_cm: nobody listens, so the connection of the data exchange
 	// (-z, and -R with it) is rejected; UC has no rdma_cm.
-	{"-z"}, {"-R"}, {"-R", "-c", "UC"}, {"--rdma_cm", "--retry_count", "3"},
+	{"-z"}, {"-R"}, {"-R", "-c", "UC"}, {"--rdma_cm", "--retry_count", "3"}, {"-R", "-T", "300"},
 	// Events: none on the write verb; a completion vector needs -e and
 	// must be at most the device's count (rxe has one, and perftest lets
 	// 1 through to the CQ).

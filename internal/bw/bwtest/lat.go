@@ -259,4 +259,7 @@ func LatTwoHosts(t *testing.T, tool Tool, sizes []int, iters int, extra ...strin
 func LatRDMACM(t *testing.T, tool Tool) {
 	LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2, 4096}, 300, "-R")
 	LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64}, 300, "-z")
+	if tool.Verb == bw.Send {
+		LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2, 1024}, 300, "-R", "-c", "UD")
+	}
 }
