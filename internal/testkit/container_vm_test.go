@@ -47,6 +47,7 @@ var containerChecks = map[string]func(t *testing.T, c *scratch){
 	"writelat":    bandwidthInScratch("writelat", 18618),
 	"sendlat":     bandwidthInScratch("sendlat", 18619),
 	"readlat":     bandwidthInScratch("readlat", 18620),
+	"rdmaping":    rpingInScratch("rdmaping", 18621),
 }
 
 // cmdTools lists the module's cmd/ tools but abigen: on the host from the
@@ -405,6 +406,70 @@ func bandwidthInScratch(name string, port int) func(t *testing.T, c *scratch) {
 			}
 		}
 		t.Logf("%s client in the empty root: %s", name, strings.TrimSpace(result.FindString(string(cliOut))))
+	}
+}
+
+// rpingInScratch: a server and a client of the rping port name, both in
+// the empty root, connect through the RDMA connection manager
+// (/dev/infiniband/rdma_cm) on rxe0's address and port, and ping 10
+// times with -v and -V: each side prints the 10 lines of ping data
+// (the server what it read, the client what the server wrote back) and
+// both exit 0.
+func rpingInScratch(name string, port int) func(t *testing.T, c *scratch) {
+	return func(t *testing.T, c *scratch) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		addr := []string{"-a", testkit.RxeAddr, "-p", strconv.Itoa(port), "-S", "100"}
+		var srvOut testkit.Output
+		srv := c.command(ctx, name, append([]string{"-s", "-v"}, addr...)...)
+		srv.Stdout, srv.Stderr = &srvOut, &srvOut
+		if err := srv.Start(); err != nil {
+			t.Fatalf("%s server in the empty root: %v", name, err)
+		}
+		done := make(chan struct{})
+		var srvErr error
+		go func() { srvErr = srv.Wait(); close(done) }()
+		defer func() { srv.Process.Kill(); <-done }()
+		wctx, wcancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-done:
+				wcancel()
+			case <-wctx.Done():
+			}
+		}()
+		err := testkit.WaitCMListen(wctx, port)
+		wcancel()
+		if err != nil {
+			t.Fatalf("%s server does not listen on %d: %v\n%s", name, port, err, srvOut.String())
+		}
+		cliOut, cliErr := c.command(ctx, name, append([]string{"-c", "-v", "-V", "-C", "10"}, addr...)...).CombinedOutput()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatalf("%s server did not finish:\n%s", name, srvOut.String())
+		}
+		for side, r := range map[string]struct {
+			err    error
+			out    string
+			prefix string
+		}{"server": {srvErr, srvOut.String(), "server ping data: rdma-ping-"}, "client": {cliErr, string(cliOut), "ping data: rdma-ping-"}} {
+			if r.err != nil {
+				t.Errorf("%s %s in the empty root: %v\n%s", name, side, r.err, r.out)
+			}
+			for i := range 10 {
+				if want := fmt.Sprintf("%s%d: ", r.prefix, i); !strings.Contains(r.out, want) {
+					t.Errorf("%s %s printed no %q:\n%s", name, side, want, r.out)
+				}
+			}
+		}
+		last := ""
+		for _, l := range strings.Split(string(cliOut), "\n") {
+			if strings.HasPrefix(l, "ping data: ") {
+				last = l
+			}
+		}
+		t.Logf("%s client in the empty root: ... %s", name, last)
 	}
 }
 
