@@ -263,6 +263,11 @@ func (l *latWriteLoop) run() error {
 				if n > 0 {
 					break
 				}
+				if end() {
+					// Time is up: the peer may have stopped and
+					// gone, and its last write with it.
+					return nil
+				}
 				l.y.check()
 			}
 			if wc := &l.wc[0]; wc.Status != uverbs.WCSuccess {

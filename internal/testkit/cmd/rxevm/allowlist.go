@@ -43,6 +43,10 @@ var vmSkipAllowlist = []allowedSkip{
 		why: "as TestVMMulticastAgainstC/c-sender: on 6.12 mckey -s reaches no member across the wire either (Go to mckey works)",
 	},
 	{
+		pkg: mod + "cmd/rdmaping", test: "TestMainNoDevice", reason: "this machine has RDMA devices",
+		why: "host-only: checks the no-device failure, and the VM always has rxe0 and rxelo (vm_test.go runs the tool there)",
+	},
+	{
 		pkg: mod + "internal/testkit/cmd/rxevm", test: "TestRunnerReportsFailures", reason: "boots QEMU guests",
 		why: "host-only: boots QEMU itself (make runnertest)",
 	},
