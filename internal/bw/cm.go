@@ -677,6 +677,22 @@ func (t *test) cmServer() error {
 	if err := listen.Listen(len(t.cm.ids)); err != nil {
 		return msgError{"Failed to listen on RDMA CM server listen ID.", "  (" + err.Error() + ")"}
 	}
+	// A request whose client gave up before it was accepted (its
+	// attempt failed on a request that came before this listener, and
+	// it dropped the attempt's IDs: perftest's retry) cannot be
+	// accepted; nor can a connection the client dropped be used. Either
+	// is forgotten and its slot waits for the client's next attempt.
+	drop := func(i int) {
+		if qp := t.qps[i]; qp != nil {
+			qp.Destroy(context.Background())
+			t.qps[i] = nil
+		}
+		if id := t.cm.ids[i]; id != nil {
+			id.Reject(nil)
+			id.Destroy()
+			t.cm.ids[i] = nil
+		}
+	}
 	for accepted := 0; accepted < len(t.cm.ids); {
 		ev, err := t.cm.ch.GetEvent(t.ctx)
 		if err != nil {
@@ -689,33 +705,40 @@ func (t *test) cmServer() error {
 				ev.ID.Destroy()
 				return err
 			}
-			if err := t.cmQP(accepted, ev.ID); err != nil {
+			i := slices.Index(t.cm.ids, nil)
+			if err := t.cmQP(i, ev.ID); err != nil {
 				ev.ID.Reject(nil)
 				ev.ID.Destroy()
-				return err
+				continue
 			}
 			recv := t.o.Conn == UD && t.udSends()
 			if recv {
 				// rdma_cm_request_ud_connection_parameters: a receive
 				// for the client's QP number.
-				if err := t.qps[accepted].PostRecv([]uverbs.RecvWR{{ID: 0, SGL: []uverbs.SGE{t.mrOf(accepted).SGE(0, udParamsLen)}}}); err != nil {
-					return msgError{fmt.Sprintf("Failed to post receive for connection %d for RDMA CM UD request connection parameters.", accepted), "  (" + err.Error() + ")"}
+				if err := t.qps[i].PostRecv([]uverbs.RecvWR{{ID: 0, SGL: []uverbs.SGE{t.mrOf(i).SGE(0, udParamsLen)}}}); err != nil {
+					return msgError{fmt.Sprintf("Failed to post receive for connection %d for RDMA CM UD request connection parameters.", i), "  (" + err.Error() + ")"}
 				}
 			}
 			if err := ev.ID.Accept(t.cmConnParam()); err != nil {
-				return msgError{"Failed to accept RDMA CM connection.", "  (" + err.Error() + ")"}
+				drop(i)
+				continue
 			}
 			if t.o.Conn == RC {
 				// perftest's RNR timer, after the accept (RTS to RTS).
-				t.qps[accepted].Modify(&uverbs.QPAttr{MinRNRTimer: 12}, uverbs.QPAttrMinRNRTimer)
+				t.qps[i].Modify(&uverbs.QPAttr{MinRNRTimer: 12}, uverbs.QPAttrMinRNRTimer)
 			}
 			if t.o.Conn == UD {
-				if err := t.cmUDServer(accepted, recv); err != nil {
+				if err := t.cmUDServer(i, recv); err != nil {
 					return withLines(err, "Failed to initialize UD connection parameters for RDMA CM.")
 				}
 			}
 			accepted++
-		case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventConnectError, rdmacm.EventUnreachable, rdmacm.EventRejected:
+		case rdmacm.EventConnectError, rdmacm.EventUnreachable, rdmacm.EventRejected, rdmacm.EventDisconnected:
+			if i := slices.Index(t.cm.ids, ev.ID); i >= 0 && ev.ID != nil {
+				drop(i)
+				accepted--
+			}
+		case rdmacm.EventAddrError, rdmacm.EventRouteError:
 			return cmEventError(&ev)
 		}
 	}
