@@ -952,29 +952,49 @@ func (s *session) servePersistent() {
 	s.serve(false)
 }
 
-// serve runs the server side of one accepted connection request, from
-// the verbs objects to their release. report says whether a failed ping
-// loop is reported ("rping server failed", not in persistent mode).
-func (s *session) serve(report bool) int {
+// setUp makes a connection's QP and buffers, posts the first receive
+// and starts the completion goroutine (rping's setup_qp,
+// rping_setup_buffers, ibv_post_recv and cq thread, with their
+// complaints); on a failure it releases what it made. tearDown releases
+// it all.
+func (s *session) setUp() int {
 	r := s.r
 	if ret := s.setupQP(); ret != 0 {
 		r.errf("setup_qp failed: %d\n", ret)
 		return ret
 	}
-	defer s.freeQP()
 	if ret := s.setupBuffers(); ret != 0 {
 		r.errf("rping_setup_buffers failed: %d\n", ret)
+		s.freeQP()
 		return ret
 	}
-	defer s.freeBuffers()
 	if err := s.postRecv(); err != nil {
 		ret := retOf(err)
 		r.errf("ibv_post_recv failed: %d\n", ret)
 		r.detail(err)
+		s.freeBuffers()
+		s.freeQP()
 		return ret
 	}
 	s.startCQ()
-	defer s.stopCQ()
+	return 0
+}
+
+func (s *session) tearDown() {
+	s.stopCQ()
+	s.freeBuffers()
+	s.freeQP()
+}
+
+// serve runs the server side of one accepted connection request, from
+// the verbs objects to their release. report says whether a failed ping
+// loop is reported ("rping server failed", not in persistent mode).
+func (s *session) serve(report bool) int {
+	r := s.r
+	if ret := s.setUp(); ret != 0 {
+		return ret
+	}
+	defer s.tearDown()
 	if ret := s.accept(); ret != 0 {
 		if !r.dead() {
 			r.errf("connect error %d\n", ret)
@@ -1027,24 +1047,10 @@ func (r *runner) runClient() int {
 	}
 	r.debugf("rdma_resolve_addr - rdma_resolve_route successful\n")
 
-	if ret := s.setupQP(); ret != 0 {
-		r.errf("setup_qp failed: %d\n", ret)
+	if ret := s.setUp(); ret != 0 {
 		return ret
 	}
-	defer s.freeQP()
-	if ret := s.setupBuffers(); ret != 0 {
-		r.errf("rping_setup_buffers failed: %d\n", ret)
-		return ret
-	}
-	defer s.freeBuffers()
-	if err := s.postRecv(); err != nil {
-		ret := retOf(err)
-		r.errf("ibv_post_recv failed: %d\n", ret)
-		r.detail(err)
-		return ret
-	}
-	s.startCQ()
-	defer s.stopCQ()
+	defer s.tearDown()
 	if ret := s.connect(); ret != 0 {
 		if !r.dead() {
 			r.errf("connect error %d\n", ret)
