@@ -329,6 +329,11 @@ func (id *ID) connParamToKern(op string, p *ConnParam, maxPriv int) (abi.RdmaUcm
 	if qp := id.qp(); qp != nil {
 		k.QpNum = qp.QPN()
 		k.Srq = b2u(qp.SRQ() != nil)
+	} else if p != nil {
+		// A QP the caller created and moves itself (as librdmacm
+		// takes conn_param's qp_num and srq when id->qp is NULL).
+		k.QpNum = p.QPNum & 0xffffff
+		k.Srq = b2u(p.SRQ)
 	}
 	if p == nil {
 		k.RetryCount, k.RnrRetryCount = 7, 7
@@ -361,10 +366,18 @@ const (
 // after EventRouteResolved, with the QP of CreateQP. EventEstablished
 // follows (the channel moves the QP to RTR and RTS when the reply comes),
 // or EventRejected, EventUnreachable or EventConnectError.
+//
+// An ID without a QP connects a QP the caller created and moves itself,
+// named by p.QPNum (and p.SRQ): then EventConnectResponse follows
+// instead of EventEstablished, and the caller moves its QP to RTR and
+// RTS with InitQPAttr's attributes and calls Establish.
 func (id *ID) Connect(p *ConnParam) error {
 	const op = "connect"
 	if err := id.live(op); err != nil {
 		return err
+	}
+	if id.qpType != uverbs.QPTypeUD && id.qp() == nil && (p == nil || p.QPNum == 0) {
+		return invalid(op, "the ID has no QP: create one with CreateQP, or name the caller's QP in ConnParam.QPNum")
 	}
 	id.mu.Lock()
 	attr := id.attr
@@ -386,6 +399,28 @@ func (id *ID) Connect(p *ConnParam) error {
 	}
 	req := abi.RdmaUcmConnect{ConnParam: k, Id: id.handle}
 	return id.ch.command(op, abi.RDMA_USER_CM_CMD_CONNECT, sys.AsBytes(&req), -1, nil)
+}
+
+// Establish completes a connection whose QP the caller manages
+// (rdma_establish(3)): after EventConnectResponse on an ID without a QP,
+// once the caller has moved its QP to RTR and RTS, it sends the
+// connection manager's ready-to-use to the passive side, which then gets
+// EventEstablished. No event follows on this side. An ID with a QP of
+// CreateQP is established by the channel itself, and Establish fails
+// with ErrInvalid.
+func (id *ID) Establish() error {
+	const op = "establish"
+	if err := id.live(op); err != nil {
+		return err
+	}
+	if id.qp() != nil {
+		return invalid(op, "the ID has a QP of CreateQP: the connection is established when EventEstablished arrives")
+	}
+	if id.qpType == uverbs.QPTypeUD {
+		return invalid(op, "a UD ID has no connection to establish")
+	}
+	req := abi.RdmaUcmAccept{Id: id.handle}
+	return id.ch.command(op, abi.RDMA_USER_CM_CMD_ACCEPT, sys.AsBytes(&req), -1, nil)
 }
 
 // completeConnect is the active side's end of the handshake when the
@@ -413,14 +448,18 @@ func (id *ID) completeConnect() error {
 // the reply; EventEstablished follows when the peer's RTU arrives. For a
 // UD ID it sends the SIDR reply with the QP's number and Q_Key, and no
 // event follows on this side.
+//
+// An ID without a QP accepts for a QP the caller created and moves
+// itself, named by p.QPNum (and p.SRQ): the caller moves it to RTR and
+// RTS with InitQPAttr's attributes before Accept.
 func (id *ID) Accept(p *ConnParam) error {
 	const op = "accept"
 	if err := id.live(op); err != nil {
 		return err
 	}
 	qp := id.qp()
-	if qp == nil {
-		return invalid(op, "the ID has no QP (CreateQP)")
+	if qp == nil && (p == nil || p.QPNum == 0) {
+		return invalid(op, "the ID has no QP: create one with CreateQP, or name the caller's QP in ConnParam.QPNum")
 	}
 	id.mu.Lock()
 	attr := id.attr
@@ -440,7 +479,7 @@ func (id *ID) Accept(p *ConnParam) error {
 	if err != nil {
 		return err
 	}
-	if id.qpType != uverbs.QPTypeUD {
+	if qp != nil && id.qpType != uverbs.QPTypeUD {
 		if err := id.modifyRTR(qp, respRes); err != nil {
 			return opErr(op, err)
 		}

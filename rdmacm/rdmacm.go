@@ -136,8 +136,11 @@ type ConnParam struct {
 	FlowControl        uint8
 	RetryCount         uint8
 	RNRRetryCount      uint8
-	SRQ                bool   // in a received event: the peer's QP uses an SRQ
-	QPNum              uint32 // in a received event: the peer's QP number
+	// In a received event: the peer's QP number and whether it uses an
+	// SRQ. On Connect or Accept of an ID without a QP: the caller's own
+	// QP, which it moves itself (see Establish).
+	SRQ   bool
+	QPNum uint32
 }
 
 // UDParam is what a UD (PortSpaceUDP) connect request or established

@@ -73,6 +73,27 @@ type end struct {
 // newEnd makes the PD, CQ, memory and QP of id's connection.
 func newEnd(t *testing.T, id *rdmacm.ID) *end {
 	t.Helper()
+	e := newBareEnd(t, id)
+	var err error
+	e.qp, err = id.CreateQP(e.pd, endQPAttr(e.cq))
+	if err != nil {
+		t.Fatalf("CreateQP: %v", err)
+	}
+	if a, _, err := e.qp.Query(uverbs.QPAttrState); err != nil || a.State != uverbs.QPStateInit {
+		t.Fatalf("a new ID's QP is in %v (%v), want INIT", a.State, err)
+	}
+	return e
+}
+
+// endQPAttr is the QP of an end, on cq.
+func endQPAttr(cq *uverbs.CQ) uverbs.QPInitAttr {
+	return uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+		Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}
+}
+
+// newBareEnd makes the PD, CQ and memory of id's connection, no QP.
+func newBareEnd(t *testing.T, id *rdmacm.ID) *end {
+	t.Helper()
 	c := id.Context()
 	if c == nil {
 		t.Fatal("the ID has no Context")
@@ -88,14 +109,6 @@ func newEnd(t *testing.T, id *rdmacm.ID) *end {
 	e.buf = make([]byte, 4096)
 	if e.mr, err = e.pd.RegMR(e.buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead); err != nil {
 		t.Fatal(err)
-	}
-	e.qp, err = id.CreateQP(e.pd, uverbs.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq,
-		Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}})
-	if err != nil {
-		t.Fatalf("CreateQP: %v", err)
-	}
-	if a, _, err := e.qp.Query(uverbs.QPAttrState); err != nil || a.State != uverbs.QPStateInit {
-		t.Fatalf("a new ID's QP is in %v (%v), want INIT", a.State, err)
 	}
 	return e
 }
