@@ -1,0 +1,353 @@
+package rdmacm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// AIFlags are rdma_getaddrinfo's flags (RAI_*, rdma_cma.h).
+type AIFlags uint32
+
+const (
+	AIPassive     AIFlags = 0x01 // RAI_PASSIVE: the address is the local one to bind (Src), not a destination
+	AINumericHost AIFlags = 0x02 // RAI_NUMERICHOST: the node is an address, never looked up
+	AINoRoute     AIFlags = 0x04 // RAI_NOROUTE: no route resolution (kept; this package never resolves routes here)
+	AIFamily      AIFlags = 0x08 // RAI_FAMILY: only AF_IB gives it meaning, which is not supported
+	aiSA          AIFlags = 0x10 // RAI_SA
+	aiDNS         AIFlags = 0x20 // RAI_DNS
+)
+
+// Address families of AddrInfo.Family (Linux's AF_INET and AF_INET6).
+const (
+	FamilyInet  = 2
+	FamilyInet6 = 10
+	familyIB    = 27
+)
+
+// AddrInfo is what GetAddrInfo resolves, and its hints (struct
+// rdma_addrinfo): the connection's port space and QP type with the local
+// address (Src) of a passive side or the destination (Dst) of an active
+// one. Src and Dst go to ID.BindAddr and ID.ResolveAddr.
+type AddrInfo struct {
+	Flags     AIFlags
+	Family    int // 0 (any), FamilyInet or FamilyInet6
+	QPType    uverbs.QPType
+	PortSpace PortSpace
+	Src, Dst  netip.AddrPort
+}
+
+// getaddrinfo(3)'s error codes (glibc's netdb.h).
+const (
+	EAIBadFlags   = -1
+	EAINoName     = -2
+	EAIAgain      = -3
+	EAIFail       = -4
+	EAIFamily     = -6
+	EAISockType   = -7
+	EAIService    = -8
+	EAIAddrFamily = -9
+)
+
+// GAIError is a failed lookup of GetAddrInfo with getaddrinfo(3)'s code
+// (EAINoName, ...), what librdmacm's rdma_getaddrinfo returns for it.
+type GAIError struct {
+	Code          int
+	Node, Service string
+	Err           error // the resolver's error, if any
+}
+
+// Reason is gai_strerror(3)'s text for the code.
+func (e *GAIError) Reason() string {
+	switch e.Code {
+	case EAIBadFlags:
+		return "Bad value for ai_flags"
+	case EAINoName:
+		return "Name or service not known"
+	case EAIAgain:
+		return "Temporary failure in name resolution"
+	case EAIFail:
+		return "Non-recoverable failure in name resolution"
+	case EAIFamily:
+		return "ai_family not supported"
+	case EAISockType:
+		return "ai_socktype not supported"
+	case EAIService:
+		return "Servname not supported for ai_socktype"
+	case EAIAddrFamily:
+		return "Address family for hostname not supported"
+	}
+	return "Unknown error"
+}
+
+func (e *GAIError) Error() string {
+	return fmt.Sprintf("rdmacm: getaddrinfo %q %q: %s", e.Node, e.Service, e.Reason())
+}
+
+func (e *GAIError) Unwrap() error { return e.Err }
+
+// GetAddrInfo resolves a node (a host name or an address) and a service
+// (a port number or a name of /etc/services) for a connection, as
+// rdma_getaddrinfo(3) does with getaddrinfo(3) beneath it, in pure Go:
+//
+//   - The node is read as glibc reads it: an IPv4 address in any form
+//     inet_aton(3) takes ("10.1" is 10.0.0.1), an IPv6 address (with a
+//     %zone), else a host name (/etc/hosts, then DNS), the first answer
+//     kept. An empty node is the unspecified address with AIPassive, the
+//     loopback without, IPv6 first unless hints.Family says FamilyInet.
+//     An empty service is port 0.
+//   - The port space and QP type are the hints' or follow each other:
+//     PortSpaceTCP and RC by default, PortSpaceUDP with UD.
+//   - With AIPassive the address is Src, else Dst; a hint's Src fills
+//     an empty Src. With node and service both empty the hints are the
+//     answer (their Dst too).
+//
+// Lookup failures are *GAIError with getaddrinfo's code; nil hints with
+// no node and no service, or flags it does not know, are ErrInvalid;
+// AF_IB addresses and the SA path queries of RAI_SA are ErrNotSupported.
+// Unlike librdmacm, it does not ask ibacm for a route (there is none
+// here: rdma_getaddrinfo only does when the ibacm service runs).
+func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfo) (*AddrInfo, error) {
+	const op = "getaddrinfo"
+	if node == "" && service == "" && hints == nil {
+		return nil, invalid(op, "no node, service or hints")
+	}
+	var h AddrInfo
+	if hints != nil {
+		h = *hints
+	}
+	if h.Flags&^(AIPassive|AINumericHost|AINoRoute|AIFamily|aiSA|aiDNS) != 0 {
+		return nil, invalid(op, "unknown flags %#x", uint32(h.Flags))
+	}
+	if h.Flags&aiSA != 0 || (h.Flags&AIFamily != 0 && h.Family == familyIB) {
+		return nil, opErr(op, fmt.Errorf("%w: AF_IB addresses and SA queries", ErrNotSupported))
+	}
+	if node == "" && service == "" {
+		ai := h
+		return &ai, nil
+	}
+	if h.Family != 0 && h.Family != FamilyInet && h.Family != FamilyInet6 {
+		return nil, &GAIError{Code: EAIFamily, Node: node, Service: service}
+	}
+	ai := &AddrInfo{Flags: h.Flags & AIPassive, Family: h.Family, QPType: h.QPType, PortSpace: h.PortSpace}
+	// The socket type (stream for RC, datagram for UD) and protocol
+	// (TCP, UDP) librdmacm asks getaddrinfo for, and what it reads back.
+	stream := h.QPType != uverbs.QPTypeUD
+	if h.QPType == 0 {
+		stream = h.PortSpace != PortSpaceUDP
+	}
+	if h.QPType != 0 && h.PortSpace != 0 && h.PortSpace != PortSpaceIB && (h.PortSpace == PortSpaceUDP) == stream {
+		return nil, &GAIError{Code: EAISockType, Node: node, Service: service}
+	}
+	if ai.QPType == 0 {
+		ai.QPType = uverbs.QPTypeRC
+		if !stream {
+			ai.QPType = uverbs.QPTypeUD
+		}
+	}
+	if ai.PortSpace == 0 {
+		ai.PortSpace = PortSpaceTCP
+		if !stream {
+			ai.PortSpace = PortSpaceUDP
+		}
+	}
+	port, code := lookupService(ctx, service, stream)
+	if code != 0 {
+		return nil, &GAIError{Code: code, Node: node, Service: service}
+	}
+	addr, code, err := lookupNode(ctx, node, h.Family, h.Flags)
+	if code != 0 {
+		return nil, &GAIError{Code: code, Node: node, Service: service, Err: err}
+	}
+	ai.Family = FamilyInet6
+	if addr.Is4() {
+		ai.Family = FamilyInet
+	}
+	if h.Flags&AIPassive != 0 {
+		ai.Src = netip.AddrPortFrom(addr, port)
+	} else {
+		ai.Dst = netip.AddrPortFrom(addr, port)
+	}
+	if !ai.Src.IsValid() && h.Src.IsValid() {
+		ai.Src = h.Src
+	}
+	return ai, nil
+}
+
+// lookupService is getaddrinfo's service: empty is port 0, digits a
+// number (strtoul's, the low 16 bits as htons keeps them), else a name
+// of the services database for TCP (stream) or UDP.
+func lookupService(ctx context.Context, service string, stream bool) (uint16, int) {
+	if service == "" {
+		return 0, 0
+	}
+	if v, rest, ok := strtoul10(service); ok && rest == "" {
+		return uint16(v), 0
+	}
+	network := "udp"
+	if stream {
+		network = "tcp"
+	}
+	p, err := net.DefaultResolver.LookupPort(ctx, network, service)
+	if err != nil {
+		return 0, EAIService
+	}
+	return uint16(p), 0
+}
+
+// strtoul10 reads a decimal number at the start of s as strtoul does
+// (saturating); ok is false without a digit.
+func strtoul10(s string) (v uint64, rest string, ok bool) {
+	i := 0
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		d := uint64(s[i] - '0')
+		if v > (math.MaxUint64-d)/10 {
+			v = math.MaxUint64
+		} else {
+			v = v*10 + d
+		}
+	}
+	return v, s[i:], i > 0
+}
+
+// lookupNode reads node as glibc's getaddrinfo does (see GetAddrInfo).
+// The code is 0 or an EAI_* value; err is the resolver's.
+func lookupNode(ctx context.Context, node string, family int, flags AIFlags) (netip.Addr, int, error) {
+	if node == "" {
+		var a netip.Addr
+		switch {
+		case family == FamilyInet && flags&AIPassive != 0:
+			a = netip.IPv4Unspecified()
+		case family == FamilyInet:
+			a = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		case flags&AIPassive != 0:
+			a = netip.IPv6Unspecified()
+		default:
+			a = netip.IPv6Loopback()
+		}
+		return a, 0, nil
+	}
+	if a, ok := inetAton(node); ok {
+		if family == FamilyInet6 {
+			return netip.Addr{}, EAIAddrFamily, nil
+		}
+		return a, 0, nil
+	}
+	if strings.Contains(node, ":") {
+		if a, err := netip.ParseAddr(node); err == nil && a.Is6() {
+			if family == FamilyInet {
+				return netip.Addr{}, EAIAddrFamily, nil
+			}
+			return a, 0, nil
+		}
+	}
+	if flags&AINumericHost != 0 {
+		return netip.Addr{}, EAINoName, nil
+	}
+	network := "ip"
+	switch family {
+	case FamilyInet:
+		network = "ip4"
+	case FamilyInet6:
+		network = "ip6"
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, network, node)
+	if err == nil && len(addrs) > 0 {
+		return addrs[0].Unmap(), 0, nil
+	}
+	if node != "" && strings.Trim(node, "0123456789.") == "" {
+		// glibc asks DNS for a name of digits and dots that inet_aton
+		// refused ("1.2.3.256"); Go's resolver refuses it unasked. No
+		// such name exists in DNS, so what glibc reports is whether
+		// DNS answered: the same name under .invalid asks it that.
+		_, err = net.DefaultResolver.LookupNetIP(ctx, network, node+".invalid")
+	}
+	var de *net.DNSError
+	switch {
+	case err == nil, errors.As(err, &de) && de.IsNotFound:
+		return netip.Addr{}, EAINoName, err
+	case errors.As(err, &de) && (de.IsTemporary || de.IsTimeout):
+		return netip.Addr{}, EAIAgain, err
+	}
+	return netip.Addr{}, EAIFail, err
+}
+
+// inetAton reads an IPv4 address as glibc's inet_aton(3) does, with
+// nothing after it (its __inet_aton_exact, which getaddrinfo uses): one
+// to four parts separated by dots, each a C number (0x hex, 0 octal,
+// else decimal) that starts with a digit, the last filling the bytes
+// left ("10.1" is 10.0.0.1, "167772161" is 10.0.0.1).
+func inetAton(s string) (netip.Addr, bool) {
+	var parts []uint64
+	for {
+		if s == "" || s[0] < '0' || s[0] > '9' {
+			return netip.Addr{}, false
+		}
+		v, rest, ok := strtoulC(s)
+		if !ok {
+			return netip.Addr{}, false
+		}
+		parts = append(parts, v)
+		s = rest
+		if s == "" {
+			break
+		}
+		if s[0] != '.' || len(parts) == 4 || v > 0xff {
+			return netip.Addr{}, false
+		}
+		s = s[1:]
+	}
+	last := parts[len(parts)-1]
+	if last > math.MaxUint32>>(8*(len(parts)-1)) {
+		return netip.Addr{}, false
+	}
+	var w uint32
+	for i, p := range parts[:len(parts)-1] {
+		w |= uint32(p) << (24 - 8*i)
+	}
+	w |= uint32(last)
+	return netip.AddrFrom4([4]byte{byte(w >> 24), byte(w >> 16), byte(w >> 8), byte(w)}), true
+}
+
+// strtoulC reads a number as strtoul(s, &end, 0) does from a leading
+// digit: "0x" and a hex digit start hex, "0" octal, else decimal. ok is
+// false past 32 bits (inet_aton's limit).
+func strtoulC(s string) (v uint64, rest string, ok bool) {
+	base := uint64(10)
+	i := 0
+	switch {
+	case len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && hexDigit(s[2]) >= 0:
+		base, i = 16, 2
+	case s[0] == '0':
+		base = 8
+	}
+	for ; i < len(s); i++ {
+		d := hexDigit(s[i])
+		if d < 0 || uint64(d) >= base {
+			break
+		}
+		v = v*base + uint64(d)
+		if v > math.MaxUint32 {
+			return 0, "", false
+		}
+	}
+	return v, s[i:], true
+}
+
+func hexDigit(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}

@@ -1,0 +1,112 @@
+package rdmacm
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// TestInetAton: the numeric IPv4 forms getaddrinfo takes (inet_aton's,
+// with exactly nothing after them), and what it refuses.
+func TestInetAton(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.99.0.1": "10.99.0.1", "10.1": "10.0.0.1", "10.1.2": "10.1.0.2", "167772161": "10.0.0.1",
+		"0x0a.1": "10.0.0.1", "012.0.0.1": "10.0.0.1", "0.0.0.0": "0.0.0.0", "1.2.65535": "1.2.255.255",
+		"4294967295": "255.255.255.255",
+	} {
+		if a, ok := inetAton(in); !ok || a.String() != want {
+			t.Errorf("inetAton(%q) = %v, %v; want %s", in, a, ok, want)
+		}
+	}
+	for _, in := range []string{"08.1.2.3", "1.2.3.4.5", "1.2.3.256", "1.2.65536", "4294967296", "1.2.3.4 ", " 1.2.3.4",
+		"1..2", "1.", "0x", "0xg.1.2.3", "-1.2.3.4", "", "::1"} {
+		if a, ok := inetAton(in); ok {
+			t.Errorf("inetAton(%q) = %v, want no address", in, a)
+		}
+	}
+}
+
+// TestGetAddrInfo: what rdma_getaddrinfo answers without a name lookup:
+// numeric nodes and services, the side (AIPassive: Src, else Dst), the
+// port space and QP type from the hints or from each other, the empty
+// node, a hint's Src, and hints alone.
+func TestGetAddrInfo(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	tcp := func(a AddrInfo) AddrInfo { a.QPType, a.PortSpace = uverbs.QPTypeRC, PortSpaceTCP; return a }
+	udp := func(a AddrInfo) AddrInfo { a.QPType, a.PortSpace = uverbs.QPTypeUD, PortSpaceUDP; return a }
+	for _, c := range []struct {
+		node, service string
+		hints         *AddrInfo
+		want          AddrInfo
+	}{
+		{"10.1", "7471", nil, tcp(AddrInfo{Family: FamilyInet, Dst: ap("10.0.0.1:7471")})},
+		{"10.99.0.1", "7471", &AddrInfo{Flags: AIPassive}, tcp(AddrInfo{Flags: AIPassive, Family: FamilyInet, Src: ap("10.99.0.1:7471")})},
+		{"fe80::1%lo", "", nil, tcp(AddrInfo{Family: FamilyInet6, Dst: ap("[fe80::1%lo]:0")})},
+		{"10.0.0.2", "ssh", nil, tcp(AddrInfo{Family: FamilyInet, Dst: ap("10.0.0.2:22")})},
+		{"10.0.0.2", "70000", nil, tcp(AddrInfo{Family: FamilyInet, Dst: ap("10.0.0.2:4464")})}, // htons(70000)
+		{"10.0.0.2", "7174", &AddrInfo{PortSpace: PortSpaceUDP}, udp(AddrInfo{Family: FamilyInet, Dst: ap("10.0.0.2:7174")})},
+		{"10.0.0.2", "7174", &AddrInfo{QPType: uverbs.QPTypeUD}, udp(AddrInfo{Family: FamilyInet, Dst: ap("10.0.0.2:7174")})},
+		{"10.0.0.2", "1", &AddrInfo{PortSpace: PortSpaceIB}, AddrInfo{Family: FamilyInet, QPType: uverbs.QPTypeRC, PortSpace: PortSpaceIB, Dst: ap("10.0.0.2:1")}},
+		{"10.0.0.2", "1", &AddrInfo{Src: ap("10.0.0.1:0")}, tcp(AddrInfo{Family: FamilyInet, Src: ap("10.0.0.1:0"), Dst: ap("10.0.0.2:1")})},
+		{"", "7471", &AddrInfo{Flags: AIPassive}, tcp(AddrInfo{Flags: AIPassive, Family: FamilyInet6, Src: ap("[::]:7471")})},
+		{"", "7471", &AddrInfo{Flags: AIPassive, Family: FamilyInet}, tcp(AddrInfo{Flags: AIPassive, Family: FamilyInet, Src: ap("0.0.0.0:7471")})},
+		{"", "7471", nil, tcp(AddrInfo{Family: FamilyInet6, Dst: ap("[::1]:7471")})},
+		{"", "7471", &AddrInfo{Family: FamilyInet}, tcp(AddrInfo{Family: FamilyInet, Dst: ap("127.0.0.1:7471")})},
+		{"", "", &AddrInfo{Flags: AIPassive, PortSpace: PortSpaceUDP, Dst: ap("10.0.0.9:5")},
+			AddrInfo{Flags: AIPassive, PortSpace: PortSpaceUDP, Dst: ap("10.0.0.9:5")}},
+	} {
+		got, err := GetAddrInfo(context.Background(), c.node, c.service, c.hints)
+		if err != nil {
+			t.Errorf("GetAddrInfo(%q, %q, %+v): %v", c.node, c.service, c.hints, err)
+			continue
+		}
+		if d := cmp.Diff(c.want, *got, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); d != "" {
+			t.Errorf("GetAddrInfo(%q, %q, %+v) (-want +got):\n%s", c.node, c.service, c.hints, d)
+		}
+	}
+}
+
+// TestGetAddrInfoErrors: getaddrinfo's codes for what it refuses (with
+// gai_strerror's texts), and the package's sentinels for the calls
+// librdmacm refuses itself.
+func TestGetAddrInfoErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		node, service string
+		hints         *AddrInfo
+		code          int
+		reason        string
+	}{
+		{"10.0.0.1", "7471x", nil, EAIService, "Servname not supported for ai_socktype"},
+		{"10.0.0.1", "no-such-service", &AddrInfo{PortSpace: PortSpaceUDP}, EAIService, "Servname not supported for ai_socktype"},
+		{"host.example", "1", &AddrInfo{Flags: AINumericHost}, EAINoName, "Name or service not known"},
+		{"10.0.0.1", "1", &AddrInfo{Family: FamilyInet6}, EAIAddrFamily, "Address family for hostname not supported"},
+		{"::1", "1", &AddrInfo{Family: FamilyInet}, EAIAddrFamily, "Address family for hostname not supported"},
+		{"10.0.0.1", "1", &AddrInfo{Family: 1}, EAIFamily, "ai_family not supported"},
+		{"10.0.0.1", "1", &AddrInfo{QPType: uverbs.QPTypeUD, PortSpace: PortSpaceTCP}, EAISockType, "ai_socktype not supported"},
+	} {
+		_, err := GetAddrInfo(ctx, c.node, c.service, c.hints)
+		var ge *GAIError
+		if !errors.As(err, &ge) || ge.Code != c.code || ge.Reason() != c.reason {
+			t.Errorf("GetAddrInfo(%q, %q, %+v): %v, want code %d (%s)", c.node, c.service, c.hints, err, c.code, c.reason)
+		}
+	}
+	if _, err := GetAddrInfo(ctx, "", "", nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("no node, service or hints: %v, want ErrInvalid", err)
+	}
+	if _, err := GetAddrInfo(ctx, "10.0.0.1", "1", &AddrInfo{Flags: 0x100}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("unknown flags: %v, want ErrInvalid", err)
+	}
+	if _, err := GetAddrInfo(ctx, "", "1", &AddrInfo{Flags: aiSA}); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("RAI_SA: %v, want ErrNotSupported", err)
+	}
+	if _, err := GetAddrInfo(ctx, "fe80::1", "1", &AddrInfo{Flags: AIFamily | AINumericHost, Family: familyIB}); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("AF_IB: %v, want ErrNotSupported", err)
+	}
+}
