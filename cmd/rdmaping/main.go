@@ -16,9 +16,9 @@
 // makes the client compare what came back with what it sent, -d prints
 // debug lines. The messages, their streams and the exit statuses are the
 // C tool's, also on a bad command line (usage on stdout, status 22) and
-// when no server listens (the CM's reject, status 255). -q (a QP the
-// tool creates and moves itself) is refused: the rdmacm package creates
-// the connection's QP.
+// when no server listens (the CM's reject, status 255). With -q the tool
+// creates its QP with the verbs and moves it itself with the connection
+// manager's attributes (rdma_init_qp_attr, rdma_establish).
 //
 // As in the C tool, one goroutine reads the connection manager's events
 // and one per connection sleeps on the completion channel (GetCQEvent,

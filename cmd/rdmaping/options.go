@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/netip"
 	"strings"
 
 	"github.com/pureverbs/pureverbs/internal/getopt"
+	"github.com/pureverbs/pureverbs/rdmacm"
 )
 
 // rping's command line: getopt(3) with opterr = 0 (no complaint of its
@@ -22,20 +22,12 @@ const shortOpts = "a:I:Pp:C:S:t:scvVdq"
 const (
 	exitEINVAL     = 22  // usage, bad size or count
 	exitENODEV     = 19  // no RDMA device
-	exitENOTSUP    = 95  // -q (not in the C tool: it supports it)
 	exitFailed     = 255 // -1: a failed rdma_cm call or a failed ping
 	defaultPort    = 7174
 	defaultSize    = 64
 	rpingBufSize   = 64 * 1024 // RPING_BUFSIZE
 	rpingMinSize   = 23        // RPING_MIN_BUFSIZE: sizeof("INT_MAX") + sizeof("rdma-ping-%d: ")
 	maxAcceptedLen = rpingBufSize - 1
-)
-
-// getaddrinfo's error codes (netdb.h) and gai_strerror's texts.
-const (
-	eaiNoName = -2
-	eaiAgain  = -3
-	eaiFail   = -4
 )
 
 // options is rping's control block as the command line sets it.
@@ -50,7 +42,7 @@ type options struct {
 	verbose    bool       // -v: print the ping data
 	validate   bool       // -V: compare what came back with what was sent
 	debug      bool       // -d
-	selfQP     bool       // -q: refused
+	selfQP     bool       // -q: a QP the tool creates and moves itself
 }
 
 func defaultOptions() options {
@@ -204,137 +196,22 @@ func atoi(s string) int32 {
 }
 
 // getAddr is rping's get_addr: getaddrinfo(name, NULL, NULL) and the
-// first answer's address. On failure it prints the C tool's line on
-// stdout and returns getaddrinfo's (negative) error code.
+// first answer's address (rdmacm.GetAddrInfo reads names as glibc does).
+// On failure it prints the C tool's line on stdout and returns
+// getaddrinfo's (negative) error code.
 func getAddr(ctx context.Context, name string, stdout io.Writer) (netip.Addr, int) {
-	a, code := resolveHost(ctx, name)
-	if code != 0 {
-		fmt.Fprintf(stdout, "getaddrinfo failed (%s) - invalid hostname or IP address\n", gaiStrerror(code))
-	}
-	return a, code
-}
-
-// resolveHost reads name as glibc's getaddrinfo does with no hints: an
-// IPv4 address in any form inet_aton takes ("10.1" is 10.0.0.1, "0x0a" is
-// 10.0.0.0), an IPv6 address (with a %zone), or a host name (/etc/hosts,
-// DNS). The code is 0 or an EAI_* value.
-func resolveHost(ctx context.Context, name string) (netip.Addr, int) {
-	if a, ok := inetAtonExact(name); ok {
-		return a, 0
-	}
-	if strings.Contains(name, ":") {
-		if a, err := netip.ParseAddr(name); err == nil && a.Is6() {
-			return a, 0
+	// An empty name is glibc's failed lookup; for GetAddrInfo it is no
+	// node at all.
+	gerr := &rdmacm.GAIError{Code: rdmacm.EAINoName}
+	if name != "" {
+		ai, err := rdmacm.GetAddrInfo(ctx, name, "", nil)
+		if err == nil {
+			return ai.Dst.Addr(), 0
+		}
+		if !errors.As(err, &gerr) {
+			gerr = &rdmacm.GAIError{Code: rdmacm.EAIFail}
 		}
 	}
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", name)
-	if err == nil && len(addrs) > 0 {
-		return addrs[0].Unmap(), 0
-	}
-	if numericName(name) {
-		// glibc asks DNS for a name of digits and dots that inet_aton
-		// refused ("1.2.3.256"); Go's resolver refuses it unasked. No
-		// such name exists in DNS, so what glibc reports is whether DNS
-		// answered: the same name under .invalid asks it that.
-		_, err = net.DefaultResolver.LookupNetIP(ctx, "ip", name+".invalid")
-	}
-	var de *net.DNSError
-	switch {
-	case err == nil, errors.As(err, &de) && de.IsNotFound:
-		return netip.Addr{}, eaiNoName
-	case errors.As(err, &de) && (de.IsTemporary || de.IsTimeout):
-		return netip.Addr{}, eaiAgain
-	}
-	return netip.Addr{}, eaiFail
-}
-
-// numericName reports whether name is only digits and dots (and not
-// empty): a name Go's resolver refuses as no domain name.
-func numericName(name string) bool {
-	return name != "" && strings.Trim(name, "0123456789.") == ""
-}
-
-func gaiStrerror(code int) string {
-	switch code {
-	case eaiNoName:
-		return "Name or service not known"
-	case eaiAgain:
-		return "Temporary failure in name resolution"
-	case eaiFail:
-		return "Non-recoverable failure in name resolution"
-	}
-	return "Unknown error"
-}
-
-// inetAtonExact is glibc's __inet_aton_exact: one to four parts separated
-// by dots, each a C number (0x hex, 0 octal, else decimal) that starts
-// with a digit; the last part fills the remaining bytes; nothing may
-// follow.
-func inetAtonExact(s string) (netip.Addr, bool) {
-	var parts []uint64
-	for {
-		if s == "" || s[0] < '0' || s[0] > '9' {
-			return netip.Addr{}, false
-		}
-		v, rest, ok := strtoulC(s)
-		if !ok {
-			return netip.Addr{}, false
-		}
-		parts = append(parts, v)
-		s = rest
-		if s == "" {
-			break
-		}
-		if s[0] != '.' || len(parts) == 4 || v > 0xff {
-			return netip.Addr{}, false
-		}
-		s = s[1:]
-	}
-	last := parts[len(parts)-1]
-	if last > math.MaxUint32>>(8*(len(parts)-1)) {
-		return netip.Addr{}, false
-	}
-	var w uint32
-	for i, p := range parts[:len(parts)-1] {
-		w |= uint32(p) << (24 - 8*i)
-	}
-	w |= uint32(last)
-	return netip.AddrFrom4([4]byte{byte(w >> 24), byte(w >> 16), byte(w >> 8), byte(w)}), true
-}
-
-// strtoulC reads a number as strtoul(s, &end, 0) does from a leading
-// digit: "0x" and a hex digit start hex, "0" octal, else decimal. ok is
-// false past 32 bits (inet_aton's limit).
-func strtoulC(s string) (v uint64, rest string, ok bool) {
-	base := uint64(10)
-	i := 0
-	switch {
-	case len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && hexDigit(s[2]) >= 0:
-		base, i = 16, 2
-	case s[0] == '0':
-		base = 8
-	}
-	for ; i < len(s); i++ {
-		d := hexDigit(s[i])
-		if d < 0 || uint64(d) >= base {
-			break
-		}
-		v = v*base + uint64(d)
-		if v > math.MaxUint32 {
-			return 0, "", false
-		}
-	}
-	return v, s[i:], true
-}
-
-func hexDigit(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'f':
-		return int(c-'a') + 10
-	case c >= 'A' && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
+	fmt.Fprintf(stdout, "getaddrinfo failed (%s) - invalid hostname or IP address\n", gerr.Reason())
+	return netip.Addr{}, gerr.Code
 }

@@ -338,7 +338,7 @@ func (r *runner) event(ev rdmacm.Event) {
 	case rdmacm.EventRouteResolved:
 		s.setState(stRouteResolved)
 		s.sem.post()
-	case rdmacm.EventConnectResponse: // only for an ID without a QP: not here
+	case rdmacm.EventConnectResponse: // only for an ID without a QP: -q
 		r.debugf("CONNECT_RESPONSE\n")
 		s.setState(stConnected)
 		s.sem.post()
@@ -448,15 +448,72 @@ func (s *session) setupQP() int {
 		s.freeQP()
 		return retOf(err)
 	}
-	s.qp, err = s.id.CreateQP(s.pd, uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: s.cq, RecvCQ: s.cq,
-		Cap: uverbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		r.perror("rdma_create_qp", err)
+	if ret := s.createQP(); ret != 0 {
 		s.freeQP()
-		return -1
+		return ret
 	}
 	r.debugf("created qp %p\n", s.qp)
 	return 0
+}
+
+// createQP is rping_create_qp: the ID's QP (rdma_create_qp), or with -q
+// one the tool creates with the verbs and moves to INIT on the ID's port
+// itself, with no remote access: the connection manager's attributes
+// grant it when selfModify moves the QP to INIT again.
+func (s *session) createQP() int {
+	r := s.r
+	attr := uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: s.cq, RecvCQ: s.cq,
+		Cap: uverbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	if !r.o.selfQP {
+		var err error
+		if s.qp, err = s.id.CreateQP(s.pd, attr); err != nil {
+			r.perror("rdma_create_qp", err)
+			return -1
+		}
+		return 0
+	}
+	qp, err := s.pd.CreateQP(attr)
+	if err != nil {
+		r.perror("ibv_create_qp", err)
+		return -1
+	}
+	err = qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: uint8(s.id.Port())},
+		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
+	if err != nil {
+		r.perror("ibv_modify_qp", err)
+		ctx, cancel := context.WithTimeout(context.Background(), destroyWaits)
+		defer cancel()
+		qp.Destroy(ctx)
+		return -1
+	}
+	s.qp = qp
+	return 0
+}
+
+// selfModify is rping_self_modify_qp (-q): INIT, RTR and RTS, each with
+// the attributes the connection manager gives for the session's ID.
+func (s *session) selfModify() error {
+	for _, st := range []uverbs.QPState{uverbs.QPStateInit, uverbs.QPStateRTR, uverbs.QPStateRTS} {
+		a, m, err := s.id.InitQPAttr(st)
+		if err != nil {
+			return err
+		}
+		if err := s.qp.Modify(&a, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// connParam is rping_init_conn_param: one responder resource and
+// initiator depth each way (the server reads the client's buffer), seven
+// retries of each kind, and with -q the tool's own QP.
+func (s *session) connParam() *rdmacm.ConnParam {
+	p := &rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
+	if s.r.o.selfQP {
+		p.QPNum = s.qp.QPN()
+	}
+	return p
 }
 
 // freeQP is rping_free_qp: QP, CQ, channel and PD, whichever exist.
@@ -887,8 +944,15 @@ func (s *session) testClient() int {
 }
 
 // disconnect is rping_disconnect (its return is ignored, as the C tool
-// ignores it).
+// ignores it). With -q the tool moves its QP to ERR itself first, and
+// does not disconnect if that fails, as the C tool.
 func (s *session) disconnect() {
+	if s.r.o.selfQP {
+		if err := s.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
+			s.r.debugf("ibv_modify_qp: %v\n", err)
+			return
+		}
+	}
 	if err := s.id.Disconnect(); err != nil {
 		s.r.debugf("rdma_disconnect: %v\n", err)
 	}
@@ -898,7 +962,14 @@ func (s *session) disconnect() {
 func (s *session) accept() int {
 	r := s.r
 	r.debugf("accepting client connection request\n")
-	if err := s.id.Accept(nil); err != nil {
+	var p *rdmacm.ConnParam
+	if r.o.selfQP {
+		if err := s.selfModify(); err != nil {
+			return retOf(err)
+		}
+		p = s.connParam()
+	}
+	if err := s.id.Accept(p); err != nil {
 		r.perror("rdma_accept", err)
 		return -1
 	}
@@ -1066,13 +1137,12 @@ func (r *runner) runClient() int {
 	return ret
 }
 
-// connect is rping_connect_client: one responder resource and initiator
-// depth each way (the server reads the client's buffer), seven retries
-// of each kind.
+// connect is rping_connect_client. With -q the connection manager's
+// response comes as EventConnectResponse: the tool moves its QP to RTS
+// and sends the ready-to-use itself (rdma_establish).
 func (s *session) connect() int {
 	r := s.r
-	p := &rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
-	if err := s.id.Connect(p); err != nil {
+	if err := s.id.Connect(s.connParam()); err != nil {
 		r.perror("rdma_connect", err)
 		return -1
 	}
@@ -1082,6 +1152,16 @@ func (s *session) connect() int {
 	if st := s.state(); st != stConnected {
 		r.errf("wait for CONNECTED state %d\n", st)
 		return -1
+	}
+	if r.o.selfQP {
+		if err := s.selfModify(); err != nil {
+			r.perror("rping_modify_qp", err)
+			return retOf(err)
+		}
+		if err := s.id.Establish(); err != nil {
+			r.perror("rdma_establish", err)
+			return retOf(err)
+		}
 	}
 	r.debugf("rdma_connect successful\n")
 	return 0
@@ -1166,10 +1246,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, status := parseArgs(ctx, args, stdout, stderr)
 	if status != 0 {
 		return status
-	}
-	if o.selfQP {
-		fmt.Fprintln(stderr, "-q: self-created, self-modified QPs are not supported: the rdmacm package creates the connection's QP and moves it through its states (rdma_create_qp)")
-		return exitENOTSUP
 	}
 	return run(ctx, o, stdout, stderr)
 }

@@ -208,6 +208,11 @@ func TestVMAgainstC(t *testing.T) {
 		{"V-C50", 50, 64, false, nil, []string{"-V", "-C", "50"}},
 		{"vV-C60-S23", 60, 23, true, []string{"-v", "-S", "23"}, []string{"-v", "-V", "-C", "60", "-S", "23"}},
 		{"vV-C3-S65535", 3, 65535, true, []string{"-v", "-S", "65535"}, []string{"-v", "-V", "-C", "3", "-S", "65535"}},
+		// -q: QPs the tools create and move themselves (rdma_init_qp_attr,
+		// rdma_establish), on both sides and on either side alone.
+		{"q-vV-C10", 10, 64, true, []string{"-q", "-v"}, []string{"-q", "-v", "-V", "-C", "10"}},
+		{"q-server-only", 5, 100, true, []string{"-q", "-v", "-S", "100"}, []string{"-v", "-V", "-C", "5", "-S", "100"}},
+		{"q-client-only", 5, 4096, false, []string{"-S", "4096"}, []string{"-q", "-V", "-C", "5", "-S", "4096"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -440,32 +445,37 @@ func inProcess(ctx context.Context, args ...string) (status int, stdout, stderr 
 }
 
 // TestVMInProcessServer: Main as the server, the C client: the server's
-// exact stdout and stderr, status 0, and nothing left behind.
+// exact stdout and stderr, status 0, and nothing left behind; with the
+// connection's QP from rdma_create_qp and with -q's own QP.
 func TestVMInProcessServer(t *testing.T) {
 	requireTools(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	p := port()
-	type ret struct {
-		st       int
-		out, err *testkit.Output
-	}
-	done := make(chan ret, 1)
-	go func() {
-		st, out, err := inProcess(ctx, "-s", "-v", "-a", testkit.RxeAddr, "-p", strconv.Itoa(p), "-S", "40")
-		done <- ret{st, out, err}
-	}()
-	if err := testkit.WaitCMListen(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	out, err := testkit.RunPeer(ctx, t, cTool, "-c", "-v", "-V", "-a", testkit.RxeAddr, "-p", strconv.Itoa(p), "-C", "7", "-S", "40")
-	if err != nil {
-		t.Fatalf("C client: %v\n%s", err, out)
-	}
-	r := <-done
-	want := strings.Join(wantPings("server ping data: ", 7, 40), "\n") + "\n"
-	if r.st != 0 || r.out.String() != want || r.err.String() != "server DISCONNECT EVENT...\nwait for RDMA_READ_ADV state 10\n" {
-		t.Errorf("Main as the server: status %d\nstdout:\n%s\nstderr:\n%s", r.st, r.out, r.err)
+	for _, q := range [][]string{nil, {"-q"}} {
+		t.Run(fmt.Sprint(q), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			p := port()
+			type ret struct {
+				st       int
+				out, err *testkit.Output
+			}
+			done := make(chan ret, 1)
+			go func() {
+				st, out, err := inProcess(ctx, append(q, "-s", "-v", "-a", testkit.RxeAddr, "-p", strconv.Itoa(p), "-S", "40")...)
+				done <- ret{st, out, err}
+			}()
+			if err := testkit.WaitCMListen(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			out, err := testkit.RunPeer(ctx, t, cTool, "-c", "-v", "-V", "-a", testkit.RxeAddr, "-p", strconv.Itoa(p), "-C", "7", "-S", "40")
+			if err != nil {
+				t.Fatalf("C client: %v\n%s", err, out)
+			}
+			r := <-done
+			want := strings.Join(wantPings("server ping data: ", 7, 40), "\n") + "\n"
+			if r.st != 0 || r.out.String() != want || r.err.String() != "server DISCONNECT EVENT...\nwait for RDMA_READ_ADV state 10\n" {
+				t.Errorf("Main as the server: status %d\nstdout:\n%s\nstderr:\n%s", r.st, r.out, r.err)
+			}
+		})
 	}
 }
 
@@ -478,17 +488,20 @@ func TestVMInProcessClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p := port()
-	srv := startServer(ctx, t, cTool, p, "-S", "64")
-	st, out, errw := inProcess(ctx, "-c", "-v", "-V", "-a", testkit.RxeAddr, "-p", strconv.Itoa(p), "-C", "12")
-	if err := srv.Wait(); err != nil {
-		t.Errorf("C server: %v\n%s", err, srv.Output())
-	}
-	want := strings.Join(wantPings("ping data: ", 12, 64), "\n") + "\n"
-	if e := errw.String(); st != 0 || out.String() != want || (e != "" && e != "client DISCONNECT EVENT...\n") {
-		t.Errorf("Main as the client: status %d\nstdout:\n%s\nstderr:\n%s", st, out, errw)
+	for _, q := range [][]string{nil, {"-q"}} {
+		srv := startServer(ctx, t, cTool, p, "-S", "64")
+		st, out, errw := inProcess(ctx, append(q, "-c", "-v", "-V", "-a", testkit.RxeAddr, "-p", strconv.Itoa(p), "-C", "12")...)
+		if err := srv.Wait(); err != nil {
+			t.Errorf("C server: %v\n%s", err, srv.Output())
+		}
+		want := strings.Join(wantPings("ping data: ", 12, 64), "\n") + "\n"
+		if e := errw.String(); st != 0 || out.String() != want || (e != "" && e != "client DISCONNECT EVENT...\n") {
+			t.Errorf("Main %q as the client: status %d\nstdout:\n%s\nstderr:\n%s", q, st, out, errw)
+		}
+		p = port()
 	}
 
-	st, out, errw = inProcess(ctx, "-c", "-a", testkit.RxeAddr, "-p", strconv.Itoa(port()), "-C", "1")
+	st, out, errw := inProcess(ctx, "-c", "-a", testkit.RxeAddr, "-p", strconv.Itoa(port()), "-C", "1")
 	if st != 255 || out.String() != "" || !strings.HasPrefix(errw.String(), "cma event RDMA_CM_EVENT_") || strings.Count(errw.String(), "\n") != 1 {
 		t.Errorf("Main as a client without a server: status %d\nstdout:\n%s\nstderr:\n%s", st, out, errw)
 	}
