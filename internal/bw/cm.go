@@ -448,13 +448,24 @@ func (t *test) cmConnect() error {
 		}
 	}
 	t.qps = make([]*uverbs.QP, n)
+	// The server listens before the sync, not after it as perftest's
+	// does: a client's first request may follow the sync at once, and a
+	// UD client (SIDR) does not retry a request that found no listener
+	// (RDMA_CM_EVENT_UNREACHABLE), which a C server only rarely loses.
+	var listen *rdmacm.ID
+	if !t.client {
+		if listen, err = t.cmListen(); err != nil {
+			return withLines(err, "Failed to create RDMA CM connection.", failed)
+		}
+		defer listen.Destroy()
+	}
 	if _, err := t.c.handshake(&Dest{}, false); err != nil {
 		return withLines(err, "Failed to sync between client and server before creating RDMA CM connection.", failed)
 	}
 	if t.client {
 		err = t.cmClient()
 	} else {
-		err = t.cmServer()
+		err = t.cmServer(listen)
 	}
 	if err != nil {
 		return withLines(err, "Failed to create RDMA CM connection.", failed)
@@ -661,22 +672,30 @@ func (t *test) cmDrop() {
 	}
 }
 
-// cmServer listens on the test's port (every IPv4 address) and accepts
-// a connection per QP, then stops listening (rdma_cm_server_connection).
-// It does not wait for the connections' ESTABLISHED: the second sync
-// comes after the client saw its own.
-func (t *test) cmServer() error {
+// cmListen is the server's listener on the test's port (every IPv4
+// address), with a backlog of a request per QP.
+func (t *test) cmListen() (*rdmacm.ID, error) {
 	listen, err := t.cm.ch.CreateID(t.cm.ps)
 	if err != nil {
-		return msgError{"Failed to create RDMA CM server control ID.", "  (" + err.Error() + ")"}
+		return nil, msgError{"Failed to create RDMA CM server control ID.", "  (" + err.Error() + ")"}
 	}
-	defer listen.Destroy()
 	if err := listen.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(t.o.Port))); err != nil {
-		return msgError{"Failed to bind RDMA CM address on the server.", "  (" + err.Error() + ")"}
+		listen.Destroy()
+		return nil, msgError{"Failed to bind RDMA CM address on the server.", "  (" + err.Error() + ")"}
 	}
 	if err := listen.Listen(len(t.cm.ids)); err != nil {
-		return msgError{"Failed to listen on RDMA CM server listen ID.", "  (" + err.Error() + ")"}
+		listen.Destroy()
+		return nil, msgError{"Failed to listen on RDMA CM server listen ID.", "  (" + err.Error() + ")"}
 	}
+	return listen, nil
+}
+
+// cmServer accepts a connection per QP on cmListen's listener, then
+// stops listening (rdma_cm_server_connection). It does not wait for the
+// connections' ESTABLISHED: the second sync comes after the client saw
+// its own.
+func (t *test) cmServer(listen *rdmacm.ID) error {
+	defer listen.Destroy()
 	// A request whose client gave up before it was accepted (its
 	// attempt failed on a request that came before this listener, and
 	// it dropped the attempt's IDs: perftest's retry) cannot be
