@@ -11,6 +11,7 @@ type Errno = unix.Errno
 const (
 	EAGAIN          = unix.EAGAIN
 	EBUSY           = unix.EBUSY
+	ECONNREFUSED    = unix.ECONNREFUSED
 	EEXIST          = unix.EEXIST
 	EINVAL          = unix.EINVAL
 	EIO             = unix.EIO

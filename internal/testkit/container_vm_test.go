@@ -48,6 +48,8 @@ var containerChecks = map[string]func(t *testing.T, c *scratch){
 	"sendlat":     bandwidthInScratch("sendlat", 18619),
 	"readlat":     bandwidthInScratch("readlat", 18620),
 	"rdmaping":    rpingInScratch("rdmaping", 18621),
+	"rdmaserver":  rdmaExampleInScratch("rdmaserver", 18622),
+	"rdmaclient":  rdmaExampleInScratch("rdmaclient", 18623),
 }
 
 // cmdTools lists the module's cmd/ tools but abigen: on the host from the
@@ -470,6 +472,63 @@ func rpingInScratch(name string, port int) func(t *testing.T, c *scratch) {
 			}
 		}
 		t.Logf("%s client in the empty root: ... %s", name, last)
+	}
+}
+
+// rdmaExampleInScratch: the port of librdmacm's rdma_server (rdmaserver)
+// or rdma_client (rdmaclient) in the empty root, against the guest's C
+// example in the other role: both end with "end 0" and status 0.
+func rdmaExampleInScratch(name string, port int) func(t *testing.T, c *scratch) {
+	return func(t *testing.T, c *scratch) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		addr := []string{"-s", testkit.RxeAddr, "-p", strconv.Itoa(port)}
+		var srv *exec.Cmd
+		if name == "rdmaserver" {
+			srv = c.command(ctx, name, addr...)
+		} else {
+			srv = exec.CommandContext(ctx, "rdma_server", addr...)
+		}
+		var srvOut testkit.Output
+		srv.Stdout, srv.Stderr = &srvOut, &srvOut
+		if err := srv.Start(); err != nil {
+			t.Fatalf("server: %v", err)
+		}
+		done := make(chan struct{})
+		var srvErr error
+		go func() { srvErr = srv.Wait(); close(done) }()
+		defer func() { srv.Process.Kill(); <-done }()
+		wctx, wcancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-done:
+				wcancel()
+			case <-wctx.Done():
+			}
+		}()
+		err := testkit.WaitCMListen(wctx, port)
+		wcancel()
+		if err != nil {
+			t.Fatalf("server does not listen on %d: %v\n%s", port, err, srvOut.String())
+		}
+		var cli *exec.Cmd
+		if name == "rdmaclient" {
+			cli = c.command(ctx, name, addr...)
+		} else {
+			cli = exec.CommandContext(ctx, "rdma_client", addr...)
+		}
+		cliOut, cliErr := cli.CombinedOutput()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatalf("server did not finish:\n%s", srvOut.String())
+		}
+		if cliErr != nil || string(cliOut) != "rdma_client: start\nrdma_client: end 0\n" {
+			t.Errorf("client (%s in the empty root): %v\n%s", name, cliErr, cliOut)
+		}
+		if srvErr != nil || srvOut.String() != "rdma_server: start\nrdma_server: end 0\n" {
+			t.Errorf("server (%s in the empty root): %v\n%s", name, srvErr, srvOut.String())
+		}
 	}
 }
 

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+
+	"github.com/pureverbs/pureverbs/internal/testkit/leakmain"
+)
+
+// TestMain traces every fd and mapping the tests create and fails the run
+// when any is left open (in the VM each test is also checked on its own).
+func TestMain(m *testing.M) {
+	os.Exit(leakmain.Run(m))
+}
+
+// TestMainBadArgs: a bad command line ends as the C example's: getopt's
+// complaint on stderr, the usage on stdout, status 1; and a host name
+// that does not resolve ends with rdma_getaddrinfo's line and code,
+// before any device is touched.
+func TestMainBadArgs(t *testing.T) {
+	const usage = "usage: rdma_client\n\t[-s server_address]\n\t[-p port_number]\n"
+	for _, c := range []struct {
+		args           []string
+		status         int
+		stdout, stderr string
+	}{
+		{[]string{"-x"}, 1, usage, "rdma_client: invalid option -- 'x'\n"},
+		{[]string{"-s"}, 1, usage, "rdma_client: option requires an argument -- 's'\n"},
+		{[]string{"-p", "7471", "-s", "10.0.0.1", "-q"}, 1, usage, "rdma_client: invalid option -- 'q'\n"},
+		{[]string{"-s", "10.0.0.1", "-p", "no-such-service"}, 248,
+			"rdma_client: start\nrdma_getaddrinfo: Servname not supported for ai_socktype\nrdma_client: end -8\n", ""},
+	} {
+		var stdout, stderr bytes.Buffer
+		st := Main(context.Background(), "rdma_client", c.args, &stdout, &stderr)
+		if st != c.status || stdout.String() != c.stdout || stderr.String() != c.stderr {
+			t.Errorf("Main(%q): %d, stdout %q, stderr %q; want %d, %q, %q", c.args, st, stdout.String(), stderr.String(),
+				c.status, c.stdout, c.stderr)
+		}
+	}
+}
