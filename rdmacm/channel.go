@@ -22,15 +22,10 @@ import (
 type EventChannel struct {
 	ucm *sys.UCM
 
-	mu       sync.Mutex
-	closed   bool
-	nextUID  uint64
-	byUID    map[uint64]*ID
-	byHandle map[uint32]*ID
-	ctxs     map[string]*uverbs.Context // by device name, opened for IDs
-	devAttr  map[string]*uverbs.DeviceAttr
-	byDev    map[devKey]string     // the device name of a GUID and index seen before
-	mcasts   map[uint64]*Multicast // by uid
+	mu     sync.Mutex
+	closed bool
+	devs   map[string]*sharedDev // the device Contexts this channel's IDs use, by name
+	byDev  map[devKey]string     // the device name of a GUID and index seen before
 }
 
 // Open opens an event channel (rdma_create_event_channel(3)): the rdma_cm
@@ -50,8 +45,11 @@ func OpenPath(path string) (*EventChannel, error) {
 		}
 		return nil, opErr("open", err)
 	}
-	return &EventChannel{ucm: u, byUID: map[uint64]*ID{}, byHandle: map[uint32]*ID{},
-		ctxs: map[string]*uverbs.Context{}, devAttr: map[string]*uverbs.DeviceAttr{}, byDev: map[devKey]string{}}, nil
+	ch := &EventChannel{ucm: u, devs: map[string]*sharedDev{}, byDev: map[devKey]string{}}
+	reg.mu.Lock()
+	reg.chans[ch] = struct{}{}
+	reg.mu.Unlock()
+	return ch, nil
 }
 
 // Fd returns the channel's descriptor (non-blocking), readable when an
@@ -59,9 +57,12 @@ func OpenPath(path string) (*EventChannel, error) {
 func (ch *EventChannel) Fd() int { return ch.ucm.Fd() }
 
 // Close destroys the channel (rdma_destroy_event_channel(3)): the kernel
-// destroys every ID still on it, a blocked GetEvent returns ErrClosed, and
-// the verbs Contexts the channel opened are closed (their PDs, CQs and
-// QPs with them). Closing twice returns ErrClosed.
+// destroys every ID still on it (not those migrated away), a blocked
+// GetEvent returns ErrClosed, and the verbs Contexts of its IDs' devices
+// are closed (their PDs, CQs and QPs with them) unless another open
+// channel's IDs use them too: a device's Context is shared by every
+// channel, as librdmacm shares one per device. Closing twice returns
+// ErrClosed.
 func (ch *EventChannel) Close() error {
 	ch.mu.Lock()
 	if ch.closed {
@@ -69,16 +70,32 @@ func (ch *EventChannel) Close() error {
 		return opErr("close", ErrClosed)
 	}
 	ch.closed = true
-	for _, id := range ch.byHandle {
-		id.dead = true
-	}
-	ctxs := ch.ctxs
-	ch.ctxs = nil
+	held := ch.devs
+	ch.devs = nil
 	ch.mu.Unlock()
+	reg.mu.Lock()
+	delete(reg.chans, ch)
+	reg.mu.Unlock()
+	// The fd first: its Close waits for a Migrate from this channel
+	// that holds it, so that the IDs left here are the kernel's view.
 	err := ch.ucm.Close()
-	for _, c := range ctxs {
-		if cerr := c.Close(); err == nil {
-			err = cerr
+	var mine []*ID
+	reg.mu.Lock()
+	for _, id := range reg.byHandle {
+		if id.channel() == ch {
+			mine = append(mine, id)
+		}
+	}
+	reg.mu.Unlock()
+	for _, id := range mine {
+		id.mu.Lock()
+		id.dead = true
+		id.mu.Unlock()
+		unregister(id)
+	}
+	for _, d := range held {
+		if derr := d.release(); err == nil {
+			err = derr
 		}
 	}
 	return opErr("close", err)
@@ -116,28 +133,18 @@ func (ch *EventChannel) CreateID(ps PortSpace) (*ID, error) {
 		return nil, opErr("create_id", ErrNotSupported)
 	}
 	ch.mu.Lock()
-	if ch.closed {
-		ch.mu.Unlock()
+	closed := ch.closed
+	ch.mu.Unlock()
+	if closed {
 		return nil, opErr("create_id", ErrClosed)
 	}
-	ch.nextUID++
-	uid := ch.nextUID
-	ch.mu.Unlock()
+	uid := newUID()
 	req := abi.RdmaUcmCreateId{Uid: uid, Ps: uint16(ps), QpType: uint8(qpType)}
 	var resp abi.RdmaUcmCreateIdResp
 	if err := ch.command("create_id", abi.RDMA_USER_CM_CMD_CREATE_ID, sys.AsBytes(&req), 8, sys.AsBytes(&resp)); err != nil {
 		return nil, err
 	}
-	return ch.insert(&ID{ch: ch, handle: resp.Id, uid: uid, ps: ps, qpType: qpType}), nil
-}
-
-// insert registers id under its uid and handle.
-func (ch *EventChannel) insert(id *ID) *ID {
-	ch.mu.Lock()
-	ch.byUID[id.uid] = id
-	ch.byHandle[id.handle] = id
-	ch.mu.Unlock()
-	return id
+	return register(newID(ch, resp.Id, uid, ps, qpType)), nil
 }
 
 // GetEvent waits, parked on the runtime poller, for the next event on
@@ -183,18 +190,6 @@ func (ch *EventChannel) TryGetEvent() (Event, error) {
 	}
 }
 
-// lookup finds the ID an event names: by the uid the kernel echoes, else
-// by its handle. The uid is 0 for an ID of a connect request until Accept
-// gives it one, and on some old kernels (librdmacm allows for both).
-func (ch *EventChannel) lookup(uid uint64, handle uint32) *ID {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	if id := ch.byUID[uid]; id != nil && uid != 0 {
-		return id
-	}
-	return ch.byHandle[handle]
-}
-
 // process turns a kernel event into the caller's, as librdmacm's
 // rdma_get_cm_event does; false drops it (an event for an ID this channel
 // does not know).
@@ -203,22 +198,26 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 	if ev.Type == EventConnectRequest {
 		// The kernel names the listener by its uid only (resp.id is
 		// the new ID's handle).
-		ch.mu.Lock()
-		listen := ch.byUID[r.Uid]
-		ch.mu.Unlock()
-		if listen == nil {
+		reg.mu.Lock()
+		listen := reg.byUID[r.Uid]
+		reg.mu.Unlock()
+		if listen == nil || r.Uid == 0 {
 			ch.destroyHandle(r.Id)
 			return ev, false
 		}
-		ch.mu.Lock()
-		ch.nextUID++
-		uid := ch.nextUID
-		ch.mu.Unlock()
-		id := ch.insert(&ID{ch: ch, handle: r.Id, uid: uid, ps: listen.ps, qpType: listen.qpType})
+		id := register(newID(ch, r.Id, newUID(), listen.ps, listen.qpType))
 		ev.ID, ev.Listen = id, listen
 		id.param(&ev, r)
 		id.respRes, id.initDepth = ev.Param.ResponderResources, ev.Param.InitiatorDepth
-		if err := id.queryAddr(); err != nil {
+		err := id.queryAddr()
+		if errors.Is(err, sys.EINVAL) {
+			// The kernel made the request's ID on the file the
+			// listener was on when the request came; a Migrate of the
+			// listener since moved the queued request, not its ID,
+			// which takes commands only there.
+			err = id.findChannel(ch)
+		}
+		if err != nil {
 			// As librdmacm: the request is dropped and its ID destroyed.
 			id.Destroy()
 			return ev, false
@@ -229,7 +228,7 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 		// Named by the membership's uid and handle.
 		return ev, ch.mcastEvent(&ev, r)
 	}
-	id := ch.lookup(r.Uid, r.Id)
+	id := lookup(r.Uid, r.Id)
 	if id == nil {
 		return ev, false
 	}
@@ -261,6 +260,28 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 		}
 	}
 	return ev, true
+}
+
+// findChannel finds the open channel other than ch whose file the
+// kernel put the ID on, by asking each where the ID is bound, and leaves
+// the ID on it.
+func (id *ID) findChannel(ch *EventChannel) error {
+	reg.mu.Lock()
+	chans := make([]*EventChannel, 0, len(reg.chans))
+	for c := range reg.chans {
+		if c != ch {
+			chans = append(chans, c)
+		}
+	}
+	reg.mu.Unlock()
+	for _, c := range chans {
+		id.chp.Store(c)
+		if err := id.queryAddr(); err == nil {
+			return nil
+		}
+	}
+	id.chp.Store(ch)
+	return opErr("query_addr", sys.EINVAL)
 }
 
 // param decodes an event's parameters: a UD ID's as UDParam, others'
@@ -305,58 +326,99 @@ func (ch *EventChannel) destroyHandle(h uint32) {
 	ch.command("destroy_id", abi.RDMA_USER_CM_CMD_DESTROY_ID, sys.AsBytes(&req), 0, sys.AsBytes(&resp))
 }
 
-// context returns the channel's Context on the device with node GUID
-// guid (as the kernel reports it: big-endian) and index idx, opening it
-// on first use.
+// context returns the Context on the device with node GUID guid (as the
+// kernel reports it: big-endian) and index idx, shared by every channel,
+// opening it on first use; the channel holds it until it closes.
 func (ch *EventChannel) context(guid uint64, idx uint32) (*uverbs.Context, *uverbs.DeviceAttr, error) {
 	key := devKey{guid, idx}
 	ch.mu.Lock()
-	if name, ok := ch.byDev[key]; ok && ch.ctxs != nil {
-		c, a := ch.ctxs[name], ch.devAttr[name]
-		ch.mu.Unlock()
-		return c, a, nil
+	if name, ok := ch.byDev[key]; ok && ch.devs != nil {
+		if d := ch.devs[name]; d != nil {
+			ch.mu.Unlock()
+			return d.ctx, d.attr, nil
+		}
 	}
 	ch.mu.Unlock()
-	// First use of the device: list the devices (sysfs and RDMA
-	// netlink), as librdmacm does once per process.
-	devs, err := uverbs.Devices()
+	// First use of the device on this channel: list the devices (sysfs
+	// and RDMA netlink), as librdmacm does once per process.
+	list, err := uverbs.Devices()
 	if err != nil {
 		return nil, nil, err
 	}
 	want := bits.ReverseBytes64(guid)
 	var dev *uverbs.Device
-	for i := range devs {
-		if devs[i].NodeGUID != want {
+	for i := range list {
+		if list[i].NodeGUID != want {
 			continue
 		}
-		if dev == nil || devs[i].Index == int(idx) {
-			dev = &devs[i]
+		if dev == nil || list[i].Index == int(idx) {
+			dev = &list[i]
 		}
 	}
 	if dev == nil {
 		return nil, nil, ErrNoDevice
 	}
+	d, err := acquireDev(*dev)
+	if err != nil {
+		return nil, nil, err
+	}
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
 	if ch.closed {
+		ch.mu.Unlock()
+		d.release()
 		return nil, nil, ErrClosed
 	}
-	if c := ch.ctxs[dev.Name]; c != nil {
-		ch.byDev[key] = dev.Name
-		return c, ch.devAttr[dev.Name], nil
-	}
-	c, err := uverbs.Open(*dev)
-	if err != nil {
-		return nil, nil, err
-	}
-	a, err := c.QueryDevice()
-	if err != nil {
-		c.Close()
-		return nil, nil, err
-	}
-	ch.ctxs[dev.Name], ch.devAttr[dev.Name] = c, a
 	ch.byDev[key] = dev.Name
-	return c, a, nil
+	if held := ch.devs[dev.Name]; held != nil {
+		ch.mu.Unlock()
+		d.release() // another call got there first
+		return held.ctx, held.attr, nil
+	}
+	ch.devs[dev.Name] = d
+	ch.mu.Unlock()
+	return d.ctx, d.attr, nil
+}
+
+// hold makes the channel hold the shared Context ctx (an ID moving onto
+// it uses that device), if it does not already.
+func (ch *EventChannel) hold(ctx *uverbs.Context) error {
+	ch.mu.Lock()
+	if ch.closed {
+		ch.mu.Unlock()
+		return ErrClosed
+	}
+	for _, d := range ch.devs {
+		if d.ctx == ctx {
+			ch.mu.Unlock()
+			return nil
+		}
+	}
+	ch.mu.Unlock()
+	devs.mu.Lock()
+	var d *sharedDev
+	for _, x := range devs.m {
+		if x.ctx == ctx {
+			d = x
+			d.refs++
+		}
+	}
+	devs.mu.Unlock()
+	if d == nil {
+		return nil // its last channel closed: the ID's device is gone anyway
+	}
+	ch.mu.Lock()
+	closed, had := ch.closed, ch.devs[d.name] != nil
+	if !closed && !had {
+		ch.devs[d.name] = d
+	}
+	ch.mu.Unlock()
+	if closed || had {
+		d.release()
+	}
+	if closed {
+		return ErrClosed
+	}
+	return nil
 }
 
 // devKey is how the kernel names an ID's device: node GUID and index.

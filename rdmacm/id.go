@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pureverbs/pureverbs/abi"
@@ -14,9 +15,10 @@ import (
 // ID is an rdma_cm identifier (struct rdma_cm_id): one end of a
 // connection, or a listener.
 type ID struct {
-	ch     *EventChannel
-	handle uint32 // the kernel's id
-	uid    uint64 // ours, echoed in its events
+	chp    atomic.Pointer[EventChannel] // the channel its events come to (Migrate changes it)
+	mig    sync.Mutex                   // serialises Migrate
+	handle uint32                       // the kernel's id
+	uid    uint64                       // ours, echoed in its events
 	ps     PortSpace
 	qpType uverbs.QPType // RC in PortSpaceTCP, UD in PortSpaceUDP
 
@@ -31,6 +33,20 @@ type ID struct {
 	respRes   uint8 // responder resources: the request's, then the accept's
 	initDepth uint8 // initiator depth, likewise
 }
+
+// newID is an ID on ch.
+func newID(ch *EventChannel, handle uint32, uid uint64, ps PortSpace, qpType uverbs.QPType) *ID {
+	id := &ID{handle: handle, uid: uid, ps: ps, qpType: qpType}
+	id.chp.Store(ch)
+	return id
+}
+
+// channel is the channel the ID is on (nil for an ID not made here).
+func (id *ID) channel() *EventChannel { return id.chp.Load() }
+
+// Channel returns the event channel the ID's events come to: the one it
+// was created on, or the last Migrate's.
+func (id *ID) Channel() *EventChannel { return id.channel() }
 
 // Context returns the verbs Context of the device the ID is bound to, nil
 // until an address is bound or resolved (rdma_cm_id.verbs). The channel
@@ -74,7 +90,7 @@ func (id *ID) qp() *uverbs.QP {
 
 // live is the check of every method: not destroyed, channel open.
 func (id *ID) live(op string) error {
-	if id == nil || id.ch == nil {
+	if id == nil || id.channel() == nil {
 		return invalid(op, "nil ID")
 	}
 	id.mu.Lock()
@@ -99,7 +115,7 @@ func (id *ID) BindAddr(addr netip.AddrPort) error {
 	}
 	req := abi.RdmaUcmBind{Id: id.handle}
 	req.AddrSize = putSockaddr(&req.Addr, addr)
-	if err := id.ch.command(op, abi.RDMA_USER_CM_CMD_BIND, sys.AsBytes(&req), -1, nil); err != nil {
+	if err := id.channel().command(op, abi.RDMA_USER_CM_CMD_BIND, sys.AsBytes(&req), -1, nil); err != nil {
 		return err
 	}
 	return opErr(op, id.queryAddr())
@@ -125,7 +141,7 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 		req.SrcSize = putSockaddr(&req.SrcAddr, src)
 	}
 	req.DstSize = putSockaddr(&req.DstAddr, dst)
-	return id.ch.command(op, abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, sys.AsBytes(&req), -1, nil)
+	return id.channel().command(op, abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, sys.AsBytes(&req), -1, nil)
 }
 
 // ResolveRoute resolves the route to the resolved destination
@@ -140,7 +156,7 @@ func (id *ID) ResolveRoute(timeout time.Duration) error {
 		return err
 	}
 	req := abi.RdmaUcmResolveRoute{Id: id.handle, TimeoutMs: ms}
-	return id.ch.command(op, abi.RDMA_USER_CM_CMD_RESOLVE_ROUTE, sys.AsBytes(&req), -1, nil)
+	return id.channel().command(op, abi.RDMA_USER_CM_CMD_RESOLVE_ROUTE, sys.AsBytes(&req), -1, nil)
 }
 
 func millis(op string, d time.Duration) (uint32, error) {
@@ -162,7 +178,7 @@ func (id *ID) Listen(backlog int) error {
 		return invalid(op, "backlog %d", backlog)
 	}
 	req := abi.RdmaUcmListen{Id: id.handle, Backlog: uint32(backlog)}
-	return id.ch.command(op, abi.RDMA_USER_CM_CMD_LISTEN, sys.AsBytes(&req), -1, nil)
+	return id.channel().command(op, abi.RDMA_USER_CM_CMD_LISTEN, sys.AsBytes(&req), -1, nil)
 }
 
 // queryAddr asks the kernel where the ID is bound (RDMA_USER_CM_QUERY_ADDR):
@@ -170,14 +186,14 @@ func (id *ID) Listen(backlog int) error {
 func (id *ID) queryAddr() error {
 	req := abi.RdmaUcmQuery{Id: id.handle, Option: abi.RDMA_USER_CM_QUERY_ADDR}
 	var resp abi.RdmaUcmQueryAddrResp
-	if err := id.ch.command("query_addr", abi.RDMA_USER_CM_CMD_QUERY, sys.AsBytes(&req), 0, sys.AsBytes(&resp)); err != nil {
+	if err := id.channel().command("query_addr", abi.RDMA_USER_CM_CMD_QUERY, sys.AsBytes(&req), 0, sys.AsBytes(&resp)); err != nil {
 		return err
 	}
 	var ctx *uverbs.Context
 	var attr *uverbs.DeviceAttr
 	if resp.NodeGuid != 0 {
 		var err error
-		if ctx, attr, err = id.ch.context(resp.NodeGuid, resp.IbdevIndex); err != nil {
+		if ctx, attr, err = id.channel().context(resp.NodeGuid, resp.IbdevIndex); err != nil {
 			return err
 		}
 	}
@@ -254,7 +270,7 @@ func (id *ID) InitQPAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask
 	}
 	req := abi.RdmaUcmInitQpAttr{Id: id.handle, QpState: uint32(state)}
 	var resp abi.IbUverbsQpAttr
-	if err := id.ch.command(op, abi.RDMA_USER_CM_CMD_INIT_QP_ATTR, sys.AsBytes(&req), 0, sys.AsBytes(&resp)); err != nil {
+	if err := id.channel().command(op, abi.RDMA_USER_CM_CMD_INIT_QP_ATTR, sys.AsBytes(&req), 0, sys.AsBytes(&resp)); err != nil {
 		return uverbs.QPAttr{}, 0, err
 	}
 	a, m := qpAttrFromKern(&resp)
@@ -398,7 +414,7 @@ func (id *ID) Connect(p *ConnParam) error {
 		return err
 	}
 	req := abi.RdmaUcmConnect{ConnParam: k, Id: id.handle}
-	return id.ch.command(op, abi.RDMA_USER_CM_CMD_CONNECT, sys.AsBytes(&req), -1, nil)
+	return id.channel().command(op, abi.RDMA_USER_CM_CMD_CONNECT, sys.AsBytes(&req), -1, nil)
 }
 
 // Establish completes a connection whose QP the caller manages
@@ -420,7 +436,7 @@ func (id *ID) Establish() error {
 		return invalid(op, "a UD ID has no connection to establish")
 	}
 	req := abi.RdmaUcmAccept{Id: id.handle}
-	return id.ch.command(op, abi.RDMA_USER_CM_CMD_ACCEPT, sys.AsBytes(&req), -1, nil)
+	return id.channel().command(op, abi.RDMA_USER_CM_CMD_ACCEPT, sys.AsBytes(&req), -1, nil)
 }
 
 // completeConnect is the active side's end of the handshake when the
@@ -436,7 +452,7 @@ func (id *ID) completeConnect() error {
 		return err
 	}
 	req := abi.RdmaUcmAccept{Id: id.handle}
-	if err := id.ch.command("connect", abi.RDMA_USER_CM_CMD_ACCEPT, sys.AsBytes(&req), -1, nil); err != nil {
+	if err := id.channel().command("connect", abi.RDMA_USER_CM_CMD_ACCEPT, sys.AsBytes(&req), -1, nil); err != nil {
 		id.toErr()
 		return err
 	}
@@ -488,7 +504,7 @@ func (id *ID) Accept(p *ConnParam) error {
 		}
 	}
 	req := abi.RdmaUcmAccept{Uid: id.uid, ConnParam: k, Id: id.handle}
-	if err := id.ch.command(op, abi.RDMA_USER_CM_CMD_ACCEPT, sys.AsBytes(&req), -1, nil); err != nil {
+	if err := id.channel().command(op, abi.RDMA_USER_CM_CMD_ACCEPT, sys.AsBytes(&req), -1, nil); err != nil {
 		id.toErr()
 		return err
 	}
@@ -508,7 +524,7 @@ func (id *ID) Reject(private []byte) error {
 	}
 	req := abi.RdmaUcmReject{Id: id.handle}
 	req.PrivateDataLen = uint8(copy(req.PrivateData[:], private))
-	return id.ch.command(op, abi.RDMA_USER_CM_CMD_REJECT, sys.AsBytes(&req), -1, nil)
+	return id.channel().command(op, abi.RDMA_USER_CM_CMD_REJECT, sys.AsBytes(&req), -1, nil)
 }
 
 // Disconnect ends the connection (rdma_disconnect(3)): the QP goes to ERR
@@ -524,7 +540,7 @@ func (id *ID) Disconnect() error {
 	}
 	id.toErr()
 	req := abi.RdmaUcmDisconnect{Id: id.handle}
-	return id.ch.command(op, abi.RDMA_USER_CM_CMD_DISCONNECT, sys.AsBytes(&req), -1, nil)
+	return id.channel().command(op, abi.RDMA_USER_CM_CMD_DISCONNECT, sys.AsBytes(&req), -1, nil)
 }
 
 // toErr moves the ID's QP, if any, to ERR; a destroyed QP is left alone.
@@ -539,7 +555,7 @@ func (id *ID) toErr() {
 // returns ErrClosed.
 func (id *ID) Destroy() error {
 	const op = "destroy_id"
-	if id == nil || id.ch == nil {
+	if id == nil || id.channel() == nil {
 		return invalid(op, "nil ID")
 	}
 	id.mu.Lock()
@@ -549,12 +565,8 @@ func (id *ID) Destroy() error {
 	}
 	id.dead = true
 	id.mu.Unlock()
-	ch := id.ch
-	ch.mu.Lock()
-	delete(ch.byUID, id.uid)
-	delete(ch.byHandle, id.handle)
-	ch.dropMcasts(id)
-	ch.mu.Unlock()
+	unregister(id)
+	ch := id.channel()
 	req := abi.RdmaUcmDestroyId{Id: id.handle}
 	var resp abi.RdmaUcmDestroyIdResp
 	return ch.command(op, abi.RDMA_USER_CM_CMD_DESTROY_ID, sys.AsBytes(&req), 0, sys.AsBytes(&resp))

@@ -2,6 +2,7 @@ package rdmacm
 
 import (
 	"net/netip"
+	"sync"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -20,7 +21,7 @@ type Multicast struct {
 	handle uint32 // the kernel's
 	addr   netip.Addr
 
-	// Under id.ch.mu:
+	mu       sync.Mutex
 	gid      uverbs.GID
 	lid      uint16
 	attached bool // the ID's QP is attached to gid
@@ -51,11 +52,8 @@ func (id *ID) JoinMulticast(addr netip.Addr, sendOnly bool) (*Multicast, error) 
 	if id.Context() == nil {
 		return nil, invalid(op, "the ID is not bound to a device yet (bind or resolve an address first)")
 	}
-	ch := id.ch
-	ch.mu.Lock()
-	ch.nextUID++
-	m := &Multicast{id: id, uid: ch.nextUID, addr: addr}
-	ch.mu.Unlock()
+	ch := id.channel()
+	m := &Multicast{id: id, uid: newUID(), addr: addr}
 	req := abi.RdmaUcmJoinMcast{Uid: m.uid, Id: id.handle}
 	req.AddrSize = putSockaddr(&req.Addr, netip.AddrPortFrom(addr, 0))
 	if sendOnly {
@@ -63,22 +61,19 @@ func (id *ID) JoinMulticast(addr netip.Addr, sendOnly bool) (*Multicast, error) 
 	}
 	// Registered before the command: the join's event may be queued
 	// before the command returns.
-	ch.mu.Lock()
-	if ch.mcasts == nil {
-		ch.mcasts = map[uint64]*Multicast{}
-	}
-	ch.mcasts[m.uid] = m
-	ch.mu.Unlock()
+	reg.mu.Lock()
+	reg.mcasts[m.uid] = m
+	reg.mu.Unlock()
 	var resp abi.RdmaUcmCreateIdResp
 	if err := ch.command(op, abi.RDMA_USER_CM_CMD_JOIN_MCAST, sys.AsBytes(&req), 0, sys.AsBytes(&resp)); err != nil {
-		ch.mu.Lock()
-		delete(ch.mcasts, m.uid)
-		ch.mu.Unlock()
+		reg.mu.Lock()
+		delete(reg.mcasts, m.uid)
+		reg.mu.Unlock()
 		return nil, err
 	}
-	ch.mu.Lock()
+	m.mu.Lock()
 	m.handle = resp.Id
-	ch.mu.Unlock()
+	m.mu.Unlock()
 	return m, nil
 }
 
@@ -90,17 +85,18 @@ func (m *Multicast) Leave() error {
 	if m == nil || m.id == nil {
 		return invalid(op, "nil Multicast")
 	}
-	ch := m.id.ch
-	ch.mu.Lock()
+	reg.mu.Lock()
+	delete(reg.mcasts, m.uid)
+	reg.mu.Unlock()
+	m.mu.Lock()
 	if m.left {
-		ch.mu.Unlock()
+		m.mu.Unlock()
 		return opErr(op, ErrClosed)
 	}
 	m.left = true
-	delete(ch.mcasts, m.uid)
-	attached, gid, lid := m.attached, m.gid, m.lid
+	attached, gid, lid, handle := m.attached, m.gid, m.lid, m.handle
 	m.attached = false
-	ch.mu.Unlock()
+	m.mu.Unlock()
 	if attached {
 		if qp := m.id.qp(); qp != nil {
 			qp.DetachMcast(gid, lid)
@@ -109,18 +105,18 @@ func (m *Multicast) Leave() error {
 	if err := m.id.live(op); err != nil {
 		return err // the ID's destruction left the group already
 	}
-	req := abi.RdmaUcmDestroyId{Id: m.handle}
+	req := abi.RdmaUcmDestroyId{Id: handle}
 	var resp abi.RdmaUcmDestroyIdResp
-	return ch.command(op, abi.RDMA_USER_CM_CMD_LEAVE_MCAST, sys.AsBytes(&req), 0, sys.AsBytes(&resp))
+	return m.id.channel().command(op, abi.RDMA_USER_CM_CMD_LEAVE_MCAST, sys.AsBytes(&req), 0, sys.AsBytes(&resp))
 }
 
 // mcastEvent completes a multicast event: the membership it names (by
 // uid), the group's address vector, and on a join the QP's attachment
 // (ucma_process_join). It reports false for a membership left since.
 func (ch *EventChannel) mcastEvent(ev *Event, r *abi.RdmaUcmEventResp) bool {
-	ch.mu.Lock()
-	m := ch.mcasts[r.Uid]
-	ch.mu.Unlock()
+	reg.mu.Lock()
+	m := reg.mcasts[r.Uid]
+	reg.mu.Unlock()
 	if m == nil {
 		return false
 	}
@@ -130,28 +126,17 @@ func (ch *EventChannel) mcastEvent(ev *Event, r *abi.RdmaUcmEventResp) bool {
 		return true
 	}
 	gid, lid := ev.UD.AH.DGID, ev.UD.AH.DLID
-	ch.mu.Lock()
+	m.mu.Lock()
 	m.gid, m.lid = gid, lid
-	ch.mu.Unlock()
+	m.mu.Unlock()
 	if qp := m.id.qp(); qp != nil {
 		if err := qp.AttachMcast(gid, lid); err != nil {
 			ev.Type, ev.Status = EventMulticastError, errnoStatus(err)
 			return true
 		}
-		ch.mu.Lock()
+		m.mu.Lock()
 		m.attached = true
-		ch.mu.Unlock()
+		m.mu.Unlock()
 	}
 	return true
-}
-
-// dropMcasts forgets the memberships of a destroyed ID (the kernel left
-// the groups).
-func (ch *EventChannel) dropMcasts(id *ID) {
-	for uid, m := range ch.mcasts {
-		if m.id == id {
-			m.left = true
-			delete(ch.mcasts, uid)
-		}
-	}
 }

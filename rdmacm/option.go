@@ -53,5 +53,5 @@ func (id *ID) setOption(op string, name uint32, val []byte) error {
 		return err
 	}
 	req := abi.RdmaUcmSetOption{Id: id.handle, Level: abi.RDMA_OPTION_ID, Optname: name, Optlen: uint32(len(val))}
-	return id.ch.commandIn(op, abi.RDMA_USER_CM_CMD_SET_OPTION, sys.AsBytes(&req), 0, val)
+	return id.channel().commandIn(op, abi.RDMA_USER_CM_CMD_SET_OPTION, sys.AsBytes(&req), 0, val)
 }

@@ -7,10 +7,9 @@
 // An Endpoint is an rdma_cm ID with, once it has a QP, its PD and one
 // CQ and completion channel each for sends and receives, as
 // rdma_create_ep and rdma_create_qp make them when given no PD and no
-// CQs. A listener's requests share its event channel (librdmacm moves
-// each to a channel of its own, which the rdmacm package does not do):
-// each wait reads that channel's next event, which is the one a
-// single-connection example expects.
+// CQs. As in librdmacm, each endpoint has an event channel of its own: a
+// listener's request moves to one (rdmacm's Migrate) when it is got, so
+// that a wait for one connection's event never reads another's.
 //
 // Errors carry the errno librdmacm's calls set, so that the tools print
 // the same perror(3) lines.
@@ -36,7 +35,7 @@ const resolveTimeout = 2000 * time.Millisecond
 // rdma_get_request make for it.
 type Endpoint struct {
 	ch     *rdmacm.EventChannel
-	ownCh  bool // this endpoint closes ch (not a listener's request)
+	ownCh  bool // this endpoint closes ch
 	ID     *rdmacm.ID
 	pd     *uverbs.PD
 	ownPD  bool
@@ -158,8 +157,8 @@ func (ep *Endpoint) createQP(attr *uverbs.QPInitAttr) error {
 func (ep *Endpoint) Listen(backlog int) error { return ep.ID.Listen(backlog) }
 
 // GetRequest is rdma_get_request(3): the next connection request, as an
-// Endpoint with a QP of the listener's attributes (sharing the
-// listener's channel, see the package comment).
+// Endpoint on an event channel of its own with a QP of the listener's
+// attributes.
 func (ep *Endpoint) GetRequest(ctx context.Context) (*Endpoint, error) {
 	ev, err := ep.ch.GetEvent(ctx)
 	if err != nil {
@@ -171,7 +170,16 @@ func (ep *Endpoint) GetRequest(ctx context.Context) (*Endpoint, error) {
 	if ev.Type != rdmacm.EventConnectRequest {
 		return nil, fmt.Errorf("%v while waiting for a connect request: %w", &ev, sys.EINVAL)
 	}
-	req := &Endpoint{ch: ep.ch, ID: ev.ID}
+	req := &Endpoint{ID: ev.ID}
+	if req.ch, err = rdmacm.Open(); err != nil {
+		ev.ID.Destroy()
+		return nil, err
+	}
+	req.ownCh = true
+	if err := ev.ID.Migrate(req.ch); err != nil {
+		req.Destroy()
+		return nil, err
+	}
 	if ep.attr != nil {
 		a := *ep.attr
 		if err := req.createQP(&a); err != nil {

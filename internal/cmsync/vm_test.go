@@ -43,8 +43,8 @@ func addr(t *testing.T, ctx context.Context, passive bool, port int) *rdmacm.Add
 	return ai
 }
 
-// TestVMExchange: a passive endpoint gets a request with a QP of the
-// listener's attributes; a message goes each way, one from registered
+// TestVMExchange: a passive endpoint gets a request, moved to a channel
+// of its own, with a QP of the listener's attributes; a message goes each way, one from registered
 // memory and one inline, each completion is got by waiting on its
 // channel; the endpoints take everything down (the leak checks).
 func TestVMExchange(t *testing.T) {
@@ -73,6 +73,9 @@ func TestVMExchange(t *testing.T) {
 				return err
 			}
 			defer id.Destroy()
+			if id.ch == listen.ch || id.ID.Channel() != id.ch {
+				return errors.New("the request is not on a channel of its own")
+			}
 			buf := make([]byte, 16)
 			mr, err := id.RegMsgs(buf)
 			if err != nil {

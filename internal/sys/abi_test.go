@@ -54,6 +54,11 @@ func TestWireTypesMatchABI(t *testing.T) {
 		{"UVERBS_ATTR_UHW_IN", attrUHWIn, abi.UVERBS_ATTR_UHW_IN},
 		{"UVERBS_ATTR_UHW_OUT", attrUHWOut, abi.UVERBS_ATTR_UHW_OUT},
 		{"IB_USER_VERBS_CMD_FLAG_EXTENDED", CmdFlagExtended, abi.IB_USER_VERBS_CMD_FLAG_EXTENDED},
+		{"RDMA_USER_CM_CMD_GET_EVENT", ucmCmdGetEvent, abi.RDMA_USER_CM_CMD_GET_EVENT},
+		{"RDMA_USER_CM_CMD_MIGRATE_ID", ucmCmdMigrateID, abi.RDMA_USER_CM_CMD_MIGRATE_ID},
+		{"struct rdma_ucm_migrate_id", 16, abi.SizeofRdmaUcmMigrateId},
+		{"rdma_ucm_migrate_id.id", 8, uint64(unsafe.Offsetof(abi.RdmaUcmMigrateId{}.Id))},
+		{"rdma_ucm_migrate_id.fd", 12, uint64(unsafe.Offsetof(abi.RdmaUcmMigrateId{}.Fd))},
 	}
 	for _, c := range consts {
 		if c.got != c.want {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -265,4 +266,18 @@ func NewRecordPipe(name string) (*EventFile, *FD, error) {
 		return nil, nil, err
 	}
 	return ef, w, nil
+}
+
+// WaitReadable waits up to timeout, in poll(2) on the calling thread, for
+// fd to have input (or an error condition); tests use it to see that a
+// record is queued without reading it.
+func WaitReadable(fd int, timeout time.Duration) (bool, error) {
+	pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd[:], int(timeout.Milliseconds()))
+		if err == unix.EINTR {
+			continue
+		}
+		return n > 0, err
+	}
 }

@@ -12,9 +12,13 @@ import (
 // UCMPath is the rdma_cm character device (the kernel's rdma_ucm module).
 const UCMPath = "/dev/infiniband/rdma_cm"
 
-// ucmCmdGetEvent is RDMA_USER_CM_CMD_GET_EVENT (rdma/rdma_user_cm.h); sys
-// does not import abi.
-const ucmCmdGetEvent = 12
+// ucmCmdGetEvent and ucmCmdMigrateID are RDMA_USER_CM_CMD_GET_EVENT and
+// RDMA_USER_CM_CMD_MIGRATE_ID (rdma/rdma_user_cm.h); sys does not import
+// abi here (abi_test.go checks them).
+const (
+	ucmCmdGetEvent  = 12
+	ucmCmdMigrateID = 18
+)
 
 // ucmMax bounds a command's request and response: the largest request,
 // struct rdma_ucm_resolve_addr or rdma_ucm_join_mcast, is under 300 bytes,
@@ -154,3 +158,31 @@ func (u *UCM) GetEvent(ctx context.Context, buf []byte) (int, error) {
 
 // TryGetEvent is GetEvent without the wait: EAGAIN when none is queued.
 func (u *UCM) TryGetEvent(buf []byte) (int, error) { return u.rr.TryRead(buf) }
+
+// Migrate moves the rdma_cm id with handle id, and its events still
+// queued, from from's fd to u's: RDMA_USER_CM_CMD_MIGRATE_ID written on u
+// naming from's fd, which stays open meanwhile. It returns how many
+// events of the id from had reported (struct rdma_ucm_migrate_resp).
+// moved runs after a successful move while from's fd is still held, so
+// that a Close of from, which waits for it, sees what moved records.
+func (u *UCM) Migrate(from *UCM, id uint32, moved func()) (uint32, error) {
+	var (
+		resp [4]byte
+		err  error
+	)
+	cerr := from.rr.Control(func(fd int) {
+		var req [16]byte // struct rdma_ucm_migrate_id: response, id, fd
+		binary.LittleEndian.PutUint32(req[8:], id)
+		binary.LittleEndian.PutUint32(req[12:], uint32(fd))
+		if err = u.Command(ucmCmdMigrateID, req[:], 0, resp[:]); err == nil && moved != nil {
+			moved()
+		}
+	})
+	if cerr != nil {
+		return 0, cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint32(resp[:]), nil
+}

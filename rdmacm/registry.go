@@ -1,0 +1,126 @@
+package rdmacm
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// The process's rdma_cm state that is not one channel's: an ID can move
+// between channels (Migrate) with its events, so IDs and memberships are
+// found by the uid their events echo whichever channel reads them, and a
+// device's Context serves the IDs of every channel (librdmacm keeps one
+// ibv_context per device for the process, too).
+
+// lastUID numbers IDs and memberships for the whole process: the kernel
+// echoes the uid in every event, whichever channel the ID is on by then.
+var lastUID atomic.Uint64
+
+func newUID() uint64 { return lastUID.Add(1) }
+
+// reg is every live ID and membership, and every open channel. The kernel's handles (ucma's
+// ctx_table) are global too.
+var reg = struct {
+	mu       sync.Mutex
+	byUID    map[uint64]*ID
+	byHandle map[uint32]*ID
+	mcasts   map[uint64]*Multicast // by uid
+	chans    map[*EventChannel]struct{}
+}{byUID: map[uint64]*ID{}, byHandle: map[uint32]*ID{}, mcasts: map[uint64]*Multicast{},
+	chans: map[*EventChannel]struct{}{}}
+
+// register makes id findable by its uid and handle.
+func register(id *ID) *ID {
+	reg.mu.Lock()
+	reg.byUID[id.uid] = id
+	reg.byHandle[id.handle] = id
+	reg.mu.Unlock()
+	return id
+}
+
+// unregister forgets id and its memberships (the kernel left the groups).
+func unregister(id *ID) {
+	reg.mu.Lock()
+	delete(reg.byUID, id.uid)
+	delete(reg.byHandle, id.handle)
+	var left []*Multicast
+	for uid, m := range reg.mcasts {
+		if m.id == id {
+			left = append(left, m)
+			delete(reg.mcasts, uid)
+		}
+	}
+	reg.mu.Unlock()
+	for _, m := range left {
+		m.mu.Lock()
+		m.left = true
+		m.mu.Unlock()
+	}
+}
+
+// lookup finds the ID an event names: by the uid the kernel echoes, else
+// by its handle. The uid is 0 for an ID of a connect request until Accept
+// gives it one, and on some old kernels (librdmacm allows for both).
+func lookup(uid uint64, handle uint32) *ID {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	if id := reg.byUID[uid]; id != nil && uid != 0 {
+		return id
+	}
+	return reg.byHandle[handle]
+}
+
+// sharedDev is a device's Context for rdma_cm IDs, with the number of
+// open channels that hold it.
+type sharedDev struct {
+	name string
+	ctx  *uverbs.Context
+	attr *uverbs.DeviceAttr
+	refs int
+}
+
+// devs is the shared Contexts by device name.
+var devs = struct {
+	mu sync.Mutex
+	m  map[string]*sharedDev
+}{m: map[string]*sharedDev{}}
+
+// acquireDev returns dev's shared Context, opening it on first use, with
+// one more reference.
+func acquireDev(dev uverbs.Device) (*sharedDev, error) {
+	devs.mu.Lock()
+	defer devs.mu.Unlock()
+	if d := devs.m[dev.Name]; d != nil {
+		d.refs++
+		return d, nil
+	}
+	c, err := uverbs.Open(dev)
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.QueryDevice()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	d := &sharedDev{name: dev.Name, ctx: c, attr: a, refs: 1}
+	devs.m[dev.Name] = d
+	return d, nil
+}
+
+// release drops a reference; the last closes the Context (its PDs, CQs
+// and QPs with it).
+func (d *sharedDev) release() error {
+	devs.mu.Lock()
+	d.refs--
+	last := d.refs == 0
+	if last {
+		delete(devs.m, d.name)
+	}
+	devs.mu.Unlock()
+	if last {
+		return d.ctx.Close()
+	}
+	return nil
+}
