@@ -540,8 +540,17 @@ func (t *test) cmClient() error {
 	}
 }
 
+// cmClientAttempt connects the QPs one after the other: perftest's
+// client resolves every address at once, so that with -q N its requests
+// race the server's listen (which comes after the sync): when the first
+// is refused (no listener yet) the attempt is dropped, and a request
+// that got through meanwhile is cancelled under the server, which
+// perftest's server does not survive ("Couldn't create rdma old QP -
+// Invalid argument"). Connecting the next QP only once the previous one
+// is ESTABLISHED means a refused attempt has nothing else in flight;
+// the server sees the same requests, in the same order.
 func (t *test) cmClientAttempt(dst netip.AddrPort) error {
-	for i := range t.cm.ids {
+	start := func(i int) error {
 		id, err := t.cm.ch.CreateID(t.cm.ps)
 		if err != nil {
 			return msgError{"Failed to create RDMA CM ID.", "  (" + err.Error() + ")"}
@@ -550,6 +559,10 @@ func (t *test) cmClientAttempt(dst netip.AddrPort) error {
 		if err := id.ResolveAddr(netip.AddrPort{}, dst, cmResolveTimeout); err != nil {
 			return msgError{"Failed to resolve RDMA CM address.", "  (" + err.Error() + ")"}
 		}
+		return nil
+	}
+	if err := start(0); err != nil {
+		return err
 	}
 	for established := 0; established < len(t.cm.ids); {
 		ev, err := t.cm.ch.GetEvent(t.ctx)
@@ -588,6 +601,11 @@ func (t *test) cmClientAttempt(dst netip.AddrPort) error {
 				}
 			}
 			established++
+			if established < len(t.cm.ids) {
+				if err := start(established); err != nil {
+					return err
+				}
+			}
 		case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventConnectError, rdmacm.EventUnreachable, rdmacm.EventRejected:
 			return cmEventError(&ev)
 		}
