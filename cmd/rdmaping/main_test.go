@@ -156,19 +156,6 @@ func TestMainNoDevice(t *testing.T) {
 	}
 }
 
-// TestAtoi: C's atoi on a 64-bit long.
-func TestAtoi(t *testing.T) {
-	for in, want := range map[string]int32{
-		"0": 0, "64": 64, "  +7": 7, "\t-12x": -12, "0x40": 0, "010": 10, "abc": 0, "": 0, "-": 0,
-		"2147483647": 2147483647, "2147483648": -2147483648, "4294967297": 1, "99999999999": 1215752191,
-		"9223372036854775807": -1, "99999999999999999999999": -1, "-99999999999999999999999": 0,
-	} {
-		if got := atoi(in); got != want {
-			t.Errorf("atoi(%q) = %d, want %d", in, got, want)
-		}
-	}
-}
-
 // TestGetAddr: rping's get_addr on the names rdmacm.GetAddrInfo reads
 // as glibc does, and its line and code for what names no host (the empty
 // name included, which glibc looks up and GetAddrInfo takes for none).

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/netip"
-	"strings"
 
 	"github.com/pureverbs/pureverbs/internal/getopt"
 	"github.com/pureverbs/pureverbs/rdmacm"
@@ -103,7 +101,7 @@ func parseArgs(ctx context.Context, args []string, stdout, stderr io.Writer) (op
 		case 'P':
 			o.persistent = true
 		case 'p':
-			n := atoi(op.Arg)
+			n := getopt.Atoi(op.Arg)
 			o.port = uint16(n)
 			debugf("port %d\n", n)
 		case 's':
@@ -113,7 +111,7 @@ func parseArgs(ctx context.Context, args []string, stdout, stderr io.Writer) (op
 			o.server = 0
 			debugf("client\n")
 		case 'S':
-			o.size = atoi(op.Arg)
+			o.size = getopt.Atoi(op.Arg)
 			// The C check compares with a size_t: a negative size passes
 			// the first test, and the second, and fails at the malloc.
 			if uint64(int64(o.size)) < rpingMinSize || o.size > maxAcceptedLen {
@@ -123,7 +121,7 @@ func parseArgs(ctx context.Context, args []string, stdout, stderr io.Writer) (op
 				debugf("size %d\n", o.size)
 			}
 		case 'C':
-			o.count = atoi(op.Arg)
+			o.count = getopt.Atoi(op.Arg)
 			if o.count < 0 {
 				fmt.Fprintf(stderr, "Invalid count %d\n", o.count)
 				ret = exitEINVAL
@@ -157,42 +155,6 @@ func parseArgs(ctx context.Context, args []string, stdout, stderr io.Writer) (op
 		return o, exitEINVAL
 	}
 	return o, 0
-}
-
-// atoi is C's atoi: (int)strtol(s, NULL, 10): leading white space, a
-// sign, decimal digits, the rest ignored; out of long's range it clamps,
-// and the conversion to int keeps the low 32 bits.
-func atoi(s string) int32 {
-	s = strings.TrimLeft(s, " \t\n\v\f\r")
-	neg := false
-	if s != "" && (s[0] == '+' || s[0] == '-') {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	var v uint64
-	over := false
-	for _, c := range []byte(s) {
-		if c < '0' || c > '9' {
-			break
-		}
-		if v > (math.MaxUint64-9)/10 {
-			over = true
-			continue
-		}
-		v = v*10 + uint64(c-'0')
-	}
-	var n int64
-	switch {
-	case !neg && (over || v > math.MaxInt64):
-		n = math.MaxInt64
-	case neg && (over || v > 1<<63):
-		n = math.MinInt64
-	case neg:
-		n = -int64(v)
-	default:
-		n = int64(v)
-	}
-	return int32(n)
 }
 
 // getAddr is rping's get_addr: getaddrinfo(name, NULL, NULL) and the

@@ -1,5 +1,10 @@
 package getopt
 
+import (
+	"math"
+	"strings"
+)
+
 // Strtol converts s as C's strtol(s, NULL, 0) does: leading white space,
 // an optional sign, then a hexadecimal ("0x"), octal ("0") or decimal
 // number; conversion stops at the first character that does not belong to
@@ -79,4 +84,40 @@ func hexDigit(c byte) int {
 		return int(c-'A') + 10
 	}
 	return -1
+}
+
+// Atoi is C's atoi: (int)strtol(s, NULL, 10): leading white space, a
+// sign, decimal digits, the rest ignored; out of long's range it clamps,
+// and the conversion to int keeps the low 32 bits.
+func Atoi(s string) int32 {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	var v uint64
+	over := false
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			break
+		}
+		if v > (math.MaxUint64-9)/10 {
+			over = true
+			continue
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	var n int64
+	switch {
+	case !neg && (over || v > math.MaxInt64):
+		n = math.MaxInt64
+	case neg && (over || v > 1<<63):
+		n = math.MinInt64
+	case neg:
+		n = -int64(v)
+	default:
+		n = int64(v)
+	}
+	return int32(n)
 }

@@ -19,3 +19,16 @@ func TestStrtol(t *testing.T) {
 		}
 	}
 }
+
+// TestAtoi: C's atoi on a 64-bit long.
+func TestAtoi(t *testing.T) {
+	for in, want := range map[string]int32{
+		"0": 0, "64": 64, "  +7": 7, "\t-12x": -12, "0x40": 0, "010": 10, "abc": 0, "": 0, "-": 0,
+		"2147483647": 2147483647, "2147483648": -2147483648, "4294967297": 1, "99999999999": 1215752191,
+		"9223372036854775807": -1, "99999999999999999999999": -1, "-99999999999999999999999": 0,
+	} {
+		if got := Atoi(in); got != want {
+			t.Errorf("Atoi(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
