@@ -50,6 +50,7 @@ var containerChecks = map[string]func(t *testing.T, c *scratch){
 	"rdmaping":    rpingInScratch("rdmaping", 18621),
 	"rdmaserver":  rdmaExampleInScratch("rdmaserver", 18622),
 	"rdmaclient":  rdmaExampleInScratch("rdmaclient", 18623),
+	"rdmaudaddy":  udaddyInScratch,
 }
 
 // cmdTools lists the module's cmd/ tools but abigen: on the host from the
@@ -529,6 +530,49 @@ func rdmaExampleInScratch(name string, port int) func(t *testing.T, c *scratch) 
 		if srvErr != nil || srvOut.String() != "rdma_server: start\nrdma_server: end 0\n" {
 			t.Errorf("server (%s in the empty root): %v\n%s", name, srvErr, srvOut.String())
 		}
+	}
+}
+
+// udaddyInScratch: the port of librdmacm's udaddy as the server in the
+// empty root (on udaddy's fixed port, 7174), the guest's C udaddy as the
+// client: three messages each way, both exit 0 with "return status 0".
+func udaddyInScratch(t *testing.T, c *scratch) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := c.command(ctx, "rdmaudaddy", "-C", "3")
+	var srvOut testkit.Output
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := srv.Start(); err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	done := make(chan struct{})
+	var srvErr error
+	go func() { srvErr = srv.Wait(); close(done) }()
+	defer func() { srv.Process.Kill(); <-done }()
+	wctx, wcancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-done:
+			wcancel()
+		case <-wctx.Done():
+		}
+	}()
+	err := testkit.WaitCMListen(wctx, 7174)
+	wcancel()
+	if err != nil {
+		t.Fatalf("server does not listen on 7174: %v\n%s", err, srvOut.String())
+	}
+	cliOut, cliErr := exec.CommandContext(ctx, "udaddy", "-s", testkit.RxeAddr, "-C", "3").CombinedOutput()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("server did not finish:\n%s", srvOut.String())
+	}
+	if cliErr != nil || !strings.HasSuffix(string(cliOut), "data transfers complete\ntest complete\nreturn status 0\n") {
+		t.Errorf("C udaddy client: %v\n%s", cliErr, cliOut)
+	}
+	if want := "udaddy: starting server\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"; srvErr != nil || srvOut.String() != want {
+		t.Errorf("rdmaudaddy server in the empty root: %v\n%s", srvErr, srvOut.String())
 	}
 }
 

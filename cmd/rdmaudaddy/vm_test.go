@@ -1,0 +1,184 @@
+package main
+
+// VM tests (KERNEL=6.12 make vmtest VMPKGS=./cmd/rdmaudaddy): rdmaudaddy
+// against rdmacm-utils' udaddy (rdma-core 44) on rxe0's address, and Main
+// in the test's process. udaddy's port is fixed (7174), so the runs take
+// turns.
+
+import (
+	"context"
+	"debug/buildinfo"
+	"errors"
+	"os/exec"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/internal/testkit"
+)
+
+const (
+	goTool = "rdmaudaddy"
+	cTool  = "udaddy"
+)
+
+// requireTools skips on the host and checks that the guest has this
+// module's tool and a udaddy that is not a Go program.
+func requireTools(t *testing.T) {
+	t.Helper()
+	testkit.RequireVM(t)
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		t.Fatal("no build info in the test binary")
+	}
+	p, err := exec.LookPath(goTool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := buildinfo.ReadFile(p); err != nil || info.Path != bi.Main.Path+"/cmd/"+goTool {
+		t.Fatalf("%s is not this module's cmd/%s (%v)", p, goTool, err)
+	}
+	if p, err = exec.LookPath(cTool); err != nil {
+		t.Fatalf("udaddy (rdmacm-utils): %v", err)
+	}
+	if _, err := buildinfo.ReadFile(p); err == nil {
+		t.Fatalf("%s is a Go program, not rdmacm-utils'", p)
+	}
+}
+
+func status(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// text is a program's output with the Go tool's name as the C one's and
+// no carriage returns.
+func text(out string) string {
+	out = strings.ReplaceAll(out, "\r", "")
+	out = strings.ReplaceAll(out, "usage: "+goTool, "usage: "+cTool)
+	return strings.ReplaceAll(out, goTool+":", cTool+":")
+}
+
+// udaddyPort is udaddy's fixed port.
+const udaddyPort = 7174
+
+// startServer starts bin as the server with args and waits until it
+// listens on udaddy's port.
+func startServer(ctx context.Context, t *testing.T, bin string, args ...string) *testkit.Peer {
+	t.Helper()
+	srv := testkit.StartPeer(ctx, t, bin, args...)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-srv.Done():
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	if err := testkit.WaitCMListen(wctx, udaddyPort); err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, srv.Output())
+	}
+	return srv
+}
+
+// TestVMAgainstC: C-C, Go server with C client, C server with Go client
+// and Go-Go, for the defaults (ten 100-byte messages), two connections of
+// five 1000-byte messages, and no messages: both sides exit 0 and print
+// exactly what the C pair prints.
+func TestVMAgainstC(t *testing.T) {
+	requireTools(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, extra := range [][]string{nil, {"-c", "2", "-C", "5", "-S", "1000"}, {"-C", "0"}} {
+		var wantS, wantC string
+		for i, pr := range []struct{ server, client string }{
+			{cTool, cTool}, {goTool, cTool}, {cTool, goTool}, {goTool, goTool},
+		} {
+			srv := startServer(ctx, t, pr.server, extra...)
+			out, err := testkit.RunPeer(ctx, t, pr.client, append([]string{"-s", testkit.RxeAddr}, extra...)...)
+			serr := srv.Wait()
+			gotS, gotC := text(srv.Output()), text(out)
+			if err != nil || serr != nil {
+				t.Errorf("%q %s server, %s client: status %d and %d\nserver:\n%s\nclient:\n%s", extra, pr.server, pr.client, status(serr), status(err), gotS, gotC)
+				continue
+			}
+			if i == 0 {
+				wantS, wantC = gotS, gotC
+				if strings.Contains(wantC, "data transfers complete") != (len(extra) != 2) { // {"-C", "0"} sends none
+					t.Errorf("%q: C-C client output:\n%s", extra, wantC)
+				}
+				t.Logf("%q C-C:\nserver:\n%s\nclient:\n%s", extra, wantS, wantC)
+				continue
+			}
+			if gotS != wantS || gotC != wantC {
+				t.Errorf("%q %s server, %s client differ from C-C:\nserver:\n%s\nclient:\n%s", extra, pr.server, pr.client, gotS, gotC)
+			}
+		}
+	}
+}
+
+// TestVMFailures: both clients end alike where they fail: a bad command
+// line, a message larger than rxe0's active MTU (checked once the route
+// is resolved), a server nobody runs (the SIDR request is unreachable),
+// an unresolvable name, and the IPoIB port space number given as a UDP
+// one's would be (-p 0x111 is the default, accepted).
+func TestVMFailures(t *testing.T) {
+	requireTools(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, args := range [][]string{
+		{"-x"}, {"-s"}, {"-s", testkit.RxeAddr, "-S", "5000"}, {"-s", testkit.RxeAddr},
+		{"-s", "nosuchhost.invalid"}, {"-s", testkit.RxeAddr, "-p", "0x111", "-C", "0"},
+	} {
+		cOut, cErr := testkit.RunPeer(ctx, t, cTool, args...)
+		gOut, gErr := testkit.RunPeer(ctx, t, goTool, args...)
+		if text(cOut) != text(gOut) || status(cErr) != status(gErr) {
+			t.Errorf("%q: C (status %d):\n%s\nGo (status %d):\n%s", args, status(cErr), text(cOut), status(gErr), text(gOut))
+			continue
+		}
+		t.Logf("%q: status %d, %q", args, status(cErr), text(cOut))
+	}
+}
+
+// TestVMInProcess: Main as the server against the C client and as the
+// client against the C server, two connections each: exit 0, the C
+// tool's lines, and nothing left behind (the leak checks).
+func TestVMInProcess(t *testing.T) {
+	requireTools(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"-c", "2", "-C", "4"}
+	done := make(chan int, 1)
+	var stdout, stderr testkit.Output
+	go func() { done <- Main(ctx, cTool, args, &stdout, &stderr) }()
+	if err := testkit.WaitCMListen(ctx, udaddyPort); err != nil {
+		t.Fatal(err)
+	}
+	out, err := testkit.RunPeer(ctx, t, cTool, append([]string{"-s", testkit.RxeAddr}, args...)...)
+	if err != nil {
+		t.Errorf("C client: %v\n%s", err, out)
+	}
+	const wantS = "udaddy: starting server\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"
+	if st := <-done; st != 0 || stdout.String() != wantS || stderr.String() != "" {
+		t.Errorf("Main as the server: status %d\nstdout:\n%s\nstderr:\n%s", st, &stdout, &stderr)
+	}
+
+	srv := startServer(ctx, t, cTool, args...)
+	stdout, stderr = testkit.Output{}, testkit.Output{}
+	st := Main(ctx, cTool, append([]string{"-s", testkit.RxeAddr}, args...), &stdout, &stderr)
+	if err := srv.Wait(); err != nil {
+		t.Errorf("C server: %v\n%s", err, srv.Output())
+	}
+	const wantC = "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\nreceiving data transfers\ndata transfers complete\ntest complete\nreturn status 0\n"
+	if st != 0 || stdout.String() != wantC || stderr.String() != "" {
+		t.Errorf("Main as the client: status %d\nstdout:\n%s\nstderr:\n%s", st, &stdout, &stderr)
+	}
+}
