@@ -6,10 +6,6 @@ package main
 
 import (
 	"context"
-	"debug/buildinfo"
-	"errors"
-	"os/exec"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,47 +30,6 @@ func init() { nextPort.Store(17400) }
 
 func port() int { return int(nextPort.Add(1)) }
 
-// requireTools skips on the host and checks that the guest has the Go
-// tools of this module and C examples that are not Go programs.
-func requireTools(t *testing.T) {
-	t.Helper()
-	testkit.RequireVM(t)
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		t.Fatal("no build info in the test binary")
-	}
-	for _, name := range []string{goServer, goClient} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if info, err := buildinfo.ReadFile(p); err != nil || info.Path != bi.Main.Path+"/cmd/"+name {
-			t.Fatalf("%s is not this module's cmd/%s (%v)", p, name, err)
-		}
-	}
-	for _, name := range []string{cServer, cClient} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			t.Fatalf("%s (rdmacm-utils): %v", name, err)
-		}
-		if _, err := buildinfo.ReadFile(p); err == nil {
-			t.Fatalf("%s is a Go program, not rdmacm-utils'", p)
-		}
-	}
-}
-
-// status is a peer's exit status (0 for none, -1 when it did not exit).
-func status(err error) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	return -1
-}
-
 // text is a program's output with the Go tools' names as the C ones'
 // (getopt's complaint and the usage name argv[0]), and no carriage
 // returns.
@@ -90,20 +45,7 @@ func text(out string) string {
 // listens.
 func startServer(ctx context.Context, t *testing.T, bin string, p int) *testkit.Peer {
 	t.Helper()
-	srv := testkit.StartPeer(ctx, t, bin, "-s", testkit.RxeAddr, "-p", strconv.Itoa(p))
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-srv.Done():
-			cancel()
-		case <-wctx.Done():
-		}
-	}()
-	if err := testkit.WaitCMListen(wctx, p); err != nil {
-		t.Fatalf("%s: %v\n%s", bin, err, srv.Output())
-	}
-	return srv
+	return testkit.StartCMServer(ctx, t, p, bin, "-s", testkit.RxeAddr, "-p", strconv.Itoa(p))
 }
 
 // TestVMAgainstC: C-C, Go server with C client, C server with Go client
@@ -111,7 +53,7 @@ func startServer(ctx context.Context, t *testing.T, bin string, p int) *testkit.
 // disconnect; every side prints its start and "end 0" lines, nothing
 // else, and exits 0.
 func TestVMAgainstC(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goServer, goClient}, []string{cServer, cClient})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, pr := range []struct{ server, client string }{
@@ -122,10 +64,10 @@ func TestVMAgainstC(t *testing.T) {
 		out, err := testkit.RunPeer(ctx, t, pr.client, "-s", testkit.RxeAddr, "-p", strconv.Itoa(p))
 		serr := srv.Wait()
 		if got, want := text(out), "rdma_client: start\nrdma_client: end 0\n"; err != nil || got != want {
-			t.Errorf("%s against %s: client status %d, output %q; want 0, %q", pr.client, pr.server, status(err), got, want)
+			t.Errorf("%s against %s: client status %d, output %q; want 0, %q", pr.client, pr.server, testkit.ExitStatus(err), got, want)
 		}
 		if got, want := text(srv.Output()), "rdma_server: start\nrdma_server: end 0\n"; serr != nil || got != want {
-			t.Errorf("%s with %s: server status %d, output %q; want 0, %q", pr.server, pr.client, status(serr), got, want)
+			t.Errorf("%s with %s: server status %d, output %q; want 0, %q", pr.server, pr.client, testkit.ExitStatus(serr), got, want)
 		}
 	}
 }
@@ -136,18 +78,18 @@ func TestVMAgainstC(t *testing.T) {
 // Connection refused", end -1), the default server address (127.0.0.1),
 // an address no device has, and a port another server holds.
 func TestVMFailures(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goServer, goClient}, []string{cServer, cClient})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	same := func(what string, c, g []string) {
 		t.Helper()
 		cOut, cErr := testkit.RunPeer(ctx, t, c[0], c[1:]...)
 		gOut, gErr := testkit.RunPeer(ctx, t, g[0], g[1:]...)
-		if text(cOut) != text(gOut) || status(cErr) != status(gErr) {
-			t.Errorf("%s: C %q (status %d):\n%s\nGo %q (status %d):\n%s", what, c, status(cErr), text(cOut), g, status(gErr), text(gOut))
+		if text(cOut) != text(gOut) || testkit.ExitStatus(cErr) != testkit.ExitStatus(gErr) {
+			t.Errorf("%s: C %q (status %d):\n%s\nGo %q (status %d):\n%s", what, c, testkit.ExitStatus(cErr), text(cOut), g, testkit.ExitStatus(gErr), text(gOut))
 			return
 		}
-		t.Logf("%s: status %d, %q", what, status(cErr), text(cOut))
+		t.Logf("%s: status %d, %q", what, testkit.ExitStatus(cErr), text(cOut))
 	}
 	free := func() string { return strconv.Itoa(port()) }
 	for _, args := range [][]string{
@@ -173,7 +115,7 @@ func TestVMFailures(t *testing.T) {
 // TestVMInProcessClient: Main as the client against the C server: its
 // exact output, status 0, and nothing left behind (the leak checks).
 func TestVMInProcessClient(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goServer, goClient}, []string{cServer, cClient})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p := port()

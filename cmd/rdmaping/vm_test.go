@@ -7,11 +7,7 @@ package main
 
 import (
 	"context"
-	"debug/buildinfo"
-	"errors"
 	"fmt"
-	"os/exec"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,33 +31,6 @@ var nextPort atomic.Int32
 func init() { nextPort.Store(17300) }
 
 func port() int { return int(nextPort.Add(1)) }
-
-// requireTools skips on the host and checks that the guest has both
-// programs: the Go tool from this module's cmd/, and a C rping that is
-// not a Go program (were the Go tool named rping, rxevm would install it
-// over rdmacm-utils' and every comparison would be Go against Go).
-func requireTools(t *testing.T) {
-	t.Helper()
-	testkit.RequireVM(t)
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		t.Fatal("no build info in the test binary")
-	}
-	goPath, err := exec.LookPath(goTool)
-	if err != nil {
-		t.Fatalf("%s: %v", goTool, err)
-	}
-	if info, err := buildinfo.ReadFile(goPath); err != nil || info.Path != bi.Main.Path+"/cmd/"+goTool {
-		t.Fatalf("%s is not this module's cmd/%s (%v)", goPath, goTool, err)
-	}
-	cPath, err := exec.LookPath(cTool)
-	if err != nil {
-		t.Fatalf("%s (rdmacm-utils): %v", cTool, err)
-	}
-	if info, err := buildinfo.ReadFile(cPath); err == nil {
-		t.Fatalf("%s is a Go program (%s), not rdmacm-utils' rping: a cmd/ tool of that name replaced it in the guest", cPath, info.Path)
-	}
-}
 
 // wantPings is what -v prints for count pings of size bytes, on the
 // client ("ping data: ") or the server ("server ping data: "): the C
@@ -99,18 +68,6 @@ func lines(out string) []string {
 	return keep
 }
 
-// status is a peer's exit status (0 for none, -1 when it did not exit).
-func status(err error) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	return -1
-}
-
 // sameLines reports the first difference of two line lists, shortly (a
 // line may be 64 KiB long).
 func sameLines(got, want []string) error {
@@ -133,31 +90,11 @@ func sameLines(got, want []string) error {
 	return nil
 }
 
-// untilExit is a context that ends when p exits (or ctx ends), for
-// waiting on something p should do first.
-func untilExit(ctx context.Context, p *testkit.Peer) (context.Context, context.CancelFunc) {
-	c, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-p.Done():
-			cancel()
-		case <-c.Done():
-		}
-	}()
-	return c, cancel
-}
-
 // startServer starts bin as a server on rxe0's address and port and waits
 // until its rdma_cm ID listens.
 func startServer(ctx context.Context, t *testing.T, bin string, port int, args ...string) *testkit.Peer {
 	t.Helper()
-	srv := testkit.StartPeer(ctx, t, bin, append([]string{"-s", "-a", testkit.RxeAddr, "-p", strconv.Itoa(port)}, args...)...)
-	wctx, cancel := untilExit(ctx, srv)
-	defer cancel()
-	if err := testkit.WaitCMListen(wctx, port); err != nil {
-		t.Fatalf("%s server: %v\n%s", bin, err, srv.Output())
-	}
-	return srv
+	return testkit.StartCMServer(ctx, t, port, bin, append([]string{"-s", "-a", testkit.RxeAddr, "-p", strconv.Itoa(port)}, args...)...)
 }
 
 // result is what both sides of one run printed and how they ended.
@@ -175,7 +112,7 @@ func pingPair(ctx context.Context, t *testing.T, server, client string, srvArgs,
 	srv := startServer(ctx, t, server, p, srvArgs...)
 	cli := testkit.StartPeer(ctx, t, client, append([]string{"-c", "-a", testkit.RxeAddr, "-p", strconv.Itoa(p)}, cliArgs...)...)
 	cerr, serr := cli.Wait(), srv.Wait()
-	return result{server: lines(srv.Output()), client: lines(cli.Output()), serverSt: status(serr), clientSt: status(cerr),
+	return result{server: lines(srv.Output()), client: lines(cli.Output()), serverSt: testkit.ExitStatus(serr), clientSt: testkit.ExitStatus(cerr),
 		serverOut: srv.Output(), clientOut: cli.Output()}
 }
 
@@ -197,7 +134,7 @@ var pairs = []struct{ name, server, client string }{
 // came back. The sizes cover the minimum (23, the letters wrapping past
 // 'z' over 60 pings), the default (64) and the maximum (65535).
 func TestVMAgainstC(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	for _, c := range []struct {
 		name          string
 		count, size   int
@@ -261,7 +198,7 @@ func TestVMAgainstC(t *testing.T) {
 // the first line and the status are compared; the Go tool prints that
 // one line.)
 func TestVMNoServer(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p := strconv.Itoa(port())
@@ -274,7 +211,7 @@ func TestVMNoServer(t *testing.T) {
 		if len(l) > 0 {
 			first[i] = l[0]
 		}
-		st[i] = status(err)
+		st[i] = testkit.ExitStatus(err)
 		t.Logf("%s: status %d, output %q", bin, st[i], out)
 		if bin == goTool && len(l) != 1 {
 			t.Errorf("%s printed %q, want one line", bin, out)
@@ -291,7 +228,7 @@ func TestVMNoServer(t *testing.T) {
 // both programs. The resolving case depends on the guest's resolver
 // (no DNS server): both must fail the same way.
 func TestVMBadArgs(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, args := range [][]string{
@@ -304,7 +241,7 @@ func TestVMBadArgs(t *testing.T) {
 		var st [2]int
 		for i, bin := range []string{cTool, goTool} {
 			out, err := testkit.RunPeer(ctx, t, bin, args...)
-			outs[i], st[i] = out, status(err)
+			outs[i], st[i] = out, testkit.ExitStatus(err)
 		}
 		if outs[0] != outs[1] || st[0] != st[1] {
 			t.Errorf("%q: C (status %d):\n%s\nGo (status %d):\n%s", args, st[0], outs[0], st[1], outs[1])
@@ -319,7 +256,7 @@ func TestVMBadArgs(t *testing.T) {
 // "rping server failed: -1", 255; the client: the server's disconnect
 // while it waits for the go-ahead, 0).
 func TestVMReadLongerThanSink(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srvArgs, cliArgs := []string{"-S", "50"}, []string{"-C", "5", "-S", "100"}
@@ -355,7 +292,7 @@ func TestVMReadLongerThanSink(t *testing.T) {
 // (status 0, its own ping lines), printing every connection's data and
 // end; it keeps running until stopped.
 func TestVMPersistentServer(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p := port()
@@ -366,8 +303,8 @@ func TestVMPersistentServer(t *testing.T) {
 	check := func(cl *testkit.Peer, bin string, count int) {
 		t.Helper()
 		werr := cl.Wait()
-		if err := sameLines(lines(cl.Output()), wantPings("ping data: ", count, 80)); err != nil || status(werr) != 0 {
-			t.Errorf("%s client of the persistent server: status %d, %v\n%s", bin, status(werr), err, cl.Output())
+		if err := sameLines(lines(cl.Output()), wantPings("ping data: ", count, 80)); err != nil || testkit.ExitStatus(werr) != 0 {
+			t.Errorf("%s client of the persistent server: status %d, %v\n%s", bin, testkit.ExitStatus(werr), err, cl.Output())
 		}
 	}
 	a, b := client(cTool, 30), client(goTool, 20)
@@ -413,7 +350,7 @@ func TestVMPersistentServer(t *testing.T) {
 // TestVMGoDebug: -d on both Go sides prints the debug lines of every
 // step and changes nothing else.
 func TestVMGoDebug(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r := pingPair(ctx, t, goTool, goTool, []string{"-d", "-v"}, []string{"-d", "-v", "-C", "2"})
@@ -448,7 +385,7 @@ func inProcess(ctx context.Context, args ...string) (status int, stdout, stderr 
 // exact stdout and stderr, status 0, and nothing left behind; with the
 // connection's QP from rdma_create_qp and with -q's own QP.
 func TestVMInProcessServer(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	for _, q := range [][]string{nil, {"-q"}} {
 		t.Run(fmt.Sprint(q), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -484,7 +421,7 @@ func TestVMInProcessServer(t *testing.T) {
 // nobody listens for (the fatal reject's path), status 255, one line,
 // nothing left behind either.
 func TestVMInProcessClient(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p := port()

@@ -7,10 +7,6 @@ package main
 
 import (
 	"context"
-	"debug/buildinfo"
-	"errors"
-	"os/exec"
-	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -23,41 +19,6 @@ const (
 	cTool  = "udaddy"
 )
 
-// requireTools skips on the host and checks that the guest has this
-// module's tool and a udaddy that is not a Go program.
-func requireTools(t *testing.T) {
-	t.Helper()
-	testkit.RequireVM(t)
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		t.Fatal("no build info in the test binary")
-	}
-	p, err := exec.LookPath(goTool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info, err := buildinfo.ReadFile(p); err != nil || info.Path != bi.Main.Path+"/cmd/"+goTool {
-		t.Fatalf("%s is not this module's cmd/%s (%v)", p, goTool, err)
-	}
-	if p, err = exec.LookPath(cTool); err != nil {
-		t.Fatalf("udaddy (rdmacm-utils): %v", err)
-	}
-	if _, err := buildinfo.ReadFile(p); err == nil {
-		t.Fatalf("%s is a Go program, not rdmacm-utils'", p)
-	}
-}
-
-func status(err error) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	return -1
-}
-
 // text is a program's output with the Go tool's name as the C one's and
 // no carriage returns.
 func text(out string) string {
@@ -69,32 +30,12 @@ func text(out string) string {
 // udaddyPort is udaddy's fixed port.
 const udaddyPort = 7174
 
-// startServer starts bin as the server with args and waits until it
-// listens on udaddy's port.
-func startServer(ctx context.Context, t *testing.T, bin string, args ...string) *testkit.Peer {
-	t.Helper()
-	srv := testkit.StartPeer(ctx, t, bin, args...)
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-srv.Done():
-			cancel()
-		case <-wctx.Done():
-		}
-	}()
-	if err := testkit.WaitCMListen(wctx, udaddyPort); err != nil {
-		t.Fatalf("%s: %v\n%s", bin, err, srv.Output())
-	}
-	return srv
-}
-
 // TestVMAgainstC: C-C, Go server with C client, C server with Go client
 // and Go-Go, for the defaults (ten 100-byte messages), two connections of
 // five 1000-byte messages, and no messages: both sides exit 0 and print
 // exactly what the C pair prints.
 func TestVMAgainstC(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for _, extra := range [][]string{nil, {"-c", "2", "-C", "5", "-S", "1000"}, {"-C", "0"}} {
@@ -102,12 +43,12 @@ func TestVMAgainstC(t *testing.T) {
 		for i, pr := range []struct{ server, client string }{
 			{cTool, cTool}, {goTool, cTool}, {cTool, goTool}, {goTool, goTool},
 		} {
-			srv := startServer(ctx, t, pr.server, extra...)
+			srv := testkit.StartCMServer(ctx, t, udaddyPort, pr.server, extra...)
 			out, err := testkit.RunPeer(ctx, t, pr.client, append([]string{"-s", testkit.RxeAddr}, extra...)...)
 			serr := srv.Wait()
 			gotS, gotC := text(srv.Output()), text(out)
 			if err != nil || serr != nil {
-				t.Errorf("%q %s server, %s client: status %d and %d\nserver:\n%s\nclient:\n%s", extra, pr.server, pr.client, status(serr), status(err), gotS, gotC)
+				t.Errorf("%q %s server, %s client: status %d and %d\nserver:\n%s\nclient:\n%s", extra, pr.server, pr.client, testkit.ExitStatus(serr), testkit.ExitStatus(err), gotS, gotC)
 				continue
 			}
 			if i == 0 {
@@ -131,7 +72,7 @@ func TestVMAgainstC(t *testing.T) {
 // an unresolvable name, and the IPoIB port space number given as a UDP
 // one's would be (-p 0x111 is the default, accepted).
 func TestVMFailures(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, args := range [][]string{
@@ -140,11 +81,11 @@ func TestVMFailures(t *testing.T) {
 	} {
 		cOut, cErr := testkit.RunPeer(ctx, t, cTool, args...)
 		gOut, gErr := testkit.RunPeer(ctx, t, goTool, args...)
-		if text(cOut) != text(gOut) || status(cErr) != status(gErr) {
-			t.Errorf("%q: C (status %d):\n%s\nGo (status %d):\n%s", args, status(cErr), text(cOut), status(gErr), text(gOut))
+		if text(cOut) != text(gOut) || testkit.ExitStatus(cErr) != testkit.ExitStatus(gErr) {
+			t.Errorf("%q: C (status %d):\n%s\nGo (status %d):\n%s", args, testkit.ExitStatus(cErr), text(cOut), testkit.ExitStatus(gErr), text(gOut))
 			continue
 		}
-		t.Logf("%q: status %d, %q", args, status(cErr), text(cOut))
+		t.Logf("%q: status %d, %q", args, testkit.ExitStatus(cErr), text(cOut))
 	}
 }
 
@@ -152,7 +93,7 @@ func TestVMFailures(t *testing.T) {
 // client against the C server, two connections each: exit 0, the C
 // tool's lines, and nothing left behind (the leak checks).
 func TestVMInProcess(t *testing.T) {
-	requireTools(t)
+	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	args := []string{"-c", "2", "-C", "4"}
@@ -171,7 +112,7 @@ func TestVMInProcess(t *testing.T) {
 		t.Errorf("Main as the server: status %d\nstdout:\n%s\nstderr:\n%s", st, &stdout, &stderr)
 	}
 
-	srv := startServer(ctx, t, cTool, args...)
+	srv := testkit.StartCMServer(ctx, t, udaddyPort, cTool, args...)
 	stdout, stderr = testkit.Output{}, testkit.Output{}
 	st := Main(ctx, cTool, append([]string{"-s", testkit.RxeAddr}, args...), &stdout, &stderr)
 	if err := srv.Wait(); err != nil {

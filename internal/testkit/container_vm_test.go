@@ -423,35 +423,10 @@ func rpingInScratch(name string, port int) func(t *testing.T, c *scratch) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		addr := []string{"-a", testkit.RxeAddr, "-p", strconv.Itoa(port), "-S", "100"}
-		var srvOut testkit.Output
-		srv := c.command(ctx, name, append([]string{"-s", "-v"}, addr...)...)
-		srv.Stdout, srv.Stderr = &srvOut, &srvOut
-		if err := srv.Start(); err != nil {
-			t.Fatalf("%s server in the empty root: %v", name, err)
-		}
-		done := make(chan struct{})
-		var srvErr error
-		go func() { srvErr = srv.Wait(); close(done) }()
-		defer func() { srv.Process.Kill(); <-done }()
-		wctx, wcancel := context.WithCancel(ctx)
-		go func() {
-			select {
-			case <-done:
-				wcancel()
-			case <-wctx.Done():
-			}
-		}()
-		err := testkit.WaitCMListen(wctx, port)
-		wcancel()
-		if err != nil {
-			t.Fatalf("%s server does not listen on %d: %v\n%s", name, port, err, srvOut.String())
-		}
+		srv := startCMServer(ctx, t, name+" server", c.command(ctx, name, append([]string{"-s", "-v"}, addr...)...), port)
 		cliOut, cliErr := c.command(ctx, name, append([]string{"-c", "-v", "-V", "-C", "10"}, addr...)...).CombinedOutput()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			t.Fatalf("%s server did not finish:\n%s", name, srvOut.String())
-		}
+		srvErr := srv.wait(ctx, t)
+		srvOut := &srv.out
 		for side, r := range map[string]struct {
 			err    error
 			out    string
@@ -484,34 +459,13 @@ func rdmaExampleInScratch(name string, port int) func(t *testing.T, c *scratch) 
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		addr := []string{"-s", testkit.RxeAddr, "-p", strconv.Itoa(port)}
-		var srv *exec.Cmd
+		var cmd *exec.Cmd
 		if name == "rdmaserver" {
-			srv = c.command(ctx, name, addr...)
+			cmd = c.command(ctx, name, addr...)
 		} else {
-			srv = exec.CommandContext(ctx, "rdma_server", addr...)
+			cmd = exec.CommandContext(ctx, "rdma_server", addr...)
 		}
-		var srvOut testkit.Output
-		srv.Stdout, srv.Stderr = &srvOut, &srvOut
-		if err := srv.Start(); err != nil {
-			t.Fatalf("server: %v", err)
-		}
-		done := make(chan struct{})
-		var srvErr error
-		go func() { srvErr = srv.Wait(); close(done) }()
-		defer func() { srv.Process.Kill(); <-done }()
-		wctx, wcancel := context.WithCancel(ctx)
-		go func() {
-			select {
-			case <-done:
-				wcancel()
-			case <-wctx.Done():
-			}
-		}()
-		err := testkit.WaitCMListen(wctx, port)
-		wcancel()
-		if err != nil {
-			t.Fatalf("server does not listen on %d: %v\n%s", port, err, srvOut.String())
-		}
+		srv := startCMServer(ctx, t, "server", cmd, port)
 		var cli *exec.Cmd
 		if name == "rdmaclient" {
 			cli = c.command(ctx, name, addr...)
@@ -519,11 +473,8 @@ func rdmaExampleInScratch(name string, port int) func(t *testing.T, c *scratch) 
 			cli = exec.CommandContext(ctx, "rdma_client", addr...)
 		}
 		cliOut, cliErr := cli.CombinedOutput()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			t.Fatalf("server did not finish:\n%s", srvOut.String())
-		}
+		srvErr := srv.wait(ctx, t)
+		srvOut := &srv.out
 		if cliErr != nil || string(cliOut) != "rdma_client: start\nrdma_client: end 0\n" {
 			t.Errorf("client (%s in the empty root): %v\n%s", name, cliErr, cliOut)
 		}
@@ -539,41 +490,64 @@ func rdmaExampleInScratch(name string, port int) func(t *testing.T, c *scratch) 
 func udaddyInScratch(t *testing.T, c *scratch) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv := c.command(ctx, "rdmaudaddy", "-C", "3")
-	var srvOut testkit.Output
-	srv.Stdout, srv.Stderr = &srvOut, &srvOut
-	if err := srv.Start(); err != nil {
-		t.Fatalf("server: %v", err)
-	}
-	done := make(chan struct{})
-	var srvErr error
-	go func() { srvErr = srv.Wait(); close(done) }()
-	defer func() { srv.Process.Kill(); <-done }()
-	wctx, wcancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-done:
-			wcancel()
-		case <-wctx.Done():
-		}
-	}()
-	err := testkit.WaitCMListen(wctx, 7174)
-	wcancel()
-	if err != nil {
-		t.Fatalf("server does not listen on 7174: %v\n%s", err, srvOut.String())
-	}
+	srv := startCMServer(ctx, t, "rdmaudaddy server", c.command(ctx, "rdmaudaddy", "-C", "3"), 7174)
 	cliOut, cliErr := exec.CommandContext(ctx, "udaddy", "-s", testkit.RxeAddr, "-C", "3").CombinedOutput()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		t.Fatalf("server did not finish:\n%s", srvOut.String())
-	}
+	srvErr := srv.wait(ctx, t)
+	srvOut := &srv.out
 	if cliErr != nil || !strings.HasSuffix(string(cliOut), "data transfers complete\ntest complete\nreturn status 0\n") {
 		t.Errorf("C udaddy client: %v\n%s", cliErr, cliOut)
 	}
 	if want := "udaddy: starting server\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"; srvErr != nil || srvOut.String() != want {
 		t.Errorf("rdmaudaddy server in the empty root: %v\n%s", srvErr, srvOut.String())
 	}
+}
+
+// cmServer is a server process of a check, started by startCMServer.
+type cmServer struct {
+	what string
+	out  testkit.Output
+	done chan struct{}
+	err  error
+}
+
+// startCMServer starts cmd (what names it in failures), its output
+// collected, and waits until an rdma_cm ID listens on port; the test
+// fails if it exits first or ctx ends, and kills it at the end if it is
+// still running.
+func startCMServer(ctx context.Context, t *testing.T, what string, cmd *exec.Cmd, port int) *cmServer {
+	t.Helper()
+	s := &cmServer{what: what, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &s.out, &s.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	go func() { s.err = cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-s.done })
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	go func() {
+		select {
+		case <-s.done:
+			wcancel()
+		case <-wctx.Done():
+		}
+	}()
+	if err := testkit.WaitCMListen(wctx, port); err != nil {
+		t.Fatalf("%s does not listen on %d: %v\n%s", what, port, err, s.out.String())
+	}
+	return s
+}
+
+// wait waits, bounded by ctx, for the server to exit and returns how.
+func (s *cmServer) wait(ctx context.Context, t *testing.T) error {
+	t.Helper()
+	select {
+	case <-s.done:
+		return s.err
+	case <-ctx.Done():
+		t.Fatalf("%s did not finish:\n%s", s.what, s.out.String())
+	}
+	return nil
 }
 
 // waitListen waits until a TCP socket listens on port (from
