@@ -30,7 +30,10 @@ type EventChannel struct {
 
 // Open opens an event channel (rdma_create_event_channel(3)): the rdma_cm
 // device, O_CLOEXEC and non-blocking, on the Go runtime poller. Without
-// the rdma_ucm module the error wraps ENOENT.
+// the rdma_ucm module the error wraps ENOENT. Close it when done: the
+// process keeps every open channel and its IDs in a registry (an ID can
+// move between channels, see Migrate), so the garbage collector never
+// closes a forgotten one.
 func Open() (*EventChannel, error) { return OpenPath(sys.UCMPath) }
 
 // OpenPath is Open on another device node (a container's bind mount).
