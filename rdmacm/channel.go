@@ -124,12 +124,14 @@ func (ch *EventChannel) command(op string, cmd uint32, req []byte, respOff int, 
 }
 
 // CreateID creates an ID in port space ps (rdma_create_id(3)):
-// PortSpaceTCP (RC QPs) or PortSpaceUDP (UD QPs); others are
+// PortSpaceTCP (RC QPs), PortSpaceUDP (UD QPs) or PortSpaceIB (RC QPs, as
+// rdma_create_id gives that port space; its service IDs differ from
+// TCP's, so it reaches only PortSpaceIB listeners); others are
 // ErrNotSupported.
 func (ch *EventChannel) CreateID(ps PortSpace) (*ID, error) {
 	qpType := uverbs.QPTypeRC
 	switch ps {
-	case PortSpaceTCP:
+	case PortSpaceTCP, PortSpaceIB:
 	case PortSpaceUDP:
 		qpType = uverbs.QPTypeUD
 	default:

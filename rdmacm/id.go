@@ -20,7 +20,7 @@ type ID struct {
 	handle uint32                       // the kernel's id
 	uid    uint64                       // ours, echoed in its events
 	ps     PortSpace
-	qpType uverbs.QPType // RC in PortSpaceTCP, UD in PortSpaceUDP
+	qpType uverbs.QPType // RC in PortSpaceTCP and PortSpaceIB, UD in PortSpaceUDP
 
 	mu        sync.Mutex
 	dead      bool // destroyed, or its channel closed

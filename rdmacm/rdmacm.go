@@ -81,7 +81,7 @@ type PortSpace uint16
 const (
 	PortSpaceTCP PortSpace = abi.RDMA_PS_TCP // reliable connections (RC QPs)
 	PortSpaceUDP PortSpace = abi.RDMA_PS_UDP // datagrams (UD QPs); "connecting" is the IB CM's SIDR exchange
-	PortSpaceIB  PortSpace = abi.RDMA_PS_IB  // any QP type: not implemented here yet
+	PortSpaceIB  PortSpace = abi.RDMA_PS_IB  // the IB port space: RC QPs here (rdma_create_id's; rdma_create_id2's UD is not there yet)
 )
 
 // EventType is an rdma_cm event (enum rdma_cm_event_type, librdmacm's
