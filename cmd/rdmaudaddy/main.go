@@ -17,7 +17,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -109,8 +108,7 @@ func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Wri
 	}
 	t := &test{o: o, stdout: stdout, stderr: stderr}
 	var err error
-	if t.ch, err = rdmacm.Open(); err != nil {
-		cmsync.Perror(stderr, "failed to create event channel", err)
+	if t.ch, err = cmsync.CreateFirstEventChannel(stderr); err != nil {
 		return 1
 	}
 	if err := t.allocNodes(); err != nil {
@@ -205,48 +203,13 @@ func (t *test) destroyNodes() {
 	}
 }
 
-// getAddr is the examples' get_rdma_addr: a passive side's address, or
-// the destination with -b's address as the source.
-func (t *test) getAddr(ctx context.Context) (*rdmacm.AddrInfo, error) {
-	hints := &rdmacm.AddrInfo{Flags: t.o.flags, Family: t.o.family, PortSpace: t.o.ps}
-	if t.o.flags&rdmacm.AIPassive != 0 {
-		return rdmacm.GetAddrInfo(ctx, t.o.src, port, hints)
-	}
-	if t.o.src != "" {
-		h := *hints
-		h.Flags |= rdmacm.AIPassive
-		src, err := rdmacm.GetAddrInfo(ctx, t.o.src, "", &h)
-		if err != nil {
-			return nil, err
-		}
-		hints.Src = src.Src
-	}
-	return rdmacm.GetAddrInfo(ctx, t.o.dst, port, hints)
-}
-
-// gaiStatus prints what udaddy prints for a failed getaddrinfo (prefix
-// "getaddrinfo" or "getrdmaaddr") and returns its status.
-func (t *test) gaiStatus(what string, err error) int {
-	var ge *rdmacm.GAIError
-	if errors.As(err, &ge) {
-		fmt.Fprintf(t.stdout, "udaddy: %s error: %s\n", what, ge.Reason())
-		return ge.Code
-	}
-	fmt.Fprintf(t.stdout, "udaddy: %s error: %v\n", what, err)
-	return -1
+// hints are getaddrinfo's hints from the options.
+func (t *test) hints() *rdmacm.AddrInfo {
+	return &rdmacm.AddrInfo{Flags: t.o.flags, Family: t.o.family, PortSpace: t.o.ps}
 }
 
 // cmFailed is what a failed librdmacm call returns (it sets errno).
 const cmFailed = -1
-
-// errnoOf is the errno a failed verbs call returns (ibv_post_send,
-// ibv_query_port: positive).
-func errnoOf(err error) int {
-	if n, ok := cmsync.Errno(err); ok {
-		return int(n)
-	}
-	return 1
-}
 
 func (t *test) runServer(ctx context.Context) int {
 	fmt.Fprintf(t.stdout, "udaddy: starting server\n")
@@ -256,8 +219,8 @@ func (t *test) runServer(ctx context.Context) int {
 		return cmFailed
 	}
 	defer listen.Destroy()
-	if t.ai, err = t.getAddr(ctx); err != nil {
-		return t.gaiStatus("getrdmaaddr", err)
+	if t.ai, err = cmsync.GetRDMAAddr(ctx, t.o.src, t.o.dst, port, t.hints()); err != nil {
+		return cmsync.GAIStatus(t.stdout, "udaddy: getrdmaaddr", err)
 	}
 	if err := listen.BindAddr(t.ai.Src); err != nil {
 		cmsync.Perror(t.stderr, "udaddy: bind address failed", err)
@@ -291,8 +254,8 @@ func (t *test) runServer(ctx context.Context) int {
 func (t *test) runClient(ctx context.Context) int {
 	fmt.Fprintf(t.stdout, "udaddy: starting client\n")
 	var err error
-	if t.ai, err = t.getAddr(ctx); err != nil {
-		return t.gaiStatus("getaddrinfo", err)
+	if t.ai, err = cmsync.GetRDMAAddr(ctx, t.o.src, t.o.dst, port, t.hints()); err != nil {
+		return cmsync.GAIStatus(t.stdout, "udaddy: getaddrinfo", err)
 	}
 	fmt.Fprintf(t.stdout, "udaddy: connecting\n")
 	for i := range t.nodes {
@@ -449,7 +412,7 @@ func (t *test) initNode(n *node) int {
 	c := n.id.Context()
 	pa, err := c.QueryPort(n.id.Port())
 	if err != nil {
-		return errnoOf(err)
+		return cmsync.ErrnoValue(err)
 	}
 	if mtu := pa.ActiveMTU.Bytes(); t.o.count > 0 && t.o.size > mtu {
 		fmt.Fprintf(t.stdout, "udaddy: message_size %d is larger than active mtu %d\n", t.o.size, mtu)
@@ -484,8 +447,8 @@ func (t *test) initNode(n *node) int {
 	}
 	for range t.o.count {
 		if err := n.qp.PostRecv([]uverbs.RecvWR{{SGL: []uverbs.SGE{n.mr.SGE(0, len(n.mem))}}}); err != nil {
-			fmt.Fprintf(t.stdout, "failed to post receives: %d\n", errnoOf(err))
-			return errnoOf(err)
+			fmt.Fprintf(t.stdout, "failed to post receives: %d\n", cmsync.ErrnoValue(err))
+			return cmsync.ErrnoValue(err)
 		}
 	}
 	return 0
@@ -501,8 +464,8 @@ func (t *test) postSends(n *node, flags uverbs.SendFlags) int {
 		SGL: []uverbs.SGE{n.mr.SGE(0, t.o.size)}, AH: n.ah, RemoteQPN: n.remoteQPN, RemoteQKey: n.remoteQKey}}
 	for range t.o.count {
 		if err := n.qp.PostSend(wr); err != nil {
-			fmt.Fprintf(t.stdout, "failed to post sends: %d\n", errnoOf(err))
-			return errnoOf(err)
+			fmt.Fprintf(t.stdout, "failed to post sends: %d\n", cmsync.ErrnoValue(err))
+			return cmsync.ErrnoValue(err)
 		}
 	}
 	return 0
@@ -526,8 +489,8 @@ func (t *test) pollCQs(ctx context.Context) int {
 			}
 			got, err := n.cq.Poll(wc[:])
 			if err != nil {
-				fmt.Fprintf(t.stdout, "udaddy: failed polling CQ: %d\n", -errnoOf(err))
-				return -errnoOf(err)
+				fmt.Fprintf(t.stdout, "udaddy: failed polling CQ: %d\n", -cmsync.ErrnoValue(err))
+				return -cmsync.ErrnoValue(err)
 			}
 			if got > 0 && n.ah == nil {
 				t.replyAH(n, &wc[0])

@@ -349,3 +349,61 @@ func Strerror(n sys.Errno) string {
 	}
 	return s
 }
+
+// GetRDMAAddr is the librdmacm examples' get_rdma_addr (common.c): with
+// AIPassive in hints, src's address at port; otherwise dst at port, from
+// src's address when src is not empty.
+func GetRDMAAddr(ctx context.Context, src, dst, port string, hints *rdmacm.AddrInfo) (*rdmacm.AddrInfo, error) {
+	if hints.Flags&rdmacm.AIPassive != 0 {
+		return rdmacm.GetAddrInfo(ctx, src, port, hints)
+	}
+	h := *hints
+	if src != "" {
+		sh := h
+		sh.Flags |= rdmacm.AIPassive
+		s, err := rdmacm.GetAddrInfo(ctx, src, "", &sh)
+		if err != nil {
+			return nil, err
+		}
+		h.Src = s.Src
+	}
+	return rdmacm.GetAddrInfo(ctx, dst, port, &h)
+}
+
+// GAIStatus prints "what error: gai_strerror(code)" to w, as the examples
+// do for a failed rdma_getaddrinfo, and returns the code (-1 for an
+// error that is not a *rdmacm.GAIError).
+func GAIStatus(w io.Writer, what string, err error) int {
+	var ge *rdmacm.GAIError
+	if errors.As(err, &ge) {
+		fmt.Fprintf(w, "%s error: %s\n", what, ge.Reason())
+		return ge.Code
+	}
+	fmt.Fprintf(w, "%s error: %v\n", what, err)
+	return -1
+}
+
+// ErrnoValue is the errno a failed verbs call returns (ibv_post_send,
+// ibv_query_port: positive), 1 when err carries none.
+func ErrnoValue(err error) int {
+	if n, ok := Errno(err); ok {
+		return int(n)
+	}
+	return 1
+}
+
+// CreateFirstEventChannel is the librdmacm examples'
+// create_first_event_channel (common.c): rdmacm.Open, and on failure
+// their line on w: "No RDMA devices were detected" for ENODEV, else
+// perror's "failed to create RDMA CM event channel".
+func CreateFirstEventChannel(w io.Writer) (*rdmacm.EventChannel, error) {
+	ch, err := rdmacm.Open()
+	if err != nil {
+		if errors.Is(err, sys.ENODEV) {
+			fmt.Fprintf(w, "No RDMA devices were detected\n")
+		} else {
+			Perror(w, "failed to create RDMA CM event channel", err)
+		}
+	}
+	return ch, err
+}

@@ -51,6 +51,7 @@ var containerChecks = map[string]func(t *testing.T, c *scratch){
 	"rdmaserver":  rdmaExampleInScratch("rdmaserver", 18622),
 	"rdmaclient":  rdmaExampleInScratch("rdmaclient", 18623),
 	"rdmaudaddy":  udaddyInScratch,
+	"rdmacmatose": cmatoseInScratch,
 }
 
 // cmdTools lists the module's cmd/ tools but abigen: on the host from the
@@ -499,6 +500,25 @@ func udaddyInScratch(t *testing.T, c *scratch) {
 	}
 	if want := "udaddy: starting server\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"; srvErr != nil || srvOut.String() != want {
 		t.Errorf("rdmaudaddy server in the empty root: %v\n%s", srvErr, srvOut.String())
+	}
+}
+
+// cmatoseInScratch: the port of librdmacm's cmatose as the server in the
+// empty root with -m (its IDs moved to a new channel before the
+// disconnect), the guest's ucmatose as the client: three messages each
+// way, both exit 0 with "return status 0".
+func cmatoseInScratch(t *testing.T, c *scratch) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const port = "18624"
+	srv := startCMServer(ctx, t, "rdmacmatose server", c.command(ctx, "rdmacmatose", "-b", testkit.RxeAddr, "-p", port, "-C", "3", "-m"), 18624)
+	cliOut, cliErr := exec.CommandContext(ctx, "ucmatose", "-s", testkit.RxeAddr, "-p", port, "-C", "3").CombinedOutput()
+	srvErr := srv.wait(ctx, t)
+	if cliErr != nil || !strings.HasSuffix(string(cliOut), "data transfers complete\ntest complete\nreturn status 0\n") {
+		t.Errorf("C ucmatose client: %v\n%s", cliErr, cliOut)
+	}
+	if out := srv.out.String(); srvErr != nil || !strings.Contains(out, "migrating to new event channel\n") || !strings.HasSuffix(out, "disconnected\ntest complete\nreturn status 0\n") {
+		t.Errorf("rdmacmatose server in the empty root: %v\n%s", srvErr, out)
 	}
 }
 
