@@ -107,36 +107,8 @@ func TestVMSelfManagedQP(t *testing.T) {
 			t.Fatalf("QP after the handshake: %v, dest QPN %d (want %d), access %v: %v", a.State, a.DestQPN, c.peer, a.AccessFlags, err)
 		}
 	}
-	copy(client.buf[1024:], "ping")
-	client.send(1024, 4)
-	if wc := server.wc(ctx); wc.ByteLen != 4 || string(server.buf[:4]) != "ping" {
-		t.Fatalf("server received %d bytes %q", wc.ByteLen, server.buf[:4])
-	}
-	client.wc(ctx)
-	copy(server.buf[1024:], "pong")
-	server.send(1024, 4)
-	server.wc(ctx)
-	if wc := client.wc(ctx); wc.ByteLen != 4 || string(client.buf[:4]) != "pong" {
-		t.Fatalf("client received %d bytes %q", wc.ByteLen, client.buf[:4])
-	}
-	copy(client.buf[2048:], "written")
-	if err := client.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{client.mr.SGE(2048, 7)}, RemoteAddr: server.mr.Addr() + 3072, RKey: server.mr.RKey()}}); err != nil {
-		t.Fatal(err)
-	}
-	client.wc(ctx)
-	if got := string(server.buf[3072 : 3072+7]); got != "written" {
-		t.Fatalf("RDMA write landed %q", got)
-	}
-	copy(server.buf[3584:], "read")
-	if err := client.qp.PostSend([]uverbs.SendWR{{ID: 3, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{client.mr.SGE(3584, 4)}, RemoteAddr: server.mr.Addr() + 3584, RKey: server.mr.RKey()}}); err != nil {
-		t.Fatal(err)
-	}
-	client.wc(ctx)
-	if got := string(client.buf[3584 : 3584+4]); got != "read" {
-		t.Fatalf("RDMA read brought %q", got)
-	}
+	client.sendBothWays(ctx, server, "ping", "pong")
+	client.writeAndRead(ctx, server, "written", "read")
 
 	// The channel leaves a caller's QP alone: Disconnect does not move it
 	// to ERR (rping -q moves its own first).

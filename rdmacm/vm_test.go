@@ -164,6 +164,48 @@ func (e *end) wc(ctx context.Context) uverbs.WC {
 	return uverbs.WC{}
 }
 
+// sendBothWays sends ping from e to peer and pong back (each received at
+// offset 0 of a receive posted before) and checks what arrived.
+func (e *end) sendBothWays(ctx context.Context, peer *end, ping, pong string) {
+	e.t.Helper()
+	copy(e.buf[1024:], ping)
+	e.send(1024, len(ping))
+	if wc := peer.wc(ctx); int(wc.ByteLen) != len(ping) || string(peer.buf[:len(ping)]) != ping {
+		e.t.Fatalf("server received %d bytes %q", wc.ByteLen, peer.buf[:len(ping)])
+	}
+	e.wc(ctx)
+	copy(peer.buf[1024:], pong)
+	peer.send(1024, len(pong))
+	peer.wc(ctx)
+	if wc := e.wc(ctx); int(wc.ByteLen) != len(pong) || string(e.buf[:len(pong)]) != pong {
+		e.t.Fatalf("client received %d bytes %q", wc.ByteLen, e.buf[:len(pong)])
+	}
+}
+
+// writeAndRead RDMA-writes written from e into peer's memory and
+// RDMA-reads read back from it, and checks both landed.
+func (e *end) writeAndRead(ctx context.Context, peer *end, written, read string) {
+	e.t.Helper()
+	copy(e.buf[2048:], written)
+	if err := e.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{e.mr.SGE(2048, len(written))}, RemoteAddr: peer.mr.Addr() + 3072, RKey: peer.mr.RKey()}}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.wc(ctx)
+	if got := string(peer.buf[3072 : 3072+len(written)]); got != written {
+		e.t.Fatalf("RDMA write landed %q", got)
+	}
+	copy(peer.buf[3584:], read)
+	if err := e.qp.PostSend([]uverbs.SendWR{{ID: 3, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{e.mr.SGE(3584, len(read))}, RemoteAddr: peer.mr.Addr() + 3584, RKey: peer.mr.RKey()}}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.wc(ctx)
+	if got := string(e.buf[3584 : 3584+len(read)]); got != read {
+		e.t.Fatalf("RDMA read brought %q", got)
+	}
+}
+
 // resolve creates an ID and resolves the address and the route to dst.
 func resolve(ctx context.Context, t *testing.T, ch *rdmacm.EventChannel, dst netip.AddrPort) *rdmacm.ID {
 	t.Helper()
@@ -261,18 +303,7 @@ func TestVMConnect(t *testing.T) {
 		}
 	}
 
-	copy(client.buf[1024:], "ping from the client")
-	client.send(1024, 20)
-	if wc := server.wc(ctx); wc.ByteLen != 20 || string(server.buf[:20]) != "ping from the client" {
-		t.Fatalf("server received %d bytes %q", wc.ByteLen, server.buf[:20])
-	}
-	client.wc(ctx)
-	copy(server.buf[1024:], "pong")
-	server.send(1024, 4)
-	server.wc(ctx)
-	if wc := client.wc(ctx); wc.ByteLen != 4 || string(client.buf[:4]) != "pong" {
-		t.Fatalf("client received %d bytes %q", wc.ByteLen, client.buf[:4])
-	}
+	client.sendBothWays(ctx, server, "ping from the client", "pong")
 
 	// The connection manager's INIT attributes (librdmacm modifies the
 	// QP to INIT again before RTR): remote writes on both sides, remote
@@ -285,24 +316,7 @@ func TestVMConnect(t *testing.T) {
 			t.Fatalf("QP access flags %v (%v), want %v", a.AccessFlags, err, want)
 		}
 	}
-	copy(client.buf[2048:], "written by the client")
-	if err := client.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{client.mr.SGE(2048, 21)}, RemoteAddr: server.mr.Addr() + 3072, RKey: server.mr.RKey()}}); err != nil {
-		t.Fatal(err)
-	}
-	client.wc(ctx)
-	if got := string(server.buf[3072 : 3072+21]); got != "written by the client" {
-		t.Fatalf("RDMA write landed %q", got)
-	}
-	copy(server.buf[3584:], "read by the client")
-	if err := client.qp.PostSend([]uverbs.SendWR{{ID: 3, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{client.mr.SGE(3584, 18)}, RemoteAddr: server.mr.Addr() + 3584, RKey: server.mr.RKey()}}); err != nil {
-		t.Fatal(err)
-	}
-	client.wc(ctx)
-	if got := string(client.buf[3584 : 3584+18]); got != "read by the client" {
-		t.Fatalf("RDMA read brought %q", got)
-	}
+	client.writeAndRead(ctx, server, "written by the client", "read by the client")
 
 	// The client's DREQ reaches the server as EventDisconnected; the
 	// server's own Disconnect answers it (DREP), which ends the client's.
