@@ -14,14 +14,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/pureverbs/pureverbs/internal/cmsync"
-	"github.com/pureverbs/pureverbs/internal/getopt"
 	"github.com/pureverbs/pureverbs/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -34,38 +32,14 @@ func main() {
 // run's result as the C main returns it (0, -1 for a failed call, a
 // negative getaddrinfo code), 1 for a bad command line.
 func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Writer) int {
-	server, port := "127.0.0.1", "7471"
-	opts, _, perr := getopt.Parse(args, "s:p:", nil)
-	for _, op := range opts {
-		switch op.Val {
-		case 's':
-			server = op.Arg
-		case 'p':
-			port = op.Arg
-		}
-	}
-	if perr != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prog, perr)
-		fmt.Fprintf(stdout, "usage: %s\n\t[-s server_address]\n\t[-p port_number]\n", prog)
-		return 1
-	}
-	fmt.Fprintf(stdout, "rdma_client: start\n")
-	ret := run(ctx, server, port, stdout, stderr)
-	fmt.Fprintf(stdout, "rdma_client: end %d\n", ret)
-	return ret & 0xff
+	return cmsync.SimpleMain(ctx, prog, "rdma_client", "127.0.0.1", args, stdout, stderr, run)
 }
 
 // run is the C example's run: it returns 0, -1 or getaddrinfo's code.
 func run(ctx context.Context, server, port string, stdout, stderr io.Writer) int {
-	ai, err := rdmacm.GetAddrInfo(ctx, server, port, &rdmacm.AddrInfo{PortSpace: rdmacm.PortSpaceTCP})
-	if err != nil {
-		var ge *rdmacm.GAIError
-		if errors.As(err, &ge) {
-			fmt.Fprintf(stdout, "rdma_getaddrinfo: %s\n", ge.Reason())
-			return ge.Code
-		}
-		fmt.Fprintf(stdout, "rdma_getaddrinfo: %v\n", err)
-		return -1
+	ai, ret := cmsync.SimpleAddr(ctx, stdout, server, port, &rdmacm.AddrInfo{PortSpace: rdmacm.PortSpaceTCP})
+	if ai == nil {
+		return ret
 	}
 	attr := uverbs.QPInitAttr{SigAll: true,
 		Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}

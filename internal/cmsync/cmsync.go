@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/getopt"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -406,4 +407,48 @@ func CreateFirstEventChannel(w io.Writer) (*rdmacm.EventChannel, error) {
 		}
 	}
 	return ch, err
+}
+
+// SimpleMain is the main of librdmacm's rdma_server and rdma_client: -s
+// (default server) and -p (7471), getopt's complaint and the usage for a
+// bad command line (status 1), else "name: start", run, "name: end N",
+// and N as the shell sees it.
+func SimpleMain(ctx context.Context, prog, name, server string, args []string, stdout, stderr io.Writer,
+	run func(ctx context.Context, server, port string, stdout, stderr io.Writer) int) int {
+	port := "7471"
+	opts, _, perr := getopt.Parse(args, "s:p:", nil)
+	for _, op := range opts {
+		switch op.Val {
+		case 's':
+			server = op.Arg
+		case 'p':
+			port = op.Arg
+		}
+	}
+	if perr != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, perr)
+		fmt.Fprintf(stdout, "usage: %s\n\t[-s server_address]\n\t[-p port_number]\n", prog)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: start\n", name)
+	ret := run(ctx, server, port, stdout, stderr)
+	fmt.Fprintf(stdout, "%s: end %d\n", name, ret)
+	return ret & 0xff
+}
+
+// SimpleAddr is rdma_server's and rdma_client's rdma_getaddrinfo: the
+// address, or nil, their "rdma_getaddrinfo: reason" line on w and the
+// status run returns (getaddrinfo's code, -1 for another error).
+func SimpleAddr(ctx context.Context, w io.Writer, server, port string, hints *rdmacm.AddrInfo) (*rdmacm.AddrInfo, int) {
+	ai, err := rdmacm.GetAddrInfo(ctx, server, port, hints)
+	if err == nil {
+		return ai, 0
+	}
+	var ge *rdmacm.GAIError
+	if errors.As(err, &ge) {
+		fmt.Fprintf(w, "rdma_getaddrinfo: %s\n", ge.Reason())
+		return nil, ge.Code
+	}
+	fmt.Fprintf(w, "rdma_getaddrinfo: %v\n", err)
+	return nil, -1
 }
