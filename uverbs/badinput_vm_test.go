@@ -77,6 +77,14 @@ func TestVMBadInput(t *testing.T) {
 			_, err := deadPD.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: cap})
 			return err
 		}, []error{uverbs.ErrClosed}},
+		{"QP with a create flag rxe lacks", func() error {
+			_, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeUD, SendCQ: cq, RecvCQ: cq, Cap: cap, CreateFlags: uverbs.QPCreateBlockSelfMcastLB})
+			return err
+		}, []error{uverbs.ErrNotSupported, sys.EOPNOTSUPP}},
+		{"QP with an unknown create flag", func() error {
+			_, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: cap, CreateFlags: 1 << 20})
+			return err
+		}, []error{uverbs.ErrInvalid}},
 		{"destroy twice", func() error { return deadCQ.Destroy(bg(t)) }, []error{uverbs.ErrClosed}},
 		{"poll a destroyed CQ", func() error { _, err := deadCQ.Poll(make([]uverbs.WC, 1)); return err }, []error{uverbs.ErrClosed}},
 		{"MR of no memory", func() error { _, err := pd.RegMR(nil, uverbs.AccessLocalWrite); return err }, []error{uverbs.ErrInvalid}},

@@ -116,6 +116,9 @@ func (mlx5Provider) name() string           { return "mlx5" }
 func (mlx5Provider) newCQ() (*CQ, cqDriver) { return nil, nil }
 func (mlx5Provider) newQP() (*QP, qpDriver) { return nil, nil }
 
+// qpCreateFlags: QPs are refused before this matters (unsupported).
+func (mlx5Provider) qpCreateFlags() QPCreateFlags { return 0 }
+
 // unsupported refuses every object that needs the mlx5 data path.
 func (mlx5Provider) unsupported(object string) error {
 	return fmt.Errorf("%w: the mlx5 %s data path is not implemented (PDs, MRs, queries and DEVX commands work; see docs/devx.md)",

@@ -27,6 +27,8 @@ type provider interface {
 	// allocation costs about 220 instructions and the collector's time.
 	newCQ() (*CQ, cqDriver)
 	newQP() (*QP, qpDriver)
+	// qpCreateFlags are the QP create flags the provider takes.
+	qpCreateFlags() QPCreateFlags
 }
 
 // cqDriver is the provider half of one CQ.
@@ -115,6 +117,9 @@ func (c *Context) provider(object string) (provider, error) {
 type rxeProvider struct{}
 
 func (rxeProvider) name() string { return "rxe" }
+
+// qpCreateFlags: librxe takes none (RXE_QP_CREATE_FLAGS_SUP is 0).
+func (rxeProvider) qpCreateFlags() QPCreateFlags { return 0 }
 func (rxeProvider) newCQ() (*CQ, cqDriver) {
 	o := new(struct {
 		cq CQ

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strconv"
 	"sync/atomic"
@@ -158,7 +159,33 @@ type QPInitAttr struct {
 	Cap QPCap
 	// SigAll makes every send work request generate a completion.
 	SigAll bool
+	// CreateFlags are ibv_create_qp_ex(3)'s create_flags. The rxe
+	// provider supports none (librxe refuses every one with EOPNOTSUPP,
+	// and so does this package: ErrNotSupported and unix.EOPNOTSUPP).
+	CreateFlags QPCreateFlags
 }
+
+// QPCreateFlags are the flags of a QP's creation (enum
+// ibv_qp_create_flags; the kernel's enum ib_uverbs_qp_create_flags has
+// the same bits).
+type QPCreateFlags uint32
+
+const (
+	// QPCreateBlockSelfMcastLB keeps the QP from receiving the multicast
+	// packets it sends itself (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).
+	QPCreateBlockSelfMcastLB QPCreateFlags = abi.IB_UVERBS_QP_CREATE_BLOCK_MULTICAST_LOOPBACK
+	// QPCreateScatterFCS keeps the Ethernet FCS in received raw packets
+	// (IBV_QP_CREATE_SCATTER_FCS).
+	QPCreateScatterFCS QPCreateFlags = abi.IB_UVERBS_QP_CREATE_SCATTER_FCS
+	// QPCreateCVLANStripping strips the C-VLAN header of received raw
+	// packets (IBV_QP_CREATE_CVLAN_STRIPPING).
+	QPCreateCVLANStripping QPCreateFlags = abi.IB_UVERBS_QP_CREATE_CVLAN_STRIPPING
+	// QPCreatePCIWriteEndPadding pads PCI writes of received data to a
+	// cache line (IBV_QP_CREATE_PCI_WRITE_END_PADDING).
+	QPCreatePCIWriteEndPadding QPCreateFlags = abi.IB_UVERBS_QP_CREATE_PCI_WRITE_END_PADDING
+
+	qpCreateFlagsKnown = QPCreateBlockSelfMcastLB | QPCreateScatterFCS | QPCreateCVLANStripping | QPCreatePCIWriteEndPadding
+)
 
 // QP is a queue pair (struct ibv_qp, ibv_create_qp(3)). Its affiliated
 // async events map back to it through its user handle; Destroy waits
@@ -223,6 +250,9 @@ func (attr *QPInitAttr) validate(pd *PD) (abi.IbUverbsQpCap, error) {
 	if attr.SRQ != nil && attr.SRQ.ctx != pd.ctx {
 		return abi.IbUverbsQpCap{}, invalidErr("qp", "create", "SRQ and PD belong to different contexts")
 	}
+	if attr.CreateFlags&^qpCreateFlagsKnown != 0 {
+		return abi.IbUverbsQpCap{}, invalidErr("qp", "create", "unknown create flags %#x", uint32(attr.CreateFlags&^qpCreateFlagsKnown))
+	}
 	cp, ok := attr.Cap.toABI()
 	if !ok {
 		return abi.IbUverbsQpCap{}, invalidErr("qp", "create", "capabilities out of range: %+v", attr.Cap)
@@ -264,6 +294,11 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f := attr.CreateFlags &^ p.qpCreateFlags(); f != 0 {
+		// As librxe's check_qp_init_attr, before the kernel sees them.
+		return nil, &OpError{Object: "qp", Method: "create", Err: fmt.Errorf("%w: the %s provider has no QP create flags %#x",
+			notSupported{sys.EOPNOTSUPP}, p.name(), uint32(f))}
+	}
 	qp, drv := p.newQP()
 	*qp = QP{ctx: c, pd: pd, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, typ: attr.Type, sigAll: attr.SigAll, drv: drv}
 	uh, err := c.reg.Reserve(&qp.counts)
@@ -287,8 +322,11 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	cmd.InlineIn(abi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, uh, 8, true)
 	sys.PtrIn(cmd, abi.UVERBS_ATTR_CREATE_QP_CAP, &capIn, true)
 	cmd.ConstIn(abi.UVERBS_ATTR_CREATE_QP_TYPE, uint64(attr.Type), true)
-	if attr.SigAll {
-		cmd.FlagsIn(abi.UVERBS_ATTR_CREATE_QP_FLAGS, abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL, true)
+	if flags := uint64(attr.CreateFlags); attr.SigAll || flags != 0 {
+		if attr.SigAll {
+			flags |= abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL
+		}
+		cmd.FlagsIn(abi.UVERBS_ATTR_CREATE_QP_FLAGS, flags, true)
 	}
 	cmd.FDIn(abi.UVERBS_ATTR_CREATE_QP_EVENT_FD, c.asyncRaw, false)
 	sys.PtrOut(cmd, abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, &capOut, true)
