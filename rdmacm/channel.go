@@ -123,17 +123,38 @@ func (ch *EventChannel) command(op string, cmd uint32, req []byte, respOff int, 
 	return opErr(op, err)
 }
 
-// CreateID creates an ID in port space ps (rdma_create_id(3)):
-// PortSpaceTCP (RC QPs), PortSpaceUDP (UD QPs) or PortSpaceIB (RC QPs, as
-// rdma_create_id gives that port space; its service IDs differ from
-// TCP's, so it reaches only PortSpaceIB listeners); others are
-// ErrNotSupported.
+// CreateID creates an ID in port space ps (rdma_create_id(3)) with the
+// port space's QP type: RC in PortSpaceTCP and PortSpaceIB (whose service
+// IDs differ from TCP's, so it reaches only PortSpaceIB listeners), UD in
+// PortSpaceUDP and PortSpaceIPoIB. Other port spaces are ErrNotSupported.
 func (ch *EventChannel) CreateID(ps PortSpace) (*ID, error) {
 	qpType := uverbs.QPTypeRC
-	switch ps {
-	case PortSpaceTCP, PortSpaceIB:
-	case PortSpaceUDP:
+	if ps == PortSpaceUDP || ps == PortSpaceIPoIB {
 		qpType = uverbs.QPTypeUD
+	}
+	return ch.CreateIDType(ps, qpType)
+}
+
+// CreateIDType creates an ID in port space ps for QPs of type qpType
+// (librdmacm's rdma_create_id2, which rdma_create_ep uses with
+// rdma_getaddrinfo's result). Only PortSpaceIB lets the type be chosen
+// (RC or UD, as the kernel's ucma_get_qp_type does); in the others it
+// must be the port space's (RC for TCP, UD for UDP and IPoIB). A UD ID
+// "connects" by the IB CM's SIDR exchange whatever its port space.
+func (ch *EventChannel) CreateIDType(ps PortSpace, qpType uverbs.QPType) (*ID, error) {
+	switch ps {
+	case PortSpaceTCP:
+		if qpType != uverbs.QPTypeRC {
+			return nil, invalid("create_id", "QP type %v in PortSpaceTCP (want RC)", qpType)
+		}
+	case PortSpaceUDP, PortSpaceIPoIB:
+		if qpType != uverbs.QPTypeUD {
+			return nil, invalid("create_id", "QP type %v in port space %#x (want UD)", qpType, uint16(ps))
+		}
+	case PortSpaceIB:
+		if qpType != uverbs.QPTypeRC && qpType != uverbs.QPTypeUD {
+			return nil, invalid("create_id", "QP type %v in PortSpaceIB (want RC or UD)", qpType)
+		}
 	default:
 		return nil, opErr("create_id", ErrNotSupported)
 	}
@@ -241,17 +262,17 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 	switch ev.Type {
 	case EventAddrResolved:
 		if err := id.queryAddr(); err != nil {
-			ev.Type, ev.Status = EventAddrError, errnoStatus(err)
+			ev.failed(EventAddrError, err)
 		}
 	case EventRouteResolved:
 		if err := id.queryAddr(); err != nil {
-			ev.Type, ev.Status = EventRouteError, errnoStatus(err)
+			ev.failed(EventRouteError, err)
 		}
 	case EventConnectResponse:
 		id.param(&ev, r)
 		if id.qp() != nil {
 			if err := id.completeConnect(); err != nil {
-				ev.Type, ev.Status = EventConnectError, errnoStatus(err)
+				ev.failed(EventConnectError, err)
 			} else {
 				ev.Type = EventEstablished
 			}
@@ -315,13 +336,11 @@ func connParam(r *abi.RdmaUcmEventResp) ConnParam {
 	return p
 }
 
-// errnoStatus is the negative errno an event carries for err.
-func errnoStatus(err error) int32 {
-	var e sys.Errno
-	if errors.As(err, &e) {
-		return -int32(e)
-	}
-	return -int32(sys.EINVAL)
+// failed turns ev into a failure of the channel's own processing, as
+// librdmacm reports one: Status -1 (its return, with errno set) and, here,
+// the error in Err.
+func (ev *Event) failed(typ EventType, err error) {
+	ev.Type, ev.Status, ev.Err = typ, -1, err
 }
 
 // destroyHandle destroys a kernel ID this channel does not track.

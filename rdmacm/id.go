@@ -20,7 +20,7 @@ type ID struct {
 	handle uint32                       // the kernel's id
 	uid    uint64                       // ours, echoed in its events
 	ps     PortSpace
-	qpType uverbs.QPType // RC in PortSpaceTCP and PortSpaceIB, UD in PortSpaceUDP
+	qpType uverbs.QPType // RC in PortSpaceTCP, UD in PortSpaceUDP and PortSpaceIPoIB, either in PortSpaceIB
 
 	mu        sync.Mutex
 	dead      bool // destroyed, or its channel closed
@@ -208,8 +208,8 @@ func (id *ID) queryAddr() error {
 
 // CreateQP creates the ID's QP in pd, which must be of the ID's Context,
 // and moves it to INIT with the connection manager's attributes
-// (rdma_create_qp(3)). attr.Type must be the port space's (RC for TCP, UD
-// for UDP) or zero. An RC QP then goes to RTR and RTS in Connect or
+// (rdma_create_qp(3)). attr.Type must be the ID's (CreateIDType) or
+// zero. An RC QP then goes to RTR and RTS in Connect or
 // Accept, to ERR in Disconnect or on a reject; a UD QP goes to RTS at
 // once (with the port space's Q_Key). The caller destroys the QP after
 // the ID's connection ends (Destroy does not).

@@ -1,6 +1,7 @@
 package rdmacm
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"sync"
 
@@ -9,17 +10,20 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
-// Multicast is a group an ID of PortSpaceUDP joined
+// Multicast is a group a UD ID (PortSpaceUDP, PortSpaceIPoIB, or
+// PortSpaceIB made by CreateIDType) joined
 // (rdma_join_multicast(3)). The join completes with EventMulticastJoin
 // (Event.Multicast is this; Event.UD the group's address vector, QP
 // number 0xffffff and Q_Key, what a sender posts to), or fails with
-// EventMulticastError. On the join the ID's QP, if it has one, is
-// attached to the group, as librdmacm attaches it.
+// EventMulticastError. On the join the ID's QP, if it has one and the
+// membership is not send-only, is attached to the group, as librdmacm's
+// ucma_process_join attaches it.
 type Multicast struct {
 	id     *ID
 	uid    uint64
 	handle uint32 // the kernel's
 	addr   netip.Addr
+	send   bool // send-only: the QP is never attached
 
 	mu       sync.Mutex
 	gid      uverbs.GID
@@ -37,25 +41,54 @@ func (m *Multicast) ID() *ID { return m.id }
 // JoinMulticast joins the group of IP multicast address addr on the ID's
 // device (rdma_join_multicast_ex(3)): the ID must be bound or have
 // resolved an address. sendOnly joins as a send-only full member
-// (RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER), which receives nothing.
+// (RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER): its QP is not attached, so it
+// receives nothing the group is sent. As with librdmacm, the kernel
+// judges the address: a unicast one ends in EventMulticastError, and a
+// group rxe cannot join (IPv6 on some kernels) fails here with its errno.
 func (id *ID) JoinMulticast(addr netip.Addr, sendOnly bool) (*Multicast, error) {
 	const op = "join_multicast"
+	if !addr.IsValid() {
+		return nil, invalid(op, "no address")
+	}
+	return id.join(op, addr, func(s *abi.KernelSockaddrStorage) uint16 { return putSockaddr(s, netip.AddrPortFrom(addr, 0)) }, sendOnly)
+}
+
+// JoinMulticastGID joins the multicast group of GID mgid given as an
+// AF_IB address (a struct sockaddr_ib with the GID and no P_Key, service
+// ID or scope), as librdmacm joins one: for IB devices, whose groups need
+// not have an IP address. The kernel's connection manager has no AF_IB
+// groups on RoCE: on rxe the join fails with errno 524 (the kernel's
+// ENOTSUPP), as mckey -M shows. Multicast.Addr is then the GID as an IPv6
+// address.
+func (id *ID) JoinMulticastGID(mgid uverbs.GID, sendOnly bool) (*Multicast, error) {
+	return id.join("join_multicast", netip.AddrFrom16(mgid), func(s *abi.KernelSockaddrStorage) uint16 {
+		b := sys.AsBytes(s)
+		clear(b)
+		binary.LittleEndian.PutUint16(b[0:], familyIB) // sib_family; then sib_pkey, sib_flowinfo: 0
+		copy(b[8:24], mgid[:])                         // sib_addr; then sib_sid, sib_sid_mask, sib_scope_id: 0
+		return sockaddrIBLen
+	}, sendOnly)
+}
+
+// sockaddrIBLen is sizeof(struct sockaddr_ib).
+const sockaddrIBLen = 48
+
+// join sends the join of the group that put writes (returning its
+// length) and registers the membership.
+func (id *ID) join(op string, addr netip.Addr, put func(*abi.KernelSockaddrStorage) uint16, sendOnly bool) (*Multicast, error) {
 	if err := id.live(op); err != nil {
 		return nil, err
 	}
-	if id.ps != PortSpaceUDP {
-		return nil, invalid(op, "port space %#x: multicast needs PortSpaceUDP", uint16(id.ps))
-	}
-	if !addr.IsValid() || !addr.Unmap().IsMulticast() {
-		return nil, invalid(op, "%v is not a multicast address", addr)
+	if id.qpType != uverbs.QPTypeUD {
+		return nil, invalid(op, "the ID is for %v QPs: multicast needs a UD ID", id.qpType)
 	}
 	if id.Context() == nil {
 		return nil, invalid(op, "the ID is not bound to a device yet (bind or resolve an address first)")
 	}
 	ch := id.channel()
-	m := &Multicast{id: id, uid: newUID(), addr: addr}
+	m := &Multicast{id: id, uid: newUID(), addr: addr, send: sendOnly}
 	req := abi.RdmaUcmJoinMcast{Uid: m.uid, Id: id.handle}
-	req.AddrSize = putSockaddr(&req.Addr, netip.AddrPortFrom(addr, 0))
+	req.AddrSize = put(&req.Addr)
 	if sendOnly {
 		req.JoinFlags = abi.RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER
 	}
@@ -129,9 +162,9 @@ func (ch *EventChannel) mcastEvent(ev *Event, r *abi.RdmaUcmEventResp) bool {
 	m.mu.Lock()
 	m.gid, m.lid = gid, lid
 	m.mu.Unlock()
-	if qp := m.id.qp(); qp != nil {
+	if qp := m.id.qp(); qp != nil && !m.send {
 		if err := qp.AttachMcast(gid, lid); err != nil {
-			ev.Type, ev.Status = EventMulticastError, errnoStatus(err)
+			ev.failed(EventMulticastError, err)
 			return true
 		}
 		m.mu.Lock()

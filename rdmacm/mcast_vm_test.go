@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -70,15 +71,19 @@ func mcSend(ctx context.Context, t *testing.T, e *end, ah *uverbs.AH, ud rdmacm.
 		SGL: []uverbs.SGE{e.mr.SGE(off, n)}, AH: ah, RemoteQPN: ud.QPNum, RemoteQKey: ud.QKey}}); err != nil {
 		t.Fatal(err)
 	}
-	e.wc(ctx)
+	if wc := e.wc(ctx); wc.Opcode != uverbs.WCSend {
+		t.Fatalf("the sender's first completion is %v, not its send (a send-only member got the group's message)", wc.Opcode)
+	}
 }
 
 // TestVMMulticast: two receivers join a group (each UD QP attached on
 // the join, as librdmacm's ucma_process_join does), a send-only member
 // sends to the group's address vector, and both get the message; after
 // one leaves (which detaches its QP), the next message reaches the other
-// and not it; leaving twice is ErrClosed, and joins that cannot work
-// fail before any system call.
+// and not it; the send-only member's QP is not attached (its receive
+// gets a unicast reply, not its own message to the group); leaving twice
+// is ErrClosed; a TCP ID or no address fail before any system call, and
+// the kernel fails a unicast "group" with EventMulticastError.
 func TestVMMulticast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -93,6 +98,7 @@ func TestVMMulticast(t *testing.T) {
 	}
 	rm, _ := joined(ctx, t, rch, rid, group, false)
 	rm2, _ := joined(ctx, t, rch, rid2, group, false)
+	send.recv(0, 40+100)
 	sm, ud := joined(ctx, t, sch, sid, group, true)
 	ah, err := send.pd.CreateAH(ud.AH)
 	if err != nil {
@@ -106,6 +112,32 @@ func TestVMMulticast(t *testing.T) {
 		if wc.Opcode != uverbs.WCRecv || wc.ByteLen != 40+12 || string(r.buf[40:52]) != "to the group" || wc.SrcQP != send.qp.QPN() {
 			t.Fatalf("receiver got %+v, %q; want 12 bytes from QP %d", wc, r.buf[40:52], send.qp.QPN())
 		}
+	}
+	// A unicast reply to the send-only member: the first message its QP
+	// receives (one attached to the group would have had its own
+	// message queued before it). The group's address vector, to rxe0's
+	// own RoCE v2 GID.
+	toSender := ud.AH
+	toSender.DGID = uverbs.GID(rxeAddr.As16())
+	reply, err := recv.pd.CreateAH(toSender)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reply.Destroy()
+	qa, _, err := send.qp.Query(uverbs.QPAttrQKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(recv.buf[3072:], "unicast")
+	if err := recv.qp.PostSend([]uverbs.SendWR{{ID: 7, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{recv.mr.SGE(3072, 7)}, AH: reply, RemoteQPN: send.qp.QPN(), RemoteQKey: qa.QKey}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := recv.wc(ctx); wc.Opcode != uverbs.WCSend {
+		t.Fatalf("the reply's completion: %v", wc.Opcode)
+	}
+	if wc := send.wc(ctx); wc.Opcode != uverbs.WCRecv || wc.ByteLen != 40+7 || string(send.buf[40:47]) != "unicast" {
+		t.Fatalf("the send-only member received %d bytes %q (%v), want the 7-byte reply", wc.ByteLen, send.buf[40:47], wc.Opcode)
 	}
 
 	if err := rm.Leave(); err != nil {
@@ -135,8 +167,24 @@ func TestVMMulticast(t *testing.T) {
 	if _, err := tcp.JoinMulticast(group, false); !errors.Is(err, rdmacm.ErrInvalid) {
 		t.Errorf("JoinMulticast on a TCP ID: %v, want ErrInvalid", err)
 	}
-	if _, err := sid.JoinMulticast(rxeAddr, false); !errors.Is(err, rdmacm.ErrInvalid) {
-		t.Errorf("JoinMulticast of a unicast address: %v, want ErrInvalid", err)
+	if _, err := sid.JoinMulticast(netip.Addr{}, false); !errors.Is(err, rdmacm.ErrInvalid) {
+		t.Errorf("JoinMulticast of no address: %v, want ErrInvalid", err)
+	}
+	// A unicast address goes to the kernel, as with librdmacm. The join
+	// succeeds there but rxe refuses to attach the QP to a unicast GID:
+	// an error event with librdmacm's status -1 and the errno in Err
+	// (mckey -m <unicast> prints "error: -1").
+	um, err := sid.JoinMulticast(rxeAddr, false)
+	if err != nil {
+		t.Fatalf("JoinMulticast of a unicast address: %v", err)
+	}
+	if ev, err := sch.GetEvent(ctx); err != nil || ev.Type != rdmacm.EventMulticastError || ev.Multicast != um || ev.ID != sid ||
+		ev.Status != -1 || !errors.Is(ev.Err, sys.EINVAL) {
+		t.Errorf("the unicast join's event: %v (%v), membership %p (want %p), ID %p, %v; want MULTICAST_ERROR status -1, EINVAL",
+			&ev, err, ev.Multicast, um, ev.ID, ev.Err)
+	}
+	if err := um.Leave(); err != nil {
+		t.Errorf("leaving the failed join: %v", err)
 	}
 	for _, id := range []*rdmacm.ID{rid, rid2, sid} {
 		if err := id.Destroy(); err != nil {

@@ -81,7 +81,12 @@ type PortSpace uint16
 const (
 	PortSpaceTCP PortSpace = abi.RDMA_PS_TCP // reliable connections (RC QPs)
 	PortSpaceUDP PortSpace = abi.RDMA_PS_UDP // datagrams (UD QPs); "connecting" is the IB CM's SIDR exchange
-	PortSpaceIB  PortSpace = abi.RDMA_PS_IB  // the IB port space: RC QPs here (rdma_create_id's; rdma_create_id2's UD is not there yet)
+	PortSpaceIB  PortSpace = abi.RDMA_PS_IB  // the IB port space: RC by default, UD through CreateIDType (rdma_create_id2)
+	// PortSpaceIPoIB is IPoIB's (UD QPs). The kernel's connection
+	// manager takes the Q_Key of its QPs from the IPoIB broadcast
+	// group's SA record, so on RoCE devices (rxe), which have no SA, a
+	// QP cannot be made in it; IDs and multicast joins can.
+	PortSpaceIPoIB PortSpace = abi.RDMA_PS_IPOIB
 )
 
 // EventType is an rdma_cm event (enum rdma_cm_event_type, librdmacm's
@@ -143,7 +148,7 @@ type ConnParam struct {
 	QPNum uint32
 }
 
-// UDParam is what a UD (PortSpaceUDP) connect request or established
+// UDParam is what a UD ID's connect request or established
 // event carries (struct rdma_ud_param): on EventEstablished the peer's QP
 // number and Q_Key and the address vector to reach it (pd.CreateAH(AH)).
 type UDParam struct {
@@ -158,12 +163,18 @@ type Event struct {
 	Type EventType
 	// Status is the kernel's status: 0, a negative errno (EventAddrError:
 	// -ETIMEDOUT, ...), or for EventRejected the IB CM reject reason
-	// (28: consumer reject, 8: invalid service ID, no listener).
+	// (28: consumer reject, 8: invalid service ID, no listener). It is -1
+	// when the kernel's event succeeded but what the channel does with it
+	// failed (the address query of a resolution, the QP's moves of a
+	// connect response, the QP's attach of a multicast join), as
+	// librdmacm's status is its return with errno set; Err then says why.
 	Status int32
+	// Err is the failure behind a Status of -1 (it wraps the errno).
+	Err    error
 	ID     *ID // the ID the event is for; for EventConnectRequest a new ID
 	Listen *ID // for EventConnectRequest: the listening ID
 	Param  ConnParam
-	UD     UDParam // instead of Param for IDs of PortSpaceUDP
+	UD     UDParam // instead of Param for UD IDs
 	// Multicast is the membership of EventMulticastJoin and
 	// EventMulticastError.
 	Multicast *Multicast

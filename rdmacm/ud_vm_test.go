@@ -96,18 +96,24 @@ func (u *udEnd) recvs(ctx context.Context, n int, from uint32) uverbs.WC {
 	return first
 }
 
-// TestVMUD: PortSpaceUDP between two Go ends: a UD ID's QP is RTS as soon
-// as CreateQP returns; the connect (the IB CM's SIDR exchange) carries the
+// TestVMUD: UD IDs between two Go ends, in PortSpaceUDP (CreateID) and
+// in PortSpaceIB (CreateIDType, rdma_create_id2): a UD ID's QP is RTS as
+// soon as CreateQP returns; the connect (the IB CM's SIDR exchange) carries the
 // client's private data to the server, whose Accept answers with its QP
 // number and Q_Key, which the client's EventEstablished reports with an
 // address vector; messages then go both ways, the server answering
 // through an AH made from a received completion, as udaddy does.
 func TestVMUD(t *testing.T) {
+	t.Run("udp", func(t *testing.T) { testUD(t, rdmacm.PortSpaceUDP, 0) })
+	t.Run("ib", func(t *testing.T) { testUD(t, rdmacm.PortSpaceIB, uverbs.QPTypeUD) })
+}
+
+func testUD(t *testing.T, ps rdmacm.PortSpace, typ uverbs.QPType) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sch, cch := openChannel(t), openChannel(t)
-	listen := listener(t, sch, rdmacm.PortSpaceUDP, 0)
-	cid := resolvePS(ctx, t, cch, rdmacm.PortSpaceUDP, listen.LocalAddr())
+	listen := listenerType(t, sch, ps, typ, 0)
+	cid := resolveType(ctx, t, cch, ps, typ, listen.LocalAddr())
 	client := newUDEnd(t, cid)
 	if _, err := cid.CreateQP(client.pd, uverbs.QPInitAttr{Type: uverbs.QPTypeRC}); err == nil {
 		t.Fatal("a second QP, of type RC, on a UD ID was accepted")

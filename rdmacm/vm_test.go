@@ -47,10 +47,30 @@ func want(ctx context.Context, t *testing.T, ch *rdmacm.EventChannel, typ rdmacm
 // (0: any free port).
 func listener(t *testing.T, ch *rdmacm.EventChannel, ps rdmacm.PortSpace, port uint16) *rdmacm.ID {
 	t.Helper()
-	id, err := ch.CreateID(ps)
-	if err != nil {
-		t.Fatal(err)
+	return listenerType(t, ch, ps, 0, port)
+}
+
+// newID is ch.CreateID(ps), or with a QP type (not 0)
+// ch.CreateIDType(ps, typ).
+func newID(t *testing.T, ch *rdmacm.EventChannel, ps rdmacm.PortSpace, typ uverbs.QPType) *rdmacm.ID {
+	t.Helper()
+	var id *rdmacm.ID
+	var err error
+	if typ == 0 {
+		id, err = ch.CreateID(ps)
+	} else {
+		id, err = ch.CreateIDType(ps, typ)
 	}
+	if err != nil {
+		t.Fatalf("CreateID: %v", err)
+	}
+	return id
+}
+
+// listenerType is listener for an ID made by newID.
+func listenerType(t *testing.T, ch *rdmacm.EventChannel, ps rdmacm.PortSpace, typ uverbs.QPType, port uint16) *rdmacm.ID {
+	t.Helper()
+	id := newID(t, ch, ps, typ)
 	if err := id.BindAddr(netip.AddrPortFrom(rxeAddr, port)); err != nil {
 		t.Fatalf("BindAddr: %v", err)
 	}
@@ -215,10 +235,13 @@ func resolve(ctx context.Context, t *testing.T, ch *rdmacm.EventChannel, dst net
 // resolvePS is resolve in port space ps.
 func resolvePS(ctx context.Context, t *testing.T, ch *rdmacm.EventChannel, ps rdmacm.PortSpace, dst netip.AddrPort) *rdmacm.ID {
 	t.Helper()
-	id, err := ch.CreateID(ps)
-	if err != nil {
-		t.Fatalf("CreateID: %v", err)
-	}
+	return resolveType(ctx, t, ch, ps, 0, dst)
+}
+
+// resolveType is resolvePS for an ID made by newID.
+func resolveType(ctx context.Context, t *testing.T, ch *rdmacm.EventChannel, ps rdmacm.PortSpace, typ uverbs.QPType, dst netip.AddrPort) *rdmacm.ID {
+	t.Helper()
+	id := newID(t, ch, ps, typ)
 	if err := id.ResolveAddr(netip.AddrPort{}, dst, 2*time.Second); err != nil {
 		t.Fatalf("ResolveAddr: %v", err)
 	}
@@ -419,8 +442,17 @@ func TestVMEventCancelAndClose(t *testing.T) {
 	if err := id.Connect(nil); !errors.Is(err, rdmacm.ErrInvalid) {
 		t.Errorf("Connect before resolution: %v", err)
 	}
-	if _, err := ch.CreateID(rdmacm.PortSpace(0x0002)); !errors.Is(err, rdmacm.ErrNotSupported) {
-		t.Errorf("CreateID(IPoIB): %v", err)
+	if _, err := ch.CreateID(rdmacm.PortSpace(0x0003)); !errors.Is(err, rdmacm.ErrNotSupported) {
+		t.Errorf("CreateID(0x3), not a port space: %v", err)
+	}
+	for _, c := range []struct {
+		ps  rdmacm.PortSpace
+		typ uverbs.QPType
+	}{{rdmacm.PortSpaceTCP, uverbs.QPTypeUD}, {rdmacm.PortSpaceUDP, uverbs.QPTypeRC}, {rdmacm.PortSpaceIPoIB, uverbs.QPTypeRC},
+		{rdmacm.PortSpaceIB, uverbs.QPTypeUC}, {rdmacm.PortSpaceIB, 0}} {
+		if _, err := ch.CreateIDType(c.ps, c.typ); !errors.Is(err, rdmacm.ErrInvalid) {
+			t.Errorf("CreateIDType(%#x, %v): %v, want ErrInvalid", uint16(c.ps), c.typ, err)
+		}
 	}
 	// 192.0.2.1 (TEST-NET-1) has no route in the guest: the kernel
 	// refuses the resolution at once (6.1 and 6.12).
