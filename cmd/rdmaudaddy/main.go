@@ -11,8 +11,8 @@
 //
 // Options as udaddy's: -s server, -b bind address, -c connections, -C
 // message count, -S message size, -t type of service, -f address format
-// (name, ip; gid is refused: AF_IB), -P port space (udp; ipoib is
-// refused) and -p its number (0x111 for UDP).
+// (name, ip; gid is refused: AF_IB), -P port space (udp or ipoib) and -p
+// its number (0x111 for UDP, 0x2 for IPoIB).
 package main
 
 import (
@@ -39,10 +39,6 @@ const port = "7174"
 // grhLen is struct ibv_grh's size: every UD receive starts with it.
 const grhLen = 40
 
-// portSpaceIPoIB is RDMA_PS_IPOIB, which -P ipoib names and CreateID
-// refuses.
-const portSpaceIPoIB rdmacm.PortSpace = 0x0002
-
 // Main runs the tool as prog with args and returns the exit status: the C
 // main's return value (0, -1 for a failed librdmacm call, -22 for a
 // message over the MTU, an event's status, a getaddrinfo code) as the
@@ -61,7 +57,7 @@ func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Wri
 		case 'P':
 			switch a := strings.ToLower(op.Arg); {
 			case strings.HasPrefix(a, "ipoib"):
-				t.O.PS = portSpaceIPoIB
+				t.O.PS = rdmacm.PortSpaceIPoIB
 			case !strings.HasPrefix(a, "udp"):
 				io.WriteString(stderr, "Warning: unknown port space format\n")
 			}

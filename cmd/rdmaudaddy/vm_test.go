@@ -69,8 +69,9 @@ func TestVMAgainstC(t *testing.T) {
 // TestVMFailures: both clients end alike where they fail: a bad command
 // line, a message larger than rxe0's active MTU (checked once the route
 // is resolved), a server nobody runs (the SIDR request is unreachable),
-// an unresolvable name, and the IPoIB port space number given as a UDP
-// one's would be (-p 0x111 is the default, accepted).
+// an unresolvable name, the UDP port space by number (-p 0x111, the
+// default) and the IPoIB port space (-P ipoib: the kernel cannot resolve
+// an address in it on RoCE).
 func TestVMFailures(t *testing.T) {
 	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -78,6 +79,7 @@ func TestVMFailures(t *testing.T) {
 	for _, args := range [][]string{
 		{"-x"}, {"-s"}, {"-s", testkit.RxeAddr, "-S", "5000"}, {"-s", testkit.RxeAddr},
 		{"-s", "nosuchhost.invalid"}, {"-s", testkit.RxeAddr, "-p", "0x111", "-C", "0"},
+		{"-s", testkit.RxeAddr, "-P", "ipoib"}, {"-b", testkit.RxeAddr, "-P", "ipoib"},
 	} {
 		cOut, cErr := testkit.RunPeer(ctx, t, cTool, args...)
 		gOut, gErr := testkit.RunPeer(ctx, t, goTool, args...)

@@ -1,5 +1,6 @@
 // Package cmexample is what the ports of librdmacm's connection examples
-// (cmd/rdmaudaddy for udaddy, cmd/rdmacmatose for cmatose) share, as the
+// (cmd/rdmaudaddy for udaddy, cmd/rdmacmatose for cmatose; cmd/rdmamckey
+// for mckey uses its output, polling and posting) share, as the
 // C examples share their structure: the options both take, the
 // addresses (get_rdma_addr), the server's listener and the client's
 // resolution, the connect phase's common events, the busy-polling of a

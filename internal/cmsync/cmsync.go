@@ -108,6 +108,10 @@ func eventErr(ev *rdmacm.Event) error {
 	switch {
 	case ev.Status == 0:
 		return nil
+	case ev.Err != nil:
+		// The channel's own failure (librdmacm would report errno
+		// -status, EPERM, here).
+		return fmt.Errorf("%v: %w", ev, ev.Err)
 	case ev.Type == rdmacm.EventRejected:
 		return fmt.Errorf("%v: %w", ev, sys.ECONNREFUSED)
 	case ev.Status < 0:
@@ -333,18 +337,28 @@ func Perror(w io.Writer, what string, err error) {
 	fmt.Fprintf(w, "%s: %v\n", what, err)
 }
 
-// Errno finds the errno an error wraps.
+// Errno finds the errno an error wraps; an ErrInvalid refused before
+// any system call is EINVAL, as librdmacm and libibverbs set errno for
+// the arguments they refuse.
 func Errno(err error) (sys.Errno, bool) {
 	var n sys.Errno
 	if errors.As(err, &n) && n != 0 {
 		return n, true
 	}
+	if errors.Is(err, rdmacm.ErrInvalid) {
+		return sys.EINVAL, true
+	}
 	return 0, false
 }
 
-// Strerror is glibc's text for n (Go's, capitalised as glibc's is).
+// Strerror is glibc's text for n (Go's, capitalised as glibc's is;
+// "Unknown error N" for a number neither knows, such as the kernel's
+// internal ENOTSUPP, 524).
 func Strerror(n sys.Errno) string {
 	s := n.Error()
+	if strings.HasPrefix(s, "errno ") {
+		return "Unknown error " + s[len("errno "):]
+	}
 	if s != "" && s[0] >= 'a' && s[0] <= 'z' {
 		s = strings.ToUpper(s[:1]) + s[1:]
 	}

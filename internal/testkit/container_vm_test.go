@@ -52,6 +52,7 @@ var containerChecks = map[string]func(t *testing.T, c *scratch){
 	"rdmaclient":  rdmaExampleInScratch("rdmaclient", 18623),
 	"rdmaudaddy":  udaddyInScratch,
 	"rdmacmatose": cmatoseInScratch,
+	"rdmamckey":   mckeyInScratch,
 }
 
 // cmdTools lists the module's cmd/ tools but abigen: on the host from the
@@ -519,6 +520,27 @@ func cmatoseInScratch(t *testing.T, c *scratch) {
 	}
 	if out := srv.out.String(); srvErr != nil || !strings.Contains(out, "migrating to new event channel\n") || !strings.HasSuffix(out, "disconnected\ntest complete\nreturn status 0\n") {
 		t.Errorf("rdmacmatose server in the empty root: %v\n%s", srvErr, out)
+	}
+}
+
+// mckeyInScratch: the port of librdmacm's mckey as the sender in the
+// empty root (its group resolved, joined and sent to with nothing but
+// the device nodes), the guest's C mckey as the receiver: three
+// messages, both exit 0 with "return status 0".
+func mckeyInScratch(t *testing.T, c *scratch) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const group = "239.2.7.1"
+	rx := testkit.StartPeer(ctx, t, "mckey", "-m", group, "-b", testkit.RxeAddr, "-C", "3")
+	if err := rx.WaitForOutput(ctx, "joined dgid"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.command(ctx, "rdmamckey", "-m", group, "-b", testkit.RxeAddr, "-s", "-C", "3").CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "initiating data transfers\ndata transfers complete\ntest complete\nreturn status 0\n") {
+		t.Errorf("rdmamckey sender in the empty root: %v\n%s", err, out)
+	}
+	if err := rx.Wait(); err != nil || !strings.HasSuffix(rx.Output(), "data transfers complete\ntest complete\nreturn status 0\n") {
+		t.Errorf("C mckey receiver: %v\n%s", err, rx.Output())
 	}
 }
 
