@@ -393,8 +393,9 @@ func ParseLatReports(out string) []LatReport {
 	return rs
 }
 
-// The optional last column is --cpu_util's.
-var latDurRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+|-?nan|-?inf)\s+([0-9.]+|-?nan|-?inf)(?:\t\s+([0-9.]+))?\s*$`)
+// The optional last column is --cpu_util's. A rate under 1000 is padded
+// to "%-7.2lf"'s width, so a space may come before its tab.
+var latDurRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+|-?nan|-?inf)\s+([0-9.]+|-?nan|-?inf)(?: *\t\s+([0-9.]+))?\s*$`)
 
 // ParseLatDurReports returns the result lines of a latency tool's run of
 // fixed duration (-D), in order.

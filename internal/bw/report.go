@@ -115,7 +115,7 @@ func lineEnd(cpu *cpuSample) string {
 }
 
 // The optional last column is --cpu_util's.
-var reportRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+|inf|nan|-nan)\s+([0-9.]+|inf|nan|-nan)\s+([0-9.]+|inf|nan|-nan)(?:\t\s+([0-9.]+))?\s*$`)
+var reportRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+|inf|nan|-nan)\s+([0-9.]+|inf|nan|-nan)\s+([0-9.]+|inf|nan|-nan)(?: *\t\s+([0-9.]+))?\s*$`)
 
 // ParseReports returns the result lines of a tool's output (Go or C), in
 // order.

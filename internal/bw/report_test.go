@@ -116,6 +116,16 @@ func TestCPUUtil(t *testing.T) {
 	if rs := ParseLatDurReports(b.String()); len(rs) != 1 || rs[0].CPUUtil != 25 || rs[0].TPS != 330000 {
 		t.Errorf("ParseLatDurReports(%q): %+v", b.String(), rs)
 	}
+	b.Reset()
+	// A rate under 1000 is padded to its column's width before the tab
+	// (the line of a loaded CI run of ib_send_lat and sendlat).
+	writeLatDurReport(&b, LatDurReport{Size: 64, Iters: 423, Avg: 1183.15, TPS: 422.6}, lineEnd(&c))
+	if rs := ParseLatDurReports(b.String()); len(rs) != 1 || rs[0].CPUUtil != 25 || rs[0].TPS != 422.6 || !strings.Contains(b.String(), "422.60 \t") {
+		t.Errorf("ParseLatDurReports(%q): %+v", b.String(), rs)
+	}
+	if rs := ParseLatDurReports(" 64            423            1183.15        422.60 \t    100.00\n"); len(rs) != 1 || rs[0].CPUUtil != 100 {
+		t.Errorf("ParseLatDurReports of ib_send_lat's line: %+v", rs)
+	}
 	if got := lineEnd(&cpuSample{}); got != "\t    0.00\n" {
 		t.Errorf("a sample never taken ends the line with %q", got)
 	}
