@@ -83,13 +83,7 @@ func TestVMFailures(t *testing.T) {
 	defer cancel()
 	same := func(what string, c, g []string) {
 		t.Helper()
-		cOut, cErr := testkit.RunPeer(ctx, t, c[0], c[1:]...)
-		gOut, gErr := testkit.RunPeer(ctx, t, g[0], g[1:]...)
-		if text(cOut) != text(gOut) || testkit.ExitStatus(cErr) != testkit.ExitStatus(gErr) {
-			t.Errorf("%s: C %q (status %d):\n%s\nGo %q (status %d):\n%s", what, c, testkit.ExitStatus(cErr), text(cOut), g, testkit.ExitStatus(gErr), text(gOut))
-			return
-		}
-		t.Logf("%s: status %d, %q", what, testkit.ExitStatus(cErr), text(cOut))
+		testkit.SameAsC(ctx, t, what, c, g, text)
 	}
 	free := func() string { return strconv.Itoa(port()) }
 	for _, args := range [][]string{

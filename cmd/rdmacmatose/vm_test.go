@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -87,13 +88,7 @@ func TestVMFailures(t *testing.T) {
 	defer cancel()
 	same := func(args []string) {
 		t.Helper()
-		cOut, cErr := testkit.RunPeer(ctx, t, cTool, args...)
-		gOut, gErr := testkit.RunPeer(ctx, t, goTool, args...)
-		if text(cOut) != text(gOut) || testkit.ExitStatus(cErr) != testkit.ExitStatus(gErr) {
-			t.Errorf("%q: C (status %d):\n%s\nGo (status %d):\n%s", args, testkit.ExitStatus(cErr), text(cOut), testkit.ExitStatus(gErr), text(gOut))
-			return
-		}
-		t.Logf("%q: status %d, %q", args, testkit.ExitStatus(cErr), text(cOut))
+		testkit.SameAsC(ctx, t, fmt.Sprintf("%q", args), append([]string{cTool}, args...), append([]string{goTool}, args...), text)
 	}
 	for _, args := range [][]string{
 		{"-x"}, {"-s"}, {"-s", testkit.RxeAddr, "-p", port()}, {"-s", "nosuchhost.invalid"},

@@ -47,9 +47,6 @@ func main() {
 	os.Exit(Main(context.Background(), filepath.Base(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// grhLen is struct ibv_grh's size: every UD receive starts with it.
-const grhLen = 40
-
 // pause is mckey's sleep(3) between the joins and the transfer.
 var pause = 3 * time.Second
 
@@ -103,6 +100,9 @@ func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Wri
 		return 1
 	}
 	t.ConnectsLeft = t.O.Connections
+	if t.O.Size == 0 {
+		t.O.Count = 0 // as create_message finds it
+	}
 	var err error
 	if t.Ch, err = cmsync.CreateFirstEventChannel(stderr); err != nil {
 		return 1
@@ -115,7 +115,7 @@ func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Wri
 	}
 	t.nodes = make([]node, t.O.Connections)
 	for i := range t.nodes {
-		if t.nodes[i].id, err = t.Ch.CreateID(t.O.PS); err != nil {
+		if t.nodes[i].ID, err = t.Ch.CreateID(t.O.PS); err != nil {
 			t.destroyNodes()
 			t.Ch.Close()
 			return 1
@@ -141,19 +141,11 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// node is one ID (struct cmatest_node).
+// node is one ID (struct cmatest_node) and its join, once asked for
+// (librdmacm's mc_list).
 type node struct {
-	id         *rdmacm.ID
-	connected  bool
-	pd         *uverbs.PD
-	cq         *uverbs.CQ
-	qp         *uverbs.QP
-	mr         *uverbs.MR
-	ah         *uverbs.AH
-	mem        []byte
-	mc         *rdmacm.Multicast // the join, once asked for (librdmacm's mc_list)
-	remoteQPN  uint32
-	remoteQKey uint32
+	cmexample.UDNode
+	mc *rdmacm.Multicast
 }
 
 // test is struct cmatest with mckey's options.
@@ -170,26 +162,7 @@ type test struct {
 // destroyNodes takes every node down, its ID last (destroy_node).
 func (t *test) destroyNodes() {
 	for i := range t.nodes {
-		n := &t.nodes[i]
-		if n.id == nil {
-			continue
-		}
-		if n.ah != nil {
-			n.ah.Destroy()
-		}
-		if n.qp != nil {
-			n.qp.Destroy(context.Background())
-		}
-		if n.cq != nil {
-			n.cq.Destroy(context.Background())
-		}
-		if n.mr != nil {
-			n.mr.Dereg()
-		}
-		if n.pd != nil {
-			n.pd.Dealloc()
-		}
-		n.id.Destroy()
+		t.nodes[i].Destroy()
 	}
 }
 
@@ -237,7 +210,7 @@ func (t *test) run(ctx context.Context) int {
 	}
 	t.Printf("mckey: joining\n")
 	for i := range t.nodes {
-		id := t.nodes[i].id
+		id := t.nodes[i].ID
 		if t.src.IsValid() {
 			if err := id.BindAddr(netip.AddrPortFrom(t.src, 0)); err != nil {
 				t.Perror("addr bind failure", err)
@@ -300,8 +273,8 @@ func (t *test) transfer(ctx context.Context) int {
 		}
 		for i := range t.nodes {
 			// The last message's completion: every message has left.
-			if n := &t.nodes[i]; n.connected {
-				if ret := t.Poll(ctx, n.cq, 1, nil); ret != 0 {
+			if n := &t.nodes[i]; n.Connected {
+				if ret := t.Poll(ctx, n.CQ, 1, nil); ret != 0 {
 					return ret
 				}
 			}
@@ -309,8 +282,8 @@ func (t *test) transfer(ctx context.Context) int {
 	} else {
 		t.Printf("receiving data transfers\n")
 		for i := range t.nodes {
-			if n := &t.nodes[i]; n.connected {
-				if ret := t.Poll(ctx, n.cq, t.O.Count, nil); ret != 0 {
+			if n := &t.nodes[i]; n.Connected {
+				if ret := t.Poll(ctx, n.CQ, t.O.Count, nil); ret != 0 {
 					return ret
 				}
 			}
@@ -383,7 +356,7 @@ func (t *test) connectEvents(ctx context.Context) int {
 func (t *test) handle(ev *rdmacm.Event) int {
 	var n *node
 	for i := range t.nodes {
-		if t.nodes[i].id == ev.ID {
+		if t.nodes[i].ID == ev.ID {
 			n = &t.nodes[i]
 		}
 	}
@@ -410,14 +383,14 @@ func (t *test) handle(ev *rdmacm.Event) int {
 func (t *test) addrHandler(n *node) int {
 	ret := t.initNode(n)
 	if ret == 0 && !t.sender {
-		ret = t.PostRecvs(n.qp, n.mr, t.O.Count)
+		ret = t.PostRecvs(n.QP, n.MR, t.O.Count)
 	}
 	if ret == 0 {
 		var err error
 		if t.unmapped {
-			n.mc, err = n.id.JoinMulticastGID(t.mgid, t.sendOnly)
+			n.mc, err = n.ID.JoinMulticastGID(t.mgid, t.sendOnly)
 		} else {
-			n.mc, err = n.id.JoinMulticast(t.dst, t.sendOnly)
+			n.mc, err = n.ID.JoinMulticast(t.dst, t.sendOnly)
 		}
 		if err != nil {
 			t.Perror("failure joining", err)
@@ -430,68 +403,32 @@ func (t *test) addrHandler(n *node) int {
 	return ret
 }
 
-// initNode is verify_test_params, init_node and create_message: the
-// message must fit the port's active MTU; a PD, a CQ, the UD QP (with
-// -l's create flag) and the message buffer with room for the GRH.
+// initNode is verify_test_params, init_node and create_message
+// (cmexample.InitUD), with -l's create flag.
 func (t *test) initNode(n *node) int {
-	c := n.id.Context()
-	pa, err := c.QueryPort(n.id.Port())
-	if err != nil {
-		return cmsync.ErrnoValue(err) // ibv_query_port's return
-	}
-	if mtu := pa.ActiveMTU.Bytes(); t.O.Count > 0 && t.O.Size > mtu {
-		t.Printf("mckey: message_size %d is larger than active mtu %d\n", t.O.Size, mtu)
-		return -22 // -EINVAL
-	}
-	if n.pd, err = c.AllocPD(); err != nil {
-		t.Printf("mckey: unable to allocate PD\n")
-		return -cmexample.ENOMEM
-	}
-	cqe, wrs := 2, 1
-	if t.O.Count > 0 {
-		cqe, wrs = 2*t.O.Count, t.O.Count
-	}
-	if n.cq, err = c.CreateCQ(cqe, nil); err != nil {
-		t.Printf("mckey: unable to create CQ\n")
-		return -cmexample.ENOMEM
-	}
-	attr := uverbs.QPInitAttr{Type: uverbs.QPTypeUD, SendCQ: n.cq, RecvCQ: n.cq,
-		Cap: uverbs.QPCap{MaxSendWR: wrs, MaxRecvWR: wrs, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	var flags uverbs.QPCreateFlags
 	if t.noLoopback {
-		attr.CreateFlags = uverbs.QPCreateBlockSelfMcastLB
+		flags = uverbs.QPCreateBlockSelfMcastLB
 	}
-	if n.qp, err = n.id.CreateQP(n.pd, attr); err != nil {
-		t.Perror("unable to create QP", err)
+	ret, err := t.InitUD(&n.UDNode, flags)
+	if err != nil {
 		t.lastErr = err
-		return cmexample.CMFailed
 	}
-	if t.O.Size == 0 {
-		t.O.Count = 0 // as create_message does
-	}
-	if t.O.Count == 0 {
-		return 0
-	}
-	n.mem = make([]byte, t.O.Size+grhLen)
-	if n.mr, err = n.pd.RegMR(n.mem, uverbs.AccessLocalWrite); err != nil {
-		t.Printf("failed to reg MR\n")
-		t.Printf("mckey: failed to create messages: %d\n", -1)
-		return -1
-	}
-	return 0
+	return ret
 }
 
 // joinHandler takes the group's address vector, QP number and Q_Key
 // from the join (join_handler).
 func (t *test) joinHandler(n *node, ud *rdmacm.UDParam) int {
 	t.Printf("mckey: joined dgid: %s mlid 0x%x sl %d\n", pingpong.FormatGID(ud.AH.DGID), ud.AH.DLID, ud.AH.SL)
-	n.remoteQPN, n.remoteQKey = ud.QPNum, ud.QKey
-	ah, err := n.pd.CreateAH(ud.AH)
+	n.RemoteQPN, n.RemoteQKey = ud.QPNum, ud.QKey
+	ah, err := n.PD.CreateAH(ud.AH)
 	if err != nil {
 		t.Printf("mckey: failure creating address handle\n")
 		t.ConnectsLeft--
 		return -1
 	}
-	n.ah, n.connected = ah, true
+	n.AH, n.Connected = ah, true
 	t.ConnectsLeft--
 	return 0
 }
@@ -500,14 +437,11 @@ func (t *test) joinHandler(n *node, ud *rdmacm.UDParam) int {
 // data (the QP's number), the last one signalled (post_sends signals
 // none).
 func (t *test) postSends(n *node) int {
-	if !n.connected || t.O.Count == 0 {
+	if !n.Connected || t.O.Count == 0 {
 		return 0
 	}
-	wr := []uverbs.SendWR{{Opcode: uverbs.WRSendWithImm, ImmData: n.qp.QPN(),
-		SGL: []uverbs.SGE{n.mr.SGE(0, t.O.Size)}, AH: n.ah, RemoteQPN: n.remoteQPN, RemoteQKey: n.remoteQKey}}
-	if ret := t.PostSends(n.qp, wr, t.O.Count-1); ret != 0 {
+	if ret := t.PostSends(n.QP, []uverbs.SendWR{n.UDSend(t.O.Size, 0)}, t.O.Count-1); ret != 0 {
 		return ret
 	}
-	wr[0].Flags = uverbs.SendSignaled
-	return t.PostSends(n.qp, wr, 1)
+	return t.PostSends(n.QP, []uverbs.SendWR{n.UDSend(t.O.Size, uverbs.SendSignaled)}, 1)
 }

@@ -113,13 +113,7 @@ func TestVMFailures(t *testing.T) {
 		{"-m", group, "-b", b, "-s", "-o"}, {"-m", group, "-b", b, "-s", "-c", "2", "-C", "0"},
 		{"-m", "ff0e::1:2", "-s"}, {"-m", group, "-p", "0x2"}, {"-M", "ff0e::1:3", "-b", b, "-s"},
 	} {
-		cOut, cErr := testkit.RunPeer(ctx, t, cTool, args...)
-		gOut, gErr := testkit.RunPeer(ctx, t, goTool, args...)
-		if text(cOut) != text(gOut) || testkit.ExitStatus(cErr) != testkit.ExitStatus(gErr) {
-			t.Errorf("%q: C (status %d):\n%s\nGo (status %d):\n%s", args, testkit.ExitStatus(cErr), text(cOut), testkit.ExitStatus(gErr), text(gOut))
-			continue
-		}
-		t.Logf("%q: status %d, %q", args, testkit.ExitStatus(cErr), text(cOut))
+		testkit.SameAsC(ctx, t, fmt.Sprintf("%q", args), append([]string{cTool}, args...), append([]string{goTool}, args...), text)
 	}
 }
 

@@ -23,7 +23,6 @@ import (
 	"strings"
 
 	"github.com/pureverbs/pureverbs/internal/cmexample"
-	"github.com/pureverbs/pureverbs/internal/cmsync"
 	"github.com/pureverbs/pureverbs/internal/getopt"
 	"github.com/pureverbs/pureverbs/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -35,9 +34,6 @@ func main() {
 
 // port is udaddy's, fixed.
 const port = "7174"
-
-// grhLen is struct ibv_grh's size: every UD receive starts with it.
-const grhLen = 40
 
 // Main runs the tool as prog with args and returns the exit status: the C
 // main's return value (0, -1 for a failed librdmacm call, -22 for a
@@ -70,18 +66,7 @@ func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Wri
 }
 
 // node is one connection (struct cmatest_node).
-type node struct {
-	id         *rdmacm.ID
-	connected  bool
-	pd         *uverbs.PD
-	cq         *uverbs.CQ
-	qp         *uverbs.QP
-	mr         *uverbs.MR
-	ah         *uverbs.AH
-	mem        []byte
-	remoteQPN  uint32
-	remoteQKey uint32
-}
+type node = cmexample.UDNode
 
 // test is struct cmatest.
 type test struct {
@@ -95,7 +80,7 @@ func (t *test) allocNodes() error {
 	ids, err := t.NewIDs(t.O.Connections)
 	t.nodes = make([]node, len(ids))
 	for i, id := range ids {
-		t.nodes[i].id = id
+		t.nodes[i].ID = id
 	}
 	return err
 }
@@ -103,26 +88,7 @@ func (t *test) allocNodes() error {
 // destroyNodes takes every node down, its ID last.
 func (t *test) destroyNodes() {
 	for i := range t.nodes {
-		n := &t.nodes[i]
-		if n.id == nil {
-			continue
-		}
-		if n.ah != nil {
-			n.ah.Destroy()
-		}
-		if n.qp != nil {
-			n.qp.Destroy(context.Background())
-		}
-		if n.cq != nil {
-			n.cq.Destroy(context.Background())
-		}
-		if n.mr != nil {
-			n.mr.Dereg()
-		}
-		if n.pd != nil {
-			n.pd.Dealloc()
-		}
-		n.id.Destroy()
+		t.nodes[i].Destroy()
 	}
 }
 
@@ -156,7 +122,7 @@ func (t *test) runServer(ctx context.Context) int {
 func (t *test) runClient(ctx context.Context) int {
 	ids := make([]*rdmacm.ID, len(t.nodes))
 	for i := range t.nodes {
-		ids[i] = t.nodes[i].id
+		ids[i] = t.nodes[i].ID
 	}
 	if ret := t.Connect(ctx, ids); ret != 0 {
 		return ret
@@ -199,7 +165,7 @@ func (t *test) connectEvents(ctx context.Context) int {
 // nodeOf is the node of id.
 func (t *test) nodeOf(id *rdmacm.ID) *node {
 	for i := range t.nodes {
-		if t.nodes[i].id == id {
+		if t.nodes[i].ID == id {
 			return &t.nodes[i]
 		}
 	}
@@ -221,26 +187,26 @@ func (t *test) handle(ev *rdmacm.Event) int {
 	}
 	switch ev.Type {
 	case rdmacm.EventAddrResolved:
-		return t.AddrResolved(n.id, nil)
+		return t.AddrResolved(n.ID, nil)
 	case rdmacm.EventRouteResolved:
 		if ret := t.initNode(n); ret != 0 {
 			t.ConnectsLeft--
 			return ret
 		}
-		if err := n.id.Connect(&rdmacm.ConnParam{}); err != nil {
+		if err := n.ID.Connect(&rdmacm.ConnParam{}); err != nil {
 			t.Perror("failure connecting", err)
 			t.ConnectsLeft--
 			return cmexample.CMFailed
 		}
 	case rdmacm.EventEstablished:
-		n.remoteQPN, n.remoteQKey = ev.UD.QPNum, ev.UD.QKey
-		ah, err := n.pd.CreateAH(ev.UD.AH)
+		n.RemoteQPN, n.RemoteQKey = ev.UD.QPNum, ev.UD.QKey
+		ah, err := n.PD.CreateAH(ev.UD.AH)
 		if err != nil {
 			t.Printf("udaddy: failure creating address handle\n")
 			t.ConnectsLeft--
 			return -1
 		}
-		n.ah, n.connected = ah, true
+		n.AH, n.Connected = ah, true
 		t.ConnectsLeft--
 	}
 	return 0
@@ -259,72 +225,37 @@ func (t *test) connectHandler(id *rdmacm.ID) int {
 	}
 	n := &t.nodes[t.connIndex]
 	t.connIndex++
-	n.id = id
+	n.ID = id
 	if ret := t.initNode(n); ret != 0 {
 		t.ConnectsLeft--
 		return fail(ret)
 	}
-	if err := id.Accept(&rdmacm.ConnParam{QPNum: n.qp.QPN()}); err != nil {
+	if err := id.Accept(&rdmacm.ConnParam{QPNum: n.QP.QPN()}); err != nil {
 		t.Perror("failure accepting", err)
 		t.ConnectsLeft--
 		return fail(cmexample.CMFailed)
 	}
-	n.connected = true
+	n.Connected = true
 	t.ConnectsLeft--
 	return 0
 }
 
-// initNode is verify_test_params, init_node and post_recvs: the message
-// must fit the port's active MTU; a PD, a CQ, a UD QP, the message buffer
-// (with room for the GRH) and a receive per message.
+// initNode is verify_test_params, init_node and post_recvs: the node's
+// resources (cmexample.InitUD) and a receive per message.
 func (t *test) initNode(n *node) int {
-	c := n.id.Context()
-	pa, err := c.QueryPort(n.id.Port())
-	if err != nil {
-		return cmsync.ErrnoValue(err) // ibv_query_port's return
+	if ret, _ := t.InitUD(n, 0); ret != 0 || t.O.Count == 0 {
+		return ret
 	}
-	if mtu := pa.ActiveMTU.Bytes(); t.O.Count > 0 && t.O.Size > mtu {
-		t.Printf("udaddy: message_size %d is larger than active mtu %d\n", t.O.Size, mtu)
-		return -22 // -EINVAL
-	}
-	if n.pd, err = c.AllocPD(); err != nil {
-		t.Printf("udaddy: unable to allocate PD\n")
-		return -cmexample.ENOMEM
-	}
-	cqe, wrs := 2, 1
-	if t.O.Count > 0 {
-		cqe, wrs = 2*t.O.Count, t.O.Count
-	}
-	if n.cq, err = c.CreateCQ(cqe, nil); err != nil {
-		t.Printf("udaddy: unable to create CQ\n")
-		return -cmexample.ENOMEM
-	}
-	n.qp, err = n.id.CreateQP(n.pd, uverbs.QPInitAttr{Type: uverbs.QPTypeUD, SendCQ: n.cq, RecvCQ: n.cq,
-		Cap: uverbs.QPCap{MaxSendWR: wrs, MaxRecvWR: wrs, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		t.Perror("unable to create QP", err)
-		return cmexample.CMFailed
-	}
-	if t.O.Count == 0 {
-		return 0
-	}
-	n.mem = make([]byte, t.O.Size+grhLen)
-	if n.mr, err = n.pd.RegMR(n.mem, uverbs.AccessLocalWrite); err != nil {
-		t.Printf("failed to reg MR\n")
-		t.Printf("udaddy: failed to create messages: %d\n", -1)
-		return -1
-	}
-	return t.PostRecvs(n.qp, n.mr, t.O.Count)
+	return t.PostRecvs(n.QP, n.MR, t.O.Count)
 }
 
 // postSends posts the node's messages, SEND with immediate data (the
 // QP's number) to its peer (post_sends).
 func (t *test) postSends(n *node, flags uverbs.SendFlags) int {
-	if !n.connected || t.O.Count == 0 {
+	if !n.Connected || t.O.Count == 0 {
 		return 0
 	}
-	return t.PostSends(n.qp, []uverbs.SendWR{{Opcode: uverbs.WRSendWithImm, Flags: flags, ImmData: n.qp.QPN(),
-		SGL: []uverbs.SGE{n.mr.SGE(0, t.O.Size)}, AH: n.ah, RemoteQPN: n.remoteQPN, RemoteQKey: n.remoteQKey}}, t.O.Count)
+	return t.PostSends(n.QP, []uverbs.SendWR{n.UDSend(t.O.Size, flags)}, t.O.Count)
 }
 
 // pollCQs polls each connected node's CQ for -C completions; on the
@@ -333,11 +264,11 @@ func (t *test) postSends(n *node, flags uverbs.SendFlags) int {
 func (t *test) pollCQs(ctx context.Context) int {
 	for i := range t.nodes {
 		n := &t.nodes[i]
-		if !n.connected {
+		if !n.Connected {
 			continue
 		}
-		if ret := t.Poll(ctx, n.cq, t.O.Count, func(wc *uverbs.WC) {
-			if n.ah == nil {
+		if ret := t.Poll(ctx, n.CQ, t.O.Count, func(wc *uverbs.WC) {
+			if n.AH == nil {
 				t.replyAH(n, wc)
 			}
 		}); ret != 0 {
@@ -351,9 +282,9 @@ func (t *test) pollCQs(ctx context.Context) int {
 // and the GRH at the start of the buffer, its QP number from the
 // immediate data, and this QP's own Q_Key.
 func (t *test) replyAH(n *node, wc *uverbs.WC) {
-	n.ah, _ = n.pd.CreateAHFromWC(n.id.Port(), wc, n.mem[:grhLen])
-	n.remoteQPN = wc.ImmData
-	if a, _, err := n.qp.Query(uverbs.QPAttrQKey); err == nil {
-		n.remoteQKey = a.QKey
+	n.AH, _ = n.PD.CreateAHFromWC(n.ID.Port(), wc, n.Mem[:cmexample.GRHLen])
+	n.RemoteQPN = wc.ImmData
+	if a, _, err := n.QP.Query(uverbs.QPAttrQKey); err == nil {
+		n.RemoteQKey = a.QKey
 	}
 }

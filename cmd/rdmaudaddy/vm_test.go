@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -81,13 +82,7 @@ func TestVMFailures(t *testing.T) {
 		{"-s", "nosuchhost.invalid"}, {"-s", testkit.RxeAddr, "-p", "0x111", "-C", "0"},
 		{"-s", testkit.RxeAddr, "-P", "ipoib"}, {"-b", testkit.RxeAddr, "-P", "ipoib"},
 	} {
-		cOut, cErr := testkit.RunPeer(ctx, t, cTool, args...)
-		gOut, gErr := testkit.RunPeer(ctx, t, goTool, args...)
-		if text(cOut) != text(gOut) || testkit.ExitStatus(cErr) != testkit.ExitStatus(gErr) {
-			t.Errorf("%q: C (status %d):\n%s\nGo (status %d):\n%s", args, testkit.ExitStatus(cErr), text(cOut), testkit.ExitStatus(gErr), text(gOut))
-			continue
-		}
-		t.Logf("%q: status %d, %q", args, testkit.ExitStatus(cErr), text(cOut))
+		testkit.SameAsC(ctx, t, fmt.Sprintf("%q", args), append([]string{cTool}, args...), append([]string{goTool}, args...), text)
 	}
 }
 

@@ -74,3 +74,20 @@ func StartCMServer(ctx context.Context, tb testing.TB, port int, name string, ar
 	}
 	return p
 }
+
+// SameAsC runs the C tool's command line c and its Go port's g (program
+// and arguments) to completion and fails the test, with both outputs,
+// unless they print the same, after norm (which gives the Go tool's names
+// the C tool's), and exit with the same status. what names the case in
+// the test's log; it returns whether they agreed.
+func SameAsC(ctx context.Context, tb testing.TB, what string, c, g []string, norm func(string) string) bool {
+	tb.Helper()
+	cOut, cErr := RunPeer(ctx, tb, c[0], c[1:]...)
+	gOut, gErr := RunPeer(ctx, tb, g[0], g[1:]...)
+	if norm(cOut) != norm(gOut) || ExitStatus(cErr) != ExitStatus(gErr) {
+		tb.Errorf("%s: C %q (status %d):\n%s\nGo %q (status %d):\n%s", what, c, ExitStatus(cErr), norm(cOut), g, ExitStatus(gErr), norm(gOut))
+		return false
+	}
+	tb.Logf("%s: status %d, %q", what, ExitStatus(cErr), norm(cOut))
+	return true
+}
