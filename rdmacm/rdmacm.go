@@ -4,11 +4,12 @@
 // drive address and route resolution and the connection handshake, and
 // the QPs are pureverbs' own (package uverbs).
 //
-// It covers reliable connections (PortSpaceTCP, RC QPs) and datagram
-// exchanges (PortSpaceUDP, UD QPs: the IB CM's SIDR request and reply give
-// the client the server's QP number, Q_Key and address vector, Event.UD)
-// over IPv4 and IPv6 addresses, on an asynchronous EventChannel as in
-// rdma_create_event_channel(3):
+// It covers reliable connections (PortSpaceTCP or PortSpaceIB, RC QPs),
+// datagram exchanges (PortSpaceUDP, or PortSpaceIB through CreateIDType:
+// UD QPs; the IB CM's SIDR request and reply give the client the server's
+// QP number, Q_Key and address vector, Event.UD) and multicast groups
+// (JoinMulticast) over IPv4 and IPv6 addresses, on an asynchronous
+// EventChannel as in rdma_create_event_channel(3):
 //
 //	active side                        passive side
 //	ch.CreateID(PortSpaceTCP)          ch.CreateID(PortSpaceTCP)
