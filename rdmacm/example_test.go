@@ -80,3 +80,55 @@ func Example_client() {
 	id.Disconnect()
 	next(rdmacm.EventDisconnected) // the server answers with its own Disconnect
 }
+
+// The same client with the synchronous Endpoint, as librdmacm's
+// rdma_client example does it: rdma_getaddrinfo, rdma_create_ep (which
+// resolves and makes the QP, its PD and CQs), a receive posted before the
+// connect, one inline send, and each completion waited for.
+func ExampleCreateEP() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ai, err := rdmacm.GetAddrInfo(ctx, "10.99.0.1", "7471", &rdmacm.AddrInfo{PortSpace: rdmacm.PortSpaceTCP})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	attr := uverbs.QPInitAttr{SigAll: true,
+		Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}
+	ep, err := rdmacm.CreateEP(ctx, ai, nil, &attr)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ep.Destroy()
+	recv := make([]byte, 16)
+	mr, err := ep.RegMsgs(recv)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mr.Dereg()
+	if err := ep.PostRecv(1, recv, mr); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := ep.Connect(ctx, nil); err != nil {
+		fmt.Println(err) // errors.Is(err, unix.ECONNREFUSED) when nobody listens
+		return
+	}
+	defer ep.Disconnect()
+	if err := ep.PostSend(2, []byte("hello, server"), nil, uverbs.SendInline); err != nil {
+		fmt.Println(err)
+		return
+	}
+	var wc uverbs.WC
+	if _, err := ep.GetSendComp(ctx, &wc); err != nil || wc.Status != uverbs.WCSuccess {
+		fmt.Println(err, wc.Status)
+		return
+	}
+	if _, err := ep.GetRecvComp(ctx, &wc); err != nil || wc.Status != uverbs.WCSuccess {
+		fmt.Println(err, wc.Status)
+		return
+	}
+	fmt.Printf("%s\n", recv[:wc.ByteLen])
+}

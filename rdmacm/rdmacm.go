@@ -40,6 +40,7 @@ import (
 	"fmt"
 
 	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -72,9 +73,16 @@ func opErr(op string, err error) error {
 	return &OpError{Op: op, Err: err}
 }
 
+// invalid is an argument refused before any system call: ErrInvalid, and
+// EINVAL as librdmacm sets errno for it.
 func invalid(op, format string, args ...any) error {
-	return &OpError{Op: op, Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)}
+	return &OpError{Op: op, Err: invalidArg(fmt.Sprintf(format, args...))}
 }
+
+type invalidArg string
+
+func (e invalidArg) Error() string   { return ErrInvalid.Error() + ": " + string(e) }
+func (e invalidArg) Is(t error) bool { return t == ErrInvalid || t == sys.EINVAL }
 
 // PortSpace is an rdma_cm port space (enum rdma_port_space).
 type PortSpace uint16

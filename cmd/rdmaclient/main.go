@@ -43,7 +43,7 @@ func run(ctx context.Context, server, port string, stdout, stderr io.Writer) int
 	}
 	attr := uverbs.QPInitAttr{SigAll: true,
 		Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}
-	id, err := cmsync.CreateEP(ctx, ai, &attr)
+	id, err := rdmacm.CreateEP(ctx, ai, nil, &attr)
 	// As the C example, the inline check comes before the error check
 	// (a failed create leaves the attributes asked for).
 	var sendFlags uverbs.SendFlags
@@ -72,7 +72,7 @@ func run(ctx context.Context, server, port string, stdout, stderr io.Writer) int
 		}
 		defer sendMR.Dereg()
 	}
-	if err := id.PostRecv(0, mr); err != nil {
+	if err := id.PostRecv(0, recvMsg, mr); err != nil {
 		cmsync.Perror(stderr, "rdma_post_recv", err)
 		return -1
 	}

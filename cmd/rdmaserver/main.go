@@ -43,7 +43,7 @@ func run(ctx context.Context, server, port string, stdout, stderr io.Writer) int
 	}
 	attr := uverbs.QPInitAttr{SigAll: true,
 		Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}
-	listen, err := cmsync.CreateEP(ctx, ai, &attr)
+	listen, err := rdmacm.CreateEP(ctx, ai, nil, &attr)
 	if err != nil {
 		cmsync.Perror(stderr, "rdma_create_ep", err)
 		return -1
@@ -61,7 +61,7 @@ func run(ctx context.Context, server, port string, stdout, stderr io.Writer) int
 	defer id.Destroy()
 
 	var sendFlags uverbs.SendFlags
-	if id.QP.Cap().MaxInlineData >= 16 {
+	if id.QP().Cap().MaxInlineData >= 16 {
 		sendFlags = uverbs.SendInline
 	} else {
 		fmt.Fprintf(stdout, "rdma_server: device doesn't support IBV_SEND_INLINE, using sge sends\n")
@@ -81,7 +81,7 @@ func run(ctx context.Context, server, port string, stdout, stderr io.Writer) int
 		}
 		defer sendMR.Dereg()
 	}
-	if err := id.PostRecv(0, mr); err != nil {
+	if err := id.PostRecv(0, recvMsg, mr); err != nil {
 		cmsync.Perror(stderr, "rdma_post_recv", err)
 		return -1
 	}

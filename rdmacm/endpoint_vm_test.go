@@ -1,36 +1,29 @@
-package cmsync
+package rdmacm_test
 
-// VM tests (KERNEL=6.12 make vmtest VMPKGS=./internal/cmsync): the
-// synchronous calls Go against Go; against librdmacm's examples they are
-// tested through cmd/rdmaserver and cmd/rdmaclient.
+// VM tests of the synchronous Endpoint, Go against Go; against
+// librdmacm's examples it is tested through cmd/rdmaserver and
+// cmd/rdmaclient.
 
 import (
 	"context"
 	"errors"
-	"os"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/internal/testkit"
-	"github.com/pureverbs/pureverbs/internal/testkit/leakmain"
 	"github.com/pureverbs/pureverbs/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
-
-// TestMain traces every fd and mapping the tests create and fails the run
-// when any is left open.
-func TestMain(m *testing.M) {
-	os.Exit(leakmain.Run(m))
-}
 
 func epAttr() uverbs.QPInitAttr {
 	return uverbs.QPInitAttr{SigAll: true,
 		Cap: uverbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}
 }
 
-func addr(t *testing.T, ctx context.Context, passive bool, port int) *rdmacm.AddrInfo {
+func epAddr(t *testing.T, ctx context.Context, passive bool, port int) *rdmacm.AddrInfo {
 	t.Helper()
 	hints := &rdmacm.AddrInfo{PortSpace: rdmacm.PortSpaceTCP}
 	if passive {
@@ -53,12 +46,12 @@ func TestVMExchange(t *testing.T) {
 	defer cancel()
 	const port = 17420
 	attr := epAttr()
-	listen, err := CreateEP(ctx, addr(t, ctx, true, port), &attr)
+	listen, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, true, port), nil, &attr)
 	if err != nil {
 		t.Fatalf("passive CreateEP: %v", err)
 	}
 	defer listen.Destroy()
-	if listen.QP != nil {
+	if listen.QP() != nil {
 		t.Errorf("a passive endpoint has a QP")
 	}
 	if err := listen.Listen(0); err != nil {
@@ -73,7 +66,7 @@ func TestVMExchange(t *testing.T) {
 				return err
 			}
 			defer id.Destroy()
-			if id.ch == listen.ch || id.ID.Channel() != id.ch {
+			if id.ID().Channel() == listen.ID().Channel() {
 				return errors.New("the request is not on a channel of its own")
 			}
 			buf := make([]byte, 16)
@@ -82,7 +75,7 @@ func TestVMExchange(t *testing.T) {
 				return err
 			}
 			defer mr.Dereg()
-			if err := id.PostRecv(7, mr); err != nil {
+			if err := id.PostRecv(7, buf, mr); err != nil {
 				return err
 			}
 			if err := id.Accept(ctx, nil); err != nil {
@@ -110,13 +103,13 @@ func TestVMExchange(t *testing.T) {
 	}()
 
 	attr = epAttr()
-	ep, err := CreateEP(ctx, addr(t, ctx, false, port), &attr)
+	ep, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, false, port), nil, &attr)
 	if err != nil {
 		t.Fatalf("active CreateEP: %v", err)
 	}
 	defer ep.Destroy()
-	if ep.QP == nil || attr.Cap.MaxSendWR < 2 || attr.Cap.MaxRecvWR < 2 {
-		t.Fatalf("active endpoint: QP %v, capabilities %+v", ep.QP, attr.Cap)
+	if ep.QP() == nil || attr.Cap.MaxSendWR < 2 || attr.Cap.MaxRecvWR < 2 {
+		t.Fatalf("active endpoint: QP %v, capabilities %+v", ep.QP(), attr.Cap)
 	}
 	recv, send := make([]byte, 16), []byte("client to server")
 	rmr, err := ep.RegMsgs(recv)
@@ -129,7 +122,7 @@ func TestVMExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer smr.Dereg()
-	if err := ep.PostRecv(1, rmr); err != nil {
+	if err := ep.PostRecv(1, recv, rmr); err != nil {
 		t.Fatal(err)
 	}
 	if err := ep.Connect(ctx, nil); err != nil {
@@ -165,7 +158,7 @@ func TestVMRefusedAndBadInput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	attr := epAttr()
-	ep, err := CreateEP(ctx, addr(t, ctx, false, 17421), &attr)
+	ep, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, false, 17421), nil, &attr)
 	if err != nil {
 		t.Fatalf("CreateEP: %v", err)
 	}
@@ -176,11 +169,11 @@ func TestVMRefusedAndBadInput(t *testing.T) {
 	if err := ep.PostSend(1, []byte("x"), nil, 0); !errors.Is(err, sys.EINVAL) {
 		t.Errorf("PostSend with no MR and no inline: %v, want EINVAL", err)
 	}
-	if err := ep.PostRecv(1, nil); !errors.Is(err, sys.EINVAL) {
+	if err := ep.PostRecv(1, make([]byte, 8), nil); !errors.Is(err, sys.EINVAL) || !errors.Is(err, rdmacm.ErrInvalid) {
 		t.Errorf("PostRecv with no MR: %v, want EINVAL", err)
 	}
 
-	listen, err := CreateEP(ctx, addr(t, ctx, true, 17422), nil)
+	listen, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, true, 17422), nil, nil)
 	if err != nil {
 		t.Fatalf("passive CreateEP: %v", err)
 	}
@@ -188,7 +181,7 @@ func TestVMRefusedAndBadInput(t *testing.T) {
 	if _, err := listen.RegMsgs(make([]byte, 8)); !errors.Is(err, sys.EINVAL) {
 		t.Errorf("RegMsgs on an endpoint without a QP: %v, want EINVAL", err)
 	}
-	if err := listen.PostRecv(1, nil); !errors.Is(err, sys.EINVAL) {
+	if err := listen.PostRecv(1, nil, nil); !errors.Is(err, sys.EINVAL) {
 		t.Errorf("PostRecv on an endpoint without a QP: %v, want EINVAL", err)
 	}
 	var wc uverbs.WC
@@ -202,5 +195,136 @@ func TestVMRefusedAndBadInput(t *testing.T) {
 	defer stop()
 	if _, err := listen.GetRequest(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("GetRequest with no request: %v, want the context's deadline", err)
+	}
+}
+
+// TestVMEndpointRDMA: the one-sided helpers. The client writes into a
+// server buffer registered by RegWrite and reads one registered by
+// RegRead (PostWrite, PostRead; each completion got by GetSendComp),
+// tells the server with an inline send, and the server finds the bytes.
+// A buffer outside its MR and a nil WC are ErrInvalid; a write and the
+// wait for its completion, repeated, allocate nothing.
+func TestVMEndpointRDMA(t *testing.T) {
+	testkit.RequireVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const port = 17423
+	attr := epAttr()
+	attr.Cap.MaxSendWR = 4
+	listen, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, true, port), nil, &attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listen.Destroy()
+	if err := listen.Listen(0); err != nil {
+		t.Fatal(err)
+	}
+	type area struct {
+		addr uint64
+		rkey uint32
+	}
+	areas := make(chan [2]area, 1)
+	wbuf, rbuf := make([]byte, 64), []byte("read me, client")
+	serverDone := make(chan error, 1)
+	go func() {
+		serverDone <- func() error {
+			id, err := listen.GetRequest(ctx)
+			if err != nil {
+				return err
+			}
+			defer id.Destroy()
+			wmr, err := id.RegWrite(wbuf)
+			if err != nil {
+				return err
+			}
+			defer wmr.Dereg()
+			rmr, err := id.RegRead(rbuf)
+			if err != nil {
+				return err
+			}
+			defer rmr.Dereg()
+			msg := make([]byte, 16)
+			mmr, err := id.RegMsgs(msg)
+			if err != nil {
+				return err
+			}
+			defer mmr.Dereg()
+			if err := id.PostRecv(1, msg, mmr); err != nil {
+				return err
+			}
+			if err := id.Accept(ctx, nil); err != nil {
+				return err
+			}
+			defer id.Disconnect()
+			areas <- [2]area{{wmr.Addr(), wmr.RKey()}, {rmr.Addr(), rmr.RKey()}}
+			var wc uverbs.WC
+			if _, err := id.GetRecvComp(ctx, &wc); err != nil {
+				return err
+			}
+			if wc.Status != uverbs.WCSuccess || string(msg[:4]) != "done" || string(wbuf[8:16]) != "written!" {
+				return fmt.Errorf("server: %v, message %q, written %q", wc.Status, msg[:4], wbuf[8:16])
+			}
+			return nil
+		}()
+	}()
+
+	attr = epAttr()
+	attr.Cap.MaxSendWR = 4
+	ep, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, false, port), nil, &attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Destroy()
+	if err := ep.Connect(ctx, nil); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	a := <-areas
+	lbuf := make([]byte, 64)
+	lmr, err := ep.RegMsgs(lbuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lmr.Dereg()
+	var wc uverbs.WC
+	comp := func(what string, id uint64) {
+		t.Helper()
+		if n, err := ep.GetSendComp(ctx, &wc); n != 1 || err != nil || wc.Status != uverbs.WCSuccess || wc.ID != id {
+			t.Fatalf("%s: %d %v, %v id %d", what, n, err, wc.Status, wc.ID)
+		}
+	}
+	copy(lbuf, "written!")
+	if err := ep.PostWrite(1, lbuf[:8], lmr, 0, a[0].addr+8, a[0].rkey); err != nil {
+		t.Fatalf("PostWrite: %v", err)
+	}
+	comp("write", 1)
+	if err := ep.PostRead(2, lbuf[16:31], lmr, 0, a[1].addr, a[1].rkey); err != nil {
+		t.Fatalf("PostRead: %v", err)
+	}
+	comp("read", 2)
+	if string(lbuf[16:31]) != "read me, client" {
+		t.Errorf("read %q", lbuf[16:31])
+	}
+	if err := ep.PostSend(3, make([]byte, 8), lmr, 0); !errors.Is(err, rdmacm.ErrInvalid) || !errors.Is(err, sys.EINVAL) {
+		t.Errorf("PostSend of a buffer outside its MR: %v, want ErrInvalid and EINVAL", err)
+	}
+	if _, err := ep.GetSendComp(ctx, nil); !errors.Is(err, rdmacm.ErrInvalid) {
+		t.Errorf("GetSendComp into a nil WC: %v, want ErrInvalid", err)
+	}
+	t.Run("no-allocs", func(t *testing.T) {
+		testkit.NoAllocs(t, 50, func() {
+			if err := ep.PostWrite(4, lbuf[:8], lmr, 0, a[0].addr, a[0].rkey); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := ep.GetSendComp(ctx, &wc); n != 1 || err != nil || wc.Status != uverbs.WCSuccess {
+				t.Fatal(n, err, wc.Status)
+			}
+		})
+	})
+	if err := ep.PostSend(3, []byte("done"), nil, uverbs.SendInline); err != nil {
+		t.Fatal(err)
+	}
+	comp("send", 3)
+	if err := <-serverDone; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,475 @@
+package rdmacm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// Endpoint is an ID used synchronously, as librdmacm's rdma_create_ep(3)
+// makes one: each call that waits for the connection manager (CreateEP's
+// resolution, GetRequest, Connect, Accept) returns once its event has
+// come, bounded by its context, and rdma_verbs.h's helpers (RegMsgs,
+// PostSend, PostRecv, PostRead, PostWrite, GetSendComp, GetRecvComp) post
+// and wait for completions on the endpoint's QP.
+//
+// As in librdmacm, every endpoint has an event channel of its own (a
+// request moves to a new one, by Migrate, when GetRequest returns it), so
+// that one connection's wait never reads another's event. Given no PD,
+// CreateEP makes one; it makes a CQ with a completion channel for each
+// direction the QP has work requests for, unless attr names CQs; the
+// QP's completions are then waited for parked on the runtime poller.
+//
+// The post helpers allocate nothing and may be called from several
+// goroutines; GetSendComp and GetRecvComp are each for one waiter at a
+// time per direction.
+type Endpoint struct {
+	ch     *EventChannel
+	id     *ID
+	pd     *uverbs.PD
+	ownPD  bool
+	sendCC *uverbs.CompChannel // nil when the send CQ is the caller's
+	recvCC *uverbs.CompChannel
+	sendCQ *uverbs.CQ
+	recvCQ *uverbs.CQ
+	ownCQ  [2]bool // send, receive
+	qp     *uverbs.QP
+	attr   *uverbs.QPInitAttr // a listener's, for its requests' QPs
+
+	// Scratch of the post and completion helpers, so that they
+	// allocate nothing.
+	smu  sync.Mutex
+	swr  [1]uverbs.SendWR
+	ssge [1]uverbs.SGE
+	rmu  sync.Mutex
+	rwr  [1]uverbs.RecvWR
+	rsge [1]uverbs.SGE
+	swc  [1]uverbs.WC
+	rwc  [1]uverbs.WC
+}
+
+// epResolveTimeout is rdma_create_ep's for address and route resolution.
+const epResolveTimeout = 2000 * time.Millisecond
+
+// CreateEP is rdma_create_ep(3): an ID on an event channel of its own, in
+// ai's port space and QP type (GetAddrInfo's answer). With AIPassive it
+// is bound to ai.Src and attr, if not nil, is kept for the QPs of the
+// requests GetRequest returns; otherwise the address and then the route
+// to ai.Dst are resolved (two seconds each, ctx bounding the waits) and,
+// if attr is not nil, the ID's QP is made in pd (nil: a PD of the
+// endpoint's own) with attr, whose Cap gets the QP's capabilities and
+// whose Type is set from ai.
+func CreateEP(ctx context.Context, ai *AddrInfo, pd *uverbs.PD, attr *uverbs.QPInitAttr) (*Endpoint, error) {
+	const op = "create_ep"
+	if ai == nil {
+		return nil, invalid(op, "nil AddrInfo")
+	}
+	ch, err := Open()
+	if err != nil {
+		return nil, err
+	}
+	ep := &Endpoint{ch: ch}
+	qpType := ai.QPType
+	if qpType == 0 {
+		qpType = uverbs.QPTypeRC
+		if ai.PortSpace == PortSpaceUDP || ai.PortSpace == PortSpaceIPoIB {
+			qpType = uverbs.QPTypeUD
+		}
+	}
+	if ep.id, err = ch.CreateIDType(ai.PortSpace, qpType); err != nil {
+		ep.Destroy()
+		return nil, err
+	}
+	if ai.Flags&AIPassive != 0 {
+		if err := ep.id.BindAddr(ai.Src); err != nil {
+			ep.Destroy()
+			return nil, err
+		}
+		if attr != nil {
+			a := *attr
+			a.Type = qpType
+			ep.attr = &a
+		}
+		ep.pd = pd
+		return ep, nil
+	}
+	if err = ep.id.ResolveAddr(ai.Src, ai.Dst, epResolveTimeout); err == nil {
+		err = ep.complete(ctx, op)
+	}
+	if err == nil {
+		if err = ep.id.ResolveRoute(epResolveTimeout); err == nil {
+			err = ep.complete(ctx, op)
+		}
+	}
+	if err == nil && attr != nil {
+		attr.Type = qpType
+		err = ep.createQP(pd, attr)
+	}
+	if err != nil {
+		ep.Destroy()
+		return nil, err
+	}
+	return ep, nil
+}
+
+// ID returns the endpoint's ID.
+func (ep *Endpoint) ID() *ID { return ep.id }
+
+// QP returns the endpoint's QP, nil before it has one.
+func (ep *Endpoint) QP() *uverbs.QP { return ep.qp }
+
+// PD returns the PD of the endpoint's QP and memory.
+func (ep *Endpoint) PD() *uverbs.PD { return ep.pd }
+
+// SendCQ returns the CQ of the QP's sends.
+func (ep *Endpoint) SendCQ() *uverbs.CQ { return ep.sendCQ }
+
+// RecvCQ returns the CQ of the QP's receives.
+func (ep *Endpoint) RecvCQ() *uverbs.CQ { return ep.recvCQ }
+
+// complete is librdmacm's ucma_complete: the channel's next event, an
+// error when it carries a status (ECONNREFUSED for a reject, else the
+// status's errno, or the channel's own failure). As in librdmacm, the
+// event's type is not checked.
+func (ep *Endpoint) complete(ctx context.Context, op string) error {
+	ev, err := ep.ch.GetEvent(ctx)
+	if err != nil {
+		return opErr(op, err)
+	}
+	return eventErr(op, &ev)
+}
+
+func eventErr(op string, ev *Event) error {
+	switch {
+	case ev.Status == 0:
+		return nil
+	case ev.Err != nil:
+		// The channel's own failure (librdmacm would report errno
+		// -status, EPERM, here).
+		return opErr(op, fmt.Errorf("%v: %w", ev, ev.Err))
+	case ev.Type == EventRejected:
+		return opErr(op, fmt.Errorf("%v: %w", ev, sys.ECONNREFUSED))
+	case ev.Status < 0:
+		return opErr(op, fmt.Errorf("%v: %w", ev, sys.Errno(-ev.Status)))
+	}
+	return opErr(op, fmt.Errorf("%v: %w", ev, sys.Errno(ev.Status)))
+}
+
+// createQP is rdma_create_qp's part of rdma_create_ep: pd or a PD of the
+// endpoint's own, a CQ and completion channel for each direction attr
+// names no CQ for (sized by the direction's depth), the QP; attr gets the
+// QP's capabilities.
+func (ep *Endpoint) createQP(pd *uverbs.PD, attr *uverbs.QPInitAttr) error {
+	const op = "create_qp"
+	dev := ep.id.Context()
+	if dev == nil {
+		return invalid(op, "the ID has no device")
+	}
+	var err error
+	if pd == nil {
+		if pd, err = dev.AllocPD(); err != nil {
+			return opErr(op, err)
+		}
+		ep.ownPD = true
+	}
+	ep.pd = pd
+	a := *attr
+	ep.sendCQ, ep.recvCQ = a.SendCQ, a.RecvCQ
+	if a.RecvCQ == nil && a.Cap.MaxRecvWR > 0 && a.SRQ == nil {
+		if ep.recvCC, err = dev.CreateCompChannel(); err != nil {
+			return opErr(op, err)
+		}
+		if ep.recvCQ, err = dev.CreateCQ(a.Cap.MaxRecvWR, &uverbs.CQOptions{Channel: ep.recvCC}); err != nil {
+			return opErr(op, err)
+		}
+		ep.ownCQ[1] = true
+	}
+	if a.SendCQ == nil && a.Cap.MaxSendWR > 0 {
+		if ep.sendCC, err = dev.CreateCompChannel(); err != nil {
+			return opErr(op, err)
+		}
+		if ep.sendCQ, err = dev.CreateCQ(a.Cap.MaxSendWR, &uverbs.CQOptions{Channel: ep.sendCC}); err != nil {
+			return opErr(op, err)
+		}
+		ep.ownCQ[0] = true
+	}
+	if ep.recvCQ == nil {
+		ep.recvCQ = ep.sendCQ // a QP needs both; one without receives shares its send CQ
+	}
+	if ep.sendCQ == nil {
+		ep.sendCQ = ep.recvCQ
+	}
+	a.SendCQ, a.RecvCQ = ep.sendCQ, ep.recvCQ
+	if ep.qp, err = ep.id.CreateQP(pd, a); err != nil {
+		return err
+	}
+	attr.Cap = ep.qp.Cap()
+	return nil
+}
+
+// Listen is rdma_listen(3) on a passive endpoint.
+func (ep *Endpoint) Listen(backlog int) error { return ep.id.Listen(backlog) }
+
+// GetRequest is rdma_get_request(3): it waits for the next connection
+// request on a listening endpoint and returns it as an Endpoint on an
+// event channel of its own, with a QP of the listener's attributes (in
+// the listener's PD, if CreateEP was given one) when CreateEP had them.
+// An event other than a request is an error wrapping EINVAL, as in
+// librdmacm; the request is then not lost only if it was not one.
+func (ep *Endpoint) GetRequest(ctx context.Context) (*Endpoint, error) {
+	const op = "get_request"
+	ev, err := ep.ch.GetEvent(ctx)
+	if err != nil {
+		return nil, opErr(op, err)
+	}
+	if err := eventErr(op, &ev); err != nil {
+		return nil, err
+	}
+	if ev.Type != EventConnectRequest {
+		return nil, opErr(op, fmt.Errorf("%v while waiting for a connect request: %w", &ev, sys.EINVAL))
+	}
+	req := &Endpoint{id: ev.ID}
+	if req.ch, err = Open(); err != nil {
+		ev.ID.Destroy()
+		return nil, err
+	}
+	if err := ev.ID.Migrate(req.ch); err != nil {
+		req.Destroy()
+		return nil, err
+	}
+	if ep.attr != nil {
+		a := *ep.attr
+		if err := req.createQP(ep.pd, &a); err != nil {
+			req.Destroy()
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// Accept is rdma_accept(3) on a synchronous ID: it returns once the
+// connection is established (for a UD endpoint, once the reply is sent).
+func (ep *Endpoint) Accept(ctx context.Context, p *ConnParam) error {
+	if err := ep.id.Accept(p); err != nil {
+		return err
+	}
+	if ep.id.qpType == uverbs.QPTypeUD {
+		return nil // a SIDR reply has no answer
+	}
+	return ep.complete(ctx, "accept")
+}
+
+// Connect is rdma_connect(3) on a synchronous ID: it returns once the
+// connection is established, or fails with ECONNREFUSED when rejected.
+func (ep *Endpoint) Connect(ctx context.Context, p *ConnParam) error {
+	if err := ep.id.Connect(p); err != nil {
+		return err
+	}
+	return ep.complete(ctx, "connect")
+}
+
+// Disconnect is rdma_disconnect(3).
+func (ep *Endpoint) Disconnect() error { return ep.id.Disconnect() }
+
+// RegMsgs is rdma_reg_msgs(3): buf registered for local writes (sends
+// and receives) in the endpoint's PD.
+func (ep *Endpoint) RegMsgs(buf []byte) (*uverbs.MR, error) {
+	return ep.reg("reg_msgs", buf, uverbs.AccessLocalWrite)
+}
+
+// RegRead is rdma_reg_read(3): buf registered for the peer's RDMA reads.
+func (ep *Endpoint) RegRead(buf []byte) (*uverbs.MR, error) {
+	return ep.reg("reg_read", buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteRead)
+}
+
+// RegWrite is rdma_reg_write(3): buf registered for the peer's RDMA
+// writes.
+func (ep *Endpoint) RegWrite(buf []byte) (*uverbs.MR, error) {
+	return ep.reg("reg_write", buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
+}
+
+func (ep *Endpoint) reg(op string, buf []byte, access uverbs.Access) (*uverbs.MR, error) {
+	if ep.pd == nil {
+		return nil, invalid(op, "the endpoint has no PD (no QP yet)")
+	}
+	mr, err := ep.pd.RegMR(buf, access)
+	return mr, opErr(op, err)
+}
+
+// sgeOf is the SGE of buf, which must lie in mr's memory.
+func sgeOf(op string, buf []byte, mr *uverbs.MR) (uverbs.SGE, error) {
+	if mr == nil {
+		return uverbs.SGE{}, invalid(op, "no MR")
+	}
+	if len(buf) == 0 {
+		return mr.SGE(0, 0), nil
+	}
+	off := int64(sys.SliceAddr(buf)) - int64(mr.Addr())
+	if off < 0 || off+int64(len(buf)) > int64(mr.Len()) {
+		return uverbs.SGE{}, invalid(op, "the buffer is not in the MR's memory")
+	}
+	return mr.SGE(int(off), len(buf)), nil
+}
+
+// PostRecv is rdma_post_recv(3): one receive into buf, which must lie in
+// mr's memory, with work request id wrID.
+func (ep *Endpoint) PostRecv(wrID uint64, buf []byte, mr *uverbs.MR) error {
+	const op = "post_recv"
+	if ep.qp == nil {
+		return invalid(op, "the endpoint has no QP")
+	}
+	sge, err := sgeOf(op, buf, mr)
+	if err != nil {
+		return err
+	}
+	ep.rmu.Lock()
+	defer ep.rmu.Unlock()
+	ep.rsge[0] = sge
+	ep.rwr[0] = uverbs.RecvWR{ID: wrID, SGL: ep.rsge[:]}
+	return opErr(op, ep.qp.PostRecv(ep.rwr[:]))
+}
+
+// PostSend is rdma_post_send(3): a SEND of msg, which must lie in mr's
+// memory, or with uverbs.SendInline and mr nil is copied into the send
+// queue. flags are the work request's (uverbs.SendSignaled for a
+// completion, unless the QP signals every send).
+func (ep *Endpoint) PostSend(wrID uint64, msg []byte, mr *uverbs.MR, flags uverbs.SendFlags) error {
+	return ep.post("post_send", uverbs.SendWR{ID: wrID, Opcode: uverbs.WRSend, Flags: flags}, msg, mr)
+}
+
+// PostRead is rdma_post_read(3): an RDMA READ of len(buf) bytes at the
+// peer's remoteAddr (rkey) into buf, which must lie in mr's memory.
+func (ep *Endpoint) PostRead(wrID uint64, buf []byte, mr *uverbs.MR, flags uverbs.SendFlags, remoteAddr uint64, rkey uint32) error {
+	if mr == nil {
+		return invalid("post_read", "no MR")
+	}
+	return ep.post("post_read", uverbs.SendWR{ID: wrID, Opcode: uverbs.WRRDMARead, Flags: flags &^ uverbs.SendInline,
+		RemoteAddr: remoteAddr, RKey: rkey}, buf, mr)
+}
+
+// PostWrite is rdma_post_write(3): an RDMA WRITE of buf (in mr's memory,
+// or inline with mr nil) to the peer's remoteAddr (rkey).
+func (ep *Endpoint) PostWrite(wrID uint64, buf []byte, mr *uverbs.MR, flags uverbs.SendFlags, remoteAddr uint64, rkey uint32) error {
+	return ep.post("post_write", uverbs.SendWR{ID: wrID, Opcode: uverbs.WRRDMAWrite, Flags: flags,
+		RemoteAddr: remoteAddr, RKey: rkey}, buf, mr)
+}
+
+// post posts wr with buf as its memory: inline when mr is nil and the
+// flags ask for it, else buf's SGE in mr.
+func (ep *Endpoint) post(op string, wr uverbs.SendWR, buf []byte, mr *uverbs.MR) error {
+	if ep.qp == nil {
+		return invalid(op, "the endpoint has no QP")
+	}
+	ep.smu.Lock()
+	defer ep.smu.Unlock()
+	switch {
+	case mr == nil && wr.Flags&uverbs.SendInline != 0:
+		wr.Inline = buf
+	case mr == nil:
+		return invalid(op, "no MR and not inline")
+	default:
+		sge, err := sgeOf(op, buf, mr)
+		if err != nil {
+			return err
+		}
+		wr.Flags &^= uverbs.SendInline
+		ep.ssge[0] = sge
+		wr.SGL = ep.ssge[:]
+	}
+	ep.swr[0] = wr
+	err := ep.qp.PostSend(ep.swr[:])
+	ep.swr[0] = uverbs.SendWR{} // hold no reference to the caller's memory
+	return opErr(op, err)
+}
+
+// GetSendComp is rdma_get_send_comp(3): the next completion of the send
+// CQ, waiting parked on its completion channel (ctx bounds the wait)
+// while there is none. It returns 1 and the completion in wc, whose
+// status is the caller's to check, or 0 and an error. A send CQ the
+// caller gave CreateEP has no channel of the endpoint's: poll it.
+func (ep *Endpoint) GetSendComp(ctx context.Context, wc *uverbs.WC) (int, error) {
+	return getComp(ctx, "get_send_comp", ep.sendCQ, ep.sendCC, ep.swc[:], wc)
+}
+
+// GetRecvComp is rdma_get_recv_comp(3), for the receive CQ.
+func (ep *Endpoint) GetRecvComp(ctx context.Context, wc *uverbs.WC) (int, error) {
+	return getComp(ctx, "get_recv_comp", ep.recvCQ, ep.recvCC, ep.rwc[:], wc)
+}
+
+// getComp polls, arms, polls again and sleeps on the channel, as
+// librdmacm's rdma_get_{send,recv}_comp do.
+func getComp(ctx context.Context, op string, cq *uverbs.CQ, cc *uverbs.CompChannel, scratch []uverbs.WC, wc *uverbs.WC) (int, error) {
+	if cq == nil || cc == nil {
+		return 0, invalid(op, "no CQ of the endpoint's with a completion channel")
+	}
+	if wc == nil {
+		return 0, invalid(op, "nil WC")
+	}
+	poll := func() (int, error) {
+		n, err := cq.Poll(scratch)
+		if n == 1 {
+			*wc = scratch[0]
+		}
+		return n, opErr(op, err)
+	}
+	for {
+		if n, err := poll(); n != 0 || err != nil {
+			return n, err
+		}
+		if err := cq.ReqNotify(false); err != nil {
+			return 0, opErr(op, err)
+		}
+		if n, err := poll(); n != 0 || err != nil {
+			return n, err
+		}
+		if _, err := cc.GetCQEvent(ctx); err != nil {
+			return 0, opErr(op, err)
+		}
+		if err := cq.AckEvents(1); err != nil {
+			return 0, opErr(op, err)
+		}
+	}
+}
+
+// Destroy is rdma_destroy_ep(3): the QP, the CQs, completion channels
+// and PD the endpoint made, the ID, and its event channel. It returns the
+// first error; everything is released whatever happens.
+func (ep *Endpoint) Destroy() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if ep.qp != nil {
+		errs = append(errs, ep.qp.Destroy(ctx))
+	}
+	if ep.ownCQ[0] {
+		errs = append(errs, ep.sendCQ.Destroy(ctx))
+	}
+	if ep.ownCQ[1] {
+		errs = append(errs, ep.recvCQ.Destroy(ctx))
+	}
+	for _, cc := range []*uverbs.CompChannel{ep.sendCC, ep.recvCC} {
+		if cc != nil {
+			errs = append(errs, cc.Close())
+		}
+	}
+	if ep.ownPD {
+		errs = append(errs, ep.pd.Dealloc())
+	}
+	if ep.id != nil {
+		errs = append(errs, ep.id.Destroy())
+	}
+	if ep.ch != nil {
+		errs = append(errs, ep.ch.Close())
+	}
+	ep.qp, ep.ownCQ, ep.sendCC, ep.recvCC, ep.ownPD, ep.id, ep.ch = nil, [2]bool{}, nil, nil, false, nil, nil
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
