@@ -39,6 +39,7 @@ type Endpoint struct {
 	ownCQ  [2]bool // send, receive
 	qp     *uverbs.QP
 	attr   *uverbs.QPInitAttr // a listener's, for its requests' QPs
+	last   Event              // the event of the last synchronous call
 
 	// Scratch of the post and completion helpers, so that they
 	// allocate nothing.
@@ -131,6 +132,13 @@ func (ep *Endpoint) SendCQ() *uverbs.CQ { return ep.sendCQ }
 // RecvCQ returns the CQ of the QP's receives.
 func (ep *Endpoint) RecvCQ() *uverbs.CQ { return ep.recvCQ }
 
+// Event returns the event that ended the endpoint's last synchronous call
+// (librdmacm's id->event): for a request GetRequest returned, the
+// request (its private data, and on a UD endpoint the peer's address
+// vector); after Connect, the establishment (on a UD endpoint Event.UD
+// holds the server's QP number, Q_Key and address vector).
+func (ep *Endpoint) Event() Event { return ep.last }
+
 // complete is librdmacm's ucma_complete: the channel's next event, an
 // error when it carries a status (ECONNREFUSED for a reject, else the
 // status's errno, or the channel's own failure). As in librdmacm, the
@@ -140,6 +148,7 @@ func (ep *Endpoint) complete(ctx context.Context, op string) error {
 	if err != nil {
 		return opErr(op, err)
 	}
+	ep.last = ev
 	return eventErr(op, &ev)
 }
 
@@ -232,7 +241,7 @@ func (ep *Endpoint) GetRequest(ctx context.Context) (*Endpoint, error) {
 	if ev.Type != EventConnectRequest {
 		return nil, opErr(op, fmt.Errorf("%v while waiting for a connect request: %w", &ev, sys.EINVAL))
 	}
-	req := &Endpoint{id: ev.ID}
+	req := &Endpoint{id: ev.ID, last: ev}
 	if req.ch, err = Open(); err != nil {
 		ev.ID.Destroy()
 		return nil, err
@@ -339,6 +348,23 @@ func (ep *Endpoint) PostRecv(wrID uint64, buf []byte, mr *uverbs.MR) error {
 // completion, unless the QP signals every send).
 func (ep *Endpoint) PostSend(wrID uint64, msg []byte, mr *uverbs.MR, flags uverbs.SendFlags) error {
 	return ep.post("post_send", uverbs.SendWR{ID: wrID, Opcode: uverbs.WRSend, Flags: flags}, msg, mr)
+}
+
+// UDPQKey is the Q_Key of the UD QPs the connection manager sets up
+// (RDMA_UDP_QKEY), which PostUDSend sends with.
+const UDPQKey = 0x01234567
+
+// PostUDSend is rdma_post_ud_send(3): a SEND of msg (in mr's memory, or
+// inline with mr nil) to QP remoteQPN through ah, with UDPQKey. A UD
+// endpoint's peer is in Event().UD: after Connect the server's QP number
+// and address vector, for a request the client's (make ah with
+// PD().CreateAH).
+func (ep *Endpoint) PostUDSend(wrID uint64, msg []byte, mr *uverbs.MR, flags uverbs.SendFlags, ah *uverbs.AH, remoteQPN uint32) error {
+	if ah == nil {
+		return invalid("post_ud_send", "no AH")
+	}
+	return ep.post("post_ud_send", uverbs.SendWR{ID: wrID, Opcode: uverbs.WRSend, Flags: flags,
+		AH: ah, RemoteQPN: remoteQPN, RemoteQKey: UDPQKey}, msg, mr)
 }
 
 // PostRead is rdma_post_read(3): an RDMA READ of len(buf) bytes at the

@@ -328,3 +328,118 @@ func TestVMEndpointRDMA(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestVMEndpointUD: UD endpoints (rdma_getaddrinfo's UDP port space):
+// the request GetRequest returns is answered by Accept without a wait;
+// after Connect the client's Event().UD holds the server's QP number,
+// UDPQKey and address vector, through which PostUDSend reaches the
+// server, which answers the sender of its completion.
+func TestVMEndpointUD(t *testing.T) {
+	testkit.RequireVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const port = "17424"
+	udAddr := func(flags rdmacm.AIFlags) *rdmacm.AddrInfo {
+		ai, err := rdmacm.GetAddrInfo(ctx, testkit.RxeAddr, port, &rdmacm.AddrInfo{Flags: flags, PortSpace: rdmacm.PortSpaceUDP})
+		if err != nil || ai.QPType != uverbs.QPTypeUD {
+			t.Fatalf("GetAddrInfo: %+v, %v", ai, err)
+		}
+		return ai
+	}
+	udAttr := func() *uverbs.QPInitAttr {
+		return &uverbs.QPInitAttr{SigAll: true, Cap: uverbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}
+	}
+	listen, err := rdmacm.CreateEP(ctx, udAddr(rdmacm.AIPassive), nil, udAttr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listen.Destroy()
+	if err := listen.Listen(0); err != nil {
+		t.Fatal(err)
+	}
+	serverDone := make(chan error, 1)
+	go func() {
+		serverDone <- func() error {
+			req, err := listen.GetRequest(ctx)
+			if err != nil {
+				return err
+			}
+			defer req.Destroy()
+			if ev := req.Event(); ev.Type != rdmacm.EventConnectRequest || req.QP() == nil || req.QP().Type() != uverbs.QPTypeUD {
+				return fmt.Errorf("request: %v, QP %v", &ev, req.QP())
+			}
+			buf := make([]byte, 40+16)
+			mr, err := req.RegMsgs(buf)
+			if err != nil {
+				return err
+			}
+			defer mr.Dereg()
+			if err := req.PostRecv(1, buf, mr); err != nil {
+				return err
+			}
+			if err := req.Accept(ctx, nil); err != nil {
+				return err
+			}
+			var wc uverbs.WC
+			if _, err := req.GetRecvComp(ctx, &wc); err != nil {
+				return err
+			}
+			if wc.Status != uverbs.WCSuccess || wc.ByteLen != 40+13 || string(buf[40:53]) != "hello over UD" {
+				return fmt.Errorf("server received %v, %d bytes %q", wc.Status, wc.ByteLen, buf[40:53])
+			}
+			ah, err := req.PD().CreateAHFromWC(req.ID().Port(), &wc, buf[:40])
+			if err != nil {
+				return err
+			}
+			defer ah.Destroy()
+			if err := req.PostUDSend(2, []byte("reply"), nil, uverbs.SendInline, ah, wc.SrcQP); err != nil {
+				return err
+			}
+			_, err = req.GetSendComp(ctx, &wc)
+			return err
+		}()
+	}()
+
+	ep, err := rdmacm.CreateEP(ctx, udAddr(0), nil, udAttr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Destroy()
+	rbuf := make([]byte, 40+16)
+	rmr, err := ep.RegMsgs(rbuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rmr.Dereg()
+	if err := ep.PostRecv(1, rbuf, rmr); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Connect(ctx, nil); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	ud := ep.Event().UD
+	if ev := ep.Event(); ev.Type != rdmacm.EventEstablished || ud.QKey != rdmacm.UDPQKey || ud.QPNum == 0 {
+		t.Fatalf("after Connect: %v, QPN %d, Q_Key %#x", &ev, ud.QPNum, ud.QKey)
+	}
+	ah, err := ep.PD().CreateAH(ud.AH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ah.Destroy()
+	if err := ep.PostUDSend(3, []byte("hello over UD"), nil, uverbs.SendInline, ah, ud.QPNum); err != nil {
+		t.Fatal(err)
+	}
+	var wc uverbs.WC
+	if n, err := ep.GetSendComp(ctx, &wc); n != 1 || err != nil || wc.Status != uverbs.WCSuccess {
+		t.Fatalf("GetSendComp: %d %v %v", n, err, wc.Status)
+	}
+	if n, err := ep.GetRecvComp(ctx, &wc); n != 1 || err != nil || wc.Status != uverbs.WCSuccess || string(rbuf[40:45]) != "reply" {
+		t.Fatalf("GetRecvComp: %d %v %v, %q", n, err, wc.Status, rbuf[40:45])
+	}
+	if err := <-serverDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.PostUDSend(4, []byte("x"), nil, uverbs.SendInline, nil, ud.QPNum); !errors.Is(err, rdmacm.ErrInvalid) {
+		t.Errorf("PostUDSend without an AH: %v, want ErrInvalid", err)
+	}
+}
