@@ -43,8 +43,9 @@ func (m *Multicast) ID() *ID { return m.id }
 // resolved an address. sendOnly joins as a send-only full member
 // (RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER): its QP is not attached, so it
 // receives nothing the group is sent. As with librdmacm, the kernel
-// judges the address: a unicast one ends in EventMulticastError, and a
-// group rxe cannot join (IPv6 on some kernels) fails here with its errno.
+// judges the address; on rxe (6.1 and 6.12) a unicast one joins but the
+// QP's attach fails (EventMulticastError, Status -1, Err EINVAL), and an
+// IPv6 group fails here with errno 524 (the kernel's ENOTSUPP).
 func (id *ID) JoinMulticast(addr netip.Addr, sendOnly bool) (*Multicast, error) {
 	const op = "join_multicast"
 	if !addr.IsValid() {
