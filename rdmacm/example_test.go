@@ -132,3 +132,73 @@ func ExampleCreateEP() {
 	}
 	fmt.Printf("%s\n", recv[:wc.ByteLen])
 }
+
+// A multicast receiver, as librdmacm's mckey does it: a UD ID bound to
+// a local address, its QP, receives posted (each with room for the
+// 40-byte GRH), and the join, which attaches the QP to the group; a
+// sender joins the same way (send-only if it receives nothing) and posts
+// to Event.UD's address vector, QP number and Q_Key.
+func ExampleID_JoinMulticast() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ch, err := rdmacm.Open()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ch.Close()
+	id, err := ch.CreateID(rdmacm.PortSpaceUDP)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer id.Destroy()
+	if err := id.BindAddr(netip.MustParseAddrPort("10.99.0.1:0")); err != nil {
+		fmt.Println(err)
+		return
+	}
+	pd, err := id.Context().AllocPD()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pd.Dealloc()
+	cq, err := id.Context().CreateCQ(16, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cq.Destroy(ctx)
+	qp, err := id.CreateQP(pd, uverbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+		Cap: uverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer qp.Destroy(ctx)
+	buf := make([]byte, 8*(40+1024))
+	mr, err := pd.RegMR(buf, uverbs.AccessLocalWrite)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mr.Dereg()
+	for i := range 8 {
+		if err := qp.PostRecv([]uverbs.RecvWR{{ID: uint64(i), SGL: []uverbs.SGE{mr.SGE(i*(40+1024), 40+1024)}}}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	m, err := id.JoinMulticast(netip.MustParseAddr("239.1.2.3"), false)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Leave() // detaches the QP
+	ev, err := ch.GetEvent(ctx)
+	if err != nil || ev.Type != rdmacm.EventMulticastJoin {
+		fmt.Println(&ev, err)
+		return
+	}
+	// ... poll cq for what the group is sent ...
+}
