@@ -227,8 +227,9 @@ func (ep *Endpoint) Listen(backlog int) error { return ep.id.Listen(backlog) }
 // request on a listening endpoint and returns it as an Endpoint on an
 // event channel of its own, with a QP of the listener's attributes (in
 // the listener's PD, if CreateEP was given one) when CreateEP had them.
-// An event other than a request is an error wrapping EINVAL, as in
-// librdmacm; the request is then not lost only if it was not one.
+// An event other than a request (a listener gets few: device removal,
+// address change) is consumed and returned as an error wrapping EINVAL,
+// as in librdmacm.
 func (ep *Endpoint) GetRequest(ctx context.Context) (*Endpoint, error) {
 	const op = "get_request"
 	ev, err := ep.ch.GetEvent(ctx)
