@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/pureverbs/pureverbs/abi"
@@ -380,6 +381,61 @@ func (g GID) String() string {
 			b.WriteByte(':')
 		}
 		fmt.Fprintf(&b, "%02x%02x", g[i], g[i+1])
+	}
+	return b.String()
+}
+
+// InetNtop formats the GID as glibc's inet_ntop(AF_INET6) does, which is
+// how ibv_devinfo prints RoCE v2 GIDs and the pingpong, perftest and
+// librdmacm example tools print theirs: the longest run of two or more
+// zero groups (the first of equal runs) becomes "::", groups are
+// lower-case hex without leading zeros, and an address whose first 96
+// bits are zero except for an ffff group just before the last 32 bits, or
+// whose first 96 bits are all zero (but not "::" or "::1"), ends in
+// dotted IPv4: "::ffff:10.99.0.1" (net.IP.String would print
+// "10.99.0.1").
+func (g GID) InetNtop() string {
+	var w [8]int
+	for i := range w {
+		w[i] = int(g[2*i])<<8 | int(g[2*i+1])
+	}
+	bestBase, bestLen := -1, 0
+	for i := 0; i < 8; {
+		if w[i] != 0 {
+			i++
+			continue
+		}
+		j := i
+		for j < 8 && w[j] == 0 {
+			j++
+		}
+		if j-i > bestLen {
+			bestBase, bestLen = i, j-i
+		}
+		i = j
+	}
+	if bestLen < 2 {
+		bestBase, bestLen = -1, 0
+	}
+	var b strings.Builder
+	for i := 0; i < 8; i++ {
+		if bestBase >= 0 && i >= bestBase && i < bestBase+bestLen {
+			if i == bestBase {
+				b.WriteByte(':')
+			}
+			continue
+		}
+		if i != 0 {
+			b.WriteByte(':')
+		}
+		if i == 6 && bestBase == 0 && (bestLen == 6 || bestLen == 5 && w[5] == 0xffff) {
+			fmt.Fprintf(&b, "%d.%d.%d.%d", g[12], g[13], g[14], g[15])
+			return b.String()
+		}
+		b.WriteString(strconv.FormatInt(int64(w[i]), 16))
+	}
+	if bestBase >= 0 && bestBase+bestLen == 8 {
+		b.WriteByte(':')
 	}
 	return b.String()
 }

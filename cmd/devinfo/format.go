@@ -313,7 +313,7 @@ func writeGID(b *strings.Builder, g uverbs.GIDEntry, ll uverbs.LinkLayer) {
 	}
 	text := g.GID.String()
 	if v2 {
-		text = inetNtop6(g.GID)
+		text = g.GID.InetNtop()
 	}
 	fmt.Fprintf(b, "\t\t\tGID[%3d]:\t\t%s%s\n", g.Index, text, suffix)
 }

@@ -38,7 +38,6 @@ import (
 	"github.com/pureverbs/pureverbs/internal/cmexample"
 	"github.com/pureverbs/pureverbs/internal/cmsync"
 	"github.com/pureverbs/pureverbs/internal/getopt"
-	"github.com/pureverbs/pureverbs/internal/pingpong"
 	"github.com/pureverbs/pureverbs/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -420,7 +419,7 @@ func (t *test) initNode(n *node) int {
 // joinHandler takes the group's address vector, QP number and Q_Key
 // from the join (join_handler).
 func (t *test) joinHandler(n *node, ud *rdmacm.UDParam) int {
-	t.Printf("mckey: joined dgid: %s mlid 0x%x sl %d\n", pingpong.FormatGID(ud.AH.DGID), ud.AH.DLID, ud.AH.SL)
+	t.Printf("mckey: joined dgid: %s mlid 0x%x sl %d\n", ud.AH.DGID.InetNtop(), ud.AH.DLID, ud.AH.SL)
 	n.RemoteQPN, n.RemoteQKey = ud.QPNum, ud.QKey
 	ah, err := n.PD.CreateAH(ud.AH)
 	if err != nil {

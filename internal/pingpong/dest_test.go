@@ -48,8 +48,8 @@ func TestWireAgainstC(t *testing.T) {
 		if err != nil || back != g {
 			t.Errorf("ParseWireGID(%s) = %v, %v; want %v", c.wire, back, err, g)
 		}
-		if got := FormatGID(g); got != c.text {
-			t.Errorf("FormatGID(%s) = %q, inet_ntop says %q", c.wire, got, c.text)
+		if got := g.InetNtop(); got != c.text {
+			t.Errorf("%s.InetNtop() = %q, inet_ntop says %q", c.wire, got, c.text)
 		}
 		d := Dest{LID: uint16(i), QPN: 0x11 + uint32(i), PSN: 0xabcdef - uint32(i), GID: g}
 		m, err := d.Encode()

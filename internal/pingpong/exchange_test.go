@@ -114,7 +114,7 @@ func TestExchangeWireBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn.Close()
-	if rem[0].QPN != 0x11 || rem[0].PSN != 0xabcdef || FormatGID(rem[0].GID) != "::ffff:10.99.0.1" {
+	if rem[0].QPN != 0x11 || rem[0].PSN != 0xabcdef || rem[0].GID.InetNtop() != "::ffff:10.99.0.1" {
 		t.Errorf("server parsed %+v", rem[0])
 	}
 

@@ -443,7 +443,7 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 			sep = ":" // ibv_ud_pingpong's local line says "PSN 0x...: GID"
 		}
 		fmt.Fprintf(c.stdout, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n",
-			local[i].LID, local[i].QPN, local[i].PSN, sep, FormatGID(local[i].GID))
+			local[i].LID, local[i].QPN, local[i].PSN, sep, local[i].GID.InetNtop())
 	}
 
 	x := exchange{local: local, multi: c.k == SRQ}
@@ -462,7 +462,7 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 	}
 	for _, r := range remote[:shown] {
 		fmt.Fprintf(c.stdout, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n",
-			r.LID, r.QPN, r.PSN, FormatGID(r.GID))
+			r.LID, r.QPN, r.PSN, r.GID.InetNtop())
 	}
 	if o.Server != "" {
 		if err := c.connect(local, remote); err != nil {
