@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -40,6 +41,8 @@ type Endpoint struct {
 	qp     *uverbs.QP
 	attr   *uverbs.QPInitAttr // a listener's, for its requests' QPs
 	last   Event              // the event of the last synchronous call
+
+	destroyed atomic.Bool // the fields above stay as they are: other goroutines may be in a call
 
 	// Scratch of the post and completion helpers, so that they
 	// allocate nothing.
@@ -419,11 +422,17 @@ func (ep *Endpoint) post(op string, wr uverbs.SendWR, buf []byte, mr *uverbs.MR)
 // status is the caller's to check, or 0 and an error. A send CQ the
 // caller gave CreateEP has no channel of the endpoint's: poll it.
 func (ep *Endpoint) GetSendComp(ctx context.Context, wc *uverbs.WC) (int, error) {
+	if ep.destroyed.Load() {
+		return 0, opErr("get_send_comp", ErrClosed)
+	}
 	return getComp(ctx, "get_send_comp", ep.sendCQ, ep.sendCC, ep.swc[:], wc)
 }
 
 // GetRecvComp is rdma_get_recv_comp(3), for the receive CQ.
 func (ep *Endpoint) GetRecvComp(ctx context.Context, wc *uverbs.WC) (int, error) {
+	if ep.destroyed.Load() {
+		return 0, opErr("get_recv_comp", ErrClosed)
+	}
 	return getComp(ctx, "get_recv_comp", ep.recvCQ, ep.recvCC, ep.rwc[:], wc)
 }
 
@@ -463,9 +472,14 @@ func getComp(ctx context.Context, op string, cq *uverbs.CQ, cc *uverbs.CompChann
 }
 
 // Destroy is rdma_destroy_ep(3): the QP, the CQs, completion channels
-// and PD the endpoint made, the ID, and its event channel. It returns the
-// first error; everything is released whatever happens.
+// and PD the endpoint made, the ID, and its event channel. A call waiting
+// in another goroutine (GetRequest, a completion wait, Connect) returns
+// an error wrapping ErrClosed. It returns the first error; everything is
+// released whatever happens. Destroying twice is ErrClosed.
 func (ep *Endpoint) Destroy() error {
+	if !ep.destroyed.CompareAndSwap(false, true) {
+		return opErr("destroy_ep", ErrClosed)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var errs []error
@@ -492,7 +506,6 @@ func (ep *Endpoint) Destroy() error {
 	if ep.ch != nil {
 		errs = append(errs, ep.ch.Close())
 	}
-	ep.qp, ep.ownCQ, ep.sendCC, ep.recvCC, ep.ownPD, ep.id, ep.ch = nil, [2]bool{}, nil, nil, false, nil, nil
 	for _, err := range errs {
 		if err != nil {
 			return err

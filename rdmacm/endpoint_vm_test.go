@@ -443,3 +443,60 @@ func TestVMEndpointUD(t *testing.T) {
 		t.Errorf("PostUDSend without an AH: %v, want ErrInvalid", err)
 	}
 }
+
+// TestVMEndpointDestroyWhileWaiting: a GetRecvComp parked on the
+// receive CQ's channel, and a GetRequest parked on the listener's event
+// channel, return an error wrapping ErrClosed when another goroutine
+// destroys their endpoint, instead of hanging; destroying twice is
+// ErrClosed.
+func TestVMEndpointDestroyWhileWaiting(t *testing.T) {
+	testkit.RequireVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const port = 17425
+	attr := epAttr()
+	listen, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, true, port), nil, &attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := listen.Listen(0); err != nil {
+		t.Fatal(err)
+	}
+	requested := make(chan error, 1)
+	go func() {
+		_, err := listen.GetRequest(ctx)
+		requested <- err
+	}()
+	attr = epAttr()
+	ep, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, false, port+1), nil, &attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		var wc uverbs.WC
+		_, err := ep.GetRecvComp(ctx, &wc)
+		waited <- err
+	}()
+	// Whether each goroutine is parked yet or not, nothing will come but
+	// the destroy: either way the call must end with ErrClosed.
+	if err := ep.Destroy(); err != nil {
+		t.Errorf("Destroy: %v", err)
+	}
+	if err := listen.Destroy(); err != nil {
+		t.Errorf("Destroy of the listener: %v", err)
+	}
+	if err := ep.Destroy(); !errors.Is(err, rdmacm.ErrClosed) {
+		t.Errorf("Destroy twice: %v, want ErrClosed", err)
+	}
+	for what, ch := range map[string]chan error{"GetRecvComp": waited, "GetRequest": requested} {
+		select {
+		case err := <-ch:
+			if !errors.Is(err, rdmacm.ErrClosed) {
+				t.Errorf("%s after Destroy: %v, want ErrClosed", what, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s still waits after Destroy", what)
+		}
+	}
+}
