@@ -139,7 +139,9 @@ func (ep *Endpoint) RecvCQ() *uverbs.CQ { return ep.recvCQ }
 // (librdmacm's id->event): for a request GetRequest returned, the
 // request (its private data, and on a UD endpoint the peer's address
 // vector); after Connect, the establishment (on a UD endpoint Event.UD
-// holds the server's QP number, Q_Key and address vector).
+// holds the server's QP number, Q_Key and address vector). Like
+// librdmacm's, it is the caller's to read between the calls, not while
+// one runs in another goroutine.
 func (ep *Endpoint) Event() Event { return ep.last }
 
 // complete is librdmacm's ucma_complete: the channel's next event, an
