@@ -23,6 +23,24 @@ func epAttr() uverbs.QPInitAttr {
 		Cap: uverbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}
 }
 
+// listenEP is a passive endpoint for ai, listening, destroyed when the
+// test ends (a second Destroy is only ErrClosed).
+func listenEP(ctx context.Context, t *testing.T, ai *rdmacm.AddrInfo, attr *uverbs.QPInitAttr) *rdmacm.Endpoint {
+	t.Helper()
+	listen, err := rdmacm.CreateEP(ctx, ai, nil, attr)
+	if err != nil {
+		t.Fatalf("passive CreateEP: %v", err)
+	}
+	t.Cleanup(func() { listen.Destroy() })
+	if listen.QP() != nil {
+		t.Errorf("a passive endpoint has a QP")
+	}
+	if err := listen.Listen(0); err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	return listen
+}
+
 func epAddr(t *testing.T, ctx context.Context, passive bool, port int) *rdmacm.AddrInfo {
 	t.Helper()
 	hints := &rdmacm.AddrInfo{PortSpace: rdmacm.PortSpaceTCP}
@@ -46,17 +64,7 @@ func TestVMExchange(t *testing.T) {
 	defer cancel()
 	const port = 17420
 	attr := epAttr()
-	listen, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, true, port), nil, &attr)
-	if err != nil {
-		t.Fatalf("passive CreateEP: %v", err)
-	}
-	defer listen.Destroy()
-	if listen.QP() != nil {
-		t.Errorf("a passive endpoint has a QP")
-	}
-	if err := listen.Listen(0); err != nil {
-		t.Fatalf("Listen: %v", err)
-	}
+	listen := listenEP(ctx, t, epAddr(t, ctx, true, port), &attr)
 
 	serverDone := make(chan error, 1)
 	go func() {
@@ -211,14 +219,7 @@ func TestVMEndpointRDMA(t *testing.T) {
 	const port = 17423
 	attr := epAttr()
 	attr.Cap.MaxSendWR = 4
-	listen, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, true, port), nil, &attr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listen.Destroy()
-	if err := listen.Listen(0); err != nil {
-		t.Fatal(err)
-	}
+	listen := listenEP(ctx, t, epAddr(t, ctx, true, port), &attr)
 	type area struct {
 		addr uint64
 		rkey uint32
@@ -349,14 +350,7 @@ func TestVMEndpointUD(t *testing.T) {
 	udAttr := func() *uverbs.QPInitAttr {
 		return &uverbs.QPInitAttr{SigAll: true, Cap: uverbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}
 	}
-	listen, err := rdmacm.CreateEP(ctx, udAddr(rdmacm.AIPassive), nil, udAttr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listen.Destroy()
-	if err := listen.Listen(0); err != nil {
-		t.Fatal(err)
-	}
+	listen := listenEP(ctx, t, udAddr(rdmacm.AIPassive), udAttr())
 	serverDone := make(chan error, 1)
 	go func() {
 		serverDone <- func() error {
@@ -455,13 +449,7 @@ func TestVMEndpointDestroyWhileWaiting(t *testing.T) {
 	defer cancel()
 	const port = 17425
 	attr := epAttr()
-	listen, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, true, port), nil, &attr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := listen.Listen(0); err != nil {
-		t.Fatal(err)
-	}
+	listen := listenEP(ctx, t, epAddr(t, ctx, true, port), &attr)
 	requested := make(chan error, 1)
 	go func() {
 		_, err := listen.GetRequest(ctx)

@@ -236,7 +236,7 @@ func (t *test) run(ctx context.Context) int {
 			return cmexample.CMFailed
 		}
 	}
-	ret = t.connectEvents(ctx)
+	ret = t.ConnectEvents(ctx, t.handle)
 	if ret == 0 {
 		ret = t.transfer(ctx)
 	}
@@ -335,20 +335,6 @@ func (t *test) leave(n *node) int {
 		return cmexample.CMFailed
 	}
 	return 0
-}
-
-// connectEvents handles events until every ID joined or failed
-// (connect_events).
-func (t *test) connectEvents(ctx context.Context) int {
-	ret := 0
-	for t.ConnectsLeft > 0 && ret == 0 {
-		ev, err := t.Ch.GetEvent(ctx)
-		if err != nil {
-			return cmexample.CMFailed // mckey prints nothing here
-		}
-		ret = t.handle(&ev)
-	}
-	return ret
 }
 
 // handle is cma_handler.

@@ -98,7 +98,7 @@ func (t *test) runServer(ctx context.Context) int {
 		return ret
 	}
 	defer listen.Destroy()
-	t.connectEvents(ctx)
+	t.ConnectEvents(ctx, t.handle)
 	if t.O.Count == 0 {
 		return 0
 	}
@@ -127,7 +127,7 @@ func (t *test) runClient(ctx context.Context) int {
 	if ret := t.Connect(ctx, ids); ret != 0 {
 		return ret
 	}
-	if ret := t.connectEvents(ctx); ret != 0 {
+	if ret := t.ConnectEvents(ctx, t.handle); ret != 0 {
 		return ret
 	}
 	if t.O.Count == 0 {
@@ -145,21 +145,6 @@ func (t *test) runClient(ctx context.Context) int {
 	}
 	t.Printf("data transfers complete\n")
 	return 0
-}
-
-// connectEvents handles events until every connection is made or failed
-// (connect_events).
-func (t *test) connectEvents(ctx context.Context) int {
-	ret := 0
-	for t.ConnectsLeft > 0 && ret == 0 {
-		ev, err := t.Ch.GetEvent(ctx)
-		if err != nil {
-			t.Perror("rdma_get_cm_event", err)
-			return cmexample.CMFailed
-		}
-		ret = t.handle(&ev)
-	}
-	return ret
 }
 
 // nodeOf is the node of id.

@@ -219,6 +219,22 @@ func (e *Env) AddrResolved(id *rdmacm.ID, options func(*rdmacm.ID)) int {
 	return 0
 }
 
+// ConnectEvents is udaddy's and mckey's connect_events: the channel's
+// events through handle until every connection is made or failed or
+// handle returns a status. A failed read ends it with -1, printing
+// nothing, as the C loop does.
+func (e *Env) ConnectEvents(ctx context.Context, handle func(*rdmacm.Event) int) int {
+	ret := 0
+	for e.ConnectsLeft > 0 && ret == 0 {
+		ev, err := e.Ch.GetEvent(ctx)
+		if err != nil {
+			return CMFailed
+		}
+		ret = handle(&ev)
+	}
+	return ret
+}
+
 // EventError is cma_handler's case for a failed connection: its line,
 // one connection fewer to wait for, and the event's status.
 func (e *Env) EventError(ev *rdmacm.Event) int {
