@@ -30,9 +30,14 @@
 // CONNECT_RESPONSE), and moves the QP to ERR on a reject or disconnect.
 // Events are values: nothing needs acknowledging (rdma_ack_cm_event).
 //
-// The channel opens one uverbs.Context per RDMA device its IDs are bound
-// to (ID.Context), shared by them and closed by EventChannel.Close, as
-// librdmacm keeps one ibv_context per device.
+// One uverbs.Context is opened per RDMA device the IDs are bound to
+// (ID.Context), shared by every channel of the process and closed with
+// the last of them, as librdmacm keeps one ibv_context per device.
+//
+// Endpoint is the synchronous style of rdma_create_ep(3): CreateEP
+// resolves within the call and makes the QP, GetRequest, Connect and
+// Accept return once their event has come, and rdma_verbs.h's helpers
+// post and wait for completions; see ExampleCreateEP.
 package rdmacm
 
 import (
