@@ -34,11 +34,7 @@ func port() int { return int(nextPort.Add(1)) }
 // (getopt's complaint and the usage name argv[0]), and no carriage
 // returns.
 func text(out string) string {
-	out = strings.ReplaceAll(out, "\r", "")
-	out = strings.ReplaceAll(out, goServer+":", cServer+":")
-	out = strings.ReplaceAll(out, "usage: "+goServer, "usage: "+cServer)
-	out = strings.ReplaceAll(out, goClient+":", cClient+":")
-	return strings.ReplaceAll(out, "usage: "+goClient, "usage: "+cClient)
+	return testkit.AsC(out, goServer, cServer, goClient, cClient)
 }
 
 // startServer starts bin on rxe0's address and port and waits until it

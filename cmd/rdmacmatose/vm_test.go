@@ -32,9 +32,7 @@ func requireTools(t *testing.T) { testkit.RequireTools(t, []string{goTool}, []st
 // text is a program's output with the Go tool's name as the C one's and
 // no carriage returns.
 func text(out string) string {
-	out = strings.ReplaceAll(out, "\r", "")
-	out = strings.ReplaceAll(out, "usage: "+goTool, "usage: "+cTool)
-	return strings.ReplaceAll(out, goTool+":", cTool+":")
+	return testkit.AsC(out, goTool, cTool)
 }
 
 // TestVMAgainstC: C-C, Go server with C client, C server with Go client

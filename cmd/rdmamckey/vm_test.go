@@ -23,9 +23,7 @@ const (
 // text is a program's output with the Go tool's name as the C one's and
 // no carriage returns.
 func text(out string) string {
-	out = strings.ReplaceAll(out, "\r", "")
-	out = strings.ReplaceAll(out, "usage: "+goTool, "usage: "+cTool)
-	return strings.ReplaceAll(out, goTool+":", cTool+":")
+	return testkit.AsC(out, goTool, cTool)
 }
 
 // receive starts a receiver of group and waits until its n IDs joined.

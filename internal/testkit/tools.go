@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os/exec"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -90,4 +91,17 @@ func SameAsC(ctx context.Context, tb testing.TB, what string, c, g []string, nor
 	}
 	tb.Logf("%s: status %d, %q", what, ExitStatus(cErr), norm(cOut))
 	return true
+}
+
+// AsC is a Go port's output as its C tool's would read: no carriage
+// returns (the pseudo-terminal's), and each Go name of pairs (Go name, C
+// name, ...) given the C name in the usage line and as a line prefix.
+func AsC(out string, pairs ...string) string {
+	out = strings.ReplaceAll(out, "\r", "")
+	for i := 0; i+1 < len(pairs); i += 2 {
+		goName, cName := pairs[i], pairs[i+1]
+		out = strings.ReplaceAll(out, "usage: "+goName, "usage: "+cName)
+		out = strings.ReplaceAll(out, goName+":", cName+":")
+	}
+	return out
 }
