@@ -481,7 +481,7 @@ func (t *test) cmConnect() error {
 // counts, and for a read test the outstanding reads each way.
 func (t *test) cmConnParam() *rdmacm.ConnParam {
 	p := &rdmacm.ConnParam{RetryCount: uint8(t.o.retryCount), RNRRetryCount: uint8(t.o.retryCount)}
-	if t.v == Read {
+	if t.v.ReadsBack() {
 		p.ResponderResources, p.InitiatorDepth = uint8(t.outReads), uint8(t.outReads)
 	}
 	return p

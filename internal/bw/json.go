@@ -44,6 +44,9 @@ func (t *test) jsonInfo(b *strings.Builder) {
 	o := &t.o
 	b.WriteString("test_info: {\n")
 	fmt.Fprintf(b, "test: %s_", t.v)
+	if t.v == Atomic {
+		fmt.Fprintf(b, "%s_", t.o.AtomicOp)
+	}
 	if o.Tst == BW {
 		if o.Duplex {
 			b.WriteString("Bidirectional_")

@@ -47,7 +47,7 @@ func (t *test) latOptions() latOptions {
 	if o.Cycles {
 		lo.units = "cycles"
 	}
-	if t.v == Read {
+	if t.v.ReadsBack() {
 		lo.rtt = 1
 	}
 	return lo

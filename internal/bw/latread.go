@@ -6,9 +6,9 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
-// latReadLoop is run_iter_lat for RDMA READ: only the client works. It
-// stamps a post, reads size bytes of the server's memory, waits for the
-// read's completion (spinning on the CQ, or with -e sleeping on the
+// latReadLoop is run_iter_lat for RDMA READ and the atomics: only the
+// client works. It stamps a post, reads size bytes of the server's memory
+// (or runs an 8-byte atomic on it), waits for the request's completion (spinning on the CQ, or with -e sleeping on the
 // completion channel) and posts the next. The sample is the time from
 // one post to the next: one read, request and response, so perftest's
 // rtt factor is 1. Nothing is allocated per message.
@@ -17,6 +17,8 @@ type latReadLoop struct {
 	cq     poller
 	events waiter // -e: sleep until the CQ's next event; nil polls
 	iters  uint64
+	atomic bool // the atomic test: atomics (op) instead of reads
+	op     AtomicOp
 	wr     [1]uverbs.SendWR
 	sge    [1]uverbs.SGE
 	wc     [1]uverbs.WC
@@ -32,10 +34,17 @@ type latReadLoop struct {
 }
 
 // setup prepares a run of reads of size bytes from the peer's rem into
-// my.
+// my (or of atomics on rem, with perftest's operands: add 1, or compare
+// with 0 and swap in 0).
 func (l *latReadLoop) setup(size, my, rem uint64, rkey, lkey uint32) {
 	l.sge[0] = uverbs.SGE{Addr: my, Length: uint32(size), LKey: lkey}
 	l.wr[0] = uverbs.SendWR{SGL: l.sge[:], Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled, RemoteAddr: rem, RKey: rkey}
+	switch {
+	case l.atomic && l.op == CmpAndSwap:
+		l.wr[0].Opcode = uverbs.WRAtomicCmpAndSwp
+	case l.atomic:
+		l.wr[0].Opcode, l.wr[0].CompareAdd = uverbs.WRAtomicFetchAndAdd, 1
+	}
 }
 
 // run runs iters reads and stamps each post; with -D (dur) it runs until
@@ -119,6 +128,7 @@ func (t *test) runLatRead() error {
 		return nil
 	}
 	l := &latReadLoop{qp: t.qps[0], cq: t.sendCQ, iters: o.Iters, posted: make([]int64, o.Iters), gap: gapStamps(o.LatencyGap)}
+	l.atomic, l.op = t.v == Atomic, o.AtomicOp
 	if t.ch != nil {
 		w, err := t.armEvents(t.sendCQ)
 		if err != nil {

@@ -97,6 +97,31 @@ func TestLatReadLoop(t *testing.T) {
 	}
 }
 
+// TestLatAtomicLoop: ib_atomic_lat's client is the read loop posting
+// 8-byte atomics with perftest's operands, one at a time.
+func TestLatAtomicLoop(t *testing.T) {
+	for _, c := range []struct {
+		op                  AtomicOp
+		want                uverbs.WROpcode
+		compareAdd, swapArg uint64
+	}{
+		{FetchAdd, uverbs.WRAtomicFetchAndAdd, 1, 0},
+		{CmpAndSwap, uverbs.WRAtomicCmpAndSwp, 0, 0},
+	} {
+		f := &readLatFake{}
+		l := &latReadLoop{qp: f, cq: f, iters: 20, posted: make([]int64, 20), atomic: true, op: c.op}
+		l.setup(8, 0x10000, 0x90040, 7, 8)
+		if err := l.run(); err != nil || f.posts != 20 || f.overlapping {
+			t.Fatalf("%v: run: %v, %d posts, overlapping %v", c.op, err, f.posts, f.overlapping)
+		}
+		w := f.wr
+		if w.Opcode != c.want || w.CompareAdd != c.compareAdd || w.Swap != c.swapArg || w.Flags != uverbs.SendSignaled ||
+			w.RemoteAddr != 0x90040 || w.RKey != 7 || len(w.SGL) != 1 || w.SGL[0] != (uverbs.SGE{Addr: 0x10000, Length: 8, LKey: 8}) {
+			t.Errorf("%v: work request %+v", c.op, w)
+		}
+	}
+}
+
 // TestLatReadLoopEvents: with -e the loop sleeps on the channel for each
 // read (one wait per read), polls after the event and posts the next
 // read only after the completion; a wait that fails ends the run.

@@ -278,8 +278,9 @@ type sendLoop struct {
 	sampled uint64    // -D: messages completed in phaseSample
 	wc      [pollBatch]uverbs.WC
 	verb    Verb
-	iters   uint64 // per QP
-	txDepth uint64 // per QP
+	atomic  AtomicOp // the atomic verb's operation
+	iters   uint64   // per QP
+	txDepth uint64   // per QP
 	cqMod   uint64
 	// postList > 1 (-l): each post is a QP's chain list (with its SGEs
 	// in lsge), cqMod divides it.
@@ -415,6 +416,14 @@ func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, q *sendQP, id, ad
 		w.Opcode = uverbs.WRRDMAWrite
 	case Read:
 		w.Opcode = uverbs.WRRDMARead
+	case Atomic:
+		// perftest's operands, the same for every request: add 1, or
+		// compare with 0 and swap in 0.
+		if l.atomic == CmpAndSwap {
+			w.Opcode, w.CompareAdd, w.Swap = uverbs.WRAtomicCmpAndSwp, 0, 0
+		} else {
+			w.Opcode, w.CompareAdd = uverbs.WRAtomicFetchAndAdd, 1
+		}
 	default:
 		w.Opcode = uverbs.WRSend
 	}
@@ -424,7 +433,7 @@ func (l *sendLoop) setupWR(w *uverbs.SendWR, sgl []uverbs.SGE, q *sendQP, id, ad
 	if q.ah != nil {
 		w.AH, w.RemoteQPN, w.RemoteQKey = q.ah, q.remQPN, q.remQKey
 	}
-	if l.verb != Read && l.size <= uint64(l.inline) {
+	if !l.verb.ReadsBack() && l.size <= uint64(l.inline) {
 		// IBV_SEND_INLINE: the bytes go into the queue at post time, so
 		// the request names them instead of an SGE.
 		off := addr - l.base

@@ -53,9 +53,12 @@ type fakeSQ struct {
 	addrs    [256]uint64 // local address of each post (first 256)
 	remotes  [256]uint64
 	ids      [256]uint64 // wr_id of each post (first 256)
-	inline   [256]int    // inline sends: cap of the payload slice (its offset from the end of the memory)
-	pending  int         // signaled, not yet polled
-	queue    idQueue     // their wr_ids, in order
+	ops      [256]uverbs.WROpcode
+	operands [256][2]uint64 // CompareAdd and Swap
+	lengths  [256]uint32    // the SGE's length
+	inline   [256]int       // inline sends: cap of the payload slice (its offset from the end of the memory)
+	pending  int            // signaled, not yet polled
+	queue    idQueue        // their wr_ids, in order
 	perPoll  int
 	ev       *fakeEvents // -e: a signaled post raises an event when armed
 	calls    int         // PostSend calls
@@ -98,6 +101,11 @@ func (f *fakeSQ) PostSend(wrs []uverbs.SendWR) error {
 			}
 			f.remotes[f.posts] = w.RemoteAddr
 			f.ids[f.posts] = w.ID
+			f.ops[f.posts] = w.Opcode
+			f.operands[f.posts] = [2]uint64{w.CompareAdd, w.Swap}
+			if len(w.SGL) > 0 {
+				f.lengths[f.posts] = w.SGL[0].Length
+			}
 		}
 		if w.Flags&uverbs.SendSignaled != 0 {
 			f.queue.push(w.ID)
@@ -198,6 +206,43 @@ func TestSendLoop(t *testing.T) {
 		r := computeReport(c.size, c.iters, &l.tm, int(c.cqMod), 1, c.noPeak, false)
 		if r.Avg <= 0 || (!c.noPeak && r.Peak <= 0) {
 			t.Errorf("%+v: report %+v", c, r)
+		}
+	}
+}
+
+// TestSendLoopAtomic: the atomic verb posts 8-byte atomics with
+// perftest's operands, fetch and add 1 or compare with 0 and swap in 0,
+// on remote addresses that step through the page in cache lines (so
+// each stays 8-byte aligned); each verb posts its own opcode.
+func TestSendLoopAtomic(t *testing.T) {
+	for _, c := range []struct {
+		v        Verb
+		op       AtomicOp
+		want     uverbs.WROpcode
+		operands [2]uint64
+	}{
+		{Atomic, FetchAdd, uverbs.WRAtomicFetchAndAdd, [2]uint64{1, 0}},
+		{Atomic, CmpAndSwap, uverbs.WRAtomicCmpAndSwp, [2]uint64{0, 0}},
+		{Read, FetchAdd, uverbs.WRRDMARead, [2]uint64{0, 0}},
+		{Write, CmpAndSwap, uverbs.WRRDMAWrite, [2]uint64{0, 0}},
+	} {
+		f := &fakeSQ{perPoll: 4}
+		l := newSendLoop(f, c.v, 200, 128, 100, false)
+		l.atomic = c.op
+		l.setup(8)
+		if err := l.run(); err != nil {
+			t.Fatal(err)
+		}
+		if f.posts != 200 {
+			t.Fatalf("%v %v: %d posts", c.v, c.op, f.posts)
+		}
+		for k := range 200 {
+			if f.ops[k] != c.want || f.operands[k] != c.operands || f.lengths[k] != 8 {
+				t.Fatalf("%v %v: post %d: opcode %v operands %v length %d, want %v %v 8", c.v, c.op, k, f.ops[k], f.operands[k], f.lengths[k], c.want, c.operands)
+			}
+			if off := uint64(k) % 64 * 64; f.remotes[k] != 0x90000+off || f.remotes[k]%8 != 0 {
+				t.Fatalf("%v %v: post %d to %#x, want %#x", c.v, c.op, k, f.remotes[k], 0x90000+off)
+			}
 		}
 	}
 }

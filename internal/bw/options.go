@@ -19,7 +19,31 @@ const (
 	Send  Verb = 0 // ib_send_bw: SEND, the server posts receives
 	Write Verb = 1 // ib_write_bw: RDMA WRITE into the server's buffer
 	Read  Verb = 2 // ib_read_bw: RDMA READ from the server's buffer
+	// Atomic is ib_atomic_bw: 8-byte atomics (fetch and add, or compare
+	// and swap; Options.AtomicOp) on the server's buffer.
+	Atomic Verb = 3
 )
+
+// ReadsBack: the requester alone posts and the responder's memory answers
+// (READ and the atomics): perftest's "verb == READ || verb == ATOMIC".
+func (v Verb) ReadsBack() bool { return v == Read || v == Atomic }
+
+// AtomicOp is perftest's atomicType (-A): which atomic an atomic test
+// posts.
+type AtomicOp int
+
+const (
+	CmpAndSwap AtomicOp = 0 // CMP_AND_SWAP: compare with 0, swap in 0
+	FetchAdd   AtomicOp = 1 // FETCH_AND_ADD (the default): add 1
+)
+
+// String is perftest's name of the operation (atomicTypesStr).
+func (a AtomicOp) String() string {
+	if a == CmpAndSwap {
+		return "CMP_AND_SWAP"
+	}
+	return "FETCH_AND_ADD"
+}
 
 // String is perftest's name of the test ("RDMA_Write BW Test").
 func (v Verb) String() string {
@@ -30,6 +54,8 @@ func (v Verb) String() string {
 		return "RDMA_Write"
 	case Read:
 		return "RDMA_Read"
+	case Atomic:
+		return "Atomic"
 	}
 	return fmt.Sprintf("Verb(%d)", int(v))
 }
@@ -52,6 +78,8 @@ func (v Verb) CTool() string {
 		return "ib_write_bw"
 	case Read:
 		return "ib_read_bw"
+	case Atomic:
+		return "ib_atomic_bw"
 	}
 	return ""
 }
@@ -74,6 +102,7 @@ const (
 	defPort        = 18515
 	defSize        = 65536
 	defSizeLat     = 2 // DEF_SIZE_LAT
+	defSizeAtomic  = 8 // DEF_SIZE_ATOMIC: the only size of the atomic tests
 	defTxLat       = 1 // DEF_TX_LAT
 	defIters       = 1000
 	defItersWrite  = 5000
@@ -114,30 +143,31 @@ const (
 // Options are a tool's command line (perftest's user_param, the part the
 // Go tools implement).
 type Options struct {
-	Tst       Test   // BW or LAT (perftest's tst): decides defaults, checks and the run
-	Server    string // the operand: connect to this host; "" runs the server
-	Port      int    // -p, TCP port of the exchange (18515)
-	Dev       string // -d ("" = the first device)
-	IBPort    int    // -i (1)
-	MTU       int    // -m in bytes (0 = the port's active MTU)
-	Size      uint64 // -s (65536; "64K", "1M" accepted)
-	Iters     uint64 // -n (5000 for write, 1000 otherwise)
-	TxDepth   int    // -t (128)
-	RxDepth   int    // -r (send: 512; write/read: 1)
-	QPTimeout int    // -u (14)
-	SL        int    // -S
-	GIDIndex  int    // -x (-1 = not given)
-	All       bool   // -a: sizes 2 .. 8 MiB
-	CQMod     int    // -Q (100): a completion every CQMod sends
-	NoPeak    bool   // -N
-	Inline    int    // -I (-1 = perftest's default, which is 0 for BW tests)
-	OutReads  int    // -o (read; 0 = the device's maximum)
-	Gbits     bool   // --report_gbits
-	Events    bool   // -e (read, send): sleep on completion events instead of polling
-	Vector    int    // -X (with -e): the CQs' completion vector (0)
-	Duration  int    // -D: run for this many seconds instead of Iters messages (0: iterations)
-	Margin    int    // -f: seconds left out of the measure at each end (-D/4 with -D)
-	PostList  int    // -l (1): post this many requests per PostSend, a chain
+	Tst       Test     // BW or LAT (perftest's tst): decides defaults, checks and the run
+	Server    string   // the operand: connect to this host; "" runs the server
+	Port      int      // -p, TCP port of the exchange (18515)
+	Dev       string   // -d ("" = the first device)
+	IBPort    int      // -i (1)
+	MTU       int      // -m in bytes (0 = the port's active MTU)
+	Size      uint64   // -s (65536; "64K", "1M" accepted)
+	Iters     uint64   // -n (5000 for write, 1000 otherwise)
+	TxDepth   int      // -t (128)
+	RxDepth   int      // -r (send: 512; write/read: 1)
+	QPTimeout int      // -u (14)
+	SL        int      // -S
+	GIDIndex  int      // -x (-1 = not given)
+	All       bool     // -a: sizes 2 .. 8 MiB
+	CQMod     int      // -Q (100): a completion every CQMod sends
+	NoPeak    bool     // -N
+	Inline    int      // -I (-1 = perftest's default, which is 0 for BW tests)
+	OutReads  int      // -o (read, atomic; 0 = the device's maximum)
+	AtomicOp  AtomicOp // -A (atomic tests): FETCH_AND_ADD (the default) or CMP_AND_SWAP
+	Gbits     bool     // --report_gbits
+	Events    bool     // -e (read, send): sleep on completion events instead of polling
+	Vector    int      // -X (with -e): the CQs' completion vector (0)
+	Duration  int      // -D: run for this many seconds instead of Iters messages (0: iterations)
+	Margin    int      // -f: seconds left out of the measure at each end (-D/4 with -D)
+	PostList  int      // -l (1): post this many requests per PostSend, a chain
 	// RecvPostList (--recv_post_list, 1): a receiving side of a send test
 	// posts its receives in chains of this many, each chain again once
 	// all its receives completed.
@@ -443,6 +473,9 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 	if tst == LAT {
 		o.Size, o.TxDepth, o.Iters = defSizeLat, defTxLat, defIters
 	}
+	if v == Atomic {
+		o.Size, o.AtomicOp = defSizeAtomic, FetchAdd
+	}
 	// perftest checks each option as getopt_long returns it: an option
 	// before a bad word can still end the run with its own complaint.
 	opts, operands, perr := getopt.Parse(args, shortOpts, longOpts)
@@ -500,7 +533,7 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 				o.Conn = RC
 			case "UC":
 				o.Conn = UC
-				if v == Read {
+				if v.ReadsBack() {
 					err = &usageError{msg: " UC connection not possible in READ/ATOMIC verbs", quiet: true}
 				}
 			case "UD":
@@ -522,14 +555,14 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 		case 'I':
 			if n, err = inRange(p.Arg, "Max inline", 0, maxInline); err == nil {
 				o.Inline = int(n)
-				if v == Read {
+				if v.ReadsBack() {
 					err = &usageError{msg: " Inline feature not available on READ/Atomic verbs"}
 				}
 			}
 		case 'o':
 			if n, err = cValue(p.Arg, "Outstanding Reads", "int"); err == nil {
 				o.OutReads = int(int32(n))
-				if v != Read {
+				if !v.ReadsBack() {
 					err = &usageError{msg: " Setting Outstanding reads only available on READ verb"}
 				}
 			}
@@ -598,6 +631,19 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 			}
 		case 'a':
 			o.All = true
+		case 'A':
+			if v != Atomic {
+				err = &usageError{msg: " You are not running the atomic_lat/bw test!\n To change the atomic action type, you must run one of the atomic tests"}
+				break
+			}
+			switch p.Arg {
+			case "CMP_AND_SWAP":
+				o.AtomicOp = CmpAndSwap
+			case "FETCH_AND_ADD":
+				o.AtomicOp = FetchAdd
+			default:
+				err = &usageError{msg: " Invalid Atomic type! please choose from {CMP_AND_SWAP,FETCH_AND_ADD}", quiet: true}
+			}
 		case 'F':
 			// perftest: do not warn about the CPU frequency; the Go tools
 			// time with the monotonic clock and never warn.
@@ -965,11 +1011,14 @@ func (o *Options) forceDependencies(v Verb) error {
 			return &usageError{msg: "Number of iterations must be a multiple of receive post list size", quiet: true, resultLine: true}
 		}
 	}
-	if v == Read {
+	if v.ReadsBack() {
 		o.Inline = 0
 	}
 	if o.All {
 		o.Size = maxSize
+	}
+	if v == Atomic && o.Size != defSizeAtomic {
+		return &usageError{msg: "Message size cannot be changed for Atomic tests ", quiet: true, resultLine: true, toStdout: true}
 	}
 	if o.SRQ && v != Send {
 		return &usageError{msg: " Using SRQ only avavilible in SEND tests.", quiet: true, resultLine: true, toStdout: true}
@@ -1023,6 +1072,9 @@ func (o *Options) forceDependencies(v Verb) error {
 	}
 	if o.hopLimit != defHopLimit {
 		return &usageError{msg: " Hop limit only valid for RawEth QP ", quiet: true, toStdout: true}
+	}
+	if v == Atomic && o.ODP {
+		return &usageError{msg: " ODP does not support ATOMICS for now", quiet: true, resultLine: true}
 	}
 	if o.Conn == UC && o.ODP {
 		return &usageError{msg: " ODP does not support UC", quiet: true, resultLine: true}
@@ -1103,7 +1155,7 @@ func (o *Options) rateDependencies(v Verb) error {
 	}
 	switch o.rateType {
 	case rateSW:
-		if o.Tst != BW || (v == Send && o.Duplex) {
+		if o.Tst != BW || v == Atomic || (v == Send && o.Duplex) {
 			return &usageError{msg: "SW Rate limiter cann't be executed on non-BW, ATOMIC or bidirectional SEND tests", quiet: true, resultLine: true}
 		}
 	case rateHW:
@@ -1204,7 +1256,13 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 		}
 		return nil
 	}
-	lines := []string{"  -a, --all  Run sizes from 2 till 2^23"}
+	var lines []string
+	if v == Atomic {
+		// The atomic tests have one size, 8 bytes: no -a, no -s.
+		lines = append(lines, "  -A, --atomic_type=<type>  type of atomic operation from {CMP_AND_SWAP,FETCH_AND_ADD} (default FETCH_AND_ADD)")
+	} else {
+		lines = append(lines, "  -a, --all  Run sizes from 2 till 2^23")
+	}
 	lines = append(lines, bwOnly("  -b, --bidirectional  Measure bidirectional bandwidth (default unidirectional)")...)
 	switch v {
 	case Send:
@@ -1227,7 +1285,7 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 	)
 	lines = append(lines, latOnly("  -H, --report-histogram  Print out all results (default print summary only)")...)
 	lines = append(lines, "  -i, --ib-port=<port>  Use port <port> of IB device (default 1)")
-	if v != Read {
+	if !v.ReadsBack() {
 		def := "default 0 in BW tests"
 		if tst == LAT {
 			def = "default 0: perftest's on devices it does not know, rxe among them"
@@ -1240,7 +1298,7 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 		fmt.Sprintf("  -n, --iters=<iters>  Number of exchanges (at least %d, default %d)", minIter, iters),
 	)
 	lines = append(lines, bwOnly("  -N, --noPeak  Skip the peak bandwidth (its timestamps) in the report")...)
-	if v == Read {
+	if v.ReadsBack() {
 		lines = append(lines, "  -o, --outs=<num>  num of outstanding read/atom(default max of device)")
 	}
 	lines = append(lines, "  -p, --port=<port>  Listen on/connect to port <port> (default 18515)")
@@ -1255,8 +1313,10 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 	if tst == LAT {
 		size, tx = defSizeLat, defTxLat
 	}
+	if v != Atomic {
+		lines = append(lines, fmt.Sprintf("  -s, --size=<size>  Size of message to exchange (default %d)", size))
+	}
 	lines = append(lines,
-		fmt.Sprintf("  -s, --size=<size>  Size of message to exchange (default %d)", size),
 		"  -S, --sl=<sl>  SL (default 0)",
 		fmt.Sprintf("  -t, --tx-depth=<dep>  Size of tx queue (default %d)", tx),
 		fmt.Sprintf("  -u, --qp-timeout=<timeout>  QP timeout, timeout value is 4 usec * 2 ^(timeout), default %d", defQPTimeout),
@@ -1294,7 +1354,7 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 		"      --reply_every  Accepted for perftest compatibility (raw Ethernet only)")
 	lines = append(lines, "      --mmap=file  Use an mmap'd file as the buffer for testing P2P transfers.",
 		"      --mmap-offset=<offset>  Use an mmap'd file as the buffer for testing P2P transfers.")
-	if v == Read && tst == BW {
+	if v.ReadsBack() && tst == BW {
 		lines = append(lines, "      --perform_warm_up  Perform some iterations before start measuring in order to warming-up memory cache, valid in Atomic, Read and Write BW tests")
 	}
 	lines = append(lines, latOnly("      --latency_gap=<delay_time>  delay time between each post send (microseconds)")...)
@@ -1306,9 +1366,9 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 		"      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)",
 		"      --report-both  Report RX & TX results separately on Bidirectional BW tests",
 		"      --run_infinitely  Run test forever, print results every <duration> seconds")...)
-	qps := " This Go port runs RC or UC QPs (-q of them), exchanging addresses over TCP as perftest " + Version + " does,"
+	kinds := map[Verb]string{Write: "RC or UC", Send: "RC, UC or UD", Read: "RC", Atomic: "RC"}[v]
+	qps := " This Go port runs " + kinds + " QPs (-q of them), exchanging addresses over TCP as perftest " + Version + " does,"
 	if tst == LAT {
-		kinds := map[Verb]string{Write: "RC or UC", Send: "RC, UC or UD", Read: "RC"}[v]
 		qps = " This Go port runs one " + kinds + " QP, exchanging addresses over TCP as perftest " + Version + " does,"
 	}
 	lines = append(lines, "", qps, " so either side may be "+v.CToolTest(tst)+". Other perftest options are refused.")

@@ -45,6 +45,11 @@ func TestParseArgsDefaults(t *testing.T) {
 		// With events, large messages keep the moderation.
 		{Read, []string{"-e", "h"}, 1000, 1, 100, "h", false, 65536, 128, 0},
 		{Send, []string{"--events", "-X", "0", "h"}, 1000, 512, 100, "h", false, 65536, 128, 0},
+		// Atomics: 8 bytes, moderated, no inline; -a with
+		// --run_infinitely is no -a.
+		{Atomic, []string{"h"}, 1000, 1, 100, "h", false, 8, 128, 0},
+		{Atomic, []string{"-s", "8", "-A", "CMP_AND_SWAP", "h"}, 1000, 1, 100, "h", false, 8, 128, 0},
+		{Atomic, []string{"-a", "--run_infinitely", "h"}, 1000, 1, 100, "h", true, 8, 128, 0},
 		// Duration: no iteration count, no peak, depths not capped by it.
 		{Write, []string{"-D", "3", "-s", "64", "h"}, 0, 1, 100, "h", true, 64, 128, 0},
 		{Send, []string{"-D", "3", "-n", "50", "h"}, 0, 512, 1, "h", true, 65536, 128, 0},
@@ -263,6 +268,17 @@ func TestParseArgsErrors(t *testing.T) {
 		{Write, []string{"--rate_limit", "7"}, " Failed: Unknown rate limit value"},
 		{Write, []string{"--rate_limit", "10", "--rate_units", "p"}, " Failed: pps rate limit units is not supported when setting HW rate limit"},
 		{Write, []string{"--rate_limit", "10", "--rate_limit_type", "PP"}, "Packet Pacing is only supported for Raw Ethernet."},
+		// The atomic tests: 8 bytes only (-a asks for 8 MiB), two
+		// operations; -A belongs to them.
+		{Atomic, []string{"-s", "16"}, "Message size cannot be changed for Atomic tests "},
+		{Atomic, []string{"-a"}, "Message size cannot be changed for Atomic tests "},
+		{Atomic, []string{"-D", "4", "-a"}, "Message size cannot be changed for Atomic tests "},
+		{Atomic, []string{"-A", "SWAP"}, " Invalid Atomic type! please choose from {CMP_AND_SWAP,FETCH_AND_ADD}"},
+		{Read, []string{"-A", "CMP_AND_SWAP"}, " You are not running the atomic_lat/bw test!\n To change the atomic action type, you must run one of the atomic tests"},
+		{Atomic, []string{"-c", "UC"}, " UC connection not possible in READ/ATOMIC verbs"},
+		{Atomic, []string{"-I", "8"}, " Inline feature not available on READ/Atomic verbs"},
+		{Atomic, []string{"--odp"}, " ODP does not support ATOMICS for now"},
+		{Atomic, []string{"--rate_limit", "1", "--rate_limit_type", "SW"}, "SW Rate limiter cann't be executed on non-BW, ATOMIC or bidirectional SEND tests"},
 		{Read, []string{"--dlid", "x"}, " dlid argument x should be uint16_t"},
 		{Write, []string{"--inline_recv", "4k"}, " Inline Receive size argument 4k should be int"},
 		{Send, []string{"--reply_every=x"}, " reply_every argument x should be uint32_t"},
@@ -375,5 +391,40 @@ func TestLimits(t *testing.T) {
 		if got := strtof(in); got != want {
 			t.Errorf("strtof(%q) = %v, want %v", in, got, want)
 		}
+	}
+}
+
+// TestAtomicOptions: the atomic tests default to FETCH_AND_ADD on 8
+// bytes (the latency test too, whose other tests default to 2), take -A,
+// and their usage has -A where the others have -a, and no -s.
+func TestAtomicOptions(t *testing.T) {
+	for _, c := range []struct {
+		tst  Test
+		args []string
+		op   AtomicOp
+	}{
+		{BW, nil, FetchAdd},
+		{LAT, nil, FetchAdd},
+		{BW, []string{"-A", "CMP_AND_SWAP"}, CmpAndSwap},
+		{LAT, []string{"--atomic_type=CMP_AND_SWAP", "-A", "FETCH_AND_ADD"}, FetchAdd},
+		{LAT, []string{"--atomic_type", "CMP_AND_SWAP", "-s", "8"}, CmpAndSwap},
+	} {
+		o, err := ParseTestArgs(c.tst, Atomic, c.args)
+		if err != nil || o.AtomicOp != c.op || o.Size != 8 || o.Inline != 0 {
+			t.Errorf("%v %q: %+v, %v", c.tst, c.args, o, err)
+		}
+	}
+	for _, tst := range []Test{BW, LAT} {
+		var b bytes.Buffer
+		UsageTest(&b, tst, Atomic, "atomic")
+		u := b.String()
+		if !strings.Contains(u, "\n  -A, --atomic_type=<type>  type of atomic operation from {CMP_AND_SWAP,FETCH_AND_ADD} (default FETCH_AND_ADD)\n") ||
+			strings.Contains(u, "  -a, --all") || strings.Contains(u, "  -s, --size") || !strings.Contains(u, "  -o, --outs") ||
+			strings.Contains(u, "  -I, --inline") || !strings.Contains(u, "may be ib_atomic_"+map[Test]string{BW: "bw", LAT: "lat"}[tst]) {
+			t.Errorf("%v usage:\n%s", tst, u)
+		}
+	}
+	if Atomic.String() != "Atomic" || Atomic.CToolTest(LAT) != "ib_atomic_lat" || FetchAdd.String() != "FETCH_AND_ADD" || CmpAndSwap.String() != "CMP_AND_SWAP" {
+		t.Error("names")
 	}
 }

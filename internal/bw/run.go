@@ -160,6 +160,13 @@ func Run(ctx context.Context, v Verb, o Options, stdout, stderr io.Writer) error
 		t.release()
 		return err
 	}
+	if v == Atomic && o.Tst == LAT && !t.client {
+		// atomic_lat's server returns from main as soon as the client is
+		// done: no --wait_destroy pause, no rdma_cm disconnect. The
+		// process's exit released the rest; here it is released quietly.
+		t.release()
+		return nil
+	}
 	if err := t.close(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return err
@@ -252,7 +259,7 @@ func (t *test) run(ctx context.Context) error {
 	if t.o.Tst == LAT && t.v == Send {
 		return t.runLatSend()
 	}
-	if t.o.Tst == LAT && t.v == Read {
+	if t.o.Tst == LAT && t.v.ReadsBack() {
 		return t.runLatRead()
 	}
 	if t.o.Tst == LAT {
@@ -309,7 +316,7 @@ func (t *test) open() error {
 			}
 		}
 		if !found {
-			if t.v == Read && t.o.Tst == BW { // read_bw returns 7 without a word of its own
+			if t.v.ReadsBack() && t.o.Tst == BW { // read_bw and atomic_bw return 7 without a word of their own
 				return statusError{msgError{fmt.Sprintf("IB device %s not found", t.o.Dev)}, 7}
 			}
 			return msgError{fmt.Sprintf("IB device %s not found", t.o.Dev), " Unable to find the Infiniband/RoCE device"}
@@ -323,7 +330,11 @@ func (t *test) open() error {
 	// verify_params_with_device_context (perftest lets the vector equal
 	// the count through; creating the CQ then fails).
 	if t.o.Events && t.o.Vector > t.dev.NumCompVectors() {
-		return msgError{" Completion vector specified is invalid", fmt.Sprintf(" Max completion vector = %d", t.dev.NumCompVectors()-1)}
+		m := msgError{" Completion vector specified is invalid", fmt.Sprintf(" Max completion vector = %d", t.dev.NumCompVectors()-1)}
+		if t.v == Atomic && t.o.Tst == BW {
+			m = append(m, " Couldn't get context for the device") // atomic_bw's main adds it
+		}
+		return m
 	}
 	pa, err := t.dev.QueryPort(t.o.IBPort)
 	if err != nil {
@@ -353,14 +364,14 @@ func (t *test) open() error {
 		t.gidIndex = 0 // and set_up_connection picks the best one
 	}
 	t.activeMTU = pa.ActiveMTU
-	if t.v == Read {
+	if t.v.ReadsBack() {
 		// ctx_set_max_inline: a read test's inline size is 0, not the
 		// default, and perftest does not know rxe, so it says so.
 		io.WriteString(t.stdout, resultLine)
 		io.WriteString(t.stderr, "Device not recognized to implement inline feature. Disabling it\n")
 	}
 	t.outReads = 1
-	if t.v == Read {
+	if t.v.ReadsBack() {
 		attr, err := t.dev.QueryDevice()
 		if err != nil {
 			return msgError{" Couldn't query the device", "  (" + err.Error() + ")"}
@@ -615,6 +626,8 @@ func (t *test) createResources() error {
 		access |= uverbs.AccessRemoteWrite
 	case Read:
 		access |= uverbs.AccessRemoteRead
+	case Atomic:
+		access |= uverbs.AccessRemoteAtomic
 	}
 	if !o.NoRelaxed {
 		access |= uverbs.AccessRelaxedOrdering
@@ -684,6 +697,8 @@ func (t *test) createQP(i int) error {
 		mask |= uverbs.QPAttrQKey
 	case t.v == Read:
 		attr.AccessFlags = uverbs.AccessRemoteRead
+	case t.v == Atomic:
+		attr.AccessFlags = uverbs.AccessRemoteAtomic
 	case t.v == Write:
 		attr.AccessFlags = uverbs.AccessRemoteWrite
 	default:
@@ -870,6 +885,9 @@ func (t *test) printTestInfo() {
 	if o.Tst == LAT {
 		kind = "Latency "
 	}
+	if t.v == Atomic {
+		kind = o.AtomicOp.String() + " " + kind
+	}
 	fmt.Fprintf(w, "                    %s %sTest\n", t.v, kind)
 	if o.Events {
 		fmt.Fprintf(w, " Test with events. Using %s_comp%d\n", o.Dev, o.Vector)
@@ -936,8 +954,8 @@ func (t *test) infoFields() []infoField {
 	}
 	add(true, " Link type       : %s", "Link_type: %s", link)
 	add(t.gidIndex != -1, " GID index       : %d", "GID_index: %d", t.gidIndex)
-	add(t.v != Read, " Max inline data : %d[B]", "Max_inline_data: %d", o.Inline)
-	add(t.v == Read, " Outstand reads  : %d", "Outstand_reads: %d", t.outReads)
+	add(!t.v.ReadsBack(), " Max inline data : %d[B]", "Max_inline_data: %d", o.Inline)
+	add(t.v.ReadsBack(), " Outstand reads  : %d", "Outstand_reads: %d", t.outReads)
 	return fs
 }
 
@@ -968,7 +986,8 @@ func (t *test) printDest(side string, d *Dest) {
 	if t.v == Read && !t.o.commCM {
 		fmt.Fprintf(&b, " OUT %s", altHex(uint64(d.OutReads), 4))
 	}
-	if t.v != Send && !t.o.commCM {
+	// ATOMIC (3) falls in the default case of that switch: neither.
+	if (t.v == Write || t.v == Read) && !t.o.commCM {
 		fmt.Fprintf(&b, " RKey %s VAddr %s", altHex(uint64(d.RKey), 8), altHex(d.VAddr, 16))
 	}
 	b.WriteByte('\n')
@@ -1229,14 +1248,18 @@ func (t *test) runRDMA() error {
 	if t.o.Infinite {
 		t.send.dur = newForever()
 		t.send.setup(t.o.Size)
-		return t.forever(t.o.Size, t.send.dur, &t.send.progress, t.send.run, " Error occurred while running infinitely! aborting ...")
+		msg := " Error occurred while running infinitely! aborting ..."
+		if t.v == Read {
+			msg = " Error occurred while running! aborting ..." // read_bw's
+		}
+		return t.forever(t.o.Size, t.send.dur, &t.send.progress, t.send.run, msg)
 	}
 	if t.o.Duration > 0 {
 		t.send.dur = t.clock()
 	}
 	for _, size := range t.sizes() {
 		t.send.setup(size)
-		if t.o.WarmUp && t.v == Read {
+		if t.o.WarmUp && t.v.ReadsBack() {
 			if err := t.send.warmUp(); err != nil {
 				return withLines(err, "Problems with warm up")
 			}
@@ -1247,6 +1270,9 @@ func (t *test) runRDMA() error {
 			}
 		}
 		if err := t.send.run(); err != nil {
+			if t.v == Atomic {
+				return withLines(err, " Error occurred in run_iter function")
+			}
 			return withLines(err, " Failed to complete run_iter_bw function successfully")
 		}
 		if t.o.Duplex && t.o.All {
@@ -1366,7 +1392,11 @@ func (t *test) reportBoth(my Report) error {
 		}{{"Local", my}, {"Remote", rem}} {
 			// (perftest prints these headings whatever --output says)
 			io.WriteString(t.stdout, resultLine)
-			fmt.Fprintf(t.stdout, "\n %s results: \n", side.name)
+			if t.v == Atomic {
+				fmt.Fprintf(t.stdout, "\n %s results:\n", side.name) // atomic_bw's, without the space
+			} else {
+				fmt.Fprintf(t.stdout, "\n %s results: \n", side.name)
+			}
 			writeHeader(t.stdout, t.o.Gbits, t.o.cpuUtil)
 			t.writeLine(side.r)
 		}
@@ -1581,7 +1611,7 @@ func (t *test) iters(sampled uint64) uint64 {
 // initSend sets up the client's loop over its QPs, each with its slice
 // of the buffer and the peer's area for it.
 func (t *test) initSend() {
-	t.send = sendLoop{qps: make([]sendQP, len(t.qps)), cq: t.sendCQ, verb: t.v, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
+	t.send = sendLoop{qps: make([]sendQP, len(t.qps)), cq: t.sendCQ, verb: t.v, atomic: t.o.AtomicOp, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
 		cqMod: uint64(t.o.CQMod), postList: uint64(t.o.PostList), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
 		base: t.base(), local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters*uint64(t.o.QPs), t.o.NoPeak)}
 	if o := &t.o; o.rateType == rateSW {

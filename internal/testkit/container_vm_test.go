@@ -47,6 +47,8 @@ var containerChecks = map[string]func(t *testing.T, c *scratch){
 	"writelat":    bandwidthInScratch("writelat", 18618),
 	"sendlat":     bandwidthInScratch("sendlat", 18619),
 	"readlat":     bandwidthInScratch("readlat", 18620),
+	"atomicbw":    bandwidthInScratch("atomicbw", 18625),
+	"atomiclat":   bandwidthInScratch("atomiclat", 18626),
 	"rdmaping":    rpingInScratch("rdmaping", 18621),
 	"rdmaserver":  rdmaExampleInScratch("rdmaserver", 18622),
 	"rdmaclient":  rdmaExampleInScratch("rdmaclient", 18623),
@@ -369,14 +371,19 @@ func pingpongInScratch(name string, port int) func(t *testing.T, c *scratch) {
 
 // bandwidthInScratch: a server and a client of the bandwidth tool name,
 // both in the empty root, exchange their addresses over TCP on port, run
-// 100 messages of 4 KiB on rxe0 (GID 1) and print the result table.
-// The latency tools run the same way: their lines start with the size
-// and the iterations too, and both sides print one.
+// 100 messages of 4 KiB (8 B, the only size, for the atomic tools) on
+// rxe0 (GID 1) and print the result table. The latency tools run the
+// same way: their lines start with the size and the iterations too, and
+// both sides print one, but for the servers of read and atomics.
 func bandwidthInScratch(name string, port int) func(t *testing.T, c *scratch) {
 	return func(t *testing.T, c *scratch) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		args := []string{"-d", testkit.RxeDev, "-x", "1", "-n", "100", "-s", "4096", "-p", strconv.Itoa(port)}
+		size := "4096"
+		if strings.HasPrefix(name, "atomic") {
+			size = "8"
+		}
+		args := []string{"-d", testkit.RxeDev, "-x", "1", "-n", "100", "-s", size, "-p", strconv.Itoa(port)}
 		var srvOut testkit.Output
 		srv := c.command(ctx, name, args...)
 		srv.Stdout, srv.Stderr = &srvOut, &srvOut
@@ -396,7 +403,7 @@ func bandwidthInScratch(name string, port int) func(t *testing.T, c *scratch) {
 		case <-ctx.Done():
 			t.Fatalf("%s server did not finish:\n%s", name, srvOut.String())
 		}
-		result := regexp.MustCompile(`(?m)^ 4096 +100 +[0-9.]+ +[0-9.]+`)
+		result := regexp.MustCompile(`(?m)^ ` + size + ` +100 +[0-9.]+ +[0-9.]+`)
 		for side, r := range map[string]struct {
 			err error
 			out string
@@ -404,10 +411,11 @@ func bandwidthInScratch(name string, port int) func(t *testing.T, c *scratch) {
 			if r.err != nil {
 				t.Errorf("%s %s in the empty root: %v\n%s", name, side, r.err, r.out)
 			}
-			// ib_read_lat's server only serves the reads: it prints no line.
-			serverOnly := name == "readlat" && side == "server"
+			// ib_read_lat's and ib_atomic_lat's servers only serve the
+			// requests: they print no line.
+			serverOnly := (name == "readlat" || name == "atomiclat") && side == "server"
 			if !strings.Contains(r.out, "remote address:") || (!result.MatchString(r.out) && !serverOnly) {
-				t.Errorf("%s %s printed no remote address or no result line for 100 x 4096 B:\n%s", name, side, r.out)
+				t.Errorf("%s %s printed no remote address or no result line for 100 x %s B:\n%s", name, side, size, r.out)
 			}
 		}
 		t.Logf("%s client in the empty root: %s", name, strings.TrimSpace(result.FindString(string(cliOut))))

@@ -37,6 +37,14 @@ type Tool struct {
 // C is perftest's program ("ib_write_bw", "ib_write_lat").
 func (t Tool) C() string { return t.Verb.CToolTest(t.Test) }
 
+// Size is n, or 8 for the atomic tools, which run 8-byte messages only.
+func (t Tool) Size(n int) int {
+	if t.Verb == bw.Atomic {
+		return 8
+	}
+	return n
+}
+
 // Bin returns the program of side s.
 func (t Tool) Bin(s pptest.Side) string {
 	if s == pptest.Go {
@@ -1315,6 +1323,8 @@ var BadArgs = [][]string{
 	// tests find no port 2 on rxe.
 	{"-O"},
 	{"--dlid", "x"},
+	// -A: the atomic tests' operation; the other tests refuse it.
+	{"-A", "CMP_AND_SWAP"}, {"-A", "FETCH_AND_ADD"}, {"-A", "fetch_and_add"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")

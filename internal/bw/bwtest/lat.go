@@ -22,7 +22,7 @@ import (
 func LatMatrixOn(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, sizes []int, iters int, extra ...string) {
 	matrix(t, tool, devName, pairs, sizes, iters, extra, func(t *testing.T, r *Run) bool {
 		s, c := r.CheckLat(t, r.Host)
-		if r.Tool.Verb == bw.Read {
+		if r.Tool.Verb.ReadsBack() {
 			t.Logf("%s %s %d x %d B: average %.2f (client)", r.Dev, r.Pair, c.Iters, c.Size, c.Avg)
 		} else {
 			t.Logf("%s %s %d x %d B: average %.2f (server), %.2f (client)", r.Dev, r.Pair, c.Iters, c.Size, s.Avg, c.Avg)
@@ -44,7 +44,7 @@ func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
 	want := r.sizes()
 	var last [2]bw.LatReport
 	silent := func(i int, out string) bool {
-		if i != 0 || r.Tool.Verb != bw.Read {
+		if i != 0 || !r.Tool.Verb.ReadsBack() {
 			return false
 		}
 		if strings.Contains(out, "#bytes") || len(bw.ParseLatReports(out)) != 0 || len(bw.ParseLatDurReports(out)) != 0 ||
@@ -129,7 +129,7 @@ func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
 			// under N (read) or N/2 (write, send: halved round trips).
 			if gap := r.latencyGap(); gap > 0 && !slices.Contains(r.Extra, "-C") {
 				min := float64(gap) / 2
-				if r.Tool.Verb == bw.Read {
+				if r.Tool.Verb.ReadsBack() {
 					min = float64(gap)
 				}
 				if l.Min < min {
@@ -217,6 +217,8 @@ var LatBadArgs = [][]string{
 	// -O (dual port): perftest's latency tests refuse it; its bandwidth
 	// tests find no port 2 on rxe.
 	{"-O"},
+	// -A: the atomic tests' operation; the other tests refuse it.
+	{"-A", "CMP_AND_SWAP"}, {"-A", "fetch_and_add"},
 	{"--dlid", "x"},
 }
 
@@ -239,7 +241,7 @@ func LatTwoHosts(t *testing.T, tool Tool, sizes []int, iters int, extra ...strin
 					Place: Place{Server: a, Client: b}}
 				r.Do(ctx, t)
 				s, c := r.CheckLat(t, a.Addr+","+b.Addr)
-				if tool.Verb == bw.Read {
+				if tool.Verb.ReadsBack() {
 					t.Logf("two hosts %s %d x %d B: average %.2f (client)", pair, c.Iters, c.Size, c.Avg)
 				} else {
 					t.Logf("two hosts %s %d x %d B: average %.2f (server), %.2f (client)", pair, c.Iters, c.Size, s.Avg, c.Avg)

@@ -27,9 +27,9 @@ import (
 func OutJSON(t *testing.T, tool Tool, extra ...string) {
 	testkit.RequireVM(t)
 	dir := t.TempDir()
-	size := 4096
+	size := tool.Size(4096)
 	if tool.Test == bw.LAT {
-		size = 64
+		size = tool.Size(64)
 	}
 	files := map[headerKey]string{}
 	for _, pair := range pptest.BothWays {
@@ -53,7 +53,7 @@ func OutJSON(t *testing.T, tool Tool, extra ...string) {
 				out    string
 			}{{false, pair.Server, sf, r.Server}, {true, pair.Client, cf, r.Client}} {
 				b, err := os.ReadFile(side.file)
-				if tool.Test == bw.LAT && tool.Verb == bw.Read && !side.client {
+				if tool.Test == bw.LAT && tool.Verb.ReadsBack() && !side.client {
 					if err == nil {
 						t.Errorf("%s read_lat server wrote %s:\n%s", side.tool, side.file, b)
 					}
@@ -308,9 +308,9 @@ var counterRE = regexp.MustCompile(`(?m)^\thw_counters/sent_pkts=(\d+)\n\thw_cou
 // to after it (other tests may use rxe0 too).
 func Counters(t *testing.T, tool Tool) {
 	testkit.RequireVM(t)
-	size := 4096
+	size := tool.Size(4096)
 	if tool.Test == bw.LAT {
-		size = 64
+		size = tool.Size(64)
 	}
 	const iters = 200
 	read := func(name string) uint64 {
@@ -349,7 +349,7 @@ func Counters(t *testing.T, tool Tool) {
 					continue
 				}
 				if lines == 0 {
-					if tool.Test == bw.LAT && tool.Verb == bw.Read && side.name == "server" {
+					if tool.Test == bw.LAT && tool.Verb.ReadsBack() && side.name == "server" {
 						continue
 					}
 					t.Errorf("%s (%s): no result line\n%s", side.name, pair, side.out)
@@ -372,9 +372,9 @@ func Counters(t *testing.T, tool Tool) {
 // there either way).
 func ForceLink(t *testing.T, tool Tool) {
 	testkit.RequireVM(t)
-	size := 4096
+	size := tool.Size(4096)
 	if tool.Test == bw.LAT {
-		size = 64
+		size = tool.Size(64)
 	}
 	for _, link := range []string{"Ethernet", "IB"} {
 		t.Run(link, func(t *testing.T) {
@@ -401,9 +401,9 @@ func ForceLink(t *testing.T, tool Tool) {
 // vectors, which a RoCE device ignores, so the run goes through.
 func DLID(t *testing.T, tool Tool) {
 	testkit.RequireVM(t)
-	size := 4096
+	size := tool.Size(4096)
 	if tool.Test == bw.LAT {
-		size = 64
+		size = tool.Size(64)
 	}
 	conns := [][]string{nil}
 	if tool.Verb == bw.Send && tool.Test == bw.LAT {

@@ -1,0 +1,71 @@
+package main
+
+// VM tests (KERNEL=6.12 make vmtest VMPKGS=./cmd/atomicbw): atomicbw
+// against perftest's ib_atomic_bw in both directions.
+//
+// Go against C both ways is the proof that the atomics are real: the C
+// server's QPs and memory accept remote atomics only (no remote read or
+// write), so a Go client that posted anything else would fail with a
+// remote access error; and a Go server that did not grant remote atomics
+// would fail the C client's.
+
+import (
+	"testing"
+
+	"github.com/pureverbs/pureverbs/internal/bw"
+	"github.com/pureverbs/pureverbs/internal/bw/bwtest"
+	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+)
+
+var tool = bwtest.Tool{Verb: bw.Atomic, Go: "atomicbw"}
+
+var goGo = []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}
+
+// TestVMAgainstC: Go server with C client and C server with Go client on
+// rxe0, fetch-and-add (the default) and compare-and-swap: both sides
+// exit 0, print each other's QPN and PSN (an atomic test prints neither
+// OUT nor RKey nor VAddr), the same test description as perftest's, and
+// a result line of 8-byte messages.
+func TestVMAgainstC(t *testing.T) {
+	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{8}, 1000)
+	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{8}, 1000, "-A", "CMP_AND_SWAP")
+}
+
+// TestVMGoGo: the Go tool against itself on rxelo with other depths,
+// moderation, outstanding atomics and QPs, and a post list.
+func TestVMGoGo(t *testing.T) {
+	bwtest.MatrixOn(t, tool, "rxelo", goGo, []int{8}, 1000, "-t", "16", "-Q", "4", "-o", "4", "-q", "2")
+	bwtest.MatrixOn(t, tool, "rxelo", goGo, []int{8}, 400, "-l", "4", "-A", "CMP_AND_SWAP")
+}
+
+// TestVMModes: events (-e), a run of fixed duration (-D), both sides
+// posting (-b) and rdma_cm connections (-R), Go against C both ways.
+func TestVMModes(t *testing.T) {
+	for _, extra := range [][]string{{"-e"}, {"-D", "3", "-f", "1"}, {"-b"}, {"-R"}} {
+		bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{8}, 500, extra...)
+	}
+}
+
+// TestVMOutJSON: --out_json and --out_json_file, Go against C both ways
+// (bwtest.OutJSON): the file names the atomic operation as perftest's.
+func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool, "-A", "CMP_AND_SWAP") }
+
+// TestVMUnsupported: an unknown device fails in both tools alike
+// (ib_atomic_bw returns 7, as ib_read_bw).
+func TestVMUnsupported(t *testing.T) {
+	bwtest.SameFailure(t, tool, "IB device nosuchdev0 not found", "-d", "nosuchdev0")
+}
+
+// TestVMBadArgs: the client command lines of bwtest.BadArgs and the
+// atomic test's own (the fixed size, -a, -A's values, inline data, UC,
+// on-demand paging, the software rate limiter) fail, or reach the
+// connect to a server that is not there, exactly as ib_atomic_bw's do:
+// same exit status, same lines.
+func TestVMBadArgs(t *testing.T) {
+	cases := append([][]string{
+		{"-s", "8"}, {"-s", "16"}, {"-s", "8K"}, {"-a"}, {"-a", "--run_infinitely", "-D", "2"},
+		{"-A", "CMP_AND_SWAP", "-s", "4"}, {"-A", "SWAP"}, {"-I", "8"}, {"-c", "UC"}, {"--odp"},
+		{"--rate_limit", "5", "--rate_limit_type", "SW"}, {"-o", "20"}, {"-e", "-X", "1"},
+	}, bwtest.BadArgs...)
+	bwtest.SameAsC(t, tool, cases, nil)
+}
