@@ -177,6 +177,12 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 		}
 	}
 
+	// A run that will fail before booting (nothing to run, or a
+	// selection the runner refuses; run reports it) needs no guest
+	// programs: the tools below take seconds to link.
+	if (len(p.tests) == 0 && !o.demo && o.shellCmd == "") || len(p.notTwoHost) > 0 || p.powerOffProblem(testCount(o.testFlags)) != "" {
+		return p, nil
+	}
 	// Guest helper for rdma links.
 	if err := runCmd(ctx, modDir, env, "go", "build", "-o", filepath.Join(p.overlay, "usr/bin/rxectl"), "./internal/testkit/cmd/rxectl"); err != nil {
 		return nil, err
@@ -186,14 +192,22 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 	{
 		out, err := cmdOutput(ctx, modDir, nil, "go", "list", "-e", "-f", "{{.ImportPath}}|{{.Name}}|{{if .Error}}err{{end}}", "./cmd/...")
 		if err == nil {
+			var tools []string
 			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 				f := strings.Split(line, "|")
 				if len(f) != 3 || f[1] != "main" || f[2] != "" || strings.HasSuffix(f[0], "/cmd/abigen") {
 					continue
 				}
-				dst := filepath.Join(p.overlay, "usr/bin", filepath.Base(f[0]))
-				if err := runCmd(ctx, modDir, env, "go", "build", "-o", dst, f[0]); err != nil {
-					fmt.Printf("rxevm: warning: %s does not build; left out of the guest: %v\n", f[0], err)
+				tools = append(tools, f[0])
+			}
+			// One go build links them all, in parallel; if any fails,
+			// each is built alone so that the rest still reach the guest.
+			bin := filepath.Join(p.overlay, "usr/bin") + "/"
+			if len(tools) > 0 && runCmd(ctx, modDir, env, "go", append([]string{"build", "-o", bin}, tools...)...) != nil {
+				for _, t := range tools {
+					if err := runCmd(ctx, modDir, env, "go", "build", "-o", bin+filepath.Base(t), t); err != nil {
+						fmt.Printf("rxevm: warning: %s does not build; left out of the guest: %v\n", t, err)
+					}
 				}
 			}
 		}

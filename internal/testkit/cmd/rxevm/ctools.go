@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 )
 
 // cToolsDir holds C programs for VM tests (module-relative): each *.c is
@@ -62,16 +64,30 @@ func buildCTools(ctx context.Context, modDir, dstDir string, verbose bool) error
 			return err
 		}
 	}
-	for _, src := range srcs {
-		dst := filepath.Join(dstDir, strings.TrimSuffix(filepath.Base(src), ".c"))
-		if err := runCmd(ctx, "", nil, "gcc", "-O2", "-Wall", "-Werror", "-o", dst, src, "-libverbs"); err != nil {
-			return fmt.Errorf("compiling %s: %w", src, err)
-		}
-		if err := checkCToolLibs(dst); err != nil {
-			return err
+	// One gcc per CPU at a time: every run of the runner compiles them.
+	errs := make([]error, len(srcs))
+	sem := make(chan struct{}, runtime.NumCPU())
+	var wg sync.WaitGroup
+	for i, src := range srcs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			dst := filepath.Join(dstDir, strings.TrimSuffix(filepath.Base(src), ".c"))
+			if err := runCmd(ctx, "", nil, "gcc", "-O2", "-Wall", "-Werror", "-o", dst, src, "-libverbs"); err != nil {
+				errs[i] = fmt.Errorf("compiling %s: %w", src, err)
+				return
+			}
+			errs[i] = checkCToolLibs(dst)
+		}()
+	}
+	wg.Wait()
+	for i, src := range srcs {
+		if errs[i] != nil {
+			return errs[i]
 		}
 		if verbose {
-			fmt.Printf("rxevm: built C tool %s\n", filepath.Base(dst))
+			fmt.Printf("rxevm: built C tool %s\n", strings.TrimSuffix(filepath.Base(src), ".c"))
 		}
 	}
 	return nil

@@ -713,8 +713,10 @@ func TestRunnerReportsFailures(t *testing.T) {
 				"emptypkg (ran no tests)"}, 5 * time.Minute},
 		{"panic", []string{"./internal/testkit/testdata/crashpkg"},
 			[]string{"guest console tail", "Kernel panic - not syncing", "KERNEL PANIC", "no end marker"}, 5 * time.Minute},
-		{"hang", []string{"-timeout", "30s", "./internal/testkit/testdata/hangpkg"},
-			[]string{"guest console tail", "hanging until", "TIMEOUT"}, 2 * time.Minute},
+		// (60 s: building, booting and reaching the hang, beside
+		// another case's guests.)
+		{"hang", []string{"-timeout", "60s", "./internal/testkit/testdata/hangpkg"},
+			[]string{"guest console tail", "hanging until", "TIMEOUT"}, 3 * time.Minute},
 		{"norun", []string{"./internal/testkit/testdata/failpkg", "--", "-run", "NoSuchTest"},
 			[]string{"FAIL: -run 'NoSuchTest' -skip '^TestTwoHost' matches no test in " + mod + "internal/testkit/testdata/failpkg: nothing ran"}, time.Minute},
 		// Two hosts: host B's kernel panics under a test on host A. Both
@@ -740,8 +742,12 @@ func TestRunnerReportsFailures(t *testing.T) {
 			[]string{"ok   kernel", "SKIP " + mod + "internal/testkit/cmd/rxevm/testdata/skippkg TestAllowlistedSkip",
 				"allowed: the runner's self-test", "2 tests ran, 1 skipped"}, 5 * time.Minute},
 	}
+	// The cases are independent runner invocations (each on its own
+	// free ports, sharing the cache under its lock): they run -parallel
+	// at a time (GOMAXPROCS, 2 on CI), which halves the test's time.
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), c.maxTime)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, bin, append([]string{"-kernel", kernel}, c.args...)...)
