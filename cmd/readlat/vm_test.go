@@ -38,10 +38,8 @@ func TestVMEvents(t *testing.T) {
 }
 
 // TestVMAllSizes: -a (2 B to 8 MiB, a line per size on the client), Go
-// against C both ways on rxelo.
-func TestVMAllSizes(t *testing.T) {
-	bwtest.LatMatrixOn(t, tool, "rxelo", pptest.BothWays, []int{2}, 5, "-a")
-}
+// against C on rxelo, one way per kernel (bwtest.AllSizes).
+func TestVMAllSizes(t *testing.T) { bwtest.AllSizes(t, tool) }
 
 // TestVMReportOptions: -U, -H and -C print the samples around the table;
 // --output=latency the average alone; --latency_gap=200 keeps every

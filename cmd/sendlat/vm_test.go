@@ -37,10 +37,8 @@ func TestVMUC(t *testing.T) {
 }
 
 // TestVMAllSizes: -a (2 B to 8 MiB, a line per size on both sides), Go
-// against C both ways on rxelo.
-func TestVMAllSizes(t *testing.T) {
-	bwtest.LatMatrixOn(t, tool, "rxelo", pptest.BothWays, []int{2}, 5, "-a")
-}
+// against C on rxelo, one way per kernel (bwtest.AllSizes).
+func TestVMAllSizes(t *testing.T) { bwtest.AllSizes(t, tool) }
 
 // TestVMReportOptions: -U, -H and -C, --output=latency, and
 // --latency_gap=200 (every sample at least half the gap), Go against C

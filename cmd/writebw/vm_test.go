@@ -50,10 +50,8 @@ func TestVMPostList(t *testing.T) { bwtest.PostList(t, tool) }
 func TestVMQPs(t *testing.T) { bwtest.QPs(t, tool) }
 
 // TestVMAllSizes: -a (2 B to 8 MiB, a line per size on the client, the last one on the server),
-// Go against C both ways on rxelo.
-func TestVMAllSizes(t *testing.T) {
-	bwtest.MatrixOn(t, tool, "rxelo", pptest.BothWays, []int{65536}, 5, "-a")
-}
+// Go against C on rxelo, one way per kernel (bwtest.AllSizes).
+func TestVMAllSizes(t *testing.T) { bwtest.AllSizes(t, tool) }
 
 // TestVMUnsupported: an unknown device fails in both tools with
 // perftest's message.

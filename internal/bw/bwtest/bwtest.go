@@ -1335,3 +1335,27 @@ func SameAsC(t *testing.T, tool Tool, cases [][]string, skip map[string]string) 
 	lead := func() []string { return []string{"-d", testkit.RxeDev, "-x", "1", "-p", strconv.Itoa(Port())} }
 	pptest.CompareWithC(t, tool.Bin(pptest.Go), tool.C(), lead, cases, skip)
 }
+
+// AlternateWay is one of pptest.BothWays, chosen by the kernel: the Go
+// server with the C client on 6.1, the C server with the Go client on
+// later kernels. make test runs the VM suite on both, so a long run
+// taken one way per kernel still covers both directions, at half the
+// time.
+func AlternateWay() []pptest.Pair {
+	if testkit.KernelAtLeast(6, 2) {
+		return pptest.BothWays[1:]
+	}
+	return pptest.BothWays[:1]
+}
+
+// AllSizes is the test of -a (2 B to 8 MiB, a line per size: on the
+// client, and the last one on a bandwidth tool's server; on both sides
+// of a latency tool but the read one's): Go against C on rxelo, one way
+// per kernel (AlternateWay; at 8 MiB each run takes seconds under TCG).
+func AllSizes(t *testing.T, tool Tool) {
+	if tool.Test == bw.LAT {
+		LatMatrixOn(t, tool, "rxelo", AlternateWay(), []int{2}, 5, "-a")
+		return
+	}
+	MatrixOn(t, tool, "rxelo", AlternateWay(), []int{65536}, 5, "-a")
+}
