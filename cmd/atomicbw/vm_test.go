@@ -46,6 +46,15 @@ func TestVMModes(t *testing.T) {
 	}
 }
 
+// TestVMWarmUp: --perform_warm_up, Go against C both ways with a
+// completion per atomic (-Q 1: with perftest's moderation of 100 its
+// warm-up waits for completions that never come), and Go against Go with
+// the moderation.
+func TestVMWarmUp(t *testing.T) {
+	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{8}, 300, "--perform_warm_up", "-Q", "1")
+	bwtest.MatrixOn(t, tool, "rxelo", goGo, []int{8}, 300, "--perform_warm_up")
+}
+
 // TestVMOutJSON: --out_json and --out_json_file, Go against C both ways
 // (bwtest.OutJSON): the file names the atomic operation as perftest's.
 func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool, "-A", "CMP_AND_SWAP") }
