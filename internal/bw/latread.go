@@ -8,8 +8,9 @@ import (
 
 // latReadLoop is run_iter_lat for RDMA READ and the atomics: only the
 // client works. It stamps a post, reads size bytes of the server's memory
-// (or runs an 8-byte atomic on it), waits for the request's completion (spinning on the CQ, or with -e sleeping on the
-// completion channel) and posts the next. The sample is the time from
+// (or runs an 8-byte atomic on it), waits for the request's completion
+// (spinning on the CQ, or with -e sleeping on the completion channel)
+// and posts the next. The sample is the time from
 // one post to the next: one read, request and response, so perftest's
 // rtt factor is 1. Nothing is allocated per message.
 type latReadLoop struct {
