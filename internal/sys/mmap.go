@@ -162,7 +162,9 @@ func unmapRegions(b []region) {
 		for _, r := range b[i:j] {
 			r.forget()
 		}
-		unix.MunmapPtr(base, end-uintptr(base))
+		if unix.MunmapPtr(base, end-uintptr(base)) != nil {
+			deadMunmapErrs.Add(1) // a range that was not ours: a bug
+		}
 		deadReturned.Add(int64(j - i))
 		deadMunmaps.Add(1)
 		i = j
@@ -172,8 +174,8 @@ func unmapRegions(b []region) {
 func roundUp(n, to uintptr) uintptr { return (n + to - 1) &^ (to - 1) }
 
 // deadReturned and deadMunmaps count the ranges returned and the munmaps
-// that returned them (tests).
-var deadReturned, deadMunmaps atomic.Int64
+// that returned them, deadMunmapErrs the munmaps that failed (tests).
+var deadReturned, deadMunmaps, deadMunmapErrs atomic.Int64
 
 // forget drops the range from its fd's retired set.
 func (r region) forget() {

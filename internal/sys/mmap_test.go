@@ -448,6 +448,7 @@ func TestReleaseNoAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r0, e0 := deadReturned.Load(), deadMunmapErrs.Load()
 	i := 0
 	allocs := testing.AllocsPerRun(n-1, func() {
 		region{unsafe.Add(p, i*page), uintptr(page), nil, -1}.release()
@@ -463,8 +464,12 @@ func TestReleaseNoAllocs(t *testing.T) {
 	for PendingDeadRanges() != 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if err := unix.Msync(unsafe.Slice((*byte)(p), n*page), unix.MS_ASYNC); err != unix.ENOMEM {
-		t.Fatalf("msync of the released range: %v, want ENOMEM (unmapped)", err)
+	// Counted, not probed: once unmapped, the range may at once be
+	// mapped again by anyone (the runtime, the race detector), so an
+	// msync there proves nothing (CI49 saw exactly that).
+	// (Cleanups of earlier tests may return ranges meanwhile: at least n.)
+	if r, e := deadReturned.Load()-r0, deadMunmapErrs.Load()-e0; r < n || e != 0 {
+		t.Fatalf("%d ranges returned (want at least %d), %d munmaps failed", r, n, e)
 	}
 }
 
