@@ -127,10 +127,15 @@ type QPAttr struct {
 	MinRNRTimer      uint8
 	PortNum          uint8
 	Timeout          uint8
-	RetryCnt         uint8
-	RNRRetry         uint8
-	AltPortNum       uint8
-	AltTimeout       uint8
+	// RetryCnt is how often a request that met no response is sent
+	// again (0-7) before it completes with IBV_WC_RETRY_EXC_ERR. rxe
+	// never counts down 7 (the IB spec gives 7 that meaning for
+	// RNRRetry alone), so there a requester whose peer has gone
+	// retries for ever: use at most 6 to learn of it.
+	RetryCnt   uint8
+	RNRRetry   uint8
+	AltPortNum uint8
+	AltTimeout uint8
 	// Filled by Query only (Modify does not send them):
 	SQDraining bool  // the send queue is draining (state SQD)
 	Cap        QPCap // the work-queue sizes

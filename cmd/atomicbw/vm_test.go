@@ -78,3 +78,7 @@ func TestVMBadArgs(t *testing.T) {
 	}, bwtest.BadArgs...)
 	bwtest.SameAsC(t, tool, cases, nil)
 }
+
+// TestVMServerKilled: the server dies mid-run; the Go client fails as
+// perftest's does, within a bound (bwtest.ServerKilled).
+func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }

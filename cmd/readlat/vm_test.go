@@ -82,3 +82,7 @@ func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
 
 // TestVMRDMACM: -R and -z, Go against C both ways (bwtest.LatRDMACM).
 func TestVMRDMACM(t *testing.T) { bwtest.LatRDMACM(t, tool) }
+
+// TestVMServerKilled: the server dies mid-run; the Go client fails as
+// perftest's does, within a bound (bwtest.ServerKilled).
+func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }

@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"maps"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,9 +70,9 @@ func TestVMClientKilled(t *testing.T) {
 		}
 		// Mid-transfer: the device has received a few hundred more
 		// packets than before the client started.
-		base := rcvdPkts(t)
+		base := bwtest.RcvdPkts(t, testkit.RxeDev)
 		cli := testkit.StartPeer(ctx, t, "ib_send_bw", append(args, testkit.RxeAddr)...)
-		for rcvdPkts(t) < base+300 {
+		for bwtest.RcvdPkts(t, testkit.RxeDev) < base+300 {
 			select {
 			case <-ctx.Done():
 				t.Fatalf("no traffic:\n%s\n%s", srv.Output(), cli.Output())
@@ -91,20 +90,6 @@ func TestVMClientKilled(t *testing.T) {
 			t.Errorf("resources after %v, before %v", after, before)
 		}
 	}
-}
-
-// rcvdPkts reads rxe0's count of received packets.
-func rcvdPkts(t *testing.T) int {
-	t.Helper()
-	b, err := os.ReadFile("/sys/class/infiniband/" + testkit.RxeDev + "/ports/1/hw_counters/rcvd_pkts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // TestVMPostList: -l, Go against C both ways (bwtest.PostList); and
@@ -181,3 +166,7 @@ func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
 
 // TestVMRDMACM: -R and -z, Go against C both ways (bwtest.RDMACM).
 func TestVMRDMACM(t *testing.T) { bwtest.RDMACM(t, tool) }
+
+// TestVMServerKilled: the server dies mid-run; the Go client fails as
+// perftest's does, within a bound (bwtest.ServerKilled).
+func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }

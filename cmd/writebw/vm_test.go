@@ -123,3 +123,7 @@ func TestVMRDMACM(t *testing.T) { bwtest.RDMACM(t, tool) }
 // TestTwoHostRDMACM: -R across the two hosts, Go against C both ways
 // (bwtest.TwoHostsRDMACM).
 func TestTwoHostRDMACM(t *testing.T) { bwtest.TwoHostsRDMACM(t, tool) }
+
+// TestVMServerKilled: the server dies mid-run; the Go client fails as
+// perftest's does, within a bound (bwtest.ServerKilled).
+func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }

@@ -144,7 +144,7 @@ func (t *test) runLatRead() error {
 	for _, size := range t.sizes() {
 		l.setup(size, t.localSlice(0), t.rem[0].VAddr, t.rem[0].RKey, t.mrOf(0).LKey())
 		if err := l.run(); err != nil {
-			return sendFailed(err)
+			return failed17(err)
 		}
 		t.reportLat(size, l.dur, l.sampled, &l.tm, l.posted, delta, lo)
 	}

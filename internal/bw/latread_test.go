@@ -92,8 +92,8 @@ func TestLatReadLoop(t *testing.T) {
 	}
 	// ... which ends the tool with perftest's status 17.
 	var se statusError
-	if !errors.As(sendFailed(err), &se) || se.status != 17 {
-		t.Errorf("sendFailed: %v", sendFailed(err))
+	if !errors.As(failed17(err), &se) || se.status != 17 {
+		t.Errorf("failed17: %v", failed17(err))
 	}
 }
 

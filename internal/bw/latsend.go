@@ -213,7 +213,7 @@ func (t *test) runLatSend() error {
 			return err
 		}
 		if err := l.run(); err != nil {
-			return sendFailed(err)
+			return failed17(err)
 		}
 		t.reportLat(size, l.dur, l.sampled, &l.tm, l.posted, delta, lo)
 	}

@@ -1270,8 +1270,14 @@ func (t *test) runRDMA() error {
 			}
 		}
 		if err := t.send.run(); err != nil {
-			if t.v == Atomic {
+			switch {
+			case t.v == Atomic:
 				return withLines(err, " Error occurred in run_iter function")
+			case t.v == Read && t.o.All:
+				// read_bw's -a loop sets its status to 17 and says
+				// nothing more; its other loop (and write_bw's two)
+				// print the line below and exit with 1.
+				return failed17(err)
 			}
 			return withLines(err, " Failed to complete run_iter_bw function successfully")
 		}
@@ -1494,17 +1500,17 @@ func (t *test) runSend() error {
 		switch {
 		case t.o.Duplex:
 			if err := bi.run(); err != nil {
-				return sendFailed(err)
+				return failed17(err)
 			}
 			r = computeReport(size, t.iters(bi.sampled()), &t.send.tm, t.o.CQMod, t.o.PostList, t.o.NoPeak, t.o.Gbits)
 		case t.client:
 			if err := t.send.run(); err != nil {
-				return sendFailed(err)
+				return failed17(err)
 			}
 			r = computeReport(size, t.iters(t.send.sampled), &t.send.tm, t.o.CQMod, t.o.PostList, t.o.NoPeak, t.o.Gbits)
 		default:
 			if err := t.recv.run(); err != nil {
-				return sendFailed(err)
+				return failed17(err)
 			}
 			r = computeReport(size, t.iters(t.recv.sampled), &t.recv.tm, t.o.CQMod, t.o.PostList, true, t.o.Gbits)
 		}
@@ -1531,9 +1537,10 @@ func (t *test) runSend() error {
 	return nil
 }
 
-// sendFailed is send_bw's exit status after a failed run (17), unless
-// the failure has its own.
-func sendFailed(err error) error {
+// failed17 is the exit status 17 that send_bw (after any failed run),
+// read_bw (after a failed run of its -a loop) and the latency tools give
+// a failed run, unless the failure has its own.
+func failed17(err error) error {
 	var se statusError
 	if errors.As(err, &se) {
 		return err

@@ -1359,3 +1359,126 @@ func AllSizes(t *testing.T, tool Tool) {
 	}
 	MatrixOn(t, tool, "rxelo", AlternateWay(), []int{65536}, 5, "-a")
 }
+
+// RcvdPkts reads dev's count of received packets (port 1's hw_counters).
+func RcvdPkts(t testing.TB, dev string) int {
+	t.Helper()
+	b, err := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/hw_counters/rcvd_pkts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// killRetries is the retry count of ServerKilled's QPs. rxe takes a
+// retry count of 7 to mean "retry for ever" (rxe_completer decrements
+// it only when it is not 7, which the IB spec allows for the RNR retry
+// count alone), and perftest sets 7 on every QP it connects itself
+// (ctx_modify_qp_to_rts): there a client whose server has gone neither
+// completes nor fails, C and Go clients alike. Only with -R (RDMA CM)
+// does --retry_count reach the QP, through the connection's parameters.
+const killRetries = "2"
+
+// ServerKilled: the server (perftest's) dies by SIGKILL in the middle
+// of a run, connected through the RDMA CM with --retry_count
+// killRetries. The client, C or Go, has its requests retried that often
+// (about 67 ms each, perftest's timeout 14), gets a retry-exceeded
+// completion and exits: both clients with the same exit status and the
+// same error lines (the counters of posted and completed messages
+// aside), the Go one leaving nothing in the kernel. Each run is bounded:
+// a client that keeps polling fails the test after a minute. For
+// ib_read_bw also with -a, whose loop exits with 17 and prints nothing
+// of its own. Of the latency tools, ib_read_lat and ib_atomic_lat poll
+// their send queue's completions and fail the same way; ib_write_lat
+// and ib_send_lat wait for their server's next message (spinning on
+// the buffer it writes, polling the receive queue) and so never learn
+// of its death: their tests leave ServerKilled out.
+func ServerKilled(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	modes := [][]string{{"-s", strconv.Itoa(tool.Size(4096))}}
+	if tool.Verb == bw.Read && tool.Test == bw.BW {
+		modes = append(modes, []string{"-a"})
+	}
+	for _, mode := range modes {
+		type result struct {
+			status string
+			lines  []string
+		}
+		var got [2]result
+		for i, side := range []pptest.Side{pptest.C, pptest.Go} {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			started := time.Now()
+			before := testkit.Resources(t, testkit.RxeDev)
+			port := Port()
+			args := append([]string{"-d", testkit.RxeDev, "-x", "1", "-p", strconv.Itoa(port), "-n", "100000000", "-R", "--retry_count", killRetries}, mode...)
+			srv := testkit.StartPeer(ctx, t, tool.C(), args...)
+			if err := testkit.WaitCMListen(ctx, port); err != nil {
+				t.Fatal(err)
+			}
+			base := RcvdPkts(t, testkit.RxeDev)
+			cli := testkit.StartPeer(ctx, t, tool.Bin(side), append(args, testkit.RxeAddr)...)
+			for RcvdPkts(t, testkit.RxeDev) < base+300 {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("no traffic:\n%s\n%s", srv.Output(), cli.Output())
+				case <-cli.Done():
+					t.Fatalf("%s ended before its server was killed:\n%s", tool.Bin(side), cli.Output())
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			t0 := time.Now()
+			srv.Kill()
+			srv.Wait()
+			err := cli.Wait()
+			t.Logf("%s %s: ended %v after its server was killed (%v after it started): %v", tool.Bin(side), strings.Join(mode, " "),
+				time.Since(t0).Round(time.Millisecond), time.Since(started).Round(time.Millisecond), err)
+			if ctx.Err() != nil {
+				t.Fatalf("%s %s still running a minute after its server was killed (or did not start):\n%s", tool.Bin(side), strings.Join(mode, " "), cli.Output())
+			}
+			out := cli.Output()
+			if err == nil {
+				t.Errorf("%s %s: exit status 0 after its server was killed:\n%s", tool.Bin(side), strings.Join(mode, " "), out)
+				continue
+			}
+			got[i] = result{exitStatus.FindString(err.Error()), errorReport(out)}
+			if !strings.Contains(out, "Failed status 12:") {
+				t.Errorf("%s %s: no retry-exceeded completion (status 12):\n%s", tool.Bin(side), strings.Join(mode, " "), out)
+			}
+			if side == pptest.Go {
+				if after := testkit.Resources(t, testkit.RxeDev); !maps.Equal(after, before) {
+					t.Errorf("%s: resources after %v, before %v", tool.Go, after, before)
+				}
+			}
+		}
+		if got[0].status != got[1].status || !slices.Equal(got[0].lines, got[1].lines) {
+			t.Errorf("%s: %s %q, %s %q", strings.Join(mode, " "), tool.C(), got[0], tool.Go, got[1])
+		}
+	}
+}
+
+// exitStatus finds the exit status in a peer's error.
+var exitStatus = regexp.MustCompile(`exit status \d+|signal: .*`)
+
+// counters matches the posted and completed counts an error report
+// ends with ("scnt=12, ccnt=8"), which differ from run to run.
+var counters = regexp.MustCompile(`scnt=\d+, ccnt=\d+`)
+
+// errorReport returns the lines of a tool's output that report a
+// failed run: perftest's (and the Go tools') completion error report
+// and what the loop's caller adds, the counters masked.
+func errorReport(out string) []string {
+	var lines []string
+	for l := range strings.Lines(out) {
+		l = strings.TrimRight(l, "\n")
+		if strings.Contains(l, "Completion with error") || strings.Contains(l, "Failed status") || counters.MatchString(l) ||
+			strings.Contains(l, "run_iter") || strings.Contains(l, "aborting") {
+			lines = append(lines, counters.ReplaceAllString(l, "scnt=N, ccnt=N"))
+		}
+	}
+	return lines
+}
