@@ -24,16 +24,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -58,6 +61,7 @@ type options struct {
 	wire          string // -hosts 2: "tcp" (socket listen/connect) or "udp"
 	race          bool   // build the test binaries with -race (cgo, glibc)
 	valgrind      bool   // add valgrind to the guest root (its own cached base image)
+	parallel      bool   // boot the kernels' guests at the same time (one host each)
 }
 
 func parseArgs(args []string) (*options, error) {
@@ -78,6 +82,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.BoolVar(&o.valgrind, "valgrind", false, "add valgrind to the guests (experiments: callgrind instruction counts of the Go and C tools, docs/performance.md); a base image of its own")
 	fs.StringVar(&o.bootArgs, "boot-args", "", "more kernel command-line arguments for the guests (experiments: clocksource=..., ...)")
 	fs.IntVar(&o.hosts, "hosts", 1, "1: one guest; 2: two guests joined by a virtual Ethernet wire, running the TestTwoHost* tests on host A")
+	fs.BoolVar(&o.parallel, "parallel", false, "with several kernels and -hosts 1, boot their guests at the same time: the first kernel's output streams, each other's follows in order once it ends (its tests run slower, the whole sooner)")
 	fs.StringVar(&o.wire, "wire", "tcp", "with -hosts 2, QEMU's socket netdev as a TCP stream (tcp: host A listens, B connects; tcp-nagle: without the runner's TCP_NODELAY on A's end) or UDP datagrams (udp)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: rxevm [-kernel 6.1|6.12|all] [-timeout 10m] [-v] [-hosts 1|2] [-wire tcp|tcp-nagle|udp] [-demo] [-shell-cmd CMD] PKGS... [-- TESTFLAGS...]")
@@ -204,6 +209,65 @@ func main() {
 	os.Exit(run(ctx, o))
 }
 
+// summary is one kernel's line in the runner's summary.
+type summary struct {
+	kernel string
+	ok     bool
+	msg    string
+	dur    time.Duration
+	fails  []string // failureLines
+}
+
+// runParallel runs one for every kernel at the same time (-parallel).
+// The first kernel's output goes to stdout as it comes; every other
+// kernel's is kept and printed, whole and in the order of kernels, once
+// the kernels before it have ended, so that each kernel's part of the
+// log reads as in a run of one kernel at a time.
+func runParallel(kernels []kernelSpec, one func(kernelSpec, io.Writer) summary) []summary {
+	sums := make([]summary, len(kernels))
+	bufs := make([]*lockedBuffer, len(kernels))
+	done := make([]chan struct{}, len(kernels))
+	for i, k := range kernels {
+		done[i] = make(chan struct{})
+		var w io.Writer = os.Stdout
+		if i > 0 {
+			bufs[i] = &lockedBuffer{}
+			w = bufs[i]
+		}
+		go func() {
+			defer close(done[i])
+			sums[i] = one(k, w)
+		}()
+	}
+	for i := range kernels {
+		<-done[i]
+		if i > 0 {
+			fmt.Printf("rxevm: (kernel %s ran at the same time as kernel %s: its output follows)\n", kernels[i].short, kernels[0].short)
+			os.Stdout.Write(bufs[i].Bytes())
+		}
+	}
+	return sums
+}
+
+// lockedBuffer is a bytes.Buffer that several goroutines may write.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Bytes returns what was written; call it once the writers are done.
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Bytes()
+}
+
 func run(ctx context.Context, o *options) int {
 	if err := ensureHostTools(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "rxevm:", err)
@@ -255,33 +319,32 @@ func run(ctx context.Context, o *options) int {
 			strings.Join(payload.powerOffLeftOut, ", "))
 	}
 
-	type summary struct {
-		kernel string
-		ok     bool
-		msg    string
-		dur    time.Duration
-		fails  []string // failureLines
-	}
 	var sums []summary
 	failed := false
-	for _, k := range o.kernels {
-		if ctx.Err() != nil {
-			break
-		}
+	one := func(k kernelSpec, w io.Writer) summary {
 		t0 := time.Now()
-		var s summary
 		if o.hosts == 2 {
 			res := runPair(ctx, o, k, payload, work)
-			s = summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0),
+			return summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0),
 				fails: append(res.a.failureLines(), res.b.failureLines()...)}
-		} else {
-			res := runKernel(ctx, o, k, payload, work)
-			s = summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0), fails: res.failureLines()}
 		}
+		res := runKernel(ctx, o, k, payload, work, w)
+		return summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0), fails: res.failureLines()}
+	}
+	if o.parallel && o.hosts == 1 && len(o.kernels) > 1 {
+		sums = runParallel(o.kernels, one)
+	} else {
+		for _, k := range o.kernels {
+			if ctx.Err() != nil {
+				break
+			}
+			sums = append(sums, one(k, os.Stdout))
+		}
+	}
+	for _, s := range sums {
 		if !s.ok {
 			failed = true
 		}
-		sums = append(sums, s)
 	}
 	fmt.Println("rxevm: ---- summary ----")
 	for _, s := range sums {

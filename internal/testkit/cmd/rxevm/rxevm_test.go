@@ -705,8 +705,11 @@ func TestRunnerReportsFailures(t *testing.T) {
 		want    []string
 		maxTime time.Duration
 	}{
-		{"fail", []string{"./internal/testkit/testdata/failpkg", td + "skippkg", td + "emptypkg"},
-			[]string{"deliberate failure inside the VM", "FAIL kernel", "failpkg (exit 1)",
+		// Both kernels at once (-parallel): each one's failure is
+		// reported, the second's output after the first's.
+		{"fail", []string{"-kernel", "6.1,6.12", "-parallel", "./internal/testkit/testdata/failpkg", td + "skippkg", td + "emptypkg"},
+			[]string{"deliberate failure inside the VM", "FAIL kernel 6.1 ", "FAIL kernel 6.12", "failpkg (exit 1)",
+				"rxevm: (kernel 6.12 ran at the same time as kernel 6.1: its output follows)",
 				"SKIP " + mod + "internal/testkit/cmd/rxevm/testdata/skippkg TestSkipsInVM: deliberate skip inside the VM",
 				"RequireVM skipped inside the VM (the guest did not set PUREVERBS_VM=1)",
 				"skippkg (skipped in the VM: TestSkipsInVM, TestRequireVMWithoutMarker)",
@@ -767,6 +770,9 @@ func TestRunnerReportsFailures(t *testing.T) {
 				if !strings.Contains(string(out), w) {
 					t.Errorf("output lacks %q:\n%s", w, out)
 				}
+			}
+			if n := strings.Count(string(out), "--- FAIL: TestFailsInVM"); c.name == "fail" && n != 2 {
+				t.Errorf("%d failures of TestFailsInVM reported, want one per kernel:\n%s", n, out)
 			}
 			if (c.name == "norun" || c.name == "poweroff-not-alone") && strings.Contains(string(out), "rxevm: booting") {
 				t.Errorf("booted a guest for a -run that matches nothing:\n%s", out)

@@ -159,11 +159,11 @@ func (r *kernelResult) String() string {
 	return strings.Join(parts, "; ")
 }
 
-func runKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work string) *kernelResult {
-	res := bootKernel(ctx, o, k, p, work)
+func runKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work string, w io.Writer) *kernelResult {
+	res := bootKernel(ctx, o, k, p, work, w)
 	if res.bootPanic() && ctx.Err() == nil {
-		fmt.Printf("rxevm: kernel %s panicked while booting, before its setup finished and before any program ran (the emulated machine, not a test): booting it once more\n", k.short)
-		res = bootKernel(ctx, o, k, p, work)
+		fmt.Fprintf(w, "rxevm: kernel %s panicked while booting, before its setup finished and before any program ran (the emulated machine, not a test): booting it once more\n", k.short)
+		res = bootKernel(ctx, o, k, p, work, w)
 	}
 	return res
 }
@@ -187,11 +187,11 @@ func (r *kernelResult) bootPanic() bool {
 }
 
 // bootKernel boots one guest with kernel k and runs the payload in it.
-func bootKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work string) *kernelResult {
+func bootKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work string, w io.Writer) *kernelResult {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	res := newKernelResult(k.short, p, o)
-	fmt.Printf("rxevm: === kernel %s ===\n", k.short)
+	fmt.Fprintf(w, "rxevm: === kernel %s ===\n", k.short)
 	a, err := prepareKernel(ctx, o, k)
 	if err != nil {
 		res.prepErr = err
@@ -205,7 +205,7 @@ func bootKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work 
 	}
 	args := qemuArgs(o, a, initrd, "")
 	if o.verbose {
-		fmt.Println("rxevm: qemu-system-x86_64", strings.Join(args, " "))
+		fmt.Fprintln(w, "rxevm: qemu-system-x86_64", strings.Join(args, " "))
 	}
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
 	cmd.Stdin = nil
@@ -222,8 +222,8 @@ func bootKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work 
 		res.prepErr = err
 		return res
 	}
-	fmt.Printf("rxevm: booting %s (TCG, usually 5-15 s to set up)\n", a.release)
-	tail := follow(out, os.Stdout, o.verbose, res, start)
+	fmt.Fprintf(w, "rxevm: booting %s (TCG, usually 5-15 s to set up)\n", a.release)
+	tail := follow(out, w, o.verbose, res, start)
 	werr := cmd.Wait()
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		res.timedOut = true
@@ -233,19 +233,19 @@ func bootKernel(ctx context.Context, o *options, k kernelSpec, p *payload, work 
 	}
 	if !res.ok() {
 		if res.timedOut {
-			fmt.Printf("rxevm: kernel %s: timed out after %s\n", k.short, o.timeout)
+			fmt.Fprintf(w, "rxevm: kernel %s: timed out after %s\n", k.short, o.timeout)
 		}
 		if res.qemuErr != nil {
-			fmt.Printf("rxevm: qemu: %v\n", res.qemuErr)
+			fmt.Fprintf(w, "rxevm: qemu: %v\n", res.qemuErr)
 		}
 	}
-	res.printSkips(os.Stdout)
+	res.printSkips(w)
 	if !res.ok() && res.guestDied() {
-		fmt.Printf("rxevm: ---- guest console tail (last %d lines, kernel %s) ----\n", len(tail), a.release)
+		fmt.Fprintf(w, "rxevm: ---- guest console tail (last %d lines, kernel %s) ----\n", len(tail), a.release)
 		for _, l := range tail {
-			fmt.Println("| " + l)
+			fmt.Fprintln(w, "| "+l)
 		}
-		fmt.Println("rxevm: ---- end of guest console tail ----")
+		fmt.Fprintln(w, "rxevm: ---- end of guest console tail ----")
 	}
 	return res
 }
