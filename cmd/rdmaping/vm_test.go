@@ -108,13 +108,34 @@ type result struct {
 // -s/-c, the address and a fresh port) and waits for both.
 func pingPair(ctx context.Context, t *testing.T, server, client string, srvArgs, cliArgs []string) result {
 	t.Helper()
-	p := port()
-	srv := startServer(ctx, t, server, p, srvArgs...)
-	cli := testkit.StartPeer(ctx, t, client, append([]string{"-c", "-a", testkit.RxeAddr, "-p", strconv.Itoa(p)}, cliArgs...)...)
-	cerr, serr := cli.Wait(), srv.Wait()
-	return result{server: lines(srv.Output()), client: lines(cli.Output()), serverSt: testkit.ExitStatus(serr), clientSt: testkit.ExitStatus(cerr),
-		serverOut: srv.Output(), clientOut: cli.Output()}
+	for attempt := 1; ; attempt++ {
+		p := port()
+		srv := startServer(ctx, t, server, p, srvArgs...)
+		cli := testkit.StartPeer(ctx, t, client, append([]string{"-c", "-a", testkit.RxeAddr, "-p", strconv.Itoa(p)}, cliArgs...)...)
+		cerr, serr := cli.Wait(), srv.Wait()
+		r := result{server: lines(srv.Output()), client: lines(cli.Output()), serverSt: testkit.ExitStatus(serr), clientSt: testkit.ExitStatus(cerr),
+			serverOut: srv.Output(), clientOut: cli.Output()}
+		side := ""
+		switch {
+		case server == cTool && r.serverSt == 255 && slices.Contains(r.server, cExitRace):
+			side = "server"
+		case client == cTool && r.clientSt == 255 && slices.Contains(r.client, cExitRace):
+			side = "client"
+		}
+		if side == "" || attempt == 3 {
+			return r
+		}
+		t.Logf("%s %s hit rping's exit race (%q, status 255; fixed upstream after Debian 12's rdma-core 44): run again\n%s", cTool, side, cExitRace, r.serverOut+r.clientOut)
+	}
 }
+
+// cExitRace is how Debian 12's rping (rdma-core 44) fails a run that
+// went well: its main thread destroys the CM event channel while its CM
+// thread is about to read the next event, which then fails and exits
+// the process with status 255 (rdma-core f3ae6534a, "rping: terminate
+// CM event thread before exiting", 2025, made the thread stop first).
+// pingPair runs a pair again, twice at most, when the C tool ends so.
+const cExitRace = "rdma_get_cm_event: Bad file descriptor"
 
 var pairs = []struct{ name, server, client string }{
 	{"c-server-c-client", cTool, cTool},
