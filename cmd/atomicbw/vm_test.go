@@ -82,3 +82,10 @@ func TestVMBadArgs(t *testing.T) {
 // TestVMServerKilled: the server dies mid-run; the Go client fails as
 // perftest's does, within a bound (bwtest.ServerKilled).
 func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }
+
+// TestTwoHostAtomic: both operations across the two hosts of make
+// vmtest2 (server on A, client on B, over the wire's rxew), Go against
+// Go and against C both ways (bwtest.TwoHosts).
+func TestTwoHostAtomic(t *testing.T) {
+	bwtest.TwoHosts(t, tool, []string{"-A", "FETCH_AND_ADD"}, []string{"-A", "CMP_AND_SWAP"})
+}

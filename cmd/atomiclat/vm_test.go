@@ -53,3 +53,10 @@ func TestVMBadArgs(t *testing.T) {
 // TestVMServerKilled: the server dies mid-run; the Go client fails as
 // perftest's does, within a bound (bwtest.ServerKilled).
 func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }
+
+// TestTwoHostLatency: across the two hosts of make vmtest2 (server on A,
+// client on B, over the wire's rxew), Go against Go and against C both
+// ways (bwtest.LatTwoHosts).
+func TestTwoHostLatency(t *testing.T) {
+	bwtest.LatTwoHosts(t, tool, []int{8}, 300)
+}

@@ -764,14 +764,22 @@ func RDMACM(t *testing.T, tool Tool) {
 // host A, the client on host B, over the wire's rxe device): Go against
 // C both ways and Go against Go, one QP and two with -b.
 func TwoHostsRDMACM(t *testing.T, tool Tool) {
+	TwoHosts(t, tool, []string{"-R"}, []string{"-R", "-q", "2", "-b"})
+}
+
+// TwoHosts runs the tool across the two hosts of make vmtest2 (server on
+// A, client on B, over the wire's rxew), once with each of extras: Go
+// against Go and against C both ways, 200 messages of 4 KiB (8 B for
+// the atomic tool), both sides' lines checked.
+func TwoHosts(t *testing.T, tool Tool, extras ...[]string) {
 	a, b := testkit.ThisHost(t), testkit.PeerHost(t)
 	pairs := append([]pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, pptest.BothWays...)
-	for _, extra := range [][]string{{"-R"}, {"-R", "-q", "2", "-b"}} {
+	for _, extra := range extras {
 		for _, pair := range pairs {
 			t.Run(fmt.Sprintf("%s/%s", strings.Join(extra, ""), pair), func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 				defer cancel()
-				r := &Run{Tool: tool, Pair: pair, Dev: testkit.WireDev, Host: a.Addr, Size: 4096, Iters: 200, Extra: extra,
+				r := &Run{Tool: tool, Pair: pair, Dev: testkit.WireDev, Host: a.Addr, Size: tool.Size(4096), Iters: 200, Extra: extra,
 					Place: Place{Server: a, Client: b}}
 				r.Do(ctx, t)
 				s, c := r.Check(t, a.Addr+","+b.Addr)
