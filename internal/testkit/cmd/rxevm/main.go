@@ -24,7 +24,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -36,7 +35,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -225,13 +223,13 @@ type summary struct {
 // log reads as in a run of one kernel at a time.
 func runParallel(kernels []kernelSpec, one func(kernelSpec, io.Writer) summary) []summary {
 	sums := make([]summary, len(kernels))
-	bufs := make([]*lockedBuffer, len(kernels))
+	bufs := make([]*testkit.Output, len(kernels))
 	done := make([]chan struct{}, len(kernels))
 	for i, k := range kernels {
 		done[i] = make(chan struct{})
 		var w io.Writer = os.Stdout
 		if i > 0 {
-			bufs[i] = &lockedBuffer{}
+			bufs[i] = &testkit.Output{}
 			w = bufs[i]
 		}
 		go func() {
@@ -243,29 +241,10 @@ func runParallel(kernels []kernelSpec, one func(kernelSpec, io.Writer) summary) 
 		<-done[i]
 		if i > 0 {
 			fmt.Printf("rxevm: (kernel %s ran at the same time as kernel %s: its output follows)\n", kernels[i].short, kernels[0].short)
-			os.Stdout.Write(bufs[i].Bytes())
+			os.Stdout.WriteString(bufs[i].String())
 		}
 	}
 	return sums
-}
-
-// lockedBuffer is a bytes.Buffer that several goroutines may write.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// Bytes returns what was written; call it once the writers are done.
-func (b *lockedBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Bytes()
 }
 
 func run(ctx context.Context, o *options) int {
