@@ -72,12 +72,8 @@ func TestVMClientKilled(t *testing.T) {
 		// packets than before the client started.
 		base := bwtest.RcvdPkts(t, testkit.RxeDev)
 		cli := testkit.StartPeer(ctx, t, "ib_send_bw", append(args, testkit.RxeAddr)...)
-		for bwtest.RcvdPkts(t, testkit.RxeDev) < base+300 {
-			select {
-			case <-ctx.Done():
-				t.Fatalf("no traffic:\n%s\n%s", srv.Output(), cli.Output())
-			case <-time.After(10 * time.Millisecond):
-			}
+		if err := bwtest.WaitReceived(ctx, t, testkit.RxeDev, base+300, nil); err != nil {
+			t.Fatalf("no traffic:\n%s\n%s", srv.Output(), cli.Output())
 		}
 		cli.Kill()
 		err := srv.Wait()

@@ -9,6 +9,7 @@ package bwtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -1382,6 +1383,27 @@ func RcvdPkts(t testing.TB, dev string) int {
 	return n
 }
 
+// errPeerEnded is WaitReceived's error when done closed first.
+var errPeerEnded = errors.New("the peer ended")
+
+// WaitReceived waits, polling every 10 ms, until dev has received n
+// packets in all (RcvdPkts): a transfer is under way. It returns
+// ctx.Err() when ctx ends first and errPeerEnded when done (which may be
+// nil) is closed first.
+func WaitReceived(ctx context.Context, t testing.TB, dev string, n int, done <-chan struct{}) error {
+	t.Helper()
+	for RcvdPkts(t, dev) < n {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-done:
+			return errPeerEnded
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // killRetries is the retry count of ServerKilled's QPs. rxe takes a
 // retry count of 7 to mean "retry for ever" (rxe_completer decrements
 // it only when it is not 7, which the IB spec allows for the RNR retry
@@ -1431,14 +1453,11 @@ func ServerKilled(t *testing.T, tool Tool) {
 			}
 			base := RcvdPkts(t, testkit.RxeDev)
 			cli := testkit.StartPeer(ctx, t, tool.Bin(side), append(args, testkit.RxeAddr)...)
-			for RcvdPkts(t, testkit.RxeDev) < base+300 {
-				select {
-				case <-ctx.Done():
-					t.Fatalf("no traffic:\n%s\n%s", srv.Output(), cli.Output())
-				case <-cli.Done():
-					t.Fatalf("%s ended before its server was killed:\n%s", tool.Bin(side), cli.Output())
-				case <-time.After(10 * time.Millisecond):
-				}
+			switch err := WaitReceived(ctx, t, testkit.RxeDev, base+300, cli.Done()); {
+			case errors.Is(err, errPeerEnded):
+				t.Fatalf("%s ended before its server was killed:\n%s", tool.Bin(side), cli.Output())
+			case err != nil:
+				t.Fatalf("no traffic:\n%s\n%s", srv.Output(), cli.Output())
 			}
 			t0 := time.Now()
 			srv.Kill()
