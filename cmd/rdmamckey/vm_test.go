@@ -42,7 +42,8 @@ func receive(ctx context.Context, t *testing.T, tool, group string, n int, extra
 // what C prints. On 6.12 mckey's messages reach no receiver (it destroys
 // its QP before rxe's work queue sends them; rdmamckey waits for its
 // last send), so there the C sender runs alone, for its output, and only
-// the Go sender feeds receivers.
+// the Go sender feeds receivers. The pairs of a run run at once, each on
+// a multicast group of its own.
 func TestVMAgainstC(t *testing.T) {
 	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -56,17 +57,28 @@ func TestVMAgainstC(t *testing.T) {
 		if len(extra) > 0 {
 			n = 2
 		}
+		// The pairs run at once, each on a group of its own: the
+		// three-second pauses overlap.
+		type run struct {
+			group  string
+			rx, tx *testkit.Peer
+		}
+		pctx, pcancel := context.WithTimeout(ctx, time.Minute) // a receiver missing messages waits for ever
+		defer pcancel()
+		runs := make([]run, len(pairs))
+		for i, pr := range pairs {
+			r := &runs[i]
+			r.group = fmt.Sprintf("239.2.%d.%d", gi, i)
+			if pr.recv != "" {
+				r.rx = receive(pctx, t, pr.recv, r.group, n, extra...)
+			}
+			r.tx = testkit.StartPeer(pctx, t, pr.send, append([]string{"-m", r.group, "-b", testkit.RxeAddr, "-s"}, extra...)...)
+		}
 		var wantR, wantS string
 		for i, pr := range pairs {
-			group := fmt.Sprintf("239.2.%d.%d", gi, i)
-			pctx, pcancel := context.WithTimeout(ctx, time.Minute) // a receiver missing messages waits for ever
-			defer pcancel()
-			var rx *testkit.Peer
-			if pr.recv != "" {
-				rx = receive(pctx, t, pr.recv, group, n, extra...)
-			}
-			out, err := testkit.RunPeer(pctx, t, pr.send, append([]string{"-m", group, "-b", testkit.RxeAddr, "-s"}, extra...)...)
-			gotS := strings.ReplaceAll(text(out), group, "GROUP")
+			r := runs[i]
+			err := r.tx.Wait()
+			gotS := strings.ReplaceAll(text(r.tx.Output()), r.group, "GROUP")
 			if err != nil {
 				t.Errorf("%q %s sender: status %d\n%s", extra, pr.send, testkit.ExitStatus(err), gotS)
 			} else if pr.send == cTool && wantS == "" {
@@ -75,11 +87,11 @@ func TestVMAgainstC(t *testing.T) {
 			} else if gotS != wantS {
 				t.Errorf("%q %s sender differs from C's:\n%s", extra, pr.send, gotS)
 			}
-			if rx == nil {
+			if r.rx == nil {
 				continue
 			}
-			rerr := rx.Wait()
-			gotR := strings.ReplaceAll(text(rx.Output()), group, "GROUP")
+			rerr := r.rx.Wait()
+			gotR := strings.ReplaceAll(text(r.rx.Output()), r.group, "GROUP")
 			if rerr != nil || !strings.Contains(gotR, "data transfers complete") {
 				t.Errorf("%q %s receiver, %s sender: status %d\n%s", extra, pr.recv, pr.send, testkit.ExitStatus(rerr), gotR)
 			} else if pr.recv == cTool && wantR == "" {
