@@ -26,6 +26,7 @@ const stopGrace = 5 * time.Second
 type Peer struct {
 	name   string
 	where  string // "" here; else the agent's address
+	pid    int    // here: the process's id; 0 on another host
 	args   []string
 	signal func(syscall.Signal) // to the peer's process group
 	abort  func()               // remote: drop the connection to the agent
@@ -68,7 +69,7 @@ func startLocal(ctx context.Context, tb testing.TB, env []string, name string, a
 	if err != nil {
 		tb.Fatalf("start peer %s: %v", name, err)
 	}
-	p.signal = pr.signal
+	p.signal, p.pid = pr.signal, pr.pid
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -229,6 +230,10 @@ func (p *Peer) Stop() {
 // Kill kills the peer at once (SIGKILL to its process group), as a crash
 // would; Wait then reports it.
 func (p *Peer) Kill() { p.signal(syscall.SIGKILL) }
+
+// Pid returns the process id of a peer on this host (StartPeer), 0 for
+// one on another host.
+func (p *Peer) Pid() int { return p.pid }
 
 // Output returns everything the peer has written so far (stdout and stderr
 // interleaved). It is safe to call while the peer runs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -93,4 +94,62 @@ func cmListening(js []byte, port int) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// SendPSNs returns the next send PSN of each QP that process pid holds
+// on dev, by QP number, as `rdma resource show qp` prints them (the
+// kernel asks the driver: rxe's is the requester's PSN, which every
+// packet a request sends moves on by one). The kernel names a QP by the
+// thread that created it, not its process (restrack keeps the task, and
+// netlink prints its task_pid_vnr): a Go program's QP has the id of
+// whichever of its threads ran the system call, so SendPSNs takes the QPs
+// of every thread of pid.
+func SendPSNs(tb testing.TB, dev string, pid int) map[int]uint32 {
+	tb.Helper()
+	RequireVM(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tids := map[int]bool{pid: true}
+	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); err == nil {
+		for _, e := range ents {
+			if tid, err := strconv.Atoi(e.Name()); err == nil {
+				tids[tid] = true
+			}
+		}
+	}
+	out, err := exec.CommandContext(ctx, "rdma", "-j", "resource", "show", "qp").Output()
+	if err != nil {
+		tb.Fatalf("rdma -j resource show qp: %v", err)
+	}
+	psns, err := parseSendPSNs(out, dev, tids)
+	if err != nil {
+		tb.Fatalf("rdma -j resource show qp: %v\n%s", err, out)
+	}
+	return psns
+}
+
+// parseSendPSNs reads `rdma -j resource show qp`:
+// [{"ifname":"rxe0","lqpn":17,"sq-psn":1234,"pid":99,...},...], keeping
+// the QPs on dev of the threads in tids.
+func parseSendPSNs(js []byte, dev string, tids map[int]bool) (map[int]uint32, error) {
+	var rows []struct {
+		IfName string   `json:"ifname"`
+		LQPN   *int     `json:"lqpn"`
+		SQPSN  *float64 `json:"sq-psn"`
+		PID    int      `json:"pid"`
+	}
+	if err := json.Unmarshal(js, &rows); err != nil {
+		return nil, err
+	}
+	psns := map[int]uint32{}
+	for _, r := range rows {
+		if r.IfName != dev || r.PID == 0 || !tids[r.PID] {
+			continue
+		}
+		if r.LQPN == nil || r.SQPSN == nil {
+			return nil, fmt.Errorf("a QP of thread %d on %s without lqpn or sq-psn", r.PID, dev)
+		}
+		psns[*r.LQPN] = uint32(*r.SQPSN)
+	}
+	return psns, nil
 }
