@@ -518,7 +518,7 @@ func matrix(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, sizes 
 		t.Run(dev.Name, func(t *testing.T) {
 			before := testkit.Resources(t, dev.Name)
 			headers := map[headerKey][]string{}
-			together := (tool.Test == bw.BW || tool.Verb.ReadsBack()) && concurrent(extra)
+			together := (tool.Test == bw.BW || tool.Verb.ReadsBack() || slices.Contains(extra, "-D")) && concurrent(extra)
 			for _, size := range sizes {
 				for group := range slices.Chunk(pairs, 2) {
 					ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -574,8 +574,9 @@ func matrix(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, sizes 
 // measure, so only the time goes (timers and sleeps such as
 // ib_write_bw's second after connecting overlap, and while one run's
 // client polls, the other run has the second vCPU). The write and send
-// latency tools run one pairing at a time: both sides of their
-// ping-pong poll, so two runs at once only share the two vCPUs. UC and
+// latency tools run one pairing at a time, unless for a set time (-D):
+// both sides of their ping-pong poll, so two runs of a count only share
+// the two vCPUs. UC and
 // UD are the exception among the others: they drop what arrives before
 // its receive is posted, which the other run's load makes likelier, and
 // a send server then waits for messages that never come.
