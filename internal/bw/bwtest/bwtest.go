@@ -224,19 +224,34 @@ func (r *Run) try(ctx context.Context, t testing.TB) error {
 	defer srv.Stop()
 	var err error
 	cm := slices.Contains(r.Args(false), "-R") || slices.Contains(r.Args(false), "-z")
+	// A server that exits (a refused option) ends the wait at once.
+	wctx, wcancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-srv.Done():
+			wcancel()
+		case <-wctx.Done():
+		}
+	}()
 	switch {
 	case cm && r.Place.Server == nil:
 		// The rdma_cm data exchange: the server listens with an rdma_cm
 		// ID, not a socket.
-		err = testkit.WaitCMListen(ctx, r.Port)
+		err = testkit.WaitCMListen(wctx, r.Port)
 	case cm:
-		err = r.Place.Server.WaitCMListen(ctx, t, r.Port)
+		err = r.Place.Server.WaitCMListen(wctx, t, r.Port)
 	case r.Place.Server == nil:
-		err = testkit.WaitTCPListen(ctx, r.Port)
+		err = testkit.WaitTCPListen(wctx, r.Port)
 	default:
-		err = r.Place.Server.WaitListen(ctx, t, r.Port)
+		err = r.Place.Server.WaitListen(wctx, t, r.Port)
 	}
+	wcancel()
 	if err != nil {
+		select {
+		case <-srv.Done():
+			return fmt.Errorf("server %s %s exited without listening: %v\n%s", srvBin, strings.Join(r.Args(false), " "), srv.Wait(), srv.Output())
+		default:
+		}
 		return fmt.Errorf("server %s: %v\n%s", srvBin, err, srv.Output())
 	}
 	cli := r.start(ctx, t, r.Place.Client, cliBin, r.Args(true))
@@ -521,10 +536,10 @@ func matrix(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, sizes 
 			together := (tool.Test == bw.BW || tool.Verb.ReadsBack() || slices.Contains(extra, "-D")) && concurrent(extra)
 			for _, size := range sizes {
 				for group := range slices.Chunk(pairs, 2) {
-					ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 					runs := make([]*Run, len(group))
 					var failed []error
 					if together && len(group) > 1 {
+						ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 						failed = make([]error, len(group))
 						var wg sync.WaitGroup
 						for i, pair := range group {
@@ -536,12 +551,17 @@ func matrix(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, sizes 
 							})
 						}
 						wg.Wait()
+						cancel()
 					}
 					for i, pair := range group {
 						t.Run(fmt.Sprintf("%s/size=%d", pair, size), func(t *testing.T) {
 							r := runs[i]
 							switch {
 							case r == nil:
+								// One at a time: each run has its own
+								// four minutes.
+								ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+								defer cancel()
 								r = &Run{Tool: tool, Pair: pair, Dev: dev.Name, Host: dev.Host, Size: size, Iters: iters, Extra: extra}
 								r.Do(ctx, t)
 							case failed[i] != nil:
@@ -553,7 +573,6 @@ func matrix(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, sizes 
 							}
 						})
 					}
-					cancel()
 				}
 			}
 			sameHeaders(t, headers)
