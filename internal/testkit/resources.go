@@ -96,10 +96,12 @@ func cmListening(js []byte, port int) (bool, error) {
 	return false, nil
 }
 
-// SendPSNs returns the next send PSN of each QP that process pid holds
-// on dev, by QP number, as `rdma resource show qp` prints them (the
+// SendPSNs returns the next send PSN of each QP in RTS that process pid
+// holds on dev, by QP number, as `rdma resource show qp` prints them (the
 // kernel asks the driver: rxe's is the requester's PSN, which every
-// packet a request sends moves on by one). The kernel names a QP by the
+// packet a request sends moves on by one). QPs in other states are left
+// out: the move to RTS sets the PSN the connection chose, a jump that is
+// not traffic. The kernel names a QP by the
 // thread that created it, not its process (restrack keeps the task, and
 // netlink prints its task_pid_vnr): a Go program's QP has the id of
 // whichever of its threads ran the system call, so SendPSNs takes the QPs
@@ -129,11 +131,12 @@ func SendPSNs(tb testing.TB, dev string, pid int) map[int]uint32 {
 }
 
 // parseSendPSNs reads `rdma -j resource show qp`:
-// [{"ifname":"rxe0","lqpn":17,"sq-psn":1234,"pid":99,...},...], keeping
-// the QPs on dev of the threads in tids.
+// [{"ifname":"rxe0","lqpn":17,"state":"RTS","sq-psn":1234,"pid":99,...},...],
+// keeping the QPs in RTS on dev of the threads in tids.
 func parseSendPSNs(js []byte, dev string, tids map[int]bool) (map[int]uint32, error) {
 	var rows []struct {
 		IfName string   `json:"ifname"`
+		State  string   `json:"state"`
 		LQPN   *int     `json:"lqpn"`
 		SQPSN  *float64 `json:"sq-psn"`
 		PID    int      `json:"pid"`
@@ -143,7 +146,7 @@ func parseSendPSNs(js []byte, dev string, tids map[int]bool) (map[int]uint32, er
 	}
 	psns := map[int]uint32{}
 	for _, r := range rows {
-		if r.IfName != dev || r.PID == 0 || !tids[r.PID] {
+		if r.IfName != dev || r.PID == 0 || !tids[r.PID] || r.State != "RTS" {
 			continue
 		}
 		if r.LQPN == nil || r.SQPSN == nil {

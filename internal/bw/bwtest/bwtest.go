@@ -172,9 +172,8 @@ func (r *Run) Do(ctx context.Context, t testing.TB) {
 // do runs the run until it succeeds: a failure of perftest's clock
 // calibration or a client that came before the server's listen was in
 // place (listenRace) is always repeated (at most twice), any other
-// failure only
-// when anyFailure is set (at most twice). It returns the failed attempts'
-// errors and whether the last attempt succeeded.
+// failure only when anyFailure is set (at most twice). It returns the
+// failed attempts' errors and whether the last attempt succeeded.
 func (r *Run) do(ctx context.Context, t testing.TB, anyFailure bool) (failed []error, ok bool) {
 	t.Helper()
 	for attempt := 1; attempt <= 3; attempt++ {
@@ -537,13 +536,15 @@ func matrix(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, sizes 
 			for _, size := range sizes {
 				for group := range slices.Chunk(pairs, 2) {
 					runs := make([]*Run, len(group))
-					var failed []error
+					for i, pair := range group {
+						runs[i] = &Run{Tool: tool, Pair: pair, Dev: dev.Name, Host: dev.Host, Size: size, Iters: iters, Extra: extra}
+					}
+					var failed []error // set when the group ran at once
 					if together && len(group) > 1 {
 						ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 						failed = make([]error, len(group))
 						var wg sync.WaitGroup
-						for i, pair := range group {
-							runs[i] = &Run{Tool: tool, Pair: pair, Dev: dev.Name, Host: dev.Host, Size: size, Iters: iters, Extra: extra}
+						for i := range group {
 							wg.Go(func() {
 								if errs, ok := runs[i].do(ctx, t, false); !ok {
 									failed[i] = errs[len(errs)-1]
@@ -557,12 +558,11 @@ func matrix(t *testing.T, tool Tool, devName string, pairs []pptest.Pair, sizes 
 						t.Run(fmt.Sprintf("%s/size=%d", pair, size), func(t *testing.T) {
 							r := runs[i]
 							switch {
-							case r == nil:
+							case failed == nil:
 								// One at a time: each run has its own
 								// four minutes.
 								ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 								defer cancel()
-								r = &Run{Tool: tool, Pair: pair, Dev: dev.Name, Host: dev.Host, Size: size, Iters: iters, Extra: extra}
 								r.Do(ctx, t)
 							case failed[i] != nil:
 								t.Fatal(failed[i])
@@ -1485,8 +1485,9 @@ func WaitReceived(ctx context.Context, t testing.TB, dev string, n int, done <-c
 }
 
 // WaitSending waits, polling every 10 ms, until one of p's QPs on dev
-// has sent n packets since the first look (SendPSNs): p's transfer is
-// under way. It returns ctx.Err() when ctx ends first and errPeerEnded
+// has sent n packets since it was first seen in RTS (SendPSNs): p's
+// transfer is under way. (A client whose connection was refused never
+// gets there.) It returns ctx.Err() when ctx ends first and errPeerEnded
 // when p exits first.
 func WaitSending(ctx context.Context, t testing.TB, dev string, p *testkit.Peer, n uint32) error {
 	t.Helper()

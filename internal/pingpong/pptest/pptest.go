@@ -342,6 +342,9 @@ func SameAsC(t *testing.T, tool Tool, cases [][]string, skip map[string]string) 
 // and the program's name, trims the lines and sorts them (the C tools'
 // stdout and stderr interleave differently). skip maps a case (its
 // arguments joined by spaces) to the reason the Go program may differ.
+// A case's two programs run at the same time, and compareWindow cases at
+// once, so a case must not make them claim something only one can hold
+// (a port to listen on).
 func CompareWithC(t *testing.T, goBin, cBin string, lead func() []string, cases [][]string, skip map[string]string) {
 	t.Helper()
 	norm := func(bin, out string, err error) string {
