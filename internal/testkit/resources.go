@@ -18,18 +18,27 @@ import (
 // so compare counts before and after, not against zero.
 func Resources(tb testing.TB, dev string) map[string]int {
 	tb.Helper()
-	RequireVM(tb)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "rdma", "-j", "resource", "show").Output()
-	if err != nil {
-		tb.Fatalf("rdma -j resource show: %v", err)
-	}
+	out := rdmaResourceShow(tb)
 	counts, err := parseResources(out, dev)
 	if err != nil {
 		tb.Fatalf("rdma -j resource show: %v\n%s", err, out)
 	}
 	return counts
+}
+
+// rdmaResourceShow returns what `rdma -j resource show [what...]` prints,
+// failing tb if it cannot run (in the VM only).
+func rdmaResourceShow(tb testing.TB, what ...string) []byte {
+	tb.Helper()
+	RequireVM(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	args := append([]string{"-j", "resource", "show"}, what...)
+	out, err := exec.CommandContext(ctx, "rdma", args...).Output()
+	if err != nil {
+		tb.Fatalf("rdma %s: %v", strings.Join(args, " "), err)
+	}
+	return out
 }
 
 type errNoDev string
@@ -109,8 +118,6 @@ func cmListening(js []byte, port int) (bool, error) {
 func SendPSNs(tb testing.TB, dev string, pid int) map[int]uint32 {
 	tb.Helper()
 	RequireVM(tb)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	tids := map[int]bool{pid: true}
 	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); err == nil {
 		for _, e := range ents {
@@ -119,10 +126,7 @@ func SendPSNs(tb testing.TB, dev string, pid int) map[int]uint32 {
 			}
 		}
 	}
-	out, err := exec.CommandContext(ctx, "rdma", "-j", "resource", "show", "qp").Output()
-	if err != nil {
-		tb.Fatalf("rdma -j resource show qp: %v", err)
-	}
+	out := rdmaResourceShow(tb, "qp")
 	psns, err := parseSendPSNs(out, dev, tids)
 	if err != nil {
 		tb.Fatalf("rdma -j resource show qp: %v\n%s", err, out)
