@@ -12,7 +12,7 @@
 #
 # Not part of `make test`: it downloads Go, the kernel and rdma-core
 # packages and runs the whole VM suite in TCG. On a 2-core host it took
-# 33-39 minutes (2026-12-02, bc41d85: root ~2 min, make demo 4m27s, make test 32m39s;
+# 48 minutes (2026-12-05, 860d7f8: root 66 s, make demo 3m16s, make test 43m47s;
 # README.md, "Two commands").
 #
 # Usage (as root, on a Debian or Ubuntu host with network access to the
