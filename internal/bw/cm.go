@@ -266,21 +266,6 @@ func (l *cmLink) postRecv() error {
 // syncSpecID is perftest's SYNC_SPEC_ID, the exchange's work request ID.
 const syncSpecID = 5
 
-// xchg is ctx_xchg_data_rdma: my is sent, and rem filled from the peer's
-// message.
-func (l *cmLink) xchg(my, rem []byte) error {
-	if l.client {
-		if err := l.send(my); err != nil {
-			return err
-		}
-		return l.recv(rem)
-	}
-	if err := l.recv(rem); err != nil {
-		return err
-	}
-	return l.send(my)
-}
-
 // send is rdma_write_data: one signaled SEND, awaited.
 func (l *cmLink) send(my []byte) error {
 	if len(my) > cmRecvOff {
@@ -459,7 +444,7 @@ func (t *test) cmConnect() error {
 		}
 		defer listen.Destroy()
 	}
-	if _, err := t.c.handshake(&Dest{}, false); err != nil {
+	if _, err := t.c.shake(&Dest{}, false); err != nil {
 		return withLines(err, "Failed to sync between client and server before creating RDMA CM connection.", failed)
 	}
 	if t.client {
@@ -470,7 +455,7 @@ func (t *test) cmConnect() error {
 	if err != nil {
 		return withLines(err, "Failed to create RDMA CM connection.", failed)
 	}
-	if _, err := t.c.handshake(&Dest{}, false); err != nil {
+	if _, err := t.c.shake(&Dest{}, false); err != nil {
 		return withLines(err, "Failed to sync between client and server after creating RDMA CM connection.", failed)
 	}
 	return nil

@@ -3,12 +3,15 @@ package bw
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -145,21 +148,74 @@ func (c *conn) Close() error {
 	return c.c.Close()
 }
 
+// msgGrace is how long the rest of a message that arrived in part may
+// take (readMsg).
+const msgGrace = time.Second
+
+// readMsg reads one message of len(b) bytes. perftest reads each message
+// with one read(2) and fails when it returns less: a message is one
+// write and arrives whole, and a shorter one is another message (the peer
+// runs with other options, -q for one, and is now at a step of its own).
+// The Go tools take what one read brings as well, and wait msgGrace for
+// the rest of a short one, which a TCP stream may deliver in two parts;
+// if none comes they fail as perftest does. Waiting for the rest without
+// a bound would hang both sides: the peer that sent the short message
+// waits for this side's answer.
+func (c *conn) readMsg(b []byte) error {
+	n, err := c.c.Read(b)
+	if err != nil || n == len(b) {
+		return err
+	}
+	if err := c.c.SetReadDeadline(time.Now().Add(msgGrace)); err != nil {
+		return err
+	}
+	m, err := io.ReadFull(c.c, b[n:])
+	if derr := c.c.SetReadDeadline(time.Time{}); err == nil {
+		err = derr
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("a %d-byte message where %d were expected (the peer's options differ?)", n+m, len(b))
+	}
+	return err
+}
+
 // xchg sends my and reads len(rem) bytes into rem, in the client's or the
-// server's order (ctx_xchg_data_ethernet).
-func (c *conn) xchg(my, rem []byte) error {
-	if c.cm != nil {
-		return c.cm.xchg(my, rem)
+// server's order (ctx_xchg_data_ethernet, or ctx_hand_shake's
+// ethernet_write_keys and ethernet_read_keys when keys is set; over the
+// RDMA CM ctx_xchg_data_rdma, a SEND each way). A failure
+// comes as perftest's lines: what failed, which step (the client writes
+// "to" and reads "from", the server reads "to" and writes "from"), and
+// the Go error as a detail line.
+func (c *conn) xchg(my, rem []byte, keys bool) error {
+	readWhat, writeWhat := "ethernet_read_data: Couldn't read reports", "Couldn't send reports"
+	if keys {
+		readWhat, writeWhat = "ethernet_read_keys: Couldn't read remote address", "Couldn't send local address"
+	}
+	readStep, writeStep := " Unable to read to socket/rdma_cm", " Unable to write from socket/rdma_cm"
+	if c.client {
+		readStep, writeStep = " Unable to read from socket/rdma_cm", " Unable to write to socket/rdma_cm"
 	}
 	write := func() error {
+		if c.cm != nil {
+			if err := c.cm.send(my); err != nil {
+				return msgError{"  (" + err.Error() + ")", writeStep}
+			}
+			return nil
+		}
 		if _, err := c.c.Write(my); err != nil {
-			return fmt.Errorf("write to the peer: %w", err)
+			return msgError{writeWhat, "  (write to the peer: " + err.Error() + ")", writeStep}
 		}
 		return nil
 	}
 	read := func() error {
-		if _, err := io.ReadFull(c.c, rem); err != nil {
-			return fmt.Errorf("read from the peer: %w", err)
+		if c.cm != nil {
+			if err := c.cm.recv(rem); err != nil {
+				return msgError{"  (" + err.Error() + ")", readStep}
+			}
+			return nil
+		}
+		if err := c.readMsg(rem); err != nil {
+			return msgError{readWhat, "  (read from the peer: " + err.Error() + ")", readStep}
 		}
 		return nil
 	}
@@ -175,28 +231,39 @@ func (c *conn) xchg(my, rem []byte) error {
 	return write()
 }
 
-// handshake sends my address and returns the peer's (ctx_hand_shake); the
-// message carries a GID when withGID, as it does whenever a GID index is
-// in use (always on RoCE).
+// exchangeFailed is what the steps that exchange data add to a failed
+// exchange.
+const exchangeFailed = "Failed to exchange data between server and clients"
+
+// handshake sends my address and returns the peer's (ctx_hand_shake and
+// the "Failed to exchange data" its callers print); the message carries
+// a GID when withGID, as it does whenever a GID index is in use (always
+// on RoCE).
 func (c *conn) handshake(my *Dest, withGID bool) (Dest, error) {
+	d, err := c.shake(my, withGID)
+	if err != nil {
+		return Dest{}, withLines(err, exchangeFailed)
+	}
+	return d, nil
+}
+
+// shake is ctx_hand_shake alone, for the callers that say something else
+// when it fails (closing, syncing).
+func (c *conn) shake(my *Dest, withGID bool) (Dest, error) {
 	if c.cm != nil {
 		// rdma_write_keys and rdma_read_keys: the struct itself.
 		rem := make([]byte, destWireSize)
-		if err := c.xchg(encodeDestWire(my, c.gidIndex), rem); err != nil {
-			return Dest{}, msgError{"Failed to exchange data between server and clients", "  (" + err.Error() + ")"}
+		if err := c.xchg(encodeDestWire(my, c.gidIndex), rem, true); err != nil {
+			return Dest{}, err
 		}
 		return decodeDestWire(rem)
 	}
 	msg := encodeDest(my, withGID)
 	rem := make([]byte, len(msg))
-	if err := c.xchg(msg, rem); err != nil {
-		return Dest{}, msgError{"Failed to exchange data between server and clients", "  (" + err.Error() + ")"}
+	if err := c.xchg(msg, rem, true); err != nil {
+		return Dest{}, err
 	}
-	d, err := decodeDest(rem, withGID)
-	if err != nil {
-		return Dest{}, withLines(err, "Failed to exchange data between server and clients")
-	}
-	return d, nil
+	return decodeDest(rem, withGID)
 }
 
 // versions exchanges the 16-byte version strings and returns the peer's
@@ -204,8 +271,8 @@ func (c *conn) handshake(my *Dest, withGID bool) (Dest, error) {
 func (c *conn) versions() (string, float64, error) {
 	var my, rem [16]byte
 	copy(my[:], Version)
-	if err := c.xchg(my[:], rem[:]); err != nil {
-		return "", 0, msgError{"Failed to exchange data between server and clients", "  (" + err.Error() + ")"}
+	if err := c.xchg(my[:], rem[:], false); err != nil {
+		return "", 0, withLines(err, exchangeFailed)
 	}
 	s, _, _ := strings.Cut(string(rem[:]), "\x00")
 	return s, atof(s), nil
@@ -230,8 +297,8 @@ func atof(s string) float64 {
 func (c *conn) xchgInt32(v int32) (int32, error) {
 	var my, rem [4]byte
 	binary.BigEndian.PutUint32(my[:], uint32(v))
-	if err := c.xchg(my[:], rem[:]); err != nil {
-		return 0, msgError{"Failed to exchange data between server and clients", "  (" + err.Error() + ")"}
+	if err := c.xchg(my[:], rem[:], false); err != nil {
+		return 0, withLines(err, exchangeFailed)
 	}
 	return int32(binary.BigEndian.Uint32(rem[:])), nil
 }
@@ -242,8 +309,8 @@ func (c *conn) xchgInt32(v int32) (int32, error) {
 func (c *conn) xchgMTU(mtu uverbs.MTU) (int, error) {
 	var my, rem [2]byte
 	copy(my[:1], strconv.Itoa(int(mtu)))
-	if err := c.xchg(my[:], rem[:]); err != nil {
-		return 0, msgError{"Failed to exchange data between server and clients", "  (" + err.Error() + ")"}
+	if err := c.xchg(my[:], rem[:], false); err != nil {
+		return 0, withLines(err, exchangeFailed)
 	}
 	s, _, _ := strings.Cut(string(rem[:]), "\x00")
 	return int(strtolPrefix(s)), nil
@@ -294,8 +361,8 @@ func (c *conn) xchgReport(my *Report) (Report, error) {
 func (c *conn) xchg64(v uint64) (uint64, error) {
 	var my, rem [8]byte
 	binary.BigEndian.PutUint64(my[:], v)
-	if err := c.xchg(my[:], rem[:]); err != nil {
-		return 0, msgError{"Failed to exchange data between server and clients", "  (" + err.Error() + ")"}
+	if err := c.xchg(my[:], rem[:], false); err != nil {
+		return 0, withLines(err, exchangeFailed)
 	}
 	return binary.BigEndian.Uint64(rem[:]), nil
 }
@@ -304,7 +371,7 @@ func (c *conn) xchg64(v uint64) (uint64, error) {
 // "done" and its NUL, which the peer never reads, and the socket is
 // closed.
 func (c *conn) closeConn(my *Dest, withGID bool) error {
-	if _, err := c.handshake(my, withGID); err != nil {
+	if _, err := c.shake(my, withGID); err != nil {
 		c.Close()
 		return err
 	}

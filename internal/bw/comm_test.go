@@ -3,11 +3,16 @@ package bw
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"math"
 	"net"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -44,7 +49,10 @@ func TestEncodeDestGolden(t *testing.T) {
 // TestExchangeSequence runs both ends of every exchange over a real TCP
 // connection: each side gets the other's values, the client writing
 // first.
-func TestExchangeSequence(t *testing.T) {
+// connPair returns a server and a client connected over TCP on the
+// loopback, closed when the test ends.
+func connPair(t *testing.T) (srv, cli *conn) {
+	t.Helper()
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,12 +60,10 @@ func TestExchangeSequence(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	ctx := context.Background()
-	var srv *conn
 	var serr error
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); srv, serr = accept(ctx, port) }()
-	var cli *conn
 	for i := 0; i < 1000; i++ { // until the server listens
 		if cli, err = dial(ctx, "127.0.0.1", port); err == nil {
 			break
@@ -67,6 +73,13 @@ func TestExchangeSequence(t *testing.T) {
 	if err != nil || serr != nil {
 		t.Fatal(err, serr)
 	}
+	t.Cleanup(func() { srv.Close(); cli.Close() })
+	return srv, cli
+}
+
+func TestExchangeSequence(t *testing.T) {
+	srv, cli := connPair(t)
+	var wg sync.WaitGroup
 	type result struct {
 		ver  string
 		v    float64
@@ -208,5 +221,92 @@ func TestRDMACMOptions(t *testing.T) {
 		if err != nil || o.commCM != c.commCM || o.rdmaCM != c.rdmaCM || o.retryCount != c.retry {
 			t.Errorf("%q: commCM %v rdmaCM %v retry %d (%v), want %v %v %d", c.args, o.commCM, o.rdmaCM, o.retryCount, err, c.commCM, c.rdmaCM, c.retry)
 		}
+	}
+}
+
+// TestShortMessage: a peer whose message is shorter than the one expected
+// (it runs with other options and now waits for this side's answer) ends
+// the exchange after msgGrace with perftest's lines, on either side and
+// for either kind of message, instead of waiting for ever; a message
+// that arrives in two parts within msgGrace is read whole.
+func TestShortMessage(t *testing.T) {
+	t.Run("split", func(t *testing.T) {
+		t.Parallel()
+		srv, cli := connPair(t)
+		go func() {
+			var b [8]byte
+			binary.BigEndian.PutUint64(b[:], 0x0102030405060708)
+			cli.c.Write(b[:3])
+			time.Sleep(50 * time.Millisecond) // the stream delivers the message in two parts
+			cli.c.Write(b[3:])
+			cli.c.Read(b[:]) // the server's answer
+		}()
+		got, err := srv.xchg64(9)
+		if err != nil || got != 0x0102030405060708 {
+			t.Errorf("xchg64 = %#x, %v; want 0x0102030405060708", got, err)
+		}
+	})
+	for _, c := range []struct {
+		name   string
+		client bool
+		keys   bool
+		want   []string
+	}{
+		{"server reads keys", false, true, []string{
+			"ethernet_read_keys: Couldn't read remote address",
+			"  (read from the peer: a 8-byte message where 108 were expected (the peer's options differ?))",
+			" Unable to read to socket/rdma_cm", exchangeFailed}},
+		{"client reads keys", true, true, []string{
+			"ethernet_read_keys: Couldn't read remote address",
+			"  (read from the peer: a 8-byte message where 108 were expected (the peer's options differ?))",
+			" Unable to read from socket/rdma_cm", exchangeFailed}},
+		{"server reads a report", false, false, []string{
+			"ethernet_read_data: Couldn't read reports",
+			"  (read from the peer: a 4-byte message where 8 were expected (the peer's options differ?))",
+			" Unable to read to socket/rdma_cm", exchangeFailed}},
+		{"client reads a report", true, false, []string{
+			"ethernet_read_data: Couldn't read reports",
+			"  (read from the peer: a 4-byte message where 8 were expected (the peer's options differ?))",
+			" Unable to read from socket/rdma_cm", exchangeFailed}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srv, cli := connPair(t)
+			me, peer := srv, cli
+			if c.client {
+				me, peer = cli, srv
+			}
+			n := 4
+			if c.keys {
+				n = 8
+			}
+			// The peer sends its short message (after reading ours, if
+			// it is the server) and waits for an answer that never comes.
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				var b [512]byte
+				if c.client {
+					peer.c.Read(b[:]) // the peer is the server: ours comes first
+				}
+				peer.c.Write(make([]byte, n))
+				peer.c.Read(b[:])
+			}()
+			var err error
+			if c.keys {
+				_, err = me.handshake(&Dest{QPN: 1}, true)
+			} else {
+				_, err = me.xchg64(1)
+			}
+			var lines msgError
+			if !errors.As(err, &lines) {
+				t.Fatalf("got %v, want perftest's lines", err)
+			}
+			if diff := cmp.Diff(c.want, []string(lines)); diff != "" {
+				t.Errorf("lines (-want +got):\n%s", diff)
+			}
+			me.Close()
+			<-done
+		})
 	}
 }

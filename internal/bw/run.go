@@ -1372,7 +1372,7 @@ func (t *test) printCounters() {
 // sync is the handshake that starts (and with -a ends) each size of a
 // bidirectional test.
 func (t *test) sync() error {
-	if _, err := t.c.handshake(&t.my[0], t.gidIndex != -1); err != nil {
+	if _, err := t.c.shake(&t.my[0], t.gidIndex != -1); err != nil {
 		return withLines(err, "Failed to sync between server and client between different msg sizes")
 	}
 	return nil
