@@ -103,3 +103,10 @@ func TestTwoHostRDMACM(t *testing.T) { bwtest.TwoHostsRDMACM(t, tool) }
 // TestVMServerKilled: the server dies mid-run; the Go client fails as
 // perftest's does, within a bound (bwtest.ServerKilled).
 func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }
+
+// TestVMMismatched: a server with two QPs against a client with one; the
+// exchanges fall out of step, and every pairing of Go and C ends as C-C
+// does (bwtest.Mismatched).
+func TestVMMismatched(t *testing.T) {
+	bwtest.Mismatched(t, tool, []string{"-q", "2"}, []string{"-q", "1"})
+}

@@ -127,3 +127,15 @@ func TestTwoHostRDMACM(t *testing.T) { bwtest.TwoHostsRDMACM(t, tool) }
 // TestVMServerKilled: the server dies mid-run; the Go client fails as
 // perftest's does, within a bound (bwtest.ServerKilled).
 func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }
+
+// TestVMMismatched: a server and a client with different numbers of QPs
+// (-q 2 against -q 1, and -q 1 against -q 2) fall out of step in their
+// handshakes, and a client that writes more than the server's buffer
+// (-s 65536 against -s 4096) fails with a remote access error and leaves
+// its server to find the connection closed; every pairing of Go and C
+// ends as C-C does (bwtest.Mismatched).
+func TestVMMismatched(t *testing.T) {
+	bwtest.Mismatched(t, tool, []string{"-q", "2"}, []string{"-q", "1"})
+	bwtest.Mismatched(t, tool, []string{"-q", "1"}, []string{"-q", "2"})
+	bwtest.Mismatched(t, tool, []string{"-s", "4096"}, []string{"-s", "65536"})
+}

@@ -1652,3 +1652,82 @@ func errorReport(out string) []string {
 	}
 	return lines
 }
+
+// Mismatched runs a server and a client given options that put their
+// exchanges out of step (srv and cli, after the usual ones; `-q 2`
+// against `-q 1`: one side does a handshake the other does not), C-C,
+// Go server/C client, C server/Go client and Go-Go, each pairing at once
+// with the others. perftest reads each message with one read(2) and fails
+// when the peer's message is shorter; the Go tools must fail as well,
+// not wait for the rest while the peer waits for them. So every run must
+// end within a minute, and each side must exit with the C-C run's status
+// and print its failure lines (trimmed, the Go tools' detail lines left
+// out), and the kernel's resource counts must be back where they were.
+func Mismatched(t *testing.T, tool Tool, srv, cli []string) {
+	testkit.RequireVM(t)
+	before := testkit.Resources(t, testkit.RxeDev)
+	type side struct {
+		status string
+		lines  []string
+	}
+	type result struct{ server, client side }
+	report := func(p *testkit.Peer) side {
+		err := p.Wait()
+		s := side{status: "exit status 0"}
+		if err != nil {
+			s.status = exitStatus.FindString(err.Error())
+		}
+		for l := range strings.Lines(strings.ReplaceAll(p.Output(), "\r\n", "\n")) {
+			if strings.HasPrefix(l, "  (") {
+				continue
+			}
+			if l = strings.TrimSpace(l); strings.Contains(l, "Couldn't") || strings.Contains(l, "Unable") || strings.Contains(l, "Failed") {
+				s.lines = append(s.lines, l)
+			}
+		}
+		return s
+	}
+	pairs := []pptest.Pair{{Server: pptest.C, Client: pptest.C}, {Server: pptest.Go, Client: pptest.C},
+		{Server: pptest.C, Client: pptest.Go}, {Server: pptest.Go, Client: pptest.Go}}
+	results := make([]result, len(pairs))
+	var wg sync.WaitGroup
+	for i, pair := range pairs {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: tool.Size(64), Iters: 300,
+				ServerExtra: srv, ClientExtra: cli, Port: Port()}
+			s := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), r.Args(false)...)
+			if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
+				t.Errorf("%s: server %s: %v\n%s", pair, tool.Bin(pair.Server), err, s.Output())
+				return
+			}
+			c := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), r.Args(true)...)
+			results[i] = result{client: report(c), server: report(s)}
+			if ctx.Err() != nil {
+				t.Errorf("%s: still running after a minute (killed):\nserver:\n%s\nclient:\n%s", pair, s.Output(), c.Output())
+			}
+		})
+	}
+	wg.Wait()
+	want := results[0]
+	if want.server.status == "exit status 0" || want.client.status == "exit status 0" {
+		t.Fatalf("C-C with server %q and client %q: server %s, client %s; want both to fail", srv, cli, want.server.status, want.client.status)
+	}
+	for i, got := range results[1:] {
+		pair := pairs[i+1]
+		for _, w := range []struct {
+			name      string
+			want, got side
+		}{{"server", want.server, got.server}, {"client", want.client, got.client}} {
+			if w.got.status != w.want.status || !slices.Equal(w.got.lines, w.want.lines) {
+				t.Errorf("%s (server %q, client %q): the %s's %s %q; C-C's %s %q", pair, srv, cli,
+					w.name, w.got.status, w.got.lines, w.want.status, w.want.lines)
+			}
+		}
+	}
+	after := testkit.Resources(t, testkit.RxeDev)
+	if !maps.Equal(before, after) {
+		t.Errorf("resources after %v, before %v", after, before)
+	}
+}
