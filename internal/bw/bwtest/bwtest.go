@@ -254,6 +254,26 @@ func (r *Run) try(ctx context.Context, t testing.TB) error {
 		return fmt.Errorf("server %s: %v\n%s", srvBin, err, srv.Output())
 	}
 	cli := r.start(ctx, t, r.Place.Client, cliBin, r.Args(true))
+	// A server that failed (perftest's clock calibration, for one) can
+	// leave its client waiting for ever: with the rdma_cm exchange (-R)
+	// nothing tells the client that the server has gone (ib_write_bw
+	// polls its receive queue for the server's report, and the Go tools
+	// wait for it likewise). Such a client gets serverGoneGrace to end
+	// by itself and is then stopped, and the run fails (or runs again,
+	// as do says) at once instead of at ctx's end.
+	select {
+	case <-cli.Done():
+	case <-srv.Done():
+		if srv.Wait() != nil {
+			grace := time.NewTimer(serverGoneGrace)
+			select {
+			case <-cli.Done():
+			case <-grace.C:
+				cli.Stop()
+			}
+			grace.Stop()
+		}
+	}
 	cerr := cli.Wait()
 	if cerr != nil {
 		// A client that failed may leave the server waiting for it; one
@@ -279,6 +299,10 @@ func (r *Run) try(ctx context.Context, t testing.TB) error {
 	}
 	return nil
 }
+
+// serverGoneGrace is how long try lets a client run on after its server
+// failed.
+const serverGoneGrace = 10 * time.Second
 
 // Addr is one "local address" or "remote address" line and the GID line
 // after it.
