@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/pureverbs/pureverbs/internal/pingpong"
 	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -383,7 +384,10 @@ func CompareWithC(t *testing.T, goBin, cBin string, lead func() []string, cases 
 		}
 		r.cancel()
 		if outs[0] != outs[1] {
-			t.Errorf("%s %s: Go and C differ\nGo:\n%s\nC:\n%s", goBin, r.key, outs[0], outs[1])
+			// The differing lines first: the VM runner's summary, all
+			// that CI keeps of a long log, cuts each entry short.
+			t.Errorf("%s %s: Go and C differ (-C +Go):\n%s\nGo:\n%s\nC:\n%s", goBin, r.key,
+				cmp.Diff(strings.Split(outs[1], "\n"), strings.Split(outs[0], "\n")), outs[0], outs[1])
 		}
 	}
 	var inFlight []*run

@@ -46,7 +46,9 @@ type binResult struct {
 	cur      string              // test whose output follows (=== RUN/NAME/CONT)
 	lastLog  map[string]string   // the last log entry per test
 	tailLogs map[string][]string // the last few log entries per test, for failures
+	peerLogs map[string][]string // the same for testkit's peer reports (peerLogFile)
 	logTest  string              // the test the last log entry belongs to
+	logPeer  bool                // the last log entry is a peer report
 }
 
 // problems lists why b failed; none means it passed.
@@ -107,7 +109,7 @@ var (
 	headerRe = regexp.MustCompile(`=== (RUN|CONT|NAME|PAUSE) +(\S+)`)
 	// t.Log output under -test.v: four spaces, file:line, the message;
 	// continuation lines are indented by eight.
-	logRe       = regexp.MustCompile(`^ {4}\S+\.go:[0-9]+: (.*)$`)
+	logRe       = regexp.MustCompile(`^ {4}(\S+\.go):[0-9]+: (.*)$`)
 	benchNameRe = regexp.MustCompile(`^Benchmark\S*$`)
 	benchLineRe = regexp.MustCompile(`^(Benchmark\S*?)(-[0-9]+)?\s+[0-9]+\s+[0-9.]+ `)
 )
@@ -116,10 +118,16 @@ const noTestsWarning = "testing: warning: no tests to run"
 
 // A failing test's last keptLogs log entries, each cut at keptLogBytes,
 // are repeated in the run's summary: CI keeps only the tail of a long
-// log, and the summary is what it keeps.
+// log, and the summary is what it keeps. The reports testkit's peers log
+// as a failed test ends (peerLogFile: each program's output, then which
+// ended first) are kept apart, keptPeerLogs of them after the test's own:
+// a test with many peers would otherwise push its own error (what
+// differed, what was expected) out of the summary.
 const (
 	keptLogs     = 3
+	keptPeerLogs = 1
 	keptLogBytes = 400
+	peerLogFile  = "peer.go"
 )
 
 // failureLines names each failing test of r, innermost only (a parent
@@ -132,7 +140,7 @@ func (r *kernelResult) failureLines() []string {
 				continue
 			}
 			lines = append(lines, fmt.Sprintf("FAIL %s %s", b.label, f))
-			for _, l := range b.tailLogs[f] {
+			for _, l := range append(slices.Clone(b.tailLogs[f]), b.peerLogs[f]...) {
 				if len(l) > keptLogBytes {
 					l = l[:keptLogBytes] + " [...]"
 				}
@@ -150,6 +158,7 @@ func (b *binResult) testLine(line string) {
 		b.ran = map[string]bool{}
 		b.lastLog = map[string]string{}
 		b.tailLogs = map[string][]string{}
+		b.peerLogs = map[string][]string{}
 	}
 	if strings.Contains(line, noTestsWarning) {
 		b.noTests = true
@@ -163,18 +172,27 @@ func (b *binResult) testLine(line string) {
 		return
 	}
 	if m := logRe.FindStringSubmatch(line); m != nil {
-		b.lastLog[b.cur] = m[1]
+		b.lastLog[b.cur] = m[2]
 		b.logTest = b.cur
-		logs := append(b.tailLogs[b.cur], m[1])
-		if len(logs) > keptLogs {
-			logs = logs[len(logs)-keptLogs:]
+		tails, keep := b.tailLogs, keptLogs
+		b.logPeer = m[1] == peerLogFile
+		if b.logPeer {
+			tails, keep = b.peerLogs, keptPeerLogs
 		}
-		b.tailLogs[b.cur] = logs
+		logs := append(tails[b.cur], m[2])
+		if len(logs) > keep {
+			logs = logs[len(logs)-keep:]
+		}
+		tails[b.cur] = logs
 		return
 	}
 	if strings.HasPrefix(line, "        ") && b.logTest == b.cur && b.lastLog[b.cur] != "" {
 		b.lastLog[b.cur] += " " + strings.TrimSpace(line)
-		if logs := b.tailLogs[b.cur]; len(logs) > 0 && len(logs[len(logs)-1]) < keptLogBytes {
+		tails := b.tailLogs
+		if b.logPeer {
+			tails = b.peerLogs
+		}
+		if logs := tails[b.cur]; len(logs) > 0 && len(logs[len(logs)-1]) < keptLogBytes {
 			logs[len(logs)-1] += " " + strings.TrimSpace(line)
 		}
 		return

@@ -569,7 +569,9 @@ func TestFollowCountsTests(t *testing.T) {
 
 // TestFailureLines: the summary names each failing test, innermost
 // only, with the last log entries it wrote (continuation lines joined,
-// earlier entries dropped, long ones cut), and nothing for a passing one.
+// earlier entries dropped, long ones cut) and then the last of testkit's
+// peer reports (which do not push the test's own entries out), and
+// nothing for a passing one.
 func TestFailureLines(t *testing.T) {
 	long := strings.Repeat("x", keptLogBytes+50)
 	res, _ := consoleRun([]string{"pkg/a"}, lines(boot,
@@ -577,11 +579,16 @@ func TestFailureLines(t *testing.T) {
 			"    a_test.go:1: one", "    a_test.go:2: two", "    a_test.go:3: three", "    a_test.go:4: four",
 			"        continued", "=== RUN   TestB", "    b_test.go:9: " + long,
 			"=== RUN   TestC", "    c_test.go:1: fine", "--- PASS: TestC (0.00s)",
-			"--- FAIL: TestA (0.00s)", "    --- FAIL: TestA/sub (0.00s)", "--- FAIL: TestB (0.00s)", "FAIL", m + "END pkg/a rc=1;"},
+			"=== RUN   TestD", "    d_test.go:5: Go and C differ", "        Go: x", "    d_test.go:6: also",
+			"    peer.go:121: peer a output:", "        out a", "    peer.go:121: peer b output:", "        out b",
+			"    peer.go:179: peers of TestD:", "        a: exited", "        b: exited",
+			"--- FAIL: TestA (0.00s)", "    --- FAIL: TestA/sub (0.00s)", "--- FAIL: TestB (0.00s)", "--- FAIL: TestD (0.00s)",
+			"FAIL", m + "END pkg/a rc=1;"},
 		done)...)
 	got := res.failureLines()
 	want := []string{"FAIL pkg/a TestA/sub", "    two", "    three", "    four continued",
-		"FAIL pkg/a TestB", "    " + long[:keptLogBytes] + " [...]"}
+		"FAIL pkg/a TestB", "    " + long[:keptLogBytes] + " [...]",
+		"FAIL pkg/a TestD", "    Go and C differ Go: x", "    also", "    peers of TestD: a: exited b: exited"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("failure lines (-want +got):\n%s", diff)
 	}
