@@ -280,43 +280,23 @@ func startProc(name string, args, env []string, dir string, out io.Writer) (*pro
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Dir = dir // "": the caller's
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	master, slave, err := openPTY()
+	pty, err := OpenPTY(out)
 	if err != nil {
 		cmd.Stdout, cmd.Stderr = out, out
 	} else {
-		cmd.Stdout, cmd.Stderr = slave, slave
+		cmd.Stdout, cmd.Stderr = pty.Slave, pty.Slave
 	}
-	err = cmd.Start()
-	if slave != nil {
-		slave.Close()
-	}
-	if err != nil {
-		if master != nil {
-			master.Close()
+	if err := cmd.Start(); err != nil {
+		if pty != nil {
+			pty.Finish()
 		}
 		return nil, err
 	}
 	p := &proc{pid: cmd.Process.Pid, done: make(chan struct{})}
-	copied := make(chan struct{})
-	if master != nil {
-		go func() {
-			defer close(copied)
-			io.Copy(out, master) // ends with EIO once every holder of the slave is gone
-		}()
-	} else {
-		close(copied)
-	}
 	go func() {
 		p.err = cmd.Wait()
-		if master != nil {
-			t := time.NewTimer(stopGrace)
-			select {
-			case <-copied:
-			case <-t.C:
-			}
-			t.Stop()
-			master.Close()
-			<-copied
+		if pty != nil {
+			pty.Finish()
 		}
 		close(p.done)
 	}()

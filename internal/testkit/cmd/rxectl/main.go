@@ -24,7 +24,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -213,18 +212,16 @@ func waitActive(ctx context.Context, dev string) error {
 // (whose stdio would block-buffer a pipe or file) show each line at once.
 // SIGINT and SIGTERM are forwarded to the command.
 func runOnPTY(name string, args ...string) error {
-	master, slave, err := testkit.OpenPTY()
+	pty, err := testkit.OpenPTY(os.Stdout)
 	if err != nil {
 		return err
 	}
-	defer master.Close()
 	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = slave, slave
+	cmd.Stdout, cmd.Stderr = pty.Slave, pty.Slave
 	if err := cmd.Start(); err != nil {
-		slave.Close()
+		pty.Finish()
 		return err
 	}
-	slave.Close()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -232,14 +229,8 @@ func runOnPTY(name string, args ...string) error {
 			cmd.Process.Signal(s)
 		}
 	}()
-	copied := make(chan struct{})
-	go func() {
-		io.Copy(os.Stdout, master) // ends with EIO once the command exits
-		close(copied)
-	}()
 	werr := cmd.Wait()
-	master.SetReadDeadline(time.Now().Add(2 * time.Second))
-	<-copied
+	pty.Finish()
 	signal.Stop(sigs)
 	if ee, ok := werr.(*exec.ExitError); ok && ee.ProcessState.Exited() {
 		return werr
