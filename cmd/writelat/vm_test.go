@@ -83,3 +83,8 @@ func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
 
 // TestVMRDMACM: -R and -z, Go against C both ways (bwtest.LatRDMACM).
 func TestVMRDMACM(t *testing.T) { bwtest.LatRDMACM(t, tool) }
+
+// TestVMPeerKilled: the peer (perftest's) dies mid-run, and the Go
+// client and the Go server fail within a bound where ib_write_lat would
+// wait for ever (bwtest.PeerKilled).
+func TestVMPeerKilled(t *testing.T) { bwtest.PeerKilled(t, tool) }

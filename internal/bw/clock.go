@@ -104,6 +104,12 @@ type yielder struct {
 	next, every int64
 	calls       int    // check's calls since it last read the clock
 	yield       func() // runtime.Gosched; tests count
+	// peer, when set, is the watch on the peer's connection, read at
+	// each yield: lost is set once it has said gone for grace (stamp
+	// units; peerGoneGrace unless a test set another).
+	peer          *peerWatch
+	goneAt, grace int64
+	lost          bool
 }
 
 // yieldCheck is how many calls of check share one read of the clock.
@@ -133,7 +139,11 @@ func (y *yielder) reset() {
 	if y.every == 0 {
 		y.every = stampsPer(yieldEvery)
 	}
+	if y.grace == 0 {
+		y.grace = stampsPer(peerGoneGrace)
+	}
 	y.next, y.calls = stamp()+y.every, 0
+	y.goneAt, y.lost = 0, false
 }
 
 // at yields when now (a stamp) has passed the end of the interval, and
@@ -148,6 +158,13 @@ func (y *yielder) at(now int64) bool {
 		runtime.Gosched()
 	}
 	y.next = now + y.every
+	if y.peer != nil && y.peer.gone.Load() {
+		if y.goneAt == 0 {
+			y.goneAt = now
+		} else if now-y.goneAt >= y.grace {
+			y.lost = true
+		}
+	}
 	return true
 }
 

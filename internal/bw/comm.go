@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -110,6 +111,10 @@ type conn struct {
 	// gidIndex goes in the rdma_cm method's key messages (perftest's
 	// my_dest.gid_index; the peer does not read it).
 	gidIndex int
+	// pending is what a peerWatch read ahead of the exchange that
+	// wanted it (the peer's next message, come early); readMsg takes it
+	// first.
+	pending []byte
 }
 
 // dial connects to the server (ethernet_client_connect: IPv4 only, one
@@ -162,9 +167,17 @@ const msgGrace = time.Second
 // a bound would hang both sides: the peer that sent the short message
 // waits for this side's answer.
 func (c *conn) readMsg(b []byte) error {
-	n, err := c.c.Read(b)
-	if err != nil || n == len(b) {
-		return err
+	n := copy(b, c.pending)
+	c.pending = c.pending[n:]
+	if n == 0 {
+		m, err := c.c.Read(b)
+		if err != nil {
+			return err
+		}
+		n = m
+	}
+	if n == len(b) {
+		return nil
 	}
 	if err := c.c.SetReadDeadline(time.Now().Add(msgGrace)); err != nil {
 		return err
@@ -178,6 +191,86 @@ func (c *conn) readMsg(b []byte) error {
 	}
 	return err
 }
+
+// peerWatch reads the TCP exchange connection while a run needs nothing
+// from it, so that the loops can tell that the peer has gone: its
+// process ended (killed, or failed) and the kernel closed its socket. A
+// latency run waits for the peer's next message by spinning on its
+// buffer or its receive queue, where nothing ever says that the peer is
+// no more: perftest's ib_write_lat and ib_send_lat then wait for ever.
+// The Go tools stop after peerGoneGrace (yielder.lost) and fail.
+//
+// What the peer sends meanwhile (its next exchange, when it finished
+// first) ends the watch and goes back to the connection (unwatch).
+type peerWatch struct {
+	nc   net.Conn
+	gone atomic.Bool // the connection ended (EOF or an error)
+	done chan struct{}
+	buf  []byte
+	// For a loop that sleeps (-e) rather than spins: lost, once the
+	// connection has been gone for peerGoneGrace, cancels the wait's
+	// context, after setting expired.
+	lost    func()
+	timer   *time.Timer
+	expired atomic.Bool
+}
+
+// peerGoneGrace is how long a loop waits on for the peer's message after
+// its connection closed. A peer that finished exits once its last
+// message has completed, which is once it is in this side's memory, so
+// a loop that still waits after the grace waits for a message that
+// never comes. (With -D each side ends at its own clock's end; the two
+// ends are well within the grace.) A variable for the tests.
+var peerGoneGrace = 3 * time.Second
+
+// watch starts a peerWatch on the connection; nil over rdma_cm (whose
+// exchange QP hears nothing when the peer goes: not watched). lost (nil:
+// none) is called once the peer has been gone for peerGoneGrace, unless
+// the watch has ended by then.
+func (c *conn) watch(lost func()) *peerWatch {
+	if c == nil || c.c == nil {
+		return nil
+	}
+	w := &peerWatch{nc: c.c, done: make(chan struct{}), lost: lost}
+	go func() {
+		defer close(w.done)
+		var b [512]byte
+		n, err := w.nc.Read(b[:])
+		w.buf = append(w.buf, b[:n]...)
+		if n == 0 && err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			w.gone.Store(true)
+			if w.lost != nil {
+				w.timer = time.AfterFunc(peerGoneGrace, func() {
+					w.expired.Store(true)
+					w.lost()
+				})
+			}
+		}
+	}()
+	return w
+}
+
+// unwatch ends the watch w (nil: none) and keeps what it read for the
+// next exchange.
+func (c *conn) unwatch(w *peerWatch) error {
+	if w == nil {
+		return nil
+	}
+	err := w.nc.SetReadDeadline(time.Now())
+	<-w.done
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if derr := w.nc.SetReadDeadline(time.Time{}); err == nil {
+		err = derr
+	}
+	c.pending = append(c.pending, w.buf...)
+	return err
+}
+
+// errPeerGone is a loop's error when its peer's connection closed and
+// the message it waited for did not come within peerGoneGrace.
+var errPeerGone = msgError{" The peer has gone: its connection closed, and its next message did not come within " + peerGoneGrace.String()}
 
 // xchg sends my and reads len(rem) bytes into rem, in the client's or the
 // server's order (ctx_xchg_data_ethernet, or ctx_hand_shake's

@@ -310,3 +310,65 @@ func TestShortMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestPeerWatch: a watch says gone once the peer's side of the
+// connection closes; one that ends while the peer is there says nothing,
+// and what the peer sent meanwhile (its next message, early) reaches the
+// next exchange intact.
+func TestPeerWatch(t *testing.T) {
+	srv, cli := connPair(t)
+	// Nothing comes: the watch ends clean, and the exchange after it works.
+	w := cli.watch(nil)
+	if err := cli.unwatch(w); err != nil || w.gone.Load() || len(cli.pending) != 0 {
+		t.Fatalf("quiet watch: %v, gone %v, %d bytes kept", err, w.gone.Load(), len(cli.pending))
+	}
+	// The server's next message comes while the client watches: the
+	// client's exchange gets it whole (the server reads the client's
+	// first, so the server writes out of turn here, as a peer that
+	// finished its run first and went on does).
+	msg := []byte("0123456789abcdef")
+	w = cli.watch(nil)
+	if _, err := srv.c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	<-w.done
+	if err := cli.unwatch(w); err != nil || w.gone.Load() {
+		t.Fatalf("watch with a message: %v, gone %v", err, w.gone.Load())
+	}
+	got := make([]byte, len(msg))
+	if err := cli.readMsg(got[:10]); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.readMsg(got[10:]); err != nil || string(got) != string(msg) || len(cli.pending) != 0 {
+		t.Fatalf("after the watch: %v, %q, %d bytes left", err, got, len(cli.pending))
+	}
+	// The server goes: the watch says so.
+	w = cli.watch(nil)
+	srv.c.Close()
+	<-w.done
+	if !w.gone.Load() {
+		t.Error("the peer closed, and the watch did not say gone")
+	}
+	if err := cli.unwatch(w); err != nil {
+		t.Error(err)
+	}
+	// A watch that sleeps (-e): lost runs once the grace is over.
+	srv, cli = connPair(t)
+	defer func(g time.Duration) { peerGoneGrace = g }(peerGoneGrace)
+	peerGoneGrace = 10 * time.Millisecond
+	lost := make(chan struct{})
+	w = cli.watch(func() { close(lost) })
+	srv.c.Close()
+	select {
+	case <-lost:
+	case <-time.After(time.Minute):
+		t.Fatal("lost never ran")
+	}
+	if err := cli.unwatch(w); err != nil || !w.gone.Load() || !w.expired.Load() {
+		t.Errorf("a lost peer: %v, gone %v, expired %v", err, w.gone.Load(), w.expired.Load())
+	}
+	var rcv conn
+	if rcv.watch(nil) != nil || rcv.unwatch(nil) != nil {
+		t.Error("a connection without TCP (rdma_cm) was watched")
+	}
+}

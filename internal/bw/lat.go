@@ -237,7 +237,9 @@ func (l *latWriteLoop) run() error {
 			// The peer's write lands by DMA (the kernel's, for rxe): an
 			// atomic load reads the memory each time round.
 			for sys.LoadByte(l.local, l.poll) != want && !end() {
-				l.y.check()
+				if l.y.check() && l.y.lost {
+					return errPeerGone
+				}
 			}
 		}
 		if l.scnt < l.iters || timed {
@@ -293,6 +295,10 @@ func (t *test) runLat() error {
 	delta := make([]uint64, o.Iters)
 	l.dur, l.tm = t.latClock()
 	lo := t.latOptions()
+	// No exchange until the end: the peer's connection is watched
+	// throughout (peerWatch).
+	l.y.peer = t.c.watch(nil)
+	defer t.c.unwatch(l.y.peer)
 	for _, size := range t.sizes() {
 		l.setup(size, t.mem, t.base(), t.localSlice(0), t.remoteArea(0), t.rem[0].VAddr, t.rem[0].RKey, t.mrOf(0).LKey(), o.Inline)
 		if err := l.run(); err != nil {

@@ -513,3 +513,50 @@ func TestLatSendLoopDuration(t *testing.T) {
 		t.Errorf("%v: %d sampled of %d receives (%d posted again), stamps %v %v", err, l.sampled, l.rcnt, f.recvs, l.tm.posted, l.tm.completed)
 	}
 }
+
+// silentCQ is a CQ whose peer never sends: nothing ever completes.
+type silentCQ struct{ polls int }
+
+func (c *silentCQ) Poll([]uverbs.WC) (int, error) { c.polls++; return 0, nil }
+
+// TestLatLoopsPeerGone: the write and send latency loops, waiting for a
+// peer that will not answer, end with errPeerGone once the peer's
+// connection has said gone for the grace, and not before; a message
+// that comes within the grace is taken, and the run goes on.
+func TestLatLoopsPeerGone(t *testing.T) {
+	gone := &peerWatch{}
+	gone.gone.Store(true)
+	mem := make([]byte, 8192)
+	f := &latFake{mem: mem}
+	l := &latWriteLoop{qp: f, cq: f, iters: 50, posted: make([]int64, 50)}
+	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 0x90000, 7, 8, 0)
+	f.recv = 0x1000 + 63
+	// The peer answers every post at once: the run completes even with
+	// its connection gone.
+	l.y = yielder{every: 1, grace: 1, peer: gone}
+	mem[f.recv] = 1
+	if err := l.run(); err != nil || f.posts != 50 {
+		t.Fatalf("a peer that answers: %v, %d posts", err, f.posts)
+	}
+	// The peer's count never comes: the loop gives up after the grace.
+	mem[f.recv] = 0
+	f.posts = 0
+	l.y = yielder{every: 1, grace: stampsPer(20 * time.Millisecond), peer: gone}
+	start := time.Now()
+	if err := l.run(); err == nil || err.Error() != errPeerGone.Error() {
+		t.Fatalf("a silent peer, gone: %v", err)
+	}
+	if el := time.Since(start); el < 20*time.Millisecond {
+		t.Errorf("gave up after %v, before the grace", el)
+	}
+
+	// send_lat: the client sends first, then waits for a receive.
+	sf := &sendLatFake{}
+	quiet := &silentCQ{}
+	sl := &latSendLoop{qp: sf, rqp: sf, scq: sf, rcq: quiet, client: true, iters: 50, depth: 20, cqMod: 1, posted: make([]int64, 50)}
+	sl.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0, 0)
+	sl.y = yielder{every: 1, grace: stampsPer(20 * time.Millisecond), peer: gone}
+	if err := sl.run(); err == nil || err.Error() != errPeerGone.Error() || sf.sends != 1 || quiet.polls == 0 {
+		t.Fatalf("send_lat, a silent peer, gone: %v (%d sends, %d polls)", err, sf.sends, quiet.polls)
+	}
+}

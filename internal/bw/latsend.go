@@ -1,6 +1,7 @@
 package bw
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -93,11 +94,16 @@ func (l *latSendLoop) pollOne(cq poller, ends bool) (bool, error) {
 		}
 		if l.events != nil {
 			if err := l.events.wait(); err != nil {
+				if l.y.peer != nil && l.y.peer.expired.Load() {
+					return false, errPeerGone
+				}
 				return false, msgError{" Failed to notify events to CQ", "  (" + err.Error() + ")"}
 			}
 			continue
 		}
-		l.y.check()
+		if l.y.check() && l.y.lost {
+			return false, errPeerGone
+		}
 	}
 }
 
@@ -212,7 +218,24 @@ func (t *test) runLatSend() error {
 		if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
 			return err
 		}
-		if err := l.run(); err != nil {
+		// Watched while it runs (peerWatch); the next size's
+		// handshake or the closing one may come early. With -e the
+		// loop sleeps on the channel: a lost peer ends the sleep.
+		var stop context.CancelFunc
+		cw, sleeps := l.events.(*channelWaiter)
+		if sleeps {
+			cw.ctx, stop = context.WithCancel(t.ctx)
+		}
+		l.y.peer = t.c.watch(stop)
+		err := l.run()
+		if uerr := t.c.unwatch(l.y.peer); err == nil && uerr != nil {
+			err = msgError{"  (" + uerr.Error() + ")"}
+		}
+		if sleeps {
+			stop()
+			cw.ctx = t.ctx
+		}
+		if err != nil {
 			return failed17(err)
 		}
 		t.reportLat(size, l.dur, l.sampled, &l.tm, l.posted, delta, lo)

@@ -1558,7 +1558,8 @@ const killRetries = "2"
 // their send queue's completions and fail the same way; ib_write_lat
 // and ib_send_lat wait for their server's next message (spinning on
 // the buffer it writes, polling the receive queue) and so never learn
-// of its death: their tests leave ServerKilled out.
+// of its death: their tests run PeerKilled instead, where the Go tools
+// fail and perftest's would wait for ever.
 func ServerKilled(t *testing.T, tool Tool) {
 	testkit.RequireVM(t)
 	modes := [][]string{{"-s", strconv.Itoa(tool.Size(4096))}}

@@ -3,6 +3,7 @@ package bwtest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -265,3 +266,89 @@ func LatRDMACM(t *testing.T, tool Tool) {
 		LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2, 1024}, 300, "-R", "-c", "UD")
 	}
 }
+
+// PeerKilled is the test of a latency tool whose peer dies mid-run:
+// ib_write_lat and ib_send_lat wait for the peer's next message
+// (spinning on the buffer it writes, or polling the receive queue), and
+// nothing there says that the peer is no more, so perftest's side waits
+// for ever. The Go tools watch the TCP connection of the exchange while
+// they run (bw.peerWatch): once it closes and the message has not come
+// within the grace, they fail. Two runs at once, each against a perftest
+// peer that is killed once traffic is under way: a Go client whose
+// server dies, and a Go server whose client dies. Each Go side must exit
+// non-zero within a minute of the kill, saying the peer has gone, and
+// the kernel's resource counts must be back. For each mode (none: the
+// defaults).
+func PeerKilled(t *testing.T, tool Tool, modes ...KillMode) {
+	testkit.RequireVM(t)
+	if len(modes) == 0 {
+		modes = []KillMode{{}}
+	}
+	for _, m := range modes {
+		mode := m.Both
+		how := strings.Join(append([]string{"default"}, mode...), " ")
+		if len(m.Go) > 0 {
+			how += ", Go side " + strings.Join(m.Go, " ")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		before := testkit.Resources(t, testkit.RxeDev)
+		type run struct {
+			goSide, victim *testkit.Peer
+			role           string
+		}
+		var runs []run
+		for _, goServer := range []bool{false, true} {
+			port := Port()
+			args := append([]string{"-d", testkit.RxeDev, "-x", "1", "-p", strconv.Itoa(port), "-n", "100000000"}, mode...)
+			srvBin, cliBin, role := tool.C(), tool.Go, "client"
+			srvArgs, cliArgs := args, append(slices.Clone(args), m.Go...)
+			if goServer {
+				srvBin, cliBin, role = tool.Go, tool.C(), "server"
+				srvArgs, cliArgs = cliArgs, args
+			}
+			srv := testkit.StartPeer(ctx, t, srvBin, srvArgs...)
+			if err := testkit.WaitTCPListen(ctx, port); err != nil {
+				t.Fatalf("%s: %v\n%s", how, err, srv.Output())
+			}
+			cli := testkit.StartPeer(ctx, t, cliBin, append(slices.Clone(cliArgs), testkit.RxeAddr)...)
+			r := run{goSide: cli, victim: srv, role: role}
+			if goServer {
+				r.goSide, r.victim = srv, cli
+			}
+			runs = append(runs, r)
+		}
+		for _, r := range runs {
+			if err := WaitSending(ctx, t, testkit.RxeDev, r.goSide, 300); err != nil {
+				t.Fatalf("%s, Go %s: no traffic (%v):\n%s\nits peer:\n%s", how, r.role, err, r.goSide.Output(), r.victim.Output())
+			}
+		}
+		t0 := time.Now()
+		for _, r := range runs {
+			r.victim.Kill()
+		}
+		for _, r := range runs {
+			err := r.goSide.Wait()
+			t.Logf("%s, Go %s: ended %v after its peer was killed: %v", how, r.role, time.Since(t0).Round(time.Millisecond), err)
+			out := r.goSide.Output()
+			switch {
+			case ctx.Err() != nil:
+				t.Errorf("%s, Go %s: still running at the test's end:\n%s", how, r.role, out)
+			case time.Since(t0) > time.Minute:
+				t.Errorf("%s, Go %s: ended %v after the kill, more than a minute", how, r.role, time.Since(t0))
+			case err == nil:
+				t.Errorf("%s, Go %s: exit status 0 after its peer was killed:\n%s", how, r.role, out)
+			case !strings.Contains(out, "The peer has gone"):
+				t.Errorf("%s, Go %s: no word of the peer's going:\n%s", how, r.role, out)
+			}
+		}
+		cancel()
+		if after := testkit.Resources(t, testkit.RxeDev); !maps.Equal(after, before) {
+			t.Errorf("%s: resources after %v, before %v", how, after, before)
+		}
+	}
+}
+
+// KillMode is one run of PeerKilled: arguments for both sides, and for
+// the Go side alone (-e: perftest's event mode against itself stalls on
+// 6.12, docs/testing.md).
+type KillMode struct{ Both, Go []string }
