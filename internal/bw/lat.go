@@ -270,7 +270,12 @@ func (l *latWriteLoop) run() error {
 					// gone, and its last write with it.
 					return nil
 				}
-				l.y.check()
+				// A peer that has gone never acknowledges the write,
+				// and rxe retries it for ever at the retry count of 7
+				// that perftest sets.
+				if l.y.check() && l.y.lost {
+					return errPeerGone
+				}
 			}
 			if wc := &l.wc[0]; wc.Status != uverbs.WCSuccess {
 				return sendCompError(wc, l.scnt, l.ccnt)

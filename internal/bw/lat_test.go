@@ -543,11 +543,21 @@ func TestLatLoopsPeerGone(t *testing.T) {
 	f.posts = 0
 	l.y = yielder{every: 1, grace: stampsPer(20 * time.Millisecond), peer: gone}
 	start := time.Now()
-	if err := l.run(); err == nil || err.Error() != errPeerGone.Error() {
+	if err := bounded(t, l.run); err == nil || err.Error() != errPeerGone.Error() {
 		t.Fatalf("a silent peer, gone: %v", err)
 	}
 	if el := time.Since(start); el < 20*time.Millisecond {
 		t.Errorf("gave up after %v, before the grace", el)
+	}
+
+	// The peer never acknowledges the write (rxe retries it for ever):
+	// the wait for its completion gives up as well.
+	quietCQ := &silentCQ{}
+	l.cq = quietCQ
+	f.posts, mem[f.recv] = 0, 1
+	l.y = yielder{every: 1, grace: stampsPer(20 * time.Millisecond), peer: gone}
+	if err := bounded(t, l.run); err == nil || err.Error() != errPeerGone.Error() || f.posts != 1 || quietCQ.polls == 0 {
+		t.Fatalf("an unacknowledged write, the peer gone: %v (%d posts, %d polls)", err, f.posts, quietCQ.polls)
 	}
 
 	// send_lat: the client sends first, then waits for a receive.
@@ -556,7 +566,22 @@ func TestLatLoopsPeerGone(t *testing.T) {
 	sl := &latSendLoop{qp: sf, rqp: sf, scq: sf, rcq: quiet, client: true, iters: 50, depth: 20, cqMod: 1, posted: make([]int64, 50)}
 	sl.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0, 0)
 	sl.y = yielder{every: 1, grace: stampsPer(20 * time.Millisecond), peer: gone}
-	if err := sl.run(); err == nil || err.Error() != errPeerGone.Error() || sf.sends != 1 || quiet.polls == 0 {
+	if err := bounded(t, sl.run); err == nil || err.Error() != errPeerGone.Error() || sf.sends != 1 || quiet.polls == 0 {
 		t.Fatalf("send_lat, a silent peer, gone: %v (%d sends, %d polls)", err, sf.sends, quiet.polls)
+	}
+}
+
+// bounded runs a loop that should end by itself, and fails the test if
+// it has not after a minute (the loop is left spinning).
+func bounded(t *testing.T, run func() error) error {
+	t.Helper()
+	res := make(chan error, 1)
+	go func() { res <- run() }()
+	select {
+	case err := <-res:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("the loop still runs after a minute")
+		return nil
 	}
 }

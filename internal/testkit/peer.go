@@ -194,6 +194,16 @@ func (p *Peer) Wait() error {
 	return nil
 }
 
+// Exited is when the peer was seen to exit (zero until Done is closed).
+func (p *Peer) Exited() time.Time {
+	select {
+	case <-p.done:
+		return p.exited
+	default:
+		return time.Time{}
+	}
+}
+
 // Done is closed when the peer has exited.
 func (p *Peer) Done() <-chan struct{} { return p.done }
 
