@@ -60,3 +60,9 @@ func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }
 func TestTwoHostLatency(t *testing.T) {
 	bwtest.LatTwoHosts(t, tool, []int{8}, 300)
 }
+
+// TestVMPeerKilled: the peer (perftest's) dies mid-run: the Go client,
+// whose atomic rxe retries for ever, and the Go server exit with an
+// error where ib_atomic_lat's client would wait for ever
+// (bwtest.PeerKilled).
+func TestVMPeerKilled(t *testing.T) { bwtest.PeerKilled(t, tool) }

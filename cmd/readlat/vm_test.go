@@ -86,3 +86,11 @@ func TestVMRDMACM(t *testing.T) { bwtest.LatRDMACM(t, tool) }
 // TestVMServerKilled: the server dies mid-run; the Go client fails as
 // perftest's does, within a bound (bwtest.ServerKilled).
 func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }
+
+// TestVMPeerKilled: the peer (perftest's) dies mid-run, over RC and with
+// -e on the Go side: the Go client, whose read rxe retries for ever,
+// and the Go server exit with an error where ib_read_lat's client would
+// wait for ever (bwtest.PeerKilled).
+func TestVMPeerKilled(t *testing.T) {
+	bwtest.PeerKilled(t, tool, bwtest.KillMode{}, bwtest.KillMode{Go: []string{"-e"}})
+}

@@ -104,12 +104,9 @@ type yielder struct {
 	next, every int64
 	calls       int    // check's calls since it last read the clock
 	yield       func() // runtime.Gosched; tests count
-	// peer, when set, is the watch on the peer's connection, read at
-	// each yield: lost is set once it has said gone for grace (stamp
-	// units; peerGoneGrace unless a test set another).
-	peer          *peerWatch
-	goneAt, grace int64
-	lost          bool
+	// peer, when set, is the watch on the peer's connection: the loops
+	// ask peerLost after a yield.
+	peer *peerWatch
 }
 
 // yieldCheck is how many calls of check share one read of the clock.
@@ -139,11 +136,7 @@ func (y *yielder) reset() {
 	if y.every == 0 {
 		y.every = stampsPer(yieldEvery)
 	}
-	if y.grace == 0 {
-		y.grace = stampsPer(peerGoneGrace)
-	}
 	y.next, y.calls = stamp()+y.every, 0
-	y.goneAt, y.lost = 0, false
 }
 
 // at yields when now (a stamp) has passed the end of the interval, and
@@ -158,14 +151,14 @@ func (y *yielder) at(now int64) bool {
 		runtime.Gosched()
 	}
 	y.next = now + y.every
-	if y.peer != nil && y.peer.gone.Load() {
-		if y.goneAt == 0 {
-			y.goneAt = now
-		} else if now-y.goneAt >= y.grace {
-			y.lost = true
-		}
-	}
 	return true
+}
+
+// peerLost says whether the peer's connection has been gone for
+// peerGoneGrace (peerWatch). A loop that waits for the peer asks it each
+// time check yields: an atomic load every 2 ms.
+func (y *yielder) peerLost() bool {
+	return y.peer != nil && y.peer.expired.Load()
 }
 
 // OneProc runs the tool's goroutines on one P, as perftest runs on one

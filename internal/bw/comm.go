@@ -198,7 +198,7 @@ func (c *conn) readMsg(b []byte) error {
 // latency run waits for the peer's next message by spinning on its
 // buffer or its receive queue, where nothing ever says that the peer is
 // no more: perftest's ib_write_lat and ib_send_lat then wait for ever.
-// The Go tools stop after peerGoneGrace (yielder.lost) and fail.
+// The Go tools stop after peerGoneGrace (expired) and fail.
 //
 // What the peer sends meanwhile (its next exchange, when it finished
 // first) ends the watch and goes back to the connection (unwatch).
@@ -207,9 +207,10 @@ type peerWatch struct {
 	gone atomic.Bool // the connection ended (EOF or an error)
 	done chan struct{}
 	buf  []byte
-	// For a loop that sleeps (-e) rather than spins: lost, once the
-	// connection has been gone for peerGoneGrace, cancels the wait's
-	// context, after setting expired.
+	// Once the connection has been gone for peerGoneGrace, a timer sets
+	// expired, which the spinning loops read as they yield
+	// (yielder.peerLost), and then calls lost, which cancels the sleep
+	// of a loop that sleeps on a channel (-e) rather than spins.
 	lost    func()
 	timer   *time.Timer
 	expired atomic.Bool
@@ -238,16 +239,21 @@ func (c *conn) watch(lost func()) *peerWatch {
 		n, err := w.nc.Read(b[:])
 		w.buf = append(w.buf, b[:n]...)
 		if n == 0 && err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			w.gone.Store(true)
-			if w.lost != nil {
-				w.timer = time.AfterFunc(peerGoneGrace, func() {
-					w.expired.Store(true)
-					w.lost()
-				})
-			}
+			w.closed()
 		}
 	}()
 	return w
+}
+
+// closed records that the connection has gone and starts the grace.
+func (w *peerWatch) closed() {
+	w.gone.Store(true)
+	w.timer = time.AfterFunc(peerGoneGrace, func() {
+		w.expired.Store(true)
+		if w.lost != nil {
+			w.lost()
+		}
+	})
 }
 
 // unwatch ends the watch w (nil: none) and keeps what it read for the
@@ -266,6 +272,28 @@ func (c *conn) unwatch(w *peerWatch) error {
 	}
 	c.pending = append(c.pending, w.buf...)
 	return err
+}
+
+// watchPeer watches t's connection (peerWatch) for a latency loop with
+// yielder y and waiter ev (nil: it polls). A loop that sleeps on the
+// completion channel (-e) is woken once the peer has been gone for the
+// grace. The function returned ends the watch.
+func (t *test) watchPeer(y *yielder, ev waiter) (unwatch func() error) {
+	var stop context.CancelFunc
+	cw, sleeps := ev.(*channelWaiter)
+	if sleeps && t.c != nil && t.c.c != nil {
+		cw.ctx, stop = context.WithCancel(t.ctx)
+	}
+	y.peer = t.c.watch(stop)
+	return func() error {
+		err := t.c.unwatch(y.peer)
+		y.peer = nil
+		if stop != nil {
+			stop()
+			cw.ctx = t.ctx
+		}
+		return err
+	}
 }
 
 // errPeerGone is a loop's error when its peer's connection closed and

@@ -237,7 +237,7 @@ func (l *latWriteLoop) run() error {
 			// The peer's write lands by DMA (the kernel's, for rxe): an
 			// atomic load reads the memory each time round.
 			for sys.LoadByte(l.local, l.poll) != want && !end() {
-				if l.y.check() && l.y.lost {
+				if l.y.check() && l.y.peerLost() {
 					return errPeerGone
 				}
 			}
@@ -273,7 +273,7 @@ func (l *latWriteLoop) run() error {
 				// A peer that has gone never acknowledges the write,
 				// and rxe retries it for ever at the retry count of 7
 				// that perftest sets.
-				if l.y.check() && l.y.lost {
+				if l.y.check() && l.y.peerLost() {
 					return errPeerGone
 				}
 			}
@@ -302,8 +302,7 @@ func (t *test) runLat() error {
 	lo := t.latOptions()
 	// No exchange until the end: the peer's connection is watched
 	// throughout (peerWatch).
-	l.y.peer = t.c.watch(nil)
-	defer t.c.unwatch(l.y.peer)
+	defer t.watchPeer(&l.y, nil)()
 	for _, size := range t.sizes() {
 		l.setup(size, t.mem, t.base(), t.localSlice(0), t.remoteArea(0), t.rem[0].VAddr, t.rem[0].RKey, t.mrOf(0).LKey(), o.Inline)
 		if err := l.run(); err != nil {

@@ -2,6 +2,7 @@ package bw
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math"
@@ -519,21 +520,39 @@ type silentCQ struct{ polls int }
 
 func (c *silentCQ) Poll([]uverbs.WC) (int, error) { c.polls++; return 0, nil }
 
-// TestLatLoopsPeerGone: the write and send latency loops, waiting for a
-// peer that will not answer, end with errPeerGone once the peer's
+// TestLatLoopsPeerGone: the write, send and read latency loops, waiting
+// for a peer that will not answer, end with errPeerGone once the peer's
 // connection has said gone for the grace, and not before; a message
 // that comes within the grace is taken, and the run goes on.
 func TestLatLoopsPeerGone(t *testing.T) {
-	gone := &peerWatch{}
-	gone.gone.Store(true)
+	defer func(g time.Duration) { peerGoneGrace = g }(peerGoneGrace)
+	peerGoneGrace = 20 * time.Millisecond
+	// expectGone runs a loop that waits with y for a peer whose
+	// connection closes as it starts (lost: the watch's -e callback).
+	expectGone := func(what string, y *yielder, lost func(), run func() error) {
+		t.Helper()
+		start := time.Now()
+		w := &peerWatch{lost: lost}
+		w.closed()
+		*y = yielder{every: 1, peer: w}
+		if err := bounded(t, run); err == nil || err.Error() != errPeerGone.Error() {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if el := time.Since(start); el < peerGoneGrace {
+			t.Errorf("%s: gave up after %v, before the grace", what, el)
+		}
+	}
 	mem := make([]byte, 8192)
 	f := &latFake{mem: mem}
 	l := &latWriteLoop{qp: f, cq: f, iters: 50, posted: make([]int64, 50)}
 	l.setup(64, mem, 0x10000, 0x10000, 0x11000, 0x90000, 7, 8, 0)
 	f.recv = 0x1000 + 63
 	// The peer answers every post at once: the run completes even with
-	// its connection gone.
-	l.y = yielder{every: 1, grace: 1, peer: gone}
+	// its connection gone for longer than the grace.
+	lost := &peerWatch{}
+	lost.gone.Store(true)
+	lost.expired.Store(true)
+	l.y = yielder{every: 1, peer: lost}
 	mem[f.recv] = 1
 	if err := l.run(); err != nil || f.posts != 50 {
 		t.Fatalf("a peer that answers: %v, %d posts", err, f.posts)
@@ -541,23 +560,16 @@ func TestLatLoopsPeerGone(t *testing.T) {
 	// The peer's count never comes: the loop gives up after the grace.
 	mem[f.recv] = 0
 	f.posts = 0
-	l.y = yielder{every: 1, grace: stampsPer(20 * time.Millisecond), peer: gone}
-	start := time.Now()
-	if err := bounded(t, l.run); err == nil || err.Error() != errPeerGone.Error() {
-		t.Fatalf("a silent peer, gone: %v", err)
-	}
-	if el := time.Since(start); el < 20*time.Millisecond {
-		t.Errorf("gave up after %v, before the grace", el)
-	}
+	expectGone("a silent peer, gone", &l.y, nil, l.run)
 
 	// The peer never acknowledges the write (rxe retries it for ever):
 	// the wait for its completion gives up as well.
 	quietCQ := &silentCQ{}
 	l.cq = quietCQ
 	f.posts, mem[f.recv] = 0, 1
-	l.y = yielder{every: 1, grace: stampsPer(20 * time.Millisecond), peer: gone}
-	if err := bounded(t, l.run); err == nil || err.Error() != errPeerGone.Error() || f.posts != 1 || quietCQ.polls == 0 {
-		t.Fatalf("an unacknowledged write, the peer gone: %v (%d posts, %d polls)", err, f.posts, quietCQ.polls)
+	expectGone("an unacknowledged write, the peer gone", &l.y, nil, l.run)
+	if f.posts != 1 || quietCQ.polls == 0 {
+		t.Errorf("an unacknowledged write: %d posts, %d polls", f.posts, quietCQ.polls)
 	}
 
 	// send_lat: the client sends first, then waits for a receive.
@@ -565,23 +577,45 @@ func TestLatLoopsPeerGone(t *testing.T) {
 	quiet := &silentCQ{}
 	sl := &latSendLoop{qp: sf, rqp: sf, scq: sf, rcq: quiet, client: true, iters: 50, depth: 20, cqMod: 1, posted: make([]int64, 50)}
 	sl.setup(64, mem, 0x10000, 0x10000, 0x11000, 5, 0, nil, 0, 0, 0)
-	sl.y = yielder{every: 1, grace: stampsPer(20 * time.Millisecond), peer: gone}
-	if err := bounded(t, sl.run); err == nil || err.Error() != errPeerGone.Error() || sf.sends != 1 || quiet.polls == 0 {
-		t.Fatalf("send_lat, a silent peer, gone: %v (%d sends, %d polls)", err, sf.sends, quiet.polls)
+	expectGone("send_lat, a silent peer, gone", &sl.y, nil, sl.run)
+	if sf.sends != 1 || quiet.polls == 0 {
+		t.Errorf("send_lat: %d sends, %d polls", sf.sends, quiet.polls)
 	}
+
+	// read_lat: the client's read is never answered.
+	rf := &readLatFake{}
+	readCQ := &silentCQ{}
+	rl := &latReadLoop{qp: rf, cq: readCQ, iters: 50, posted: make([]int64, 50)}
+	rl.setup(64, 0x10000, 0x90000, 7, 8)
+	expectGone("read_lat, a silent server, gone", &rl.y, nil, rl.run)
+	if rf.posts != 1 || readCQ.polls == 0 {
+		t.Errorf("read_lat: %d posts, %d polls", rf.posts, readCQ.polls)
+	}
+	// The same with -e: the sleep on the channel ends with the grace
+	// (the watch's lost cancels the wait).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rf.posts = 0
+	rl.events = ctxWaiter{ctx: ctx, q: &stallingRQ{}}
+	expectGone("read_lat -e, a silent server, gone", &rl.y, cancel, rl.run)
 }
 
 // bounded runs a loop that should end by itself, and fails the test if
 // it has not after a minute (the loop is left spinning).
 func bounded(t *testing.T, run func() error) error {
 	t.Helper()
+	return boundedIn(t, time.Minute, run)
+}
+
+func boundedIn(t *testing.T, d time.Duration, run func() error) error {
+	t.Helper()
 	res := make(chan error, 1)
 	go func() { res <- run() }()
 	select {
 	case err := <-res:
 		return err
-	case <-time.After(time.Minute):
-		t.Fatal("the loop still runs after a minute")
+	case <-time.After(d):
+		t.Fatalf("the loop still runs after %v", d)
 		return nil
 	}
 }

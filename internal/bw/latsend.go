@@ -1,7 +1,6 @@
 package bw
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -94,14 +93,14 @@ func (l *latSendLoop) pollOne(cq poller, ends bool) (bool, error) {
 		}
 		if l.events != nil {
 			if err := l.events.wait(); err != nil {
-				if l.y.peer != nil && l.y.peer.expired.Load() {
+				if l.y.peerLost() {
 					return false, errPeerGone
 				}
 				return false, msgError{" Failed to notify events to CQ", "  (" + err.Error() + ")"}
 			}
 			continue
 		}
-		if l.y.check() && l.y.lost {
+		if l.y.check() && l.y.peerLost() {
 			return false, errPeerGone
 		}
 	}
@@ -218,22 +217,12 @@ func (t *test) runLatSend() error {
 		if _, err := t.c.handshake(&t.my[0], withGID); err != nil {
 			return err
 		}
-		// Watched while it runs (peerWatch); the next size's
-		// handshake or the closing one may come early. With -e the
-		// loop sleeps on the channel: a lost peer ends the sleep.
-		var stop context.CancelFunc
-		cw, sleeps := l.events.(*channelWaiter)
-		if sleeps {
-			cw.ctx, stop = context.WithCancel(t.ctx)
-		}
-		l.y.peer = t.c.watch(stop)
+		// Watched while it runs; the next size's handshake or the
+		// closing one may come early.
+		unwatch := t.watchPeer(&l.y, l.events)
 		err := l.run()
-		if uerr := t.c.unwatch(l.y.peer); err == nil && uerr != nil {
+		if uerr := unwatch(); err == nil && uerr != nil {
 			err = msgError{"  (" + uerr.Error() + ")"}
-		}
-		if sleeps {
-			stop()
-			cw.ctx = t.ctx
 		}
 		if err != nil {
 			return failed17(err)
