@@ -110,3 +110,11 @@ func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }
 func TestVMMismatched(t *testing.T) {
 	bwtest.Mismatched(t, tool, []string{"-q", "2"}, []string{"-q", "1"})
 }
+
+// TestVMServerGone: perftest's server dies mid-run, the Go client polling
+// or sleeping on events (-e): the client, whose reads rxe retries for
+// ever at perftest's retry count of 7, exits with an error where
+// ib_read_bw's would wait for ever (bwtest.PeerKilled).
+func TestVMServerGone(t *testing.T) {
+	bwtest.PeerKilled(t, tool, bwtest.KillMode{}, bwtest.KillMode{Go: []string{"-e"}})
+}

@@ -92,5 +92,5 @@ func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }
 // and the Go server exit with an error where ib_read_lat's client would
 // wait for ever (bwtest.PeerKilled).
 func TestVMPeerKilled(t *testing.T) {
-	bwtest.PeerKilled(t, tool, bwtest.KillMode{}, bwtest.KillMode{Go: []string{"-e"}})
+	bwtest.PeerKilled(t, tool, bwtest.KillMode{}, bwtest.KillMode{Go: []string{"-e"}}, bwtest.KillMode{Both: []string{"-R"}})
 }

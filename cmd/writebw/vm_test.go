@@ -139,3 +139,8 @@ func TestVMMismatched(t *testing.T) {
 	bwtest.Mismatched(t, tool, []string{"-q", "1"}, []string{"-q", "2"})
 	bwtest.Mismatched(t, tool, []string{"-s", "4096"}, []string{"-s", "65536"})
 }
+
+// TestVMServerGone: perftest's server dies mid-run: the Go client, whose
+// writes rxe retries for ever at perftest's retry count of 7, exits with
+// an error where ib_write_bw's would wait for ever (bwtest.PeerKilled).
+func TestVMServerGone(t *testing.T) { bwtest.PeerKilled(t, tool) }

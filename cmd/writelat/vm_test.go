@@ -87,4 +87,6 @@ func TestVMRDMACM(t *testing.T) { bwtest.LatRDMACM(t, tool) }
 // TestVMPeerKilled: the peer (perftest's) dies mid-run, and the Go
 // client and the Go server fail within a bound where ib_write_lat would
 // wait for ever (bwtest.PeerKilled).
-func TestVMPeerKilled(t *testing.T) { bwtest.PeerKilled(t, tool) }
+func TestVMPeerKilled(t *testing.T) {
+	bwtest.PeerKilled(t, tool, bwtest.KillMode{}, bwtest.KillMode{Both: []string{"-R"}})
+}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/pureverbs/pureverbs/rdmacm"
@@ -84,6 +85,9 @@ type cmLink struct {
 	qp  *uverbs.QP
 
 	client bool
+	// gone: the peer has disconnected (watchCM saw it). Nothing more
+	// will come, and what is sent is never acknowledged.
+	gone atomic.Bool
 	// Completions seen but not yet consumed: a receive may complete
 	// while the send before it is awaited.
 	sends, recvs int
@@ -302,9 +306,13 @@ func (l *cmLink) recv(rem []byte) error {
 }
 
 // wait takes the completions there are, or blocks on the completion
-// channel until one comes (or the run's context ends).
+// channel until one comes (or the run's context ends, or the peer
+// disconnects: perftest's exchange polls for ever once the peer has
+// gone, at the retry count of 7 that rxe never exhausts). After the
+// disconnect it waits peerGoneGrace more for what the peer sent (or
+// acknowledged) before it went.
 func (l *cmLink) wait() error {
-	armed := false
+	armed, graceUsed := false, false
 	for {
 		n, err := l.cq.Poll(l.wcs[:])
 		if err != nil {
@@ -327,12 +335,65 @@ func (l *cmLink) wait() error {
 			armed = true
 			continue
 		}
-		cq, err := l.cc.GetCQEvent(l.ctx)
+		var ctx context.Context
+		var cancel context.CancelFunc
+		stop := func() {}
+		if l.gone.Load() {
+			if graceUsed {
+				return errCMGone
+			}
+			graceUsed = true
+			ctx, cancel = context.WithTimeout(l.ctx, peerGoneGrace)
+		} else {
+			ctx, cancel = context.WithCancel(l.ctx)
+			stop = l.watchCM(cancel)
+		}
+		cq, err := l.cc.GetCQEvent(ctx)
+		stop()
+		cancel()
 		if err != nil {
+			if l.gone.Load() && l.ctx.Err() == nil {
+				continue // poll again, then the grace
+			}
 			return err
 		}
 		cq.AckEvents(1)
 		armed = false
+	}
+}
+
+// errCMGone is the exchange's error once the peer has disconnected.
+var errCMGone = errors.New("the peer has disconnected (RDMA_CM_EVENT_DISCONNECTED)")
+
+// watchCM reads the link's event channel until stop is called: if the
+// peer disconnects first (its process ended, and the kernel destroyed
+// its ID), or the channel fails, it sets gone and calls onGone. The
+// channel carries nothing else once the link is up. Nothing is watched
+// once gone is set.
+func (l *cmLink) watchCM(onGone func()) (stop func()) {
+	if l.gone.Load() {
+		onGone()
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			ev, err := l.ch.GetEvent(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil || ev.Type == rdmacm.EventDisconnected || ev.Type == rdmacm.EventDeviceRemoval {
+				l.gone.Store(true)
+				onGone()
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 

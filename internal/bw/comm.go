@@ -196,14 +196,22 @@ func (c *conn) readMsg(b []byte) error {
 // from it, so that the loops can tell that the peer has gone: its
 // process ended (killed, or failed) and the kernel closed its socket. A
 // latency run waits for the peer's next message by spinning on its
-// buffer or its receive queue, where nothing ever says that the peer is
-// no more: perftest's ib_write_lat and ib_send_lat then wait for ever.
-// The Go tools stop after peerGoneGrace (expired) and fail.
+// buffer or its receive queue, or for its own request's completion,
+// where nothing ever says that the peer is no more: perftest's latency
+// tools then wait for ever. The Go tools stop after peerGoneGrace
+// (expired) and fail.
 //
 // What the peer sends meanwhile (its next exchange, when it finished
 // first) ends the watch and goes back to the connection (unwatch).
+//
+// Over the RDMA CM exchange (-z, and -R) the watch reads the exchange's
+// event channel instead: when the peer's process ends, the kernel
+// destroys its ID, which disconnects (a DREQ), and EventDisconnected
+// comes here. Its messages come on the exchange's QP, which the watch
+// leaves alone.
 type peerWatch struct {
 	nc   net.Conn
+	stop func()      // over the RDMA CM: ends cmLink.watchCM
 	gone atomic.Bool // the connection ended (EOF or an error)
 	done chan struct{}
 	buf  []byte
@@ -224,24 +232,31 @@ type peerWatch struct {
 // ends are well within the grace.) A variable for the tests.
 var peerGoneGrace = 3 * time.Second
 
-// watch starts a peerWatch on the connection; nil over rdma_cm (whose
-// exchange QP hears nothing when the peer goes: not watched). lost (nil:
-// none) is called once the peer has been gone for peerGoneGrace, unless
-// the watch has ended by then.
+// watch starts a peerWatch on the connection. lost (nil: none) is
+// called once the peer has been gone for peerGoneGrace, unless the watch
+// has ended by then.
 func (c *conn) watch(lost func()) *peerWatch {
-	if c == nil || c.c == nil {
+	if c == nil {
 		return nil
 	}
 	w := &peerWatch{nc: c.c, done: make(chan struct{}), lost: lost}
-	go func() {
-		defer close(w.done)
-		var b [512]byte
-		n, err := w.nc.Read(b[:])
-		w.buf = append(w.buf, b[:n]...)
-		if n == 0 && err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			w.closed()
-		}
-	}()
+	switch {
+	case c.c != nil:
+		go func() {
+			defer close(w.done)
+			var b [512]byte
+			n, err := w.nc.Read(b[:])
+			w.buf = append(w.buf, b[:n]...)
+			if n == 0 && err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				w.closed()
+			}
+		}()
+	case c.cm != nil:
+		close(w.done)
+		w.stop = c.cm.watchCM(w.closed)
+	default:
+		return nil
+	}
 	return w
 }
 
@@ -260,6 +275,13 @@ func (w *peerWatch) closed() {
 // next exchange.
 func (c *conn) unwatch(w *peerWatch) error {
 	if w == nil {
+		return nil
+	}
+	if w.stop != nil {
+		w.stop()
+		if w.timer != nil {
+			w.timer.Stop()
+		}
 		return nil
 	}
 	err := w.nc.SetReadDeadline(time.Now())
@@ -281,8 +303,10 @@ func (c *conn) unwatch(w *peerWatch) error {
 func (t *test) watchPeer(y *yielder, ev waiter) (unwatch func() error) {
 	var stop context.CancelFunc
 	cw, sleeps := ev.(*channelWaiter)
-	if sleeps && t.c != nil && t.c.c != nil {
-		cw.ctx, stop = context.WithCancel(t.ctx)
+	var parent context.Context
+	if sleeps {
+		parent = cw.ctx
+		cw.ctx, stop = context.WithCancel(parent)
 	}
 	y.peer = t.c.watch(stop)
 	return func() error {
@@ -290,10 +314,40 @@ func (t *test) watchPeer(y *yielder, ev waiter) (unwatch func() error) {
 		y.peer = nil
 		if stop != nil {
 			stop()
-			cw.ctx = t.ctx
+			cw.ctx = parent
 		}
 		return err
 	}
+}
+
+// watched is run with the peer watched (watchPeer) for a loop with
+// yielder y and waiter ev that waits for its own requests' completions
+// (the bandwidth tools' sending loops), when rxe retries those requests
+// for ever (retriesForever); otherwise the QP's own retry-exceeded
+// completion ends the wait, with perftest's lines, and run is not
+// watched.
+func (t *test) watched(y *yielder, ev waiter, run func() error) func() error {
+	if !t.retriesForever() {
+		return run
+	}
+	return func() error {
+		unwatch := t.watchPeer(y, ev)
+		err := run()
+		if uerr := unwatch(); err == nil && uerr != nil {
+			err = msgError{"  (" + uerr.Error() + ")"}
+		}
+		return err
+	}
+}
+
+// retriesForever says whether rxe retries the run's requests for ever
+// once their responder has gone: at a retry count of 7, which rxe takes
+// to mean "for ever" (rxe_completer decrements it only when it is not
+// 7). perftest sets 7 on every QP it connects itself; --retry_count
+// reaches the QPs only with -R, through the RDMA CM's connection
+// parameters.
+func (t *test) retriesForever() bool {
+	return !t.o.rdmaCM || t.o.retryCount == 7
 }
 
 // errPeerGone is a loop's error when its peer's connection closed and

@@ -369,6 +369,29 @@ func TestPeerWatch(t *testing.T) {
 	}
 	var rcv conn
 	if rcv.watch(nil) != nil || rcv.unwatch(nil) != nil {
-		t.Error("a connection without TCP (rdma_cm) was watched")
+		t.Error("a connection with neither TCP nor the RDMA CM was watched")
+	}
+}
+
+// TestRetriesForever: only -R with a retry count other than 7 lets the
+// QP's own retries end a wait for a responder that has gone (and the
+// peer watch stays out of the loops that wait for their own requests).
+func TestRetriesForever(t *testing.T) {
+	for _, c := range []struct {
+		rdmaCM bool
+		retry  int
+		want   bool
+	}{{false, 7, true}, {false, 2, true}, {true, 7, true}, {true, 2, false}, {true, 0, false}} {
+		tt := &test{}
+		tt.o.rdmaCM, tt.o.retryCount = c.rdmaCM, c.retry
+		if got := tt.retriesForever(); got != c.want {
+			t.Errorf("-R %v, --retry_count %d: retriesForever %v", c.rdmaCM, c.retry, got)
+		}
+		ran := false
+		run := func() error { ran = true; return nil }
+		tt.watched(&yielder{}, nil, run)()
+		if !ran {
+			t.Errorf("-R %v, --retry_count %d: watched did not run the loop", c.rdmaCM, c.retry)
+		}
 	}
 }

@@ -598,6 +598,22 @@ func TestLatLoopsPeerGone(t *testing.T) {
 	rf.posts = 0
 	rl.events = ctxWaiter{ctx: ctx, q: &stallingRQ{}}
 	expectGone("read_lat -e, a silent server, gone", &rl.y, cancel, rl.run)
+
+	// The bandwidth tools' sending loop: a window in flight that never
+	// completes.
+	bf := &fakeSQ{}
+	bl := newSendLoop(bf, Write, 1000, 16, 1, false)
+	bl.cq = &silentCQ{}
+	bl.setup(64)
+	expectGone("write_bw, a silent server, gone", &bl.y, nil, bl.run)
+	if bl.scnt != 16 || bl.ccnt != 0 {
+		t.Errorf("write_bw: %d posted, %d completed", bl.scnt, bl.ccnt)
+	}
+	// The same with -e.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	bl.events = ctxWaiter{ctx: ctx, q: &stallingRQ{}}
+	expectGone("write_bw -e, a silent server, gone", &bl.y, cancel, bl.run)
 }
 
 // bounded runs a loop that should end by itself, and fails the test if

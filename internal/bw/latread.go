@@ -148,8 +148,12 @@ func (t *test) runLatRead() error {
 	l.dur, l.tm = t.latClock()
 	lo := t.latOptions()
 	// The server sends nothing until the client's closing handshake:
-	// its connection is watched throughout.
-	unwatch := t.watchPeer(&l.y, l.events)
+	// its connection is watched throughout, unless a read to a server
+	// that has gone fails by itself (retriesForever).
+	unwatch := func() error { return nil }
+	if t.retriesForever() {
+		unwatch = t.watchPeer(&l.y, l.events)
+	}
 	for _, size := range t.sizes() {
 		l.setup(size, t.localSlice(0), t.rem[0].VAddr, t.rem[0].RKey, t.mrOf(0).LKey())
 		if err := l.run(); err != nil {

@@ -561,7 +561,11 @@ func (l *sendLoop) loop(iters uint64) error {
 		if dur != nil && dur.phase.Load() == phaseEnd {
 			return nil
 		}
-		l.y.check()
+		// A peer that has gone never acknowledges what is in flight,
+		// and rxe retries it for ever at perftest's retry count of 7.
+		if l.y.check() && l.y.peerLost() {
+			return errPeerGone
+		}
 		if end, err := l.post(iters); end || err != nil {
 			return err
 		}
@@ -575,6 +579,9 @@ func (l *sendLoop) loop(iters uint64) error {
 			// for.)
 			if l.events != nil && ne == 0 && l.scnt > l.ccnt {
 				if err := l.events.wait(); err != nil {
+					if l.y.peerLost() {
+						return errPeerGone
+					}
 					return msgError{"Couldn't request CQ notification", "  (" + err.Error() + ")"}
 				}
 			}
@@ -954,7 +961,9 @@ func (b *biLoop) loop(iters uint64) error {
 		if r.watch != nil && r.watch.stuck.Load() {
 			return r.stuck()
 		}
-		s.y.check()
+		if s.y.check() && s.y.peerLost() {
+			return errPeerGone
+		}
 		if sending {
 			if end, err := s.post(iters); end || err != nil {
 				return err
@@ -967,6 +976,9 @@ func (b *biLoop) loop(iters uint64) error {
 			if err := s.events.wait(); err != nil {
 				if r.watch != nil && r.watch.stuck.Load() {
 					return r.stuck()
+				}
+				if s.y.peerLost() {
+					return errPeerGone
 				}
 				return msgError{"Failed to notify events to CQ", "  (" + err.Error() + ")"}
 			}

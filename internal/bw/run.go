@@ -1252,7 +1252,7 @@ func (t *test) runRDMA() error {
 		if t.v == Read {
 			msg = " Error occurred while running! aborting ..." // read_bw's
 		}
-		return t.forever(t.o.Size, t.send.dur, &t.send.progress, t.send.run, msg)
+		return t.forever(t.o.Size, t.send.dur, &t.send.progress, t.watched(&t.send.y, t.send.events, t.send.run), msg)
 	}
 	if t.o.Duration > 0 {
 		t.send.dur = t.clock()
@@ -1269,7 +1269,7 @@ func (t *test) runRDMA() error {
 				return err
 			}
 		}
-		if err := t.send.run(); err != nil {
+		if err := t.watched(&t.send.y, t.send.events, t.send.run)(); err != nil {
 			switch {
 			case t.v == Atomic:
 				return withLines(err, " Error occurred in run_iter function")
@@ -1491,7 +1491,7 @@ func (t *test) runSend() error {
 			return err
 		}
 		if t.o.Infinite && t.client {
-			return t.forever(size, t.send.dur, &t.send.progress, t.send.run, " Error occurred while running infinitely! aborting ...")
+			return t.forever(size, t.send.dur, &t.send.progress, t.watched(&t.send.y, t.send.events, t.send.run), " Error occurred while running infinitely! aborting ...")
 		}
 		if t.o.Infinite {
 			return t.forever(size, t.recv.dur, &t.recv.progress, t.recv.run, " Error occurred while running infinitely on server! aborting ...")
@@ -1499,12 +1499,12 @@ func (t *test) runSend() error {
 		var r Report
 		switch {
 		case t.o.Duplex:
-			if err := bi.run(); err != nil {
+			if err := t.watched(&t.send.y, t.send.events, bi.run)(); err != nil {
 				return failed17(err)
 			}
 			r = computeReport(size, t.iters(bi.sampled()), &t.send.tm, t.o.CQMod, t.o.PostList, t.o.NoPeak, t.o.Gbits)
 		case t.client:
-			if err := t.send.run(); err != nil {
+			if err := t.watched(&t.send.y, t.send.events, t.send.run)(); err != nil {
 				return failed17(err)
 			}
 			r = computeReport(size, t.iters(t.send.sampled), &t.send.tm, t.o.CQMod, t.o.PostList, t.o.NoPeak, t.o.Gbits)
