@@ -381,10 +381,13 @@ func (l *cmLink) watchCM(onGone func()) (stop func()) {
 		defer close(done)
 		for {
 			ev, err := l.ch.GetEvent(ctx)
-			if ctx.Err() != nil {
+			// An event taken as stop came is still seen: it is not
+			// on the channel any more.
+			lost := err == nil && (ev.Type == rdmacm.EventDisconnected || ev.Type == rdmacm.EventDeviceRemoval)
+			if !lost && ctx.Err() != nil {
 				return
 			}
-			if err != nil || ev.Type == rdmacm.EventDisconnected || ev.Type == rdmacm.EventDeviceRemoval {
+			if lost || err != nil {
 				l.gone.Store(true)
 				onGone()
 				return
