@@ -322,7 +322,8 @@ func (t *test) watchPeer(y *yielder, ev waiter) (unwatch func() error) {
 
 // watched is run with the peer watched (watchPeer) for a loop with
 // yielder y and waiter ev that waits for its own requests' completions
-// (the bandwidth tools' sending loops), when rxe retries those requests
+// (the bandwidth tools' sending loops, read_lat's and atomic_lat's
+// clients), when rxe retries those requests
 // for ever (retriesForever); otherwise the QP's own retry-exceeded
 // completion ends the wait, with perftest's lines, and run is not
 // watched.

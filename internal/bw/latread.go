@@ -149,21 +149,19 @@ func (t *test) runLatRead() error {
 	lo := t.latOptions()
 	// The server sends nothing until the client's closing handshake:
 	// its connection is watched throughout, unless a read to a server
-	// that has gone fails by itself (retriesForever).
-	unwatch := func() error { return nil }
-	if t.retriesForever() {
-		unwatch = t.watchPeer(&l.y, l.events)
-	}
-	for _, size := range t.sizes() {
-		l.setup(size, t.localSlice(0), t.rem[0].VAddr, t.rem[0].RKey, t.mrOf(0).LKey())
-		if err := l.run(); err != nil {
-			unwatch()
-			return failed17(err)
+	// that has gone fails by itself (watched).
+	sizes := func() error {
+		for _, size := range t.sizes() {
+			l.setup(size, t.localSlice(0), t.rem[0].VAddr, t.rem[0].RKey, t.mrOf(0).LKey())
+			if err := l.run(); err != nil {
+				return err
+			}
+			t.reportLat(size, l.dur, l.sampled, &l.tm, l.posted, delta, lo)
 		}
-		t.reportLat(size, l.dur, l.sampled, &l.tm, l.posted, delta, lo)
+		return nil
 	}
-	if err := unwatch(); err != nil {
-		return failed17(msgError{"  (" + err.Error() + ")"})
+	if err := t.watched(&l.y, l.events, sizes)(); err != nil {
+		return failed17(err)
 	}
 	if err := t.c.closeConn(&t.my[0], withGID); err != nil {
 		return withLines(err, "Failed to close connection between server and client")
