@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -130,6 +132,7 @@ var warmUp = sync.OnceFunc(func() {
 type snapshot struct {
 	goroutines map[int]string // id -> stack
 	fds        map[int]string // fd -> readlink target
+	fdErr      error          // why fds could not be listed
 	devMaps    []string       // /proc/self/maps lines mapping /dev/infiniband
 	traced     map[string]int // what the traced functions list
 	resources  map[string]map[string]int
@@ -137,7 +140,8 @@ type snapshot struct {
 }
 
 func takeSnapshot(kernel bool) snapshot {
-	s := snapshot{goroutines: goroutines(), fds: openFDs(), devMaps: devMappings(), traced: map[string]int{}}
+	s := snapshot{goroutines: goroutines(), devMaps: devMappings(), traced: map[string]int{}}
+	s.fds, s.fdErr = openFDs()
 	for _, f := range traced {
 		for _, r := range f() {
 			s.traced[r]++
@@ -182,7 +186,16 @@ func settle(base snapshot) string {
 
 // fdDiff lists the fds open now that were not before (or were another
 // file).
+//
+// A listing that failed is reported as such, never compared: an empty
+// listing at the start would make every fd the process holds a leak.
 func (base snapshot) fdDiff(now snapshot) string {
+	if base.fdErr != nil {
+		return fmt.Sprintf("fds: could not list them at the start: %v\n", base.fdErr)
+	}
+	if now.fdErr != nil {
+		return fmt.Sprintf("fds: could not list them at the end: %v\n", now.fdErr)
+	}
 	var b strings.Builder
 	for _, fd := range slices.Sorted(maps.Keys(now.fds)) {
 		if old, ok := base.fds[fd]; !ok || old != now.fds[fd] {
@@ -291,12 +304,30 @@ func ignoredGoroutine(stack string) bool {
 }
 
 // openFDs returns the process's open descriptors with their targets.
-func openFDs() map[int]string {
+// A listing that fails (a transient error reading /proc: it was seen once,
+// in a CI run, as an empty listing that made every fd a "leak") is taken
+// again a few times before the error is returned.
+func openFDs() (map[int]string, error) {
+	var err error
+	for range 5 {
+		var out map[int]string
+		if out, err = listFDs(); err == nil {
+			return out, nil
+		}
+	}
+	return nil, err
+}
+
+func listFDs() (map[int]string, error) {
 	d, err := os.Open("/proc/self/fd")
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	names, _ := d.Readdirnames(-1)
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("reading /proc/self/fd: %w", err)
+	}
 	self := int(d.Fd())
 	out := map[int]string{}
 	for _, n := range names {
@@ -305,13 +336,20 @@ func openFDs() map[int]string {
 			continue
 		}
 		target, err := os.Readlink("/proc/self/fd/" + n)
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
 			continue // closed in between
+		}
+		if err != nil {
+			return nil, err
 		}
 		out[fd] = target
 	}
-	d.Close()
-	return out
+	// The runtime's poller holds its epoll and wake-up fds from warmUp
+	// on: a listing with nothing in it is a failed one.
+	if len(out) == 0 {
+		return nil, fmt.Errorf("/proc/self/fd lists no descriptors (%d names)", len(names))
+	}
+	return out, nil
 }
 
 // devMappings returns the lines of /proc/self/maps that map an RDMA

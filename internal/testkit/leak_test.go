@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -158,4 +159,30 @@ func TestRequireTwoHostsStartsLeakCheck(t *testing.T) {
 			t.Error("RequireTwoHosts did not start the per-test leak check")
 		}
 	})
+}
+
+// TestFDDiffFailedListing: a listing of /proc/self/fd that failed is
+// reported as the error it was, not compared (an empty start would make
+// every fd of the process a leak, as a CI run once showed).
+func TestFDDiffFailedListing(t *testing.T) {
+	fds, err := openFDs()
+	if err != nil || len(fds) == 0 {
+		t.Fatalf("openFDs = %v, %v", fds, err)
+	}
+	failed := snapshot{fdErr: errors.New("boom")}
+	ok := snapshot{fds: fds}
+	for _, c := range []struct {
+		name      string
+		base, now snapshot
+		want      string
+	}{
+		{"start", failed, ok, "could not list them at the start: boom"},
+		{"end", ok, failed, "could not list them at the end: boom"},
+		{"both fine", ok, ok, ""},
+	} {
+		got := c.base.fdDiff(c.now)
+		if c.want == "" && got != "" || !strings.Contains(got, c.want) || strings.Contains(got, "was not open") {
+			t.Errorf("%s: fdDiff = %q, want %q", c.name, got, c.want)
+		}
+	}
 }
