@@ -66,7 +66,11 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 // or one whose Resize could not map the resized ring (ErrInvalid).
 // An empty poll, the common case of a busy-polling loop, takes no lock
 // and makes no atomic read-modify-write: it compares the ring's producer
-// index with the consumer index of the last poll.
+// index with the consumer index of the last poll. A goroutine that
+// busy-polls should yield every few milliseconds with Yield, not
+// runtime.Gosched alone, or the library's waits parked on the runtime
+// poller (async events, completion channels, rdma_cm events) can go
+// unserved for up to a minute.
 func (cq *CQ) Poll(wcs []WC) (int, error) {
 	if cq == nil || cq.ctx == nil {
 		return 0, invalidErr("cq", "poll", "nil CQ")
