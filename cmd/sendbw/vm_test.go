@@ -167,11 +167,10 @@ func TestVMRDMACM(t *testing.T) { bwtest.RDMACM(t, tool) }
 // perftest's does, within a bound (bwtest.ServerKilled).
 func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }
 
-// TestVMServerGone: perftest's server dies mid-run, one way and both
-// ways (-b): the Go client, whose sends rxe retries for ever at
-// perftest's retry count of 7, exits with an error where ib_send_bw's
-// would wait for ever (bwtest.PeerKilled). (With -R the disconnect
-// reaches the client about a minute late: docs/testing.md.)
+// TestVMServerGone: perftest's server dies mid-run, one way, both ways
+// (-b) and over the RDMA CM (-R): the Go client, whose sends rxe retries
+// for ever at perftest's retry count of 7, exits with an error where
+// ib_send_bw's would wait for ever (bwtest.PeerKilled).
 func TestVMServerGone(t *testing.T) {
-	bwtest.PeerKilled(t, tool, bwtest.KillMode{}, bwtest.KillMode{Both: []string{"-b"}})
+	bwtest.PeerKilled(t, tool, bwtest.KillMode{}, bwtest.KillMode{Both: []string{"-b"}}, bwtest.KillMode{Both: []string{"-R"}})
 }

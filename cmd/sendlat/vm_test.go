@@ -155,9 +155,11 @@ func TestVMDLID(t *testing.T) { bwtest.DLID(t, tool) }
 // TestVMRDMACM: -R and -z, Go against C both ways (bwtest.LatRDMACM).
 func TestVMRDMACM(t *testing.T) { bwtest.LatRDMACM(t, tool) }
 
-// TestVMPeerKilled: the peer (perftest's) dies mid-run, over RC, UD, and RC with -e on the Go side,
-// and the Go client and the Go server fail within a bound where
-// ib_send_lat would wait for ever (bwtest.PeerKilled).
+// TestVMPeerKilled: the peer (perftest's) dies mid-run, over RC, UD, RC
+// with -e on the Go side and RC with the RDMA CM exchange (-z), and the
+// Go client and the Go server fail within a bound where ib_send_lat would
+// wait for ever (bwtest.PeerKilled).
 func TestVMPeerKilled(t *testing.T) {
-	bwtest.PeerKilled(t, tool, bwtest.KillMode{}, bwtest.KillMode{Both: []string{"-c", "UD"}}, bwtest.KillMode{Go: []string{"-e"}})
+	bwtest.PeerKilled(t, tool, bwtest.KillMode{}, bwtest.KillMode{Both: []string{"-c", "UD"}}, bwtest.KillMode{Go: []string{"-e"}},
+		bwtest.KillMode{Both: []string{"-z"}})
 }

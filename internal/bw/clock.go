@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/pureverbs/pureverbs/internal/sys"
 )
 
 // The loops' clock. perftest stamps every post and completion with the
@@ -99,11 +101,12 @@ const yieldEvery = 2 * time.Millisecond
 // yielder lets a busy loop pass a scheduling point every yieldEvery, so
 // that the runtime never needs to preempt it: the tools run their loop
 // on one P (OneProc), where the other goroutines (the -D clock, the
-// watchdog, the report printer, signals) run at those points.
+// watchdog, the report printer, signals, and the watch of the peer,
+// parked on the runtime poller: sys.Yield) run at those points.
 type yielder struct {
 	next, every int64
 	calls       int    // check's calls since it last read the clock
-	yield       func() // runtime.Gosched; tests count
+	yield       func() // sys.Yield; tests count
 	// peer, when set, is the watch on the peer's connection: the loops
 	// ask peerLost after a yield.
 	peer *peerWatch
@@ -148,7 +151,9 @@ func (y *yielder) at(now int64) bool {
 	if y.yield != nil {
 		y.yield()
 	} else {
-		runtime.Gosched()
+		// Not runtime.Gosched alone: it would not let the watch of the
+		// peer (parked on the poller) run (sys.Yield).
+		sys.Yield()
 	}
 	y.next = now + y.every
 	return true
