@@ -25,7 +25,7 @@ import (
 // So a loop that starts spinning after an idle wait could keep a poller
 // goroutine from running for up to 60 s: a perftest port's watch of its
 // rdma_cm peer (docs/testing.md, "Faults") saw the disconnect 59 s late
-// in 5 of 12 runs. The system call here (getppid, which never blocks)
+// in 6 of 12 runs. The system call here (getppid, which never blocks)
 // wakes a sleeping sysmon, which then polls the network every 10 ms for
 // as long as a P stays busy. It costs one system call per yield; yield
 // every few milliseconds, not at every spin.
