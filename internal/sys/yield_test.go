@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,11 +59,7 @@ func TestYieldLetsPollerRun(t *testing.T) {
 	}
 	var werr error
 	raw.Control(func(fd uintptr) {
-		one := [1]byte{'y'}
-		_, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&one[0])), 1)
-		if e != 0 {
-			werr = e
-		}
+		_, werr = rwQuick(unix.SYS_WRITE, int(fd), []byte{'y'}) // the doorbell's raw write
 	})
 	if werr != nil {
 		t.Fatal(werr)
@@ -93,16 +88,10 @@ func rawRead(f *os.File) error {
 		return err
 	}
 	var rerr error
+	var b [1]byte
 	err = rc.Read(func(fd uintptr) bool {
-		var b [1]byte
-		_, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), 1)
-		if e == unix.EAGAIN {
-			return false
-		}
-		if e != 0 {
-			rerr = e
-		}
-		return true
+		_, rerr = rwQuick(unix.SYS_READ, int(fd), b[:]) // RecordReader's raw read
+		return rerr != unix.EAGAIN
 	})
 	if err != nil {
 		return err
