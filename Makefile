@@ -35,7 +35,7 @@ TESTFLAGS ?=
 BIN      := bin
 TOOLS    := $(filter-out abigen,$(notdir $(wildcard cmd/*)))
 
-.PHONY: all deps build test unit fuzz runnertest vet fmt check-imports generate check-generate bench demo vmtest vmtest-race vmtest2 perf perfdoc clean
+.PHONY: all deps build test unit fuzz runnertest vet fmt check-imports generate check-generate bench demo vmtest vmtest-race vmtest2 perf perf-bw perf-lat perf-lattools perfdoc clean
 
 all: build
 
@@ -113,11 +113,13 @@ vmtest2: deps
 	$(if $(RUN),,$(foreach t,$(POWEROFFTESTS),$(GO) run ./internal/testkit/cmd/rxevm -hosts 2 -kernel $(KERNEL) $(VMFLAGS) ./internal/testkit/twohost -- -count=1 -v -run '^$(t)$$' $(TESTFLAGS) &&) true)
 
 # Go against C for docs/performance.md, on KERNEL (both by default): the
-# bandwidth tools against perftest on one host and across two hosts
-# (perf-bw), and rcpingpong's latency by message size, polling and with -e
-# (perf-lat). The runs' logs go to PERFLOGS; perfdoc then rewrites the
-# document's generated sections and docs/latency.svg from whatever logs
-# are there. About an hour on a 2-core host; run it on a quiet one.
+# bandwidth tools (and the atomic rate) against perftest on one host and
+# across two hosts (perf-bw), rcpingpong's latency by message size,
+# polling and with -e (perf-lat), and the latency tools against perftest's
+# (perf-lattools). The runs' logs go to PERFLOGS; perfdoc then rewrites
+# the document's generated sections and docs/latency.svg from whatever
+# logs are there. About an hour and a half on a 2-core host; run it on a
+# quiet one.
 BWPKGS   := ./cmd/writebw ./cmd/readbw ./cmd/sendbw
 LATPKGS  := ./cmd/writelat ./cmd/sendlat ./cmd/readlat
 ATOMICPKGS := ./cmd/atomicbw ./cmd/atomiclat
@@ -125,8 +127,10 @@ PERFLOGS ?= $(or $(PUREVERBS_CACHE),$(HOME)/.cache/pureverbs)/perf
 PERF_BW  ?= -bw.rounds=5 -bw.sizes=64,4096,65536 -bw.iters=20000,5000,2000
 PERF_BW2 ?= -bw.rounds=5 -bw.sizes=64,4096,65536 -bw.iters=5000,2000,500
 PERF_LAT ?= -pp.rounds=15 -pp.sizes=2,16,128,1024,8192,65536 -pp.iters=3000,3000,3000,2000,600,200
+# The latency tools (the atomic one runs 8 B with the first count).
+PERF_LATTOOLS ?= -bw.rounds=5 -bw.sizes=2,64,4096 -bw.iters=3000,3000,2000
 PERFRUN   = $(GO) run ./internal/testkit/cmd/rxevm -kernel $(KERNEL) -timeout 120m
-perf: perf-bw perf-lat
+perf: perf-bw perf-lat perf-lattools
 	$(MAKE) --no-print-directory perfdoc
 
 # perfhost appends to log $(1) the line perfdoc puts in the section's
@@ -135,9 +139,9 @@ perfhost = echo "PERFHOST $$(date -u +%F), $$(nproc)-CPU host, QEMU TCG guests, 
 
 perf-bw: deps
 	@mkdir -p $(PERFLOGS)
-	set -o pipefail; $(PERFRUN) $(BWPKGS) -- -count=1 -v -timeout 120m -run TestVMBandwidth $(PERF_BW) | tee $(PERFLOGS)/bw.log
+	set -o pipefail; $(PERFRUN) $(BWPKGS) ./cmd/atomicbw -- -count=1 -v -timeout 120m -run TestVMBandwidth $(PERF_BW) | tee $(PERFLOGS)/bw.log
 	$(call perfhost,$(PERFLOGS)/bw.log)
-	set -o pipefail; $(PERFRUN) -hosts 2 $(BWPKGS) -- -count=1 -v -timeout 120m -run TestTwoHostBandwidth $(PERF_BW2) | tee $(PERFLOGS)/bw2.log
+	set -o pipefail; $(PERFRUN) -hosts 2 $(BWPKGS) ./cmd/atomicbw -- -count=1 -v -timeout 120m -run TestTwoHostBandwidth $(PERF_BW2) | tee $(PERFLOGS)/bw2.log
 	$(call perfhost,$(PERFLOGS)/bw2.log)
 
 perf-lat: deps
@@ -147,8 +151,13 @@ perf-lat: deps
 	set -o pipefail; $(PERFRUN) ./cmd/rcpingpong -- -count=1 -v -timeout 120m -run TestVMPerformance $(PERF_LAT) -pp.args=-e | tee $(PERFLOGS)/lat-event.log
 	$(call perfhost,$(PERFLOGS)/lat-event.log)
 
+perf-lattools: deps
+	@mkdir -p $(PERFLOGS)
+	set -o pipefail; $(PERFRUN) $(LATPKGS) ./cmd/atomiclat -- -count=1 -v -timeout 120m -run TestVMLatency $(PERF_LATTOOLS) | tee $(PERFLOGS)/lattools.log
+	$(call perfhost,$(PERFLOGS)/lattools.log)
+
 perfdoc: deps
-	$(GO) run ./internal/bw/perfdoc -doc docs/performance.md -svg docs/latency.svg $(wildcard $(PERFLOGS)/bw.log $(PERFLOGS)/bw2.log $(PERFLOGS)/lat-poll.log $(PERFLOGS)/lat-event.log)
+	$(GO) run ./internal/bw/perfdoc -doc docs/performance.md -svg docs/latency.svg $(wildcard $(PERFLOGS)/bw.log $(PERFLOGS)/bw2.log $(PERFLOGS)/lat-poll.log $(PERFLOGS)/lat-event.log $(PERFLOGS)/lattools.log)
 
 # The runner's own proof: a failing test, a guest panic, a hang in the
 # guest, a dead peer host and a peer host powered off unannounced each

@@ -1271,13 +1271,17 @@ func PerfTwoHosts(t *testing.T, tool Tool) {
 
 func perf(t *testing.T, tool Tool, place string, setup func(*Run), gid string) {
 	sizes, iters := parseSizes(t)
+	if tool.Verb == bw.Atomic {
+		// 8-byte atomics only: one size, with the first size's count.
+		sizes, iters = []int{8}, iters[:1]
+	}
 	res := PerfResult{Tool: tool.Go, Kernel: testkit.KernelRelease(), Place: place, Iters: map[string]int{}, Rounds: *perfRounds,
 		Args: *perfArgs, Clocksource: clocksource(), MBs: map[string]map[string][]float64{}}
 	for i, size := range sizes {
 		res.Iters[strconv.Itoa(size)] = iters[i]
 	}
 	t.Logf("%s against %s: kernel %s, %s, %d rounds, sizes %s with %s iterations per run, arguments %q, clocksource %s",
-		tool.Go, tool.C(), res.Kernel, place, res.Rounds, *perfSizes, *perfIters, res.Args, res.Clocksource)
+		tool.Go, tool.C(), res.Kernel, place, res.Rounds, intList(sizes), intList(iters), res.Args, res.Clocksource)
 	start := time.Now()
 	for round := range *perfRounds {
 		for si, size := range sizes {
@@ -1309,12 +1313,21 @@ func perf(t *testing.T, tool Tool, place string, setup func(*Run), gid string) {
 	}
 	res.Seconds = time.Since(start).Seconds()
 	t.Logf("MB/s, median (best) over %d rounds (%s, %s, %s iterations, clocksource %s at the end, %v):\n%s",
-		res.Rounds, res.Kernel, place, *perfIters, clocksource(), time.Since(start).Round(time.Second), Table(&res, sizes))
+		res.Rounds, res.Kernel, place, intList(iters), clocksource(), time.Since(start).Round(time.Second), Table(&res, sizes))
 	js, err := json.Marshal(res)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("BWPERF %s", js)
+}
+
+// intList is v as a comma-separated list.
+func intList(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 // Table is the markdown table of a comparison: per size, the median (and
@@ -1335,6 +1348,9 @@ func Table(r *PerfResult, sizes []int) string {
 			v := m[p.String()]
 			if len(v) == 0 {
 				return "-"
+			}
+			if Median(v) < 10 {
+				return fmt.Sprintf("%.2f (%.2f)", Median(v), slices.Max(v))
 			}
 			return fmt.Sprintf("%.1f (%.1f)", Median(v), slices.Max(v))
 		}

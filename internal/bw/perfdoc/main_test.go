@@ -166,3 +166,42 @@ func TestLatencyRunsSaidOnce(t *testing.T) {
 		t.Errorf("latency section lacks %q:\n%s", want, sec)
 	}
 }
+
+// TestLatencyTools: a LATPERF line becomes a row per mode and size, with
+// the medians of the client's t_typical, the rounds' Go/C of the typical
+// and the average, the rounds Go was behind, and the skipped pairings;
+// the bandwidth test's header before it does not start a ping-pong
+// series.
+func TestLatencyTools(t *testing.T) {
+	log := `    bwtest.go:374: sendlat against ib_send_lat: kernel 6.12.107+deb12-amd64, rxe0, 2 rounds, 3000 x 2 B, modes poll -e, arguments "", clocksource tsc
+    latperf.go:130: round 1 poll size 2 (typical/avg usec): go-server-go-client 12.00/15.00, c-server-c-client 10.00/12.00
+    latperf.go:150: LATPERF {"tool":"sendlat","kernel":"6.12.107+deb12-amd64","place":"rxe0","iters":{"2":3000},"rounds":2,"args":"","clocksource":"tsc","seconds":61,"modes":["poll","-e"],` +
+		`"typical":{"poll":{"2":{"go-server-go-client":[12,9],"c-server-c-client":[10,10],"go-server-c-client":[11,11],"c-server-go-client":[10.5,10]}},"-e":{"2":{"go-server-go-client":[40,44]}}},` +
+		`"avg":{"poll":{"2":{"go-server-go-client":[15,11],"c-server-c-client":[12,10]}},"-e":{"2":{"go-server-go-client":[50,52]}}},` +
+		`"skipped":{"-e":{"c-server-c-client":"ib_send_lat -e hangs on this kernel, against itself too"}},"failures":["round 2, poll, c-server-go-client, 2 B: Failed status 12"]}
+`
+	d := &data{lat: map[latKey]*latData{}}
+	if err := parse(strings.NewReader(log), d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.latTools) != 1 || len(d.lat) != 0 || len(d.bw) != 0 {
+		t.Fatalf("parsed %d latency tools' results, %d ping-pong series, %d bandwidth", len(d.latTools), len(d.lat), len(d.bw))
+	}
+	sec := latToolsSection(d, "today")
+	// Polling: Go-Go median 10.5 (best 9), C-C 10; typical ratios 1.2
+	// and 0.9 -> 1.05, one round behind; averages 1.25 and 1.1 -> 1.18
+	// (1.175).
+	for _, want := range []string{
+		"### one host, rxe0, kernel 6.12.107+deb12-amd64",
+		"| sendlat | polling | 2 B | 10.50 (9.00) | 10.00 (10.00) | 11.00 (11.00) | 10.25 (10.00) | 1.05 | 1 of 2 | 1.18 |",
+		"| sendlat | -e | 2 B | 42.00 (40.00) | - | - | - | - | - | - |",
+		"sendlat: 2 rounds of 3000 x 2 B (1m1s); clocksource tsc.",
+		"sendlat -e, c-server-c-client: not run (ib_send_lat -e hangs on this kernel, against itself too).",
+		"sendlat: 1 runs failed and were repeated: round 2, poll, c-server-go-client, 2 B: Failed status 12.",
+		"Typical Go/C: from 1.05 to 1.05 over 1 rows (median 1.05); 0 rows at or below 1.0.",
+	} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("section lacks %q:\n%s", want, sec)
+		}
+	}
+}
