@@ -416,13 +416,19 @@ func latToolsSection(d *data, when string) string {
 			notes = append(notes, fmt.Sprintf("%s: %d rounds of %s (%s)%s", r.Tool, r.Rounds, strings.Join(its, ", "),
 				(time.Duration(r.Seconds)*time.Second).String(), argsNote(r.Args)))
 			for _, mode := range r.Modes {
-				var pairs []string
-				for p := range r.Skipped[mode] {
-					pairs = append(pairs, p)
+				// The pairings left out, grouped by the reason.
+				byWhy := map[string][]string{}
+				var whys []string
+				for _, p := range []string{goGo, cC, goC, cGo} {
+					if why, ok := r.Skipped[mode][p]; ok {
+						if byWhy[why] == nil {
+							whys = append(whys, why)
+						}
+						byWhy[why] = append(byWhy[why], p)
+					}
 				}
-				sort.Strings(pairs)
-				for _, p := range pairs {
-					skips = append(skips, fmt.Sprintf("%s %s, %s: not run (%s)", r.Tool, mode, p, r.Skipped[mode][p]))
+				for _, why := range whys {
+					skips = append(skips, fmt.Sprintf("%s %s: %s not run (%s)", r.Tool, mode, strings.Join(byWhy[why], ", "), why))
 				}
 			}
 		}
@@ -570,8 +576,11 @@ func roundRatios(goGo, cC []float64) []float64 {
 }
 
 // replaceSection puts body between the markers of name, or appends the
-// marked section.
-func replaceSection(doc, name, body string) string {
+// marked section. A generated section has one "## " heading, its own:
+// when what lies between the markers has more, hand-written sections
+// were put inside them, and replacing it would delete them, so it
+// fails instead.
+func replaceSection(doc, name, body string) (string, error) {
 	begin := "<!-- BEGIN perf:" + name + " (make perf rewrites this section) -->\n"
 	end := "<!-- END perf:" + name + " -->\n"
 	i := strings.Index(doc, begin)
@@ -580,9 +589,19 @@ func replaceSection(doc, name, body string) string {
 		if !strings.HasSuffix(doc, "\n\n") {
 			doc = strings.TrimRight(doc, "\n") + "\n\n"
 		}
-		return doc + begin + body + end
+		return doc + begin + body + end, nil
 	}
-	return doc[:i+len(begin)] + body + doc[j:]
+	var heads []string
+	for _, l := range strings.Split(doc[i+len(begin):j], "\n") {
+		if strings.HasPrefix(l, "## ") {
+			heads = append(heads, strings.TrimPrefix(l, "## "))
+		}
+	}
+	if len(heads) > 1 {
+		return "", fmt.Errorf("the generated section %q holds %d sections (%s): move the hand-written ones out of its markers first",
+			name, len(heads), strings.Join(heads, "; "))
+	}
+	return doc[:i+len(begin)] + body + doc[j:], nil
 }
 
 func main() {
@@ -629,14 +648,25 @@ func main() {
 		os.Exit(1)
 	}
 	doc := string(raw)
-	if len(d.bw) > 0 {
-		doc = replaceSection(doc, "bandwidth", bandwidthSection(d, d.bwWhen))
+	sections := []struct {
+		name string
+		have bool
+		body func() string
+	}{
+		{"bandwidth", len(d.bw) > 0, func() string { return bandwidthSection(d, d.bwWhen) }},
+		{"lattools", len(d.latTools) > 0, func() string { return latToolsSection(d, d.latToolsWhen) }},
+		{"latency", len(d.lat) > 0, func() string { return latencySection(d, d.latWhen, *svgLink) }},
 	}
-	if len(d.latTools) > 0 {
-		doc = replaceSection(doc, "lattools", latToolsSection(d, d.latToolsWhen))
+	for _, sec := range sections {
+		if !sec.have {
+			continue
+		}
+		if doc, err = replaceSection(doc, sec.name, sec.body()); err != nil {
+			fmt.Fprintf(os.Stderr, "perfdoc: %s: %v\n", *docPath, err)
+			os.Exit(1)
+		}
 	}
 	if len(d.lat) > 0 {
-		doc = replaceSection(doc, "latency", latencySection(d, d.latWhen, *svgLink))
 		if *svgPath != "" {
 			if err := os.WriteFile(*svgPath, []byte(plot(d)), 0o644); err != nil {
 				fmt.Fprintln(os.Stderr, "perfdoc:", err)

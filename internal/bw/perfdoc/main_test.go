@@ -72,13 +72,24 @@ func TestParseAndSections(t *testing.T) {
 
 func TestReplaceSection(t *testing.T) {
 	doc := "# Title\n\nhand-written\n"
-	a := replaceSection(doc, "x", "one\n")
+	a, err := replaceSection(doc, "x", "one\n")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if want := "# Title\n\nhand-written\n\n<!-- BEGIN perf:x (make perf rewrites this section) -->\none\n<!-- END perf:x -->\n"; a != want {
 		t.Fatalf("appended:\n%q\nwant\n%q", a, want)
 	}
-	b := replaceSection(a+"\nafter\n", "x", "two\n")
-	if want := strings.Replace(a, "one\n", "two\n", 1) + "\nafter\n"; b != want {
+	b, err := replaceSection(a+"\nafter\n", "x", "## Generated\n\ntwo\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(a, "one\n", "## Generated\n\ntwo\n", 1) + "\nafter\n"; b != want {
 		t.Fatalf("replaced:\n%q\nwant\n%q", b, want)
+	}
+	// A hand-written section inside the markers is not deleted.
+	hand := strings.Replace(b, "## Generated\n", "## Hand-written\n\nkeep me\n\n## Generated\n", 1)
+	if got, err := replaceSection(hand, "x", "## Generated\n\nthree\n"); err == nil || !strings.Contains(err.Error(), "Hand-written; Generated") {
+		t.Fatalf("a hand-written section inside the markers: err %v, document\n%s", err, got)
 	}
 }
 
@@ -196,7 +207,7 @@ func TestLatencyTools(t *testing.T) {
 		"| sendlat | polling | 2 B | 10.50 (9.00) | 10.00 (10.00) | 11.00 (11.00) | 10.25 (10.00) | 1.05 | 1 of 2 | 1.18 |",
 		"| sendlat | -e | 2 B | 42.00 (40.00) | - | - | - | - | - | - |",
 		"sendlat: 2 rounds of 3000 x 2 B (1m1s); clocksource tsc.",
-		"sendlat -e, c-server-c-client: not run (ib_send_lat -e hangs on this kernel, against itself too).",
+		"sendlat -e: c-server-c-client not run (ib_send_lat -e hangs on this kernel, against itself too).",
 		"sendlat: 1 runs failed and were repeated: round 2, poll, c-server-go-client, 2 B: Failed status 12.",
 		"Typical Go/C: from 1.05 to 1.05 over 1 rows (median 1.05); 0 rows at or below 1.0.",
 	} {
