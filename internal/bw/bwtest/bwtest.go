@@ -1248,16 +1248,19 @@ func parseSizes(t *testing.T) (sizes, iters []int) {
 // a table of medians with Go/C, and the BWPERF line.
 func Perf(t *testing.T, tool Tool) {
 	testkit.RequireVM(t)
-	host := ""
+	host := perfHost(t)
+	perf(t, tool, *perfDev, func(r *Run) { r.Dev, r.Host = *perfDev, host }, host)
+}
+
+// perfHost is the address of -bw.dev's host in the VM.
+func perfHost(t *testing.T) string {
 	for _, d := range Devices {
 		if d.Name == *perfDev {
-			host = d.Host
+			return d.Host
 		}
 	}
-	if host == "" {
-		t.Fatalf("-bw.dev %q: not one of the VM's devices", *perfDev)
-	}
-	perf(t, tool, *perfDev, func(r *Run) { r.Dev, r.Host = *perfDev, host }, host)
+	t.Fatalf("-bw.dev %q: not one of the VM's devices", *perfDev)
+	return ""
 }
 
 // PerfTwoHosts is Perf across the two hosts: the server on this host (A),

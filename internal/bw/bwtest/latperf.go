@@ -75,15 +75,7 @@ const latAttemptTimeout = 2 * time.Minute
 // LATPERF line. -bw.args adds arguments to both sides of every run.
 func LatPerf(t *testing.T, tool Tool) {
 	testkit.RequireVM(t)
-	host := ""
-	for _, d := range Devices {
-		if d.Name == *perfDev {
-			host = d.Host
-		}
-	}
-	if host == "" {
-		t.Fatalf("-bw.dev %q: not one of the VM's devices", *perfDev)
-	}
+	host := perfHost(t)
 	sizes, iters := parseSizes(t)
 	if tool.Verb == bw.Atomic {
 		// 8-byte atomics only: one size, with the first size's count.
