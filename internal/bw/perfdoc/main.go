@@ -456,14 +456,20 @@ func spread(what string, v []float64, goal string, good func(float64) bool) stri
 	return fmt.Sprintf("%s: from %.2f to %.2f over %d rows (median %.2f); %d rows %s 1.0.\n\n", what, s[0], s[len(s)-1], len(s), bwtest.Median(s), n, goal)
 }
 
+// num is v with three significant digits (at least the units): the
+// atomic rate across the wire is under 0.1 MB/s.
 func num(v float64) string {
 	switch {
 	case v >= 100:
 		return fmt.Sprintf("%.0f", v)
 	case v >= 10:
 		return fmt.Sprintf("%.1f", v)
+	case v >= 1 || v == 0:
+		return fmt.Sprintf("%.2f", v)
+	case v >= 0.1:
+		return fmt.Sprintf("%.3f", v)
 	}
-	return fmt.Sprintf("%.2f", v)
+	return fmt.Sprintf("%.4f", v)
 }
 
 func sizeStr(n int) string {

@@ -216,3 +216,13 @@ func TestLatencyTools(t *testing.T) {
 		}
 	}
 }
+
+// TestNum: three significant digits at every scale, so that the atomic
+// rate across the wire (under 0.1 MB/s) keeps its differences.
+func TestNum(t *testing.T) {
+	for v, want := range map[float64]string{1234.5: "1234", 45.67: "45.7", 2.345: "2.35", 0.3456: "0.346", 0.09123: "0.0912", 0: "0.00"} {
+		if got := num(v); got != want {
+			t.Errorf("num(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
