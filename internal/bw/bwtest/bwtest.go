@@ -1201,11 +1201,11 @@ func SameFailure(t *testing.T, tool Tool, want string, args ...string) {
 // The knobs of the bandwidth comparison (TestVMBandwidth,
 // TestTwoHostBandwidth of the three tools).
 var (
-	perfRounds = flag.Int("bw.rounds", 1, "bandwidth comparison: rounds of every pair and size")
-	perfIters  = flag.String("bw.iters", "200", "bandwidth comparison: iterations per run (-n), one for all sizes or one per size (comma-separated)")
-	perfSizes  = flag.String("bw.sizes", "65536", "bandwidth comparison: message sizes (-s), comma-separated")
-	perfDev    = flag.String("bw.dev", testkit.RxeDev, "bandwidth comparison on one host: device (rxe0 or rxelo)")
-	perfArgs   = flag.String("bw.args", "", "bandwidth comparison: more arguments for both sides, space-separated")
+	perfRounds    = flag.Int("bw.rounds", 1, "bandwidth comparison: rounds of every pair and size")
+	perfIters     = flag.String("bw.iters", "200", "bandwidth comparison: iterations per run (-n), one for all sizes or one per size (comma-separated)")
+	perfSizesFlag = flag.String("bw.sizes", "65536", "bandwidth comparison: message sizes (-s), comma-separated")
+	perfDev       = flag.String("bw.dev", testkit.RxeDev, "bandwidth comparison on one host: device (rxe0 or rxelo)")
+	perfArgs      = flag.String("bw.args", "", "bandwidth comparison: more arguments for both sides, space-separated")
 )
 
 // PerfPairs are the pairings of the comparison, rotated: round r starts
@@ -1233,11 +1233,16 @@ func clocksource() string {
 	return strings.TrimSpace(string(b))
 }
 
-// parseSizes returns -bw.sizes and the iterations of each (-bw.iters).
-func parseSizes(t *testing.T) (sizes, iters []int) {
-	sizes, iters, err := pptest.SizesIters(*perfSizes, *perfIters)
+// perfSizes returns -bw.sizes and the iterations of each (-bw.iters);
+// for the atomic tools, which run 8-byte messages only, 8 B with the
+// first size's count.
+func perfSizes(t *testing.T, tool Tool) (sizes, iters []int) {
+	sizes, iters, err := pptest.SizesIters(*perfSizesFlag, *perfIters)
 	if err != nil {
 		t.Fatalf("-bw.sizes/-bw.iters: %v", err)
+	}
+	if tool.Verb == bw.Atomic {
+		return []int{8}, iters[:1]
 	}
 	return sizes, iters
 }
@@ -1273,11 +1278,7 @@ func PerfTwoHosts(t *testing.T, tool Tool) {
 }
 
 func perf(t *testing.T, tool Tool, place string, setup func(*Run), gid string) {
-	sizes, iters := parseSizes(t)
-	if tool.Verb == bw.Atomic {
-		// 8-byte atomics only: one size, with the first size's count.
-		sizes, iters = []int{8}, iters[:1]
-	}
+	sizes, iters := perfSizes(t, tool)
 	res := PerfResult{Tool: tool.Go, Kernel: testkit.KernelRelease(), Place: place, Iters: map[string]int{}, Rounds: *perfRounds,
 		Args: *perfArgs, Clocksource: clocksource(), MBs: map[string]map[string][]float64{}}
 	for i, size := range sizes {

@@ -76,11 +76,7 @@ const latAttemptTimeout = 2 * time.Minute
 func LatPerf(t *testing.T, tool Tool) {
 	testkit.RequireVM(t)
 	host := perfHost(t)
-	sizes, iters := parseSizes(t)
-	if tool.Verb == bw.Atomic {
-		// 8-byte atomics only: one size, with the first size's count.
-		sizes, iters = []int{8}, iters[:1]
-	}
+	sizes, iters := perfSizes(t, tool)
 	res := LatPerfResult{Tool: tool.Go, Kernel: testkit.KernelRelease(), Place: *perfDev, Iters: map[string]int{},
 		Rounds: *perfRounds, Args: *perfArgs, Clocksource: clocksource(), Modes: LatModes(tool),
 		Typical: map[string]map[string]map[string][]float64{}, Avg: map[string]map[string]map[string][]float64{}}
