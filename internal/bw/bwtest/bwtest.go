@@ -1704,6 +1704,31 @@ func errorReport(out string) []string {
 	return lines
 }
 
+// lostRace says whether a side's failure (exit status and the lines
+// Mismatched keeps) is its write failing on a connection its failed peer
+// has closed. Out of step, one side may go on alone through steps that
+// need nothing more from the other (with -q 1 against -q 2, the server
+// reads its five 8-byte reports out of the client's last address
+// message) while the other fails and exits; its close, with bytes still
+// unread, resets the connection. A side that writes before the reset
+// gets as far as C-C's did; one that writes after it fails there.
+// perftest's own tools lose that race too when they are slow, and then
+// end as this matches (write(2) failing with ECONNRESET, or SIGPIPE
+// killing them when it fails with EPIPE); C is just quick enough to win
+// it nearly always (CI on 6.1 saw the Go server lose it once, with four
+// pairings sharing two vCPUs).
+func lostRace(status string, lines []string, client bool) bool {
+	step := "Unable to write from socket/rdma_cm"
+	if client {
+		step = "Unable to write to socket/rdma_cm"
+	}
+	if status == "signal: broken pipe" {
+		return true // perftest's write failing with EPIPE
+	}
+	return status == "exit status 1" && len(lines) >= 2 &&
+		(lines[0] == "Couldn't send reports" || lines[0] == "Couldn't send local address") && lines[1] == step
+}
+
 // Mismatched runs a server and a client given options that put their
 // exchanges out of step (srv and cli, after the usual ones; `-q 2`
 // against `-q 1`: one side does a handshake the other does not), C-C,
@@ -1713,7 +1738,8 @@ func errorReport(out string) []string {
 // not wait for the rest while the peer waits for them. So every run must
 // end within a minute, and each side must exit with the C-C run's status
 // and print its failure lines (trimmed, the Go tools' detail lines left
-// out), and the kernel's resource counts must be back where they were.
+// out), or have lost the race with its failed peer's close (lostRace),
+// and the kernel's resource counts must be back where they were.
 func Mismatched(t *testing.T, tool Tool, srv, cli []string) {
 	testkit.RequireVM(t)
 	before := testkit.Resources(t, testkit.RxeDev)
@@ -1770,11 +1796,18 @@ func Mismatched(t *testing.T, tool Tool, srv, cli []string) {
 		for _, w := range []struct {
 			name      string
 			want, got side
-		}{{"server", want.server, got.server}, {"client", want.client, got.client}} {
-			if w.got.status != w.want.status || !slices.Equal(w.got.lines, w.want.lines) {
-				t.Errorf("%s (server %q, client %q): the %s's %s %q; C-C's %s %q", pair, srv, cli,
-					w.name, w.got.status, w.got.lines, w.want.status, w.want.lines)
+			peer      side
+		}{{"server", want.server, got.server, got.client}, {"client", want.client, got.client, got.server}} {
+			if w.got.status == w.want.status && slices.Equal(w.got.lines, w.want.lines) {
+				continue
 			}
+			if w.peer.status != "exit status 0" && lostRace(w.got.status, w.got.lines, w.name == "client") {
+				t.Logf("%s (server %q, client %q): the %s lost the race with its failed peer's close: %q (C-C's %s %q)",
+					pair, srv, cli, w.name, w.got.lines, w.want.status, w.want.lines)
+				continue
+			}
+			t.Errorf("%s (server %q, client %q): the %s's %s %q; C-C's %s %q", pair, srv, cli,
+				w.name, w.got.status, w.got.lines, w.want.status, w.want.lines)
 		}
 	}
 	after := testkit.Resources(t, testkit.RxeDev)
