@@ -170,10 +170,7 @@ func open(dev Device, o core.OpenOptions) (*Context, error) {
 			"%w: DEVX needs an mlx5 device; %s has driver %q (driver id %d)",
 			ErrNotSupported, dev.Name, dev.Driver, driverIDFor(dev))}
 	}
-	path := dev.DevPath
-	if path == "" {
-		path = filepath.Join("/dev/infiniband", dev.UverbsName)
-	}
+	path := devPath(dev)
 	fd, err := sys.Open(path, sys.O_RDWR)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -187,6 +184,14 @@ func open(dev Device, o core.OpenOptions) (*Context, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// devPath is the device node Open opens.
+func devPath(dev Device) string {
+	if dev.DevPath != "" {
+		return dev.DevPath
+	}
+	return filepath.Join("/dev/infiniband", dev.UverbsName)
 }
 
 func (c *Context) getContext(o core.OpenOptions) error {
@@ -264,15 +269,34 @@ func buildGetContext(cmd *sys.Ioctl, driverID uint32, ncv *uint32, core *uint64,
 // getContextWrite is the write() GET_CONTEXT of kernels without ioctl
 // support; it returns the async fd directly.
 func (c *Context) getContextWrite(cmd *sys.Ioctl, in, out []byte) error {
+	// The ioctl's ENOTTY also comes from files that are not uverbs
+	// devices at all (a DevPath naming /dev/null or a regular file):
+	// write nothing to a file that is not a character device, and take
+	// a reply the kernel did not write (the async fd left at its
+	// sentinel) as the same mistake, not as async fd 0.
+	if chr, err := sys.IsCharDevice(c.cmd); err != nil {
+		return c.opErr("device", "get_context", err)
+	} else if !chr {
+		return c.notVerbs()
+	}
 	var req abi.IbUverbsGetContext
-	var resp abi.IbUverbsGetContextResp
+	resp := abi.IbUverbsGetContextResp{AsyncFd: ^uint32(0)}
 	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_GET_CONTEXT, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp),
 		UdataIn: in, UdataOut: out}
 	if err := cmd.LegacyWrite(c.cmd, &w); err != nil {
 		return c.opErr("device", "get_context", err)
 	}
+	if resp.AsyncFd == ^uint32(0) {
+		return c.notVerbs()
+	}
 	c.numCompVectors = int(resp.NumCompVectors)
 	return c.adoptAsync(int(resp.AsyncFd))
+}
+
+// notVerbs is the error of a device path that is not a uverbs device.
+func (c *Context) notVerbs() error {
+	return &OpError{Object: "device", Method: "get_context", Err: fmt.Errorf(
+		"%w: %s is not an RDMA verbs device (no reply to GET_CONTEXT): %w", ErrInvalid, devPath(c.dev), sys.ENOTTY)}
 }
 
 func (c *Context) adoptAsync(raw int) error {

@@ -2,10 +2,12 @@ package uverbs
 
 import (
 	"errors"
-	"github.com/pureverbs/pureverbs/internal/testkit"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 // fakeContext returns a Context whose command fd is /dev/null: every ioctl
@@ -118,5 +120,37 @@ func TestNilReceivers(t *testing.T) {
 	live := fakeContext(t)
 	if err := live.QueryPortInto(1, nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("QueryPortInto(nil) = %v", err)
+	}
+}
+
+// TestOpenNotVerbs: a DevPath that is not a uverbs device fails to open
+// with ErrInvalid (and ENOTTY), whatever the file: /dev/null answers the
+// ioctl with ENOTTY and swallows the write() fallback without a reply, a
+// regular file would take the fallback's command as data. Nothing is
+// written, no Context comes back, and no descriptor is left open or
+// closed (fd 0 in particular, which a zero reply would have named as the
+// async fd).
+func TestOpenNotVerbs(t *testing.T) {
+	testkit.LeakCheck(t)
+	reg := filepath.Join(t.TempDir(), "notverbs")
+	if err := os.WriteFile(reg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err0 := os.Readlink("/proc/self/fd/0")
+	for _, path := range []string{"/dev/null", "/dev/zero", reg} {
+		c, err := Open(Device{Name: "fake0", DevPath: path})
+		if err == nil {
+			c.Close()
+			t.Fatalf("Open(%s) succeeded", path)
+		}
+		if !errors.Is(err, ErrInvalid) || !errors.Is(err, sys.ENOTTY) {
+			t.Errorf("Open(%s) = %v, want ErrInvalid and ENOTTY", path, err)
+		}
+		if _, err := os.Readlink("/proc/self/fd/0"); (err == nil) != (err0 == nil) {
+			t.Errorf("Open(%s) changed fd 0: %v before, %v after", path, err0, err)
+		}
+	}
+	if st, err := os.Stat(reg); err != nil || st.Size() != 0 {
+		t.Fatalf("the regular file was written: %v, %v", st, err)
 	}
 }

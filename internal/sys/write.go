@@ -105,7 +105,11 @@ func (c *Ioctl) LegacyWrite(fd *FD, w *WriteCmd) error {
 	in = sc.w[:inLen]
 	out = sc.r[:outLen]
 	clear(in)
-	clear(out)
+	// The reply starts as the caller's buffers: what the kernel does not
+	// write stays as the caller had it (a sentinel the caller checks), as
+	// with an ioctl's output attributes.
+	copy(out, w.Resp)
+	copy(out[len(w.Resp):], w.UdataOut)
 	le := binary.LittleEndian
 	le.PutUint32(in[0:], w.Cmd)
 	copy(in[hdrLen:], w.Req)
@@ -140,15 +144,36 @@ func (c *Ioctl) LegacyWrite(fd *FD, w *WriteCmd) error {
 	if !ok {
 		return ErrClosedFD
 	}
-	_, err := writeRaw(raw, in)
+	n, err := writeRaw(raw, in)
 	fd.release()
 	runtime.KeepAlive(sc)
 	if err != nil {
 		return err
 	}
+	if n != len(in) {
+		return unix.EIO // the kernel takes a command whole or not at all
+	}
 	copy(w.Resp, out)
 	copy(w.UdataOut, out[len(w.Resp):])
 	return nil
+}
+
+// IsCharDevice reports whether fd is a character device (fstat(2)), as a
+// uverbs device node is: the write() command fallback checks it before
+// writing a command to a descriptor an ioctl refused (a regular file
+// answers ENOTTY too, and would take the command as data).
+func IsCharDevice(fd *FD) (bool, error) {
+	raw, ok := fd.acquire()
+	if !ok {
+		return false, ErrClosedFD
+	}
+	var st unix.Stat_t
+	err := unix.Fstat(raw, &st)
+	fd.release()
+	if err != nil {
+		return false, err
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR, nil
 }
 
 // Write issues one write(2) of b on fd (EINTR retried), e.g. rxe's send
