@@ -36,8 +36,11 @@ type CompChannel struct {
 	mu     sync.Mutex // serialises attach, detach and closed
 	closed bool
 
-	recMu sync.Mutex // guards rec from a read to its decode
-	rec   [8]byte    // ib_uverbs_comp_event_desc
+	// recSem (capacity 1) guards rec from a read to its decode: a channel
+	// rather than a mutex, so that a second GetCQEvent waits for the first
+	// only until its own ctx ends, and TryGetCQEvent does not wait at all.
+	recSem chan struct{}
+	rec    [8]byte // ib_uverbs_comp_event_desc
 
 	thread atomic.Bool // WaitThread mode
 
@@ -107,7 +110,7 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		fd.Close()
 		return nil, c.opErr("comp_channel", "create", err)
 	}
-	ch := &CompChannel{ctx: c, r: r, cqs: map[uint64]*CQ{}}
+	ch := &CompChannel{ctx: c, r: r, cqs: map[uint64]*CQ{}, recSem: make(chan struct{}, 1)}
 	r.SetHint(ch.mayHaveEvent)
 	if err := c.addChannel(ch); err != nil {
 		r.Close()
@@ -174,8 +177,21 @@ func (noEvent) Is(target error) bool { return target == sys.EAGAIN }
 
 func (ch *CompChannel) readEvent(ctx context.Context, wait bool) (*CQ, error) {
 	// The record buffer is the channel's: one reader at a time reads into
-	// it (RecordReader serialises reads; recMu covers the decode).
-	ch.recMu.Lock()
+	// it and decodes it (recSem). A reader parked in GetCQEvent holds it:
+	// another waits for it only as long as its own ctx allows, and a try
+	// finds nothing to read (the parked reader takes the next event).
+	select {
+	case ch.recSem <- struct{}{}:
+	default:
+		if !wait {
+			return nil, ErrNoEvent
+		}
+		select {
+		case ch.recSem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	var n int
 	var err error
 	if wait {
@@ -188,7 +204,7 @@ func (ch *CompChannel) readEvent(ctx context.Context, wait bool) (*CQ, error) {
 		n, err = ch.r.TryRead(ch.rec[:])
 	}
 	uh := binary.LittleEndian.Uint64(ch.rec[:])
-	ch.recMu.Unlock()
+	<-ch.recSem
 	switch {
 	case err == sys.EAGAIN:
 		return nil, ErrNoEvent

@@ -52,7 +52,7 @@ type RecordReader struct {
 	threadFn func(uintptr) bool
 	tctx     context.Context
 	tStop    func() bool
-	wake     int // eventfd, 0 until first used; guarded by mu for signal
+	wake     int // eventfd, -1 until first used (0 is a valid fd); guarded by mu for signal
 
 	mu      sync.Mutex      // guards ctx, expired, tWatch and wake against the AfterFuncs
 	ctx     context.Context // the context whose AfterFunc is registered
@@ -83,7 +83,7 @@ func NewRecordReader(fd *FD) (*RecordReader, error) {
 		f.Close()
 		return nil, err
 	}
-	r := &RecordReader{file: f, rc: rc, raw: raw, sem: make(chan struct{}, 1), closed: make(chan struct{})}
+	r := &RecordReader{file: f, rc: rc, raw: raw, sem: make(chan struct{}, 1), closed: make(chan struct{}), wake: -1}
 	r.readFn = r.read
 	r.tryFn = r.try
 	r.threadFn = r.thread
@@ -148,13 +148,21 @@ func (r *RecordReader) try(fd uintptr) bool {
 }
 
 // TryRead reads one record without waiting: unix.EAGAIN when none is
-// queued, ErrFileClosed after Close. It waits for a concurrent Read to
-// finish first. It allocates nothing.
+// queued, ErrFileClosed after Close. It never waits for a concurrent Read
+// (or ReadThread): while one holds the reader, TryRead returns
+// unix.EAGAIN at once, and that reader takes the next record. It
+// allocates nothing.
 func (r *RecordReader) TryRead(buf []byte) (int, error) {
 	select {
 	case r.sem <- struct{}{}:
+		if r.isClosed() { // select picks at random when Close has run too
+			<-r.sem
+			return 0, ErrFileClosed
+		}
 	case <-r.closed:
 		return 0, ErrFileClosed
+	default:
+		return 0, unix.EAGAIN
 	}
 	defer func() { <-r.sem }()
 	r.forgetEnded()
@@ -168,7 +176,8 @@ func (r *RecordReader) TryRead(buf []byte) (int, error) {
 }
 
 // Read waits, parked on the runtime poller, until one record is read into
-// buf, ctx ends (ctx.Err()), or the reader is closed (ErrFileClosed).
+// buf, ctx ends (ctx.Err()), or the reader is closed (ErrFileClosed). A
+// nil ctx fails with unix.EINVAL.
 func (r *RecordReader) Read(ctx context.Context, buf []byte) (int, error) {
 	if err := r.acquire(ctx); err != nil {
 		return 0, err
@@ -194,8 +203,11 @@ func (r *RecordReader) Read(ctx context.Context, buf []byte) (int, error) {
 }
 
 // acquire takes the one-reader semaphore, unless ctx ends or the reader
-// closes first.
+// closes first; a nil ctx is unix.EINVAL.
 func (r *RecordReader) acquire(ctx context.Context) error {
+	if ctx == nil {
+		return unix.EINVAL
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -300,7 +312,7 @@ func (r *RecordReader) Close() error {
 			r.tStop = nil
 		}
 		r.mu.Lock()
-		if r.wake > 0 {
+		if r.wake >= 0 {
 			unix.Close(r.wake)
 			r.wake = -1
 		}

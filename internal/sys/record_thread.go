@@ -26,7 +26,8 @@ import (
 // last yield is threadYieldEvery old, before it waits.
 //
 // The context's end and Close write the eventfd, which wakes the ppoll;
-// a context deadline also bounds the ppoll directly.
+// a context deadline also bounds the ppoll directly. A nil ctx fails with
+// unix.EINVAL.
 func (r *RecordReader) ReadThread(ctx context.Context, buf []byte) (int, error) {
 	if err := r.acquire(ctx); err != nil {
 		return 0, err
@@ -126,7 +127,7 @@ func (r *RecordReader) thread(fd uintptr) bool {
 			if r.err != unix.EAGAIN {
 				return true
 			}
-			fds[0].Revents = 0 // another reader's TryRead took it
+			fds[0].Revents = 0 // another reader (a read(2) on Fd) took it
 		}
 		if r.tctx.Err() != nil {
 			r.n, r.err = 0, errWoken
@@ -146,11 +147,11 @@ func (r *RecordReader) isClosed() bool {
 
 // wakeFD creates the wake-up eventfd on first use (under sem).
 func (r *RecordReader) wakeFD() error {
-	if r.wake > 0 {
+	if r.wake >= 0 {
 		return nil
 	}
 	for {
-		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		fd, err := newWakeFD()
 		if err == unix.EINTR {
 			continue
 		}
@@ -164,10 +165,15 @@ func (r *RecordReader) wakeFD() error {
 	}
 }
 
+// newWakeFD makes ReadThread's wake-up eventfd (a variable for tests).
+var newWakeFD = func() (int, error) {
+	return unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+}
+
 // signal wakes a ReadThread in ppoll (any goroutine).
 func (r *RecordReader) signal() {
 	r.mu.Lock()
-	if r.wake > 0 {
+	if r.wake >= 0 {
 		one := [8]byte{1}
 		writeRaw(r.wake, one[:])
 	}
