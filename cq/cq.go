@@ -10,7 +10,9 @@
 // receive CQ may; Channel.Wait then waits on all of them at once.
 //
 // Every completion event is acknowledged as it is read, so destroying a CQ
-// never waits for the application.
+// never waits for the application on their account. Asynchronous events
+// naming the CQ (IBV_EVENT_CQ_ERR, read with an async.Reader) are the
+// application's to acknowledge: Close waits for those (ibv_destroy_cq(3)).
 package cq
 
 import (
@@ -51,6 +53,18 @@ type CQ struct {
 	// needArm (guarded by ch.mu) says an event of the CQ was read and the
 	// CQ not re-armed (the reader's ctx ended first).
 	needArm bool
+
+	// mu guards closed and the wait context: on a shared channel a Wait
+	// waits under a child of its ctx (derived once per distinct ctx, so
+	// a loop with one ctx allocates nothing; changed only under wait)
+	// that Close cancels, which wakes a Wait parked reading the channel
+	// for the other CQs. done is closed by Close.
+	mu      sync.Mutex
+	closed  bool
+	done    chan struct{}
+	parent  context.Context
+	derived context.Context
+	cancel  context.CancelFunc
 }
 
 // Channel is a completion channel shared by several CQs.
@@ -61,6 +75,9 @@ type Channel struct {
 	// reader is held by the goroutine reading the channel's fd; the
 	// others wait for their CQ's signal or for their turn.
 	reader chan struct{}
+	// kick (capacity 1) tells a Channel.Wait waiting for the reader that
+	// a CQ.Wait put a CQ on the recheck list: it looks there again.
+	kick chan struct{}
 
 	mu  sync.Mutex
 	cqs map[*uverbs.CQ]*CQ
@@ -80,7 +97,7 @@ func NewChannel(c *uverbs.Context) (*Channel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Channel{ch: ch, reader: make(chan struct{}, 1), cqs: map[*uverbs.CQ]*CQ{}}, nil
+	return &Channel{ch: ch, reader: make(chan struct{}, 1), kick: make(chan struct{}, 1), cqs: map[*uverbs.CQ]*CQ{}}, nil
 }
 
 // New creates a CQ of at least size entries on c with a completion
@@ -110,7 +127,7 @@ func New(c *uverbs.Context, size int, opts *Options) (*CQ, error) {
 		}
 		return nil, err
 	}
-	q := &CQ{cq: vcq, ch: ch, own: own, signal: make(chan struct{}, 1), wait: make(chan struct{}, 1)}
+	q := &CQ{cq: vcq, ch: ch, own: own, signal: make(chan struct{}, 1), wait: make(chan struct{}, 1), done: make(chan struct{})}
 	if err := vcq.ReqNotify(false); err != nil {
 		vcq.Destroy(context.Background())
 		if own {
@@ -144,20 +161,69 @@ func (q *CQ) Verbs() *uverbs.CQ {
 // other CQs of its Channel. It is in non-blocking mode (the runtime poller
 // needs that): read(2) returns EAGAIN rather than blocking when nothing is
 // queued; do not switch it to blocking with fcntl(2), which would make
-// Wait hold an OS thread. Having seen it readable you may consume the
-// completions with GetWC without calling Wait; the next Wait may then
-// report a completion that was already consumed, harmlessly (it returns
-// and GetWC finds nothing). A nil or closed CQ gives an error wrapping
-// uverbs.ErrInvalid or uverbs.ErrClosed, and -1.
+// Wait hold an OS thread. As with librpma, when it polls readable call
+// Wait, which then returns at once (it reads and acknowledges the event
+// and re-arms the CQ), and then GetWC: an event left unread keeps the
+// descriptor readable, and a CQ not re-armed raises no further event.
+// A nil or closed CQ gives an error wrapping uverbs.ErrInvalid or
+// uverbs.ErrClosed, and -1.
 func (q *CQ) Fd() (int, error) {
 	if q == nil || q.cq == nil {
 		return -1, errNil("get_fd")
+	}
+	if q.isClosed() {
+		return -1, errClosed("get_fd")
 	}
 	fd := q.ch.ch.Fd()
 	if fd < 0 {
 		return -1, &uverbs.OpError{Object: "cq", Method: "get_fd", Err: uverbs.ErrClosed}
 	}
 	return fd, nil
+}
+
+// errClosed is the error of a closed CQ.
+func errClosed(method string) error {
+	return &uverbs.OpError{Object: "cq", Method: method, Err: uverbs.ErrClosed}
+}
+
+func (q *CQ) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}
+
+// waitContext returns the context a Wait waits under (the caller holds
+// q.wait): ctx itself on the CQ's own channel (Close closes the channel,
+// which wakes the reader), else ctx's child that Close cancels.
+func (q *CQ) waitContext(ctx context.Context) (context.Context, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, errClosed("wait")
+	}
+	if q.own {
+		return ctx, nil
+	}
+	if ctx != q.parent {
+		if q.cancel != nil {
+			q.cancel()
+		}
+		q.derived, q.cancel = context.WithCancel(ctx)
+		q.parent = ctx
+	}
+	return q.derived, nil
+}
+
+// waitErr is the error of a Wait whose wait context wctx ended: ctx's
+// own error, or ErrClosed when Close ended it.
+func (q *CQ) waitErr(ctx, wctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if q.isClosed() {
+		return errClosed("wait")
+	}
+	return wctx.Err()
 }
 
 // GetWC polls up to len(wcs) completions into wcs and returns how many
@@ -177,8 +243,9 @@ func (q *CQ) GetWC(wcs []uverbs.WC) (int, error) {
 // Wait returns at once if completions are waiting. Each event is
 // acknowledged as it is read; after an event Wait re-arms before it
 // returns. It may return when the completion it was woken for was already
-// consumed (see Fd). It allocates nothing when ctx is the same across
-// calls.
+// consumed. It allocates nothing when ctx is the same across calls. Close
+// wakes it with an error matching uverbs.ErrClosed, on a shared Channel
+// too.
 func (q *CQ) Wait(ctx context.Context) error {
 	if q == nil || q.cq == nil {
 		return errNil("wait")
@@ -190,8 +257,14 @@ func (q *CQ) Wait(ctx context.Context) error {
 	case q.wait <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-q.done:
+		return errClosed("wait")
 	}
 	defer func() { <-q.wait }()
+	wctx, err := q.waitContext(ctx)
+	if err != nil {
+		return err
+	}
 	if q.takeNeedArm() || !q.armed {
 		if err := q.rearm(); err != nil {
 			return err
@@ -210,16 +283,19 @@ func (q *CQ) Wait(ctx context.Context) error {
 		case <-q.signal:
 			return q.rearm()
 		case q.ch.reader <- struct{}{}:
-			mine, err := q.ch.readOne(ctx, q)
+			mine, err := q.ch.readOne(wctx, q)
 			<-q.ch.reader
 			if err != nil {
+				if wctx.Err() != nil {
+					return q.waitErr(ctx, wctx)
+				}
 				return err
 			}
 			if mine {
 				return q.rearm()
 			}
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-wctx.Done():
+			return q.waitErr(ctx, wctx)
 		}
 	}
 }
@@ -282,7 +358,26 @@ func (ch *Channel) readOne(ctx context.Context, self *CQ) (bool, error) {
 	ch.mu.Lock()
 	other := ch.cqs[vcq]
 	ch.mu.Unlock()
-	if other != nil {
+	if other == nil {
+		return false, nil
+	}
+	select {
+	case other.wait <- struct{}{}:
+		// No Wait runs on it: its next CQ.Wait, or a Channel.Wait's
+		// recheck, re-arms it and looks for its completions.
+		ch.mu.Lock()
+		if ch.cqs[other.cq] == other {
+			other.needArm = true
+			ch.recheck = slices.DeleteFunc(ch.recheck, func(o *CQ) bool { return o == other })
+			ch.recheck = append(ch.recheck, other)
+		}
+		ch.mu.Unlock()
+		<-other.wait
+		select {
+		case ch.kick <- struct{}{}:
+		default:
+		}
+	default:
 		select {
 		case other.signal <- struct{}{}:
 		default: // already signalled
@@ -300,6 +395,10 @@ func (q *CQ) All(ctx context.Context, buf []uverbs.WC) iter.Seq2[uverbs.WC, erro
 		buf = make([]uverbs.WC, 16)
 	}
 	return func(yield func(uverbs.WC, error) bool) {
+		if ctx == nil {
+			yield(uverbs.WC{}, &uverbs.OpError{Object: "cq", Method: "all", Err: fmt.Errorf("%w: nil context.Context", uverbs.ErrInvalid)})
+			return
+		}
 		for {
 			n, err := q.GetWC(buf)
 			if err != nil {
@@ -324,25 +423,46 @@ func (q *CQ) All(ctx context.Context, buf []uverbs.WC) iter.Seq2[uverbs.WC, erro
 	}
 }
 
-// Close destroys the CQ (after the QPs that use it) and, if it had its own
-// channel, closes that. ctx bounds the destroy's wait for acknowledgements
-// (the CQ acknowledges its events itself, so it does not wait). A blocked
-// Wait returns an error matching uverbs.ErrClosed.
+// Close destroys the CQ (after the QPs that use it: the kernel refuses
+// with EBUSY before, and the CQ stays usable) and, if it had its own
+// channel, closes that. ctx bounds the destroy's wait for the application
+// to acknowledge the asynchronous events naming the CQ that it read
+// (completion events the CQ acknowledges itself). A blocked Wait returns
+// an error matching uverbs.ErrClosed, as do Wait, GetWC and Fd after.
+// When that wait ends with ctx (a *uverbs.UnackedError), the CQ is
+// destroyed all the same and its own channel closed.
 func (q *CQ) Close(ctx context.Context) error {
 	if q == nil || q.cq == nil {
 		return errNil("close")
 	}
-	if err := q.cq.Destroy(ctx); err != nil {
+	err := q.cq.Destroy(ctx)
+	if err != nil {
+		if _, rerr := q.cq.Ready(); !errors.Is(rerr, uverbs.ErrClosed) {
+			return err // refused: the CQ lives on
+		}
+	}
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
 		return err
 	}
+	q.closed = true
+	close(q.done)
+	if q.cancel != nil {
+		q.cancel()
+	}
+	q.parent, q.derived, q.cancel = nil, nil, nil
+	q.mu.Unlock()
 	q.ch.mu.Lock()
 	delete(q.ch.cqs, q.cq)
 	q.ch.recheck = slices.DeleteFunc(q.ch.recheck, func(o *CQ) bool { return o == q })
 	q.ch.mu.Unlock()
 	if q.own {
-		return q.ch.ch.Close()
+		if cerr := q.ch.ch.Close(); err == nil {
+			err = cerr
+		}
 	}
-	return nil
+	return err
 }
 
 // Fd returns the shared channel's descriptor (see CQ.Fd).
@@ -366,9 +486,11 @@ func (ch *Channel) Fd() (int, error) {
 // finds them empty) and at those whose re-arm failed, because every other
 // CQ is armed and empty, so its next completion raises an event. For
 // servers with many CQs on one channel; several goroutines may call it at
-// once, and then two may be handed the same CQ. Use either Channel.Wait
-// or the CQs' own Wait on a channel at any one time: an event that
-// Channel.Wait reads is reported here, not to a CQ.Wait.
+// once, and then two may be handed the same CQ. Mixing it with the CQs'
+// own Wait on one channel is allowed: a CQ whose event one reads is
+// handed to the other's waiter if one is waiting on it (so both may
+// return for one event), and nothing is slept through; but a program
+// normally uses one or the other.
 func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 	if ch == nil || ch.ch == nil {
 		return nil, &uverbs.OpError{Object: "cq_channel", Method: "wait", Err: fmt.Errorf("%w: nil channel", uverbs.ErrInvalid)}
@@ -377,22 +499,33 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 		return nil, &uverbs.OpError{Object: "cq_channel", Method: "wait", Err: fmt.Errorf("%w: nil context.Context", uverbs.ErrInvalid)}
 	}
 	var buf [16]*CQ
-	ch.mu.Lock()
-	cqs := append(buf[:0], ch.recheck...)
-	ch.mu.Unlock()
-	for _, q := range cqs {
-		ready, err := q.recheckOne(ctx)
-		if err != nil {
-			return nil, err
+	for {
+		ch.mu.Lock()
+		cqs := append(buf[:0], ch.recheck...)
+		ch.mu.Unlock()
+		for _, q := range cqs {
+			ready, err := q.recheckOne(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if ready {
+				return q, nil
+			}
 		}
-		if ready {
-			return q, nil
+		select {
+		case ch.reader <- struct{}{}:
+		case <-ch.kick:
+			continue // a CQ.Wait read an event for the list
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-	}
-	select {
-	case ch.reader <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		select {
+		case <-ch.kick: // since the list was read
+			<-ch.reader
+			continue
+		default:
+		}
+		break
 	}
 	defer func() { <-ch.reader }()
 	var q *CQ
@@ -411,13 +544,16 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 	var err error
 	// Re-arm under the CQ's own wait lock, and have the next Wait look at
 	// the CQ again: what came between the event and the arm raises none.
+	// The lock is taken only if free, never waited for while this
+	// goroutine holds the reader (a CQ.Wait on q holds q's lock and may
+	// be waiting for the reader): if it is held, q's next Wait re-arms it,
+	// and a CQ.Wait holding it is told of the event.
 	select {
 	case q.wait <- struct{}{}:
 		q.ch.markRecheck(q)
 		err = q.rearm()
 		<-q.wait
-	case <-ctx.Done():
-		// Not re-armed: the next Wait re-arms it.
+	default:
 		ch.mu.Lock()
 		if ch.cqs[q.cq] == q {
 			q.needArm = true
@@ -425,7 +561,10 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 			ch.recheck = append(ch.recheck, q)
 		}
 		ch.mu.Unlock()
-		err = ctx.Err()
+		select {
+		case q.signal <- struct{}{}:
+		default:
+		}
 	}
 	return q, err
 }
@@ -438,7 +577,9 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 func (q *CQ) recheckOne(ctx context.Context) (bool, error) {
 	select {
 	case q.wait <- struct{}{}:
-	case <-ctx.Done():
+	default:
+		// A Wait holds it (a CQ.Wait, or another Channel.Wait's recheck):
+		// that one looks after q, which stays on the list.
 		return false, ctx.Err()
 	}
 	defer func() { <-q.wait }()

@@ -726,3 +726,207 @@ func TestVMChannelWaitAfterClose(t *testing.T) {
 		t.Fatalf("Wait for b = %p, %v; want b's CQ %p", q, err, b.q)
 	}
 }
+
+// TestVMSharedChannelCloseWakesWait: Close of one CQ of a shared channel
+// wakes a Wait blocked on that CQ with ErrClosed, whether that Wait is
+// the one reading the channel for all its CQs or is waiting for its turn,
+// and the other CQ's Wait goes on to report its completion. After Close,
+// Wait, GetWC and Fd report ErrClosed.
+func TestVMSharedChannelCloseWakesWait(t *testing.T) {
+	for _, closedFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "closed-waits-first", false: "other-waits-first"}[closedFirst], func(t *testing.T) {
+			c, pd, ch := sharedChannel(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			a, err := cq.New(c, 4, &cq.Options{Channel: ch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed := false
+			t.Cleanup(func() {
+				if !closed {
+					a.Close(context.Background())
+				}
+			})
+			b := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
+			connect(t, c, b.qp, b.qp.QPN())
+			ra, rb := make(chan error, 1), make(chan error, 1)
+			start := func(q *cq.CQ, r chan error) {
+				go func() { r <- q.Wait(context.Background()) }()
+				select {
+				case err := <-r:
+					t.Fatalf("Wait returned with nothing to wait for: %v", err)
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			if closedFirst {
+				start(a, ra)
+				start(b.q, rb)
+			} else {
+				start(b.q, rb)
+				start(a, ra)
+			}
+			if err := a.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			closed = true
+			select {
+			case err := <-ra:
+				if !errors.Is(err, uverbs.ErrClosed) {
+					t.Fatalf("Wait across Close = %v, want ErrClosed", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Wait on the closed CQ still blocked after Close")
+			}
+			b.qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: b.sge(0)}})
+			b.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: b.sge(9)}})
+			select {
+			case err := <-rb:
+				if err != nil {
+					t.Fatalf("the other CQ's Wait = %v", err)
+				}
+			case <-ctx.Done():
+				t.Fatal("the other CQ's Wait missed its completion")
+			}
+			if err := a.Wait(ctx); !errors.Is(err, uverbs.ErrClosed) {
+				t.Fatalf("Wait after Close = %v", err)
+			}
+			if _, err := a.GetWC(make([]uverbs.WC, 1)); !errors.Is(err, uverbs.ErrClosed) {
+				t.Fatalf("GetWC after Close = %v", err)
+			}
+			if fd, err := a.Fd(); fd != -1 || !errors.Is(err, uverbs.ErrClosed) {
+				t.Fatalf("Fd after Close = %d, %v", fd, err)
+			}
+		})
+	}
+}
+
+// TestVMMixedWaits: Channel.Wait and a CQ's own Wait on one channel at
+// once. Channel.Wait reading the event of a CQ whose own Wait is blocked
+// (holding that CQ's wait lock, waiting for the channel) used to wait for
+// that lock while holding the channel, and both stayed blocked until a
+// context ended; now both return for the event. And an event that the
+// CQ's Wait reads for another CQ is left for Channel.Wait, which reports
+// that CQ at once.
+func TestVMMixedWaits(t *testing.T) {
+	c, pd, ch := sharedChannel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
+	b := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
+	connect(t, c, a.qp, a.qp.QPN())
+	connect(t, c, b.qp, b.qp.QPN())
+	complete := func(e *end) {
+		t.Helper()
+		if err := e.qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: e.sge(0)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: e.sge(9)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drain := func(e *end) {
+		t.Helper()
+		wcs := make([]uverbs.WC, 8)
+		for got := 0; got < 2; {
+			n, err := e.q.GetWC(wcs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+			if n == 0 {
+				if err := e.q.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+
+	// 1. Channel.Wait reads the channel; a's own Wait waits its turn.
+	type res struct {
+		q   *cq.CQ
+		err error
+	}
+	rc := make(chan res, 1)
+	go func() { q, err := ch.Wait(ctx); rc <- res{q, err} }()
+	select {
+	case r := <-rc:
+		t.Fatalf("Channel.Wait returned with nothing to wait for: %p, %v", r.q, r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	ra := make(chan error, 1)
+	go func() { ra <- a.q.Wait(ctx) }()
+	select {
+	case err := <-ra:
+		t.Fatalf("a's Wait returned with nothing to wait for: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	complete(a)
+	select {
+	case r := <-rc:
+		if r.err != nil || r.q != a.q {
+			t.Fatalf("Channel.Wait = %p, %v; want a's CQ %p", r.q, r.err, a.q)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Channel.Wait blocked on a's event")
+	}
+	select {
+	case err := <-ra:
+		if err != nil {
+			t.Fatalf("a's Wait = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's Wait blocked after Channel.Wait read its event")
+	}
+	drain(a)
+
+	// 2. a's own Wait reads the channel and takes b's event: Channel.Wait
+	// reports b.
+	go func() { ra <- a.q.Wait(ctx) }()
+	select {
+	case err := <-ra:
+		t.Fatalf("a's Wait returned with nothing to wait for: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	complete(b)
+	short, cancelShort := context.WithTimeout(ctx, 10*time.Second)
+	q, err := ch.Wait(short)
+	cancelShort()
+	if err != nil || q != b.q {
+		t.Fatalf("Channel.Wait = %p, %v; want b's CQ %p", q, err, b.q)
+	}
+	drain(b)
+	complete(a)
+	select {
+	case err := <-ra:
+		if err != nil {
+			t.Fatalf("a's Wait = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's Wait missed its completion")
+	}
+	drain(a)
+}
+
+// TestVMAllNilContext: All on an empty CQ with a nil context yields one
+// ErrInvalid and ends (it used to panic, asking the nil ctx why its Wait
+// failed).
+func TestVMAllNilContext(t *testing.T) {
+	c := open(t)
+	q, err := cq.New(c, 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close(context.Background())
+	n := 0
+	//lint:ignore SA1012 a nil context is the bad input under test
+	for _, err := range q.All(nil, nil) {
+		n++
+		if !errors.Is(err, uverbs.ErrInvalid) {
+			t.Errorf("All(nil) yielded %v", err)
+		}
+	}
+	if n != 1 {
+		t.Errorf("All(nil) yielded %d times, want 1", n)
+	}
+}
