@@ -90,11 +90,17 @@ func adopt(raw int, name string) (*sys.RecordReader, error) {
 }
 
 // Fd returns the (non-blocking) descriptor, for the caller's own poll or
-// epoll loop; read it with TryGet.
+// epoll loop; read it with TryGet. It returns -1 after Close (or the
+// context's Close) and for a nil *CmdComp: the old number may name
+// another file by then.
 func (cc *CmdComp) Fd() int {
 	if cc == nil || cc.r == nil {
 		return -1
 	}
+	if !cc.hold() {
+		return -1
+	}
+	defer cc.release()
 	return cc.r.Fd()
 }
 
@@ -103,18 +109,23 @@ func (cc *CmdComp) Fd() int {
 // CmdHeaderSize plus the largest outLen of the commands in flight, or the
 // kernel leaves the record queued and Get fails with an error matching
 // unix.ENOSPC. Get returns ctx's error when ctx ends and an error
-// matching uverbs.ErrClosed after Close. With a context used again and
-// again it allocates nothing.
+// matching uverbs.ErrClosed after Close; a nil ctx is refused with
+// uverbs.ErrInvalid. With a context used again and again it allocates
+// nothing.
 func (cc *CmdComp) Get(ctx context.Context, buf []byte) (CmdResp, error) {
 	if err := cc.check(buf); err != nil {
 		return CmdResp{}, err
+	}
+	if ctx == nil {
+		return CmdResp{}, errNilCmdCtx
 	}
 	n, err := cc.r.Read(ctx, buf)
 	return cc.done(buf, n, err)
 }
 
-// TryGet is Get without waiting: when no completion is queued it fails
-// with ErrNoEvent (which matches unix.EAGAIN).
+// TryGet is Get without waiting: when no completion is queued, or
+// another goroutine is waiting in Get (which takes the next one), it
+// fails with ErrNoEvent (which matches unix.EAGAIN).
 func (cc *CmdComp) TryGet(buf []byte) (CmdResp, error) {
 	if err := cc.check(buf); err != nil {
 		return CmdResp{}, err
@@ -135,6 +146,7 @@ func (cc *CmdComp) check(buf []byte) error {
 
 var (
 	errNilCmdComp  = invalid("devx_cmd_comp", "get", "nil *devx.CmdComp")
+	errNilCmdCtx   = invalid("devx_cmd_comp", "get", "nil context.Context")
 	errSmallCmdBuf = invalid("devx_cmd_comp", "get", "buffer smaller than the %d-byte header", CmdHeaderSize)
 	errCmdClosed   = closed("devx_cmd_comp", "get")
 )

@@ -153,13 +153,22 @@ func closed(object, method string) error {
 }
 
 // checkCmd checks a command/response buffer pair against the kernel's
-// bounds.
+// bounds: a nil out is refused like an empty one.
 func checkCmd(object, method string, in, out []byte) error {
+	if err := checkCmdIn(object, method, in); err != nil {
+		return err
+	}
+	if len(out) < MinCmdOut || len(out) > MaxCmdLen {
+		return invalid(object, method, "response buffer of %d bytes (want %d to %d)", len(out), MinCmdOut, MaxCmdLen)
+	}
+	return nil
+}
+
+// checkCmdIn checks a command buffer alone (QueryAsync's response goes to
+// the CmdComp).
+func checkCmdIn(object, method string, in []byte) error {
 	if len(in) < MinCmdIn || len(in) > MaxCmdLen {
 		return invalid(object, method, "command of %d bytes (want %d to %d)", len(in), MinCmdIn, MaxCmdLen)
-	}
-	if out != nil && (len(out) < MinCmdOut || len(out) > MaxCmdLen) {
-		return invalid(object, method, "response buffer of %d bytes (want %d to %d)", len(out), MinCmdOut, MaxCmdLen)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package devx
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"sync"
 
 	"github.com/pureverbs/pureverbs/abi"
@@ -44,13 +45,24 @@ type Event struct {
 	Len int
 }
 
-// Data returns the delivered part of the event queue entry.
-func (e *Event) Data() []byte { return e.EQE[:e.Len] }
+// Data returns the delivered part of the event queue entry: EQE[:Len],
+// with Len taken as 0 when negative and as EQESize when larger; nil for a
+// nil *Event.
+func (e *Event) Data() []byte {
+	if e == nil {
+		return nil
+	}
+	return e.EQE[:min(max(e.Len, 0), EQESize)]
+}
 
 // Type returns the EQE's event type (mlx5_eqe.type, byte 1), or 0 when
-// no data was delivered.
+// no data was delivered (Len < 2: always on an OmitData channel). 0 is
+// also a real event type, the completion event
+// (MLX5_EVENT_TYPE_COMP), so Type alone cannot tell "no type" from
+// "completion": check Len first; an event without data has no type, only
+// its Cookie.
 func (e *Event) Type() uint8 {
-	if e.Len < 2 {
+	if e == nil || e.Len < 2 {
 		return 0
 	}
 	return e.EQE[1]
@@ -58,7 +70,7 @@ func (e *Event) Type() uint8 {
 
 // SubType returns the EQE's sub type (byte 3), or 0 without data.
 func (e *Event) SubType() uint8 {
-	if e.Len < 4 {
+	if e == nil || e.Len < 4 {
 		return 0
 	}
 	return e.EQE[3]
@@ -161,12 +173,19 @@ func newEventChannel(c *uverbs.Context, r *sys.RecordReader, omit bool) *EventCh
 }
 
 // Fd returns the (non-blocking) descriptor, for the caller's own poll or
-// epoll loop; read it with TryGetEvent.
+// epoll loop; read it with TryGetEvent. It returns -1 after Close (or the
+// context's Close) and for a nil channel: the old number may name another
+// file by then.
 func (ch *EventChannel) Fd() int {
 	if ch == nil || ch.r == nil {
 		return -1
 	}
-	return ch.r.Fd()
+	select {
+	case <-ch.closed:
+		return -1
+	default:
+		return ch.r.Fd()
+	}
 }
 
 // OmitData reports whether the channel was created with OmitData.
@@ -174,6 +193,7 @@ func (ch *EventChannel) OmitData() bool { return ch != nil && ch.omit }
 
 var (
 	errNilChannel = invalid("devx_event_channel", "get_event", "nil *devx.EventChannel")
+	errNilChCtx   = invalid("devx_event_channel", "get_event", "nil context.Context")
 	errChClosed   = closed("devx_event_channel", "get_event")
 )
 
@@ -181,13 +201,16 @@ var (
 // decodes it (mlx5dv_devx_get_event(3)). It returns ctx's error when ctx
 // ends, an error matching uverbs.ErrClosed after Close (or the context's
 // Close), ErrOverflow once after the kernel lost events, and
-// ErrShortRecord for a record without its cookie. Decoding allocates
-// nothing; with a context used again and again GetEvent allocates
-// nothing.
+// ErrShortRecord for a record without its cookie; a nil ctx is refused
+// with uverbs.ErrInvalid. Decoding allocates nothing; with a context used
+// again and again GetEvent allocates nothing.
 func (ch *EventChannel) GetEvent(ctx context.Context) (Event, error) {
 	var ev Event
 	if ch == nil || ch.r == nil {
 		return ev, errNilChannel
+	}
+	if ctx == nil {
+		return ev, errNilChCtx
 	}
 	if err := ctx.Err(); err != nil {
 		return ev, err
@@ -298,17 +321,22 @@ func Subscribe(ch *EventChannel, obj *Obj, events []uint16, cookie uint64) error
 // (mlx5dv_devx_subscribe_devx_event_fd(3)): the kernel signals fd, which
 // must be an eventfd (see NewEventFD), each time the event occurs, and
 // queues nothing on the channel. The kernel keeps its own reference to
-// the eventfd.
+// the eventfd. fd must be 0 to math.MaxInt32 (the kernel's s32).
 func SubscribeFd(ch *EventChannel, fd int, obj *Obj, event uint16) error {
 	const method = "subscribe_event_fd"
-	return subscribe(ch, obj, method, func() error {
-		if fd < 0 {
-			return invalid("devx", method, "eventfd %d", fd)
-		}
-		return nil
-	}, func(cmd *sys.Ioctl, drv uint32, chFD int, h uint32) {
-		buildSubscribeFd(cmd, drv, chFD, h, obj != nil, event, fd)
-	})
+	return subscribe(ch, obj, method, func() error { return checkEventFD(method, fd) },
+		func(cmd *sys.Ioctl, drv uint32, chFD int, h uint32) {
+			buildSubscribeFd(cmd, drv, chFD, h, obj != nil, event, fd)
+		})
+}
+
+// checkEventFD refuses an fd the kernel's s32 FD_NUM cannot carry (a
+// larger one would be sent truncated, naming another file).
+func checkEventFD(method string, fd int) error {
+	if fd < 0 || fd > math.MaxInt32 {
+		return invalid("devx", method, "eventfd %d (want 0 to %d)", fd, math.MaxInt32)
+	}
+	return nil
 }
 
 // subscribe checks the device, then the arguments (check), holds the

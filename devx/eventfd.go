@@ -23,6 +23,7 @@ type EventFD struct {
 
 var (
 	errNilEventFD    = invalid("eventfd", "wait", "nil *devx.EventFD")
+	errNilEventFDCtx = invalid("eventfd", "wait", "nil context.Context")
 	errEventFDClosed = closed("eventfd", "wait")
 )
 
@@ -36,21 +37,31 @@ func NewEventFD() (*EventFD, error) {
 }
 
 // Fd returns the descriptor to pass to SubscribeFd (or to the caller's
-// own poll loop).
+// own poll loop). It returns -1 after Close and for a nil *EventFD: the
+// old number may name another file by then.
 func (e *EventFD) Fd() int {
 	if e == nil || e.r == nil {
 		return -1
 	}
-	return e.r.Fd()
+	select {
+	case <-e.closed:
+		return -1
+	default:
+		return e.r.Fd()
+	}
 }
 
 // Wait waits until the counter is not zero, then returns it and resets it
 // to zero. It returns ctx's error when ctx ends and an error matching
-// uverbs.ErrClosed after Close. With a context used again and again it
-// allocates nothing.
+// uverbs.ErrClosed after Close; a nil ctx is refused with
+// uverbs.ErrInvalid. With a context used again and again it allocates
+// nothing.
 func (e *EventFD) Wait(ctx context.Context) (uint64, error) {
 	if e == nil || e.r == nil {
 		return 0, errNilEventFD
+	}
+	if ctx == nil {
+		return 0, errNilEventFDCtx
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err

@@ -40,11 +40,22 @@ func CreateObj(c *uverbs.Context, in, out []byte) (*Obj, error) {
 	return o, nil
 }
 
-// Handle returns the kernel's handle of the object.
-func (o *Obj) Handle() uint32 { return o.handle }
+// Handle returns the kernel's handle of the object (0 for a nil *Obj).
+func (o *Obj) Handle() uint32 {
+	if o == nil {
+		return 0
+	}
+	return o.handle
+}
 
-// Context returns the context the object was created on.
-func (o *Obj) Context() *uverbs.Context { return o.ctx }
+// Context returns the context the object was created on (nil for a nil
+// *Obj).
+func (o *Obj) Context() *uverbs.Context {
+	if o == nil {
+		return nil
+	}
+	return o.ctx
+}
 
 // use checks the device, then holds the object for one command.
 func (o *Obj) use(method string) (*core.Shared, error) {
@@ -126,7 +137,7 @@ func (o *Obj) QueryAsync(in []byte, outLen int, wrID uint64, cc *CmdComp) error 
 		return err
 	}
 	defer o.release()
-	if err := checkCmd("devx_obj", method, in, nil); err != nil {
+	if err := checkCmdIn("devx_obj", method, in); err != nil {
 		return err
 	}
 	if outLen <= 0 || outLen > math.MaxUint16 {
@@ -210,11 +221,22 @@ func RegUmem(c *uverbs.Context, buf []byte, access uverbs.Access, opts *UmemOpti
 }
 
 // ID returns the device's id of the umem (umem_id), which PRM commands
-// name.
-func (u *Umem) ID() uint32 { return u.id }
+// name (0 for a nil *Umem).
+func (u *Umem) ID() uint32 {
+	if u == nil {
+		return 0
+	}
+	return u.id
+}
 
-// Handle returns the kernel's handle of the registration.
-func (u *Umem) Handle() uint32 { return u.handle }
+// Handle returns the kernel's handle of the registration (0 for a nil
+// *Umem).
+func (u *Umem) Handle() uint32 {
+	if u == nil {
+		return 0
+	}
+	return u.handle
+}
 
 // Dereg deregisters the memory (mlx5dv_devx_umem_dereg(3)); the kernel
 // refuses (EBUSY) while DEVX objects use it, leaving it registered.
