@@ -133,13 +133,33 @@ func (ah *AH) Destroy() error {
 }
 
 // Attr returns the address vector the AH was created with.
-func (ah *AH) Attr() AHAttr { return ah.attr }
+func (ah *AH) Attr() AHAttr {
+	if ah == nil {
+		return AHAttr{}
+	}
+	return ah.attr
+}
 
 // PD returns the protection domain the AH was created in.
-func (ah *AH) PD() *PD { return ah.pd }
+func (ah *AH) PD() *PD {
+	if ah == nil {
+		return nil
+	}
+	return ah.pd
+}
 
 // Context returns the context the AH was created on.
-func (ah *AH) Context() *Context { return ah.ctx }
+func (ah *AH) Context() *Context {
+	if ah == nil {
+		return nil
+	}
+	return ah.ctx
+}
 
 // Handle returns the kernel's handle of the AH.
-func (ah *AH) Handle() uint32 { return ah.handle }
+func (ah *AH) Handle() uint32 {
+	if ah == nil {
+		return 0
+	}
+	return ah.handle
+}

@@ -65,8 +65,15 @@ func AllocHugeBuffer(size int) (*Buffer, error) {
 // registered memory reaches the file (a file on a DAX file system
 // is persistent memory, the target of librpma's peers), as perftest's
 // --mmap. f must be open for reading and writing; the mapping outlives
-// it. Pages past the end of the file cannot be registered (the kernel
-// answers EFAULT). Close unmaps it.
+// it. Close unmaps it.
+//
+// The range must lie within the file: for a regular file (on a DAX file
+// system, tmpfs or hugetlbfs, whose size is what ftruncate(2) set) or a
+// block device, a range reaching past its end, whose pages would raise
+// SIGBUS when touched, is refused with an error matching ErrInvalid (and
+// unix.EINVAL). The size of other files (a device DAX character device)
+// is not known here: the kernel's checks apply. A closed f gives an error
+// matching ErrClosed (and os.ErrClosed).
 func MapFileBuffer(f *os.File, offset int64, size int) (*Buffer, error) {
 	if f == nil || size <= 0 || offset < 0 || offset%int64(sys.PageSize) != 0 {
 		return nil, invalidErr("buffer", "map file", "size %d at offset %d (pages of %d bytes)", size, offset, sys.PageSize)
@@ -78,7 +85,11 @@ func MapFileBuffer(f *os.File, offset int64, size int) (*Buffer, error) {
 	var b *sys.Buffer
 	var merr error
 	if err := rc.Control(func(fd uintptr) { b, merr = sys.MapFile(int(fd), offset, size, "uverbs file buffer "+f.Name()) }); err != nil {
-		return nil, &OpError{Object: "buffer", Method: "map file", Err: err}
+		// Control fails only on a closed file ("use of closed file").
+		return nil, &OpError{Object: "buffer", Method: "map file", Err: fmt.Errorf("%w: %s (%w)", ErrClosed, f.Name(), os.ErrClosed)}
+	}
+	if errors.Is(merr, sys.ErrPastEOF) {
+		return nil, &OpError{Object: "buffer", Method: "map file", Err: fmt.Errorf("%w: %w", ErrInvalid, merr)}
 	}
 	if merr != nil {
 		return nil, &OpError{Object: "buffer", Method: "map file", Err: merr}

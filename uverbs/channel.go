@@ -132,14 +132,19 @@ func (ch *CompChannel) Fd() int {
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.closed {
+	if ch.closed || ch.r == nil {
 		return -1
 	}
 	return ch.r.Fd()
 }
 
 // Context returns the context the channel was created on.
-func (ch *CompChannel) Context() *Context { return ch.ctx }
+func (ch *CompChannel) Context() *Context {
+	if ch == nil {
+		return nil
+	}
+	return ch.ctx
+}
 
 // GetCQEvent waits, parked on the runtime poller, for the next completion
 // event and returns the CQ it concerns (ibv_get_cq_event(3)). Each event

@@ -372,13 +372,28 @@ func (n notSupported) Is(t error) bool {
 func (n notSupported) Unwrap() error { return n.errno }
 
 // Device returns the device this context was opened on.
-func (c *Context) Device() Device { return c.dev }
+func (c *Context) Device() Device {
+	if c == nil {
+		return Device{}
+	}
+	return c.dev
+}
 
 // DriverID returns the RDMA_DRIVER_* id sent in every ioctl header.
-func (c *Context) DriverID() uint32 { return c.driverID }
+func (c *Context) DriverID() uint32 {
+	if c == nil {
+		return 0
+	}
+	return c.driverID
+}
 
 // NumCompVectors returns the number of completion vectors.
-func (c *Context) NumCompVectors() int { return c.numCompVectors }
+func (c *Context) NumCompVectors() int {
+	if c == nil {
+		return 0
+	}
+	return c.numCompVectors
+}
 
 // execWrite sends a write-ABI command as rdma-core does: through the
 // INVOKE_WRITE ioctl when the kernel has it, by write(2) otherwise.
@@ -466,5 +481,8 @@ func (c *Context) Closed() bool {
 }
 
 func (c *Context) String() string {
+	if c == nil {
+		return "uverbs.Context(<nil>)"
+	}
 	return "uverbs.Context(" + c.dev.Name + ")"
 }

@@ -172,7 +172,12 @@ func (cq *CQ) Destroy(ctx context.Context) error {
 
 // CQE returns the number of entries the device granted (at least the
 // number requested), by CreateCQ or the last Resize.
-func (cq *CQ) CQE() int { return int(cq.cqe.Load()) }
+func (cq *CQ) CQE() int {
+	if cq == nil {
+		return 0
+	}
+	return int(cq.cqe.Load())
+}
 
 // Resize changes the CQ's depth to at least cqe entries (ibv_resize_cq(3)):
 // the write command RESIZE_CQ, then, on rxe, the kernel's new ring is
@@ -210,16 +215,31 @@ func (cq *CQ) Resize(cqe int) error {
 }
 
 // Handle returns the kernel's handle of the CQ.
-func (cq *CQ) Handle() uint32 { return cq.handle }
+func (cq *CQ) Handle() uint32 {
+	if cq == nil {
+		return 0
+	}
+	return cq.handle
+}
 
 // UserHandle returns the value the kernel echoes in the CQ's events.
-func (cq *CQ) UserHandle() uint64 { return cq.uh }
+func (cq *CQ) UserHandle() uint64 {
+	if cq == nil {
+		return 0
+	}
+	return cq.uh
+}
 
 // Kind returns ElementCQ.
 func (cq *CQ) Kind() ElementKind { return ElementCQ }
 
 // Context returns the context the CQ was created on.
-func (cq *CQ) Context() *Context { return cq.ctx }
+func (cq *CQ) Context() *Context {
+	if cq == nil {
+		return nil
+	}
+	return cq.ctx
+}
 
 // detach leaves the completion channel (if any).
 func (cq *CQ) detach() {
@@ -229,7 +249,12 @@ func (cq *CQ) detach() {
 }
 
 // Channel returns the CQ's completion channel, or nil.
-func (cq *CQ) Channel() *CompChannel { return cq.ch }
+func (cq *CQ) Channel() *CompChannel {
+	if cq == nil {
+		return nil
+	}
+	return cq.ch
+}
 
 // ReqNotify arms the CQ (ibv_req_notify_cq(3)): the next completion
 // (solicitedOnly false), or the next solicited or error completion

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"errors"
+	"math"
 	"runtime"
 	"strconv"
 	"strings"
@@ -84,8 +85,15 @@ type mrState struct {
 	rkey    uint32
 }
 
-// state returns the MR's current registration.
+// noMRState is the registration of a nil MR: all zero, never written.
+var noMRState mrState
+
+// state returns the MR's current registration (noMRState for a nil MR, so
+// that its getters return zero values).
 func (mr *MR) state() *mrState {
+	if mr == nil {
+		return &noMRState
+	}
 	if s := mr.st.Load(); s != nil {
 		return s
 	}
@@ -341,11 +349,22 @@ func (mr *MR) IOVA() uint64 { return mr.state().ioVA() }
 
 // SGE returns the scatter/gather element of length bytes at offset off of
 // the region, in the device's addresses (IOVA). It does not check the
-// range: a request reaching outside the region completes with a local
-// protection or length error.
+// range against the region: a request reaching outside it completes with
+// a local protection or length error. Arguments no SGE can express (off
+// or length negative, length above math.MaxUint32, off+length or the
+// address overflowing) and a nil MR give an SGE of Length math.MaxUint32, which
+// PostSend and PostRecv refuse with an error matching ErrInvalid (a
+// message is at most 2 GiB), rather than a silently truncated one.
 func (mr *MR) SGE(off, length int) SGE {
+	if mr == nil || off < 0 || length < 0 || uint64(length) > math.MaxUint32 || off > math.MaxInt-length {
+		return SGE{Length: math.MaxUint32}
+	}
 	s := mr.state()
-	return SGE{Addr: s.ioVA() + uint64(off), Length: uint32(length), LKey: s.lkey}
+	addr := s.ioVA() + uint64(off)
+	if addr < uint64(off) || addr+uint64(length) < addr {
+		return SGE{Length: math.MaxUint32, LKey: s.lkey}
+	}
+	return SGE{Addr: addr, Length: uint32(length), LKey: s.lkey}
 }
 
 // Len returns the number of registered bytes.
@@ -362,10 +381,20 @@ func (mr *MR) Access() Access { return mr.state().access }
 func (mr *MR) PD() *PD { return mr.state().pd }
 
 // Context returns the context the MR was registered on.
-func (mr *MR) Context() *Context { return mr.ctx }
+func (mr *MR) Context() *Context {
+	if mr == nil {
+		return nil
+	}
+	return mr.ctx
+}
 
 // Handle returns the kernel's handle of the MR.
-func (mr *MR) Handle() uint32 { return mr.handle }
+func (mr *MR) Handle() uint32 {
+	if mr == nil {
+		return 0
+	}
+	return mr.handle
+}
 
 // dispose is the end of an object without events (PD, MR, AH):
 // exclusively, after the uses in flight, refuse a second call, run the

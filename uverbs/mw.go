@@ -139,24 +139,54 @@ func (mw *MW) Dealloc() error {
 
 // RKey returns the window's current remote key: the one of the last
 // QP.BindMW for type 1, the one allocated or set with SetRKey for type 2.
-func (mw *MW) RKey() uint32 { return mw.rkey.Load() }
+func (mw *MW) RKey() uint32 {
+	if mw == nil {
+		return 0
+	}
+	return mw.rkey.Load()
+}
 
 // SetRKey records the rkey a type 2 window was bound with by a WRBindMW
 // request that completed successfully (libibverbs' callers update
 // ibv_mw.rkey themselves likewise).
-func (mw *MW) SetRKey(rkey uint32) { mw.rkey.Store(rkey) }
+func (mw *MW) SetRKey(rkey uint32) {
+	if mw == nil {
+		return
+	}
+	mw.rkey.Store(rkey)
+}
 
 // Type returns the window's type.
-func (mw *MW) Type() MWType { return mw.typ }
+func (mw *MW) Type() MWType {
+	if mw == nil {
+		return 0
+	}
+	return mw.typ
+}
 
 // Handle returns the kernel's handle of the window.
-func (mw *MW) Handle() uint32 { return mw.handle }
+func (mw *MW) Handle() uint32 {
+	if mw == nil {
+		return 0
+	}
+	return mw.handle
+}
 
 // PD returns the protection domain of the window.
-func (mw *MW) PD() *PD { return mw.pd }
+func (mw *MW) PD() *PD {
+	if mw == nil {
+		return nil
+	}
+	return mw.pd
+}
 
 // Context returns the context the window was allocated on.
-func (mw *MW) Context() *Context { return mw.ctx }
+func (mw *MW) Context() *Context {
+	if mw == nil {
+		return nil
+	}
+	return mw.ctx
+}
 
 // IncRKey returns rkey with its key byte (the low 8 bits, which the
 // consumer owns) incremented and the index part unchanged

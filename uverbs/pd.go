@@ -38,10 +38,20 @@ func (c *Context) AllocPD() (*PD, error) {
 }
 
 // Context returns the context the PD was allocated on.
-func (pd *PD) Context() *Context { return pd.ctx }
+func (pd *PD) Context() *Context {
+	if pd == nil {
+		return nil
+	}
+	return pd.ctx
+}
 
 // Handle returns the kernel's handle of the PD.
-func (pd *PD) Handle() uint32 { return pd.handle }
+func (pd *PD) Handle() uint32 {
+	if pd == nil {
+		return 0
+	}
+	return pd.handle
+}
 
 // Dealloc deallocates the PD (ibv_dealloc_pd(3)). It fails with the
 // kernel's EBUSY (errors.Is(err, unix.EBUSY)), naming what this library

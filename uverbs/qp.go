@@ -535,30 +535,75 @@ func (attr *QPAttr) encode(handle uint32, mask QPAttrMask) abi.IbUverbsModifyQp 
 }
 
 // QPN returns the QP number.
-func (qp *QP) QPN() uint32 { return qp.qpn }
+func (qp *QP) QPN() uint32 {
+	if qp == nil {
+		return 0
+	}
+	return qp.qpn
+}
 
 // Cap returns the work-queue sizes the device granted (at least those
 // requested).
-func (qp *QP) Cap() QPCap { return qp.cap }
+func (qp *QP) Cap() QPCap {
+	if qp == nil {
+		return QPCap{}
+	}
+	return qp.cap
+}
 
 // Type returns the QP's transport type.
-func (qp *QP) Type() QPType { return qp.typ }
+func (qp *QP) Type() QPType {
+	if qp == nil {
+		return 0
+	}
+	return qp.typ
+}
 
 // PD returns the protection domain the QP was created in.
-func (qp *QP) PD() *PD { return qp.pd }
+func (qp *QP) PD() *PD {
+	if qp == nil {
+		return nil
+	}
+	return qp.pd
+}
 
 // SendCQ and RecvCQ return the QP's completion queues.
-func (qp *QP) SendCQ() *CQ { return qp.sendCQ }
-func (qp *QP) RecvCQ() *CQ { return qp.recvCQ }
+func (qp *QP) SendCQ() *CQ {
+	if qp == nil {
+		return nil
+	}
+	return qp.sendCQ
+}
+func (qp *QP) RecvCQ() *CQ {
+	if qp == nil {
+		return nil
+	}
+	return qp.recvCQ
+}
 
 // SRQ returns the shared receive queue the QP was created with, or nil.
-func (qp *QP) SRQ() *SRQ { return qp.srq }
+func (qp *QP) SRQ() *SRQ {
+	if qp == nil {
+		return nil
+	}
+	return qp.srq
+}
 
 // Handle returns the kernel's handle of the QP.
-func (qp *QP) Handle() uint32 { return qp.handle }
+func (qp *QP) Handle() uint32 {
+	if qp == nil {
+		return 0
+	}
+	return qp.handle
+}
 
 // UserHandle returns the value the kernel echoes in the QP's events.
-func (qp *QP) UserHandle() uint64 { return qp.uh }
+func (qp *QP) UserHandle() uint64 {
+	if qp == nil {
+		return 0
+	}
+	return qp.uh
+}
 
 // Kind returns ElementQP.
 func (qp *QP) Kind() ElementKind { return ElementQP }

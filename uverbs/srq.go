@@ -312,22 +312,52 @@ func (srq *SRQ) Query() (SRQAttr, error) {
 // requested) and the limit given to CreateSRQ. Query reports the current
 // values; on 6.1, whose rxe echoes the requested MaxWR at creation, it
 // also reports the ring's actual (larger) size.
-func (srq *SRQ) Attr() SRQAttr { return srq.attr }
+func (srq *SRQ) Attr() SRQAttr {
+	if srq == nil {
+		return SRQAttr{}
+	}
+	return srq.attr
+}
 
 // SRQN returns the SRQ number.
-func (srq *SRQ) SRQN() uint32 { return srq.srqn }
+func (srq *SRQ) SRQN() uint32 {
+	if srq == nil {
+		return 0
+	}
+	return srq.srqn
+}
 
 // PD returns the protection domain the SRQ was created in.
-func (srq *SRQ) PD() *PD { return srq.pd }
+func (srq *SRQ) PD() *PD {
+	if srq == nil {
+		return nil
+	}
+	return srq.pd
+}
 
 // Context returns the context the SRQ was created on.
-func (srq *SRQ) Context() *Context { return srq.ctx }
+func (srq *SRQ) Context() *Context {
+	if srq == nil {
+		return nil
+	}
+	return srq.ctx
+}
 
 // Handle returns the kernel's handle of the SRQ.
-func (srq *SRQ) Handle() uint32 { return srq.handle }
+func (srq *SRQ) Handle() uint32 {
+	if srq == nil {
+		return 0
+	}
+	return srq.handle
+}
 
 // UserHandle returns the value the kernel echoes in the SRQ's events.
-func (srq *SRQ) UserHandle() uint64 { return srq.uh }
+func (srq *SRQ) UserHandle() uint64 {
+	if srq == nil {
+		return 0
+	}
+	return srq.uh
+}
 
 // Kind returns ElementSRQ.
 func (srq *SRQ) Kind() ElementKind { return ElementSRQ }

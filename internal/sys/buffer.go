@@ -127,12 +127,54 @@ func HugePageSize() int {
 	return 0
 }
 
+// ErrPastEOF is MapFile's error for a range reaching past the end of the
+// file: its pages would fault (SIGBUS) when touched. It matches
+// unix.EINVAL.
+var ErrPastEOF = fmt.Errorf("range past the end of the file: %w", unix.EINVAL)
+
+// FileSize returns the size of the file fd when it has one that bounds
+// its mappings: a regular file's (hugetlbfs and tmpfs files included, as
+// ftruncate(2) set it) or a block device's; ok is false for other files
+// (character devices such as device DAX).
+func FileSize(fd int) (size int64, ok bool, err error) {
+	var st unix.Stat_t
+	for {
+		err = unix.Fstat(fd, &st)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return st.Size, true, nil
+	case unix.S_IFBLK:
+		n, err := unix.IoctlGetUint64(fd, unix.BLKGETSIZE64)
+		if err != nil {
+			return 0, false, err
+		}
+		return int64(n), true, nil
+	}
+	return 0, false, nil
+}
+
 // MapFile maps size bytes of the file fd from offset (a multiple of the
 // page size), shared and read/write: stores reach the file. The mapping
-// outlives fd, which the caller may close.
+// outlives fd, which the caller may close. A range reaching past the end
+// of a regular file or block device (FileSize) is refused with an error
+// matching ErrPastEOF, before the kernel maps pages that would fault.
 func MapFile(fd int, offset int64, size int, name string) (*Buffer, error) {
 	if size <= 0 || offset < 0 || offset%int64(PageSize) != 0 {
 		return nil, fmt.Errorf("sys: buffer %s: size %d at offset %d: %w", name, size, offset, unix.EINVAL)
+	}
+	fsize, sized, err := FileSize(fd)
+	if err != nil {
+		return nil, fmt.Errorf("sys: buffer %s: fstat: %w", name, err)
+	}
+	if sized && int64(size) > fsize-offset {
+		return nil, fmt.Errorf("sys: buffer %s: %d bytes at offset %d, the file has %d: %w", name, size, offset, fsize, ErrPastEOF)
 	}
 	ps := uintptr(PageSize)
 	total := (uintptr(size) + ps - 1) &^ (ps - 1)

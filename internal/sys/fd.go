@@ -91,9 +91,10 @@ func (fd *FD) retiredLen() int {
 }
 
 // NewFD takes ownership of raw. name describes the fd in leak reports.
+// A negative raw gives an error matching unix.EBADF.
 func NewFD(raw int, name string) (*FD, error) {
 	if raw < 0 {
-		return nil, fmt.Errorf("sys: invalid fd %d for %s", raw, name)
+		return nil, fmt.Errorf("sys: invalid fd %d for %s: %w", raw, name, unix.EBADF)
 	}
 	fd := &FD{raw: int32(raw), name: name}
 	traceOpen(fd)
@@ -102,10 +103,11 @@ func NewFD(raw int, name string) (*FD, error) {
 
 // NewFDKind is NewFD with the description name + " " + kind ("rxe0",
 // "async events"), joined only when Name is called: an open makes no
-// string for a report that normally never comes.
+// string for a report that normally never comes. A negative raw gives an
+// error matching unix.EBADF.
 func NewFDKind(raw int, name, kind string) (*FD, error) {
 	if raw < 0 {
-		return nil, fmt.Errorf("sys: invalid fd %d for %s %s", raw, name, kind)
+		return nil, fmt.Errorf("sys: invalid fd %d for %s %s: %w", raw, name, kind, unix.EBADF)
 	}
 	fd := &FD{raw: int32(raw), name: name, kind: kind}
 	traceOpen(fd)
