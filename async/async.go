@@ -3,10 +3,12 @@
 //
 // A Reader delivers each event the kernel queues on the context's async
 // event fd to exactly one caller of Get (or TryGet), maps the kernel's
-// element back to the Go object it concerns (CQ, QP, SRQ, WQ), the port
+// element back to the Go object it concerns (CQ, QP, SRQ), the port
 // number, or the device, and tracks acknowledgements: every event returned
-// must be passed to Ack, and destroying a CQ, QP, SRQ or WQ waits until all
-// of its events that were read have been acknowledged.
+// must be passed to Ack, and destroying a CQ, QP or SRQ waits until all
+// of its events that were read have been acknowledged. Work queues
+// (ibv_create_wq(3)) are not supported yet: an IBV_EVENT_WQ_FATAL could
+// only name a WQ this library did not create, and comes with no object.
 package async
 
 import (
@@ -64,9 +66,17 @@ var (
 	// return (the zero Event, or one from another Reader).
 	ErrForeignEvent = fmt.Errorf("%w: async event does not belong to this reader", uverbs.ErrInvalid)
 	// ErrShortRecord is returned when the kernel hands back fewer bytes
-	// than an event record.
-	ErrShortRecord = errors.New("async: short event record")
+	// than an event record. It matches uverbs.ErrInvalid and unix.EINVAL,
+	// as devx.ErrShortRecord does.
+	ErrShortRecord error = shortRecord{}
 )
+
+type shortRecord struct{}
+
+func (shortRecord) Error() string { return "async: short event record" }
+func (shortRecord) Is(target error) bool {
+	return target == sys.EINVAL || target == uverbs.ErrInvalid
+}
 
 type noEvent struct{}
 
@@ -160,8 +170,12 @@ func newReader(f *sys.EventFile, objects *core.Registry[uverbs.Affiliated], clos
 var recPool = sync.Pool{New: func() any { return new([RecordSize]byte) }}
 
 // Fd returns the async event descriptor for the caller's own poll/epoll
-// loop, as ctx->async_fd in the ibv_get_async_event(3) example. It is
-// already non-blocking; when it polls readable, call TryGet.
+// loop, as ctx->async_fd in the ibv_get_async_event(3) example, or -1
+// after the Context closed. It is already non-blocking (libibverbs' is
+// blocking until the application sets O_NONBLOCK, as the man page's
+// example does); when it polls readable, call TryGet. Do not switch it to
+// blocking with fcntl(2): TryGet would then block an OS thread, and Get
+// and Context.Close could wait for a read that never returns.
 func (r *Reader) Fd() int {
 	if r == nil || r.file == nil {
 		return -1
@@ -293,6 +307,10 @@ func (r *Reader) Unacked() int {
 // iteration quietly). The caller still acknowledges each event.
 func (r *Reader) All(ctx context.Context) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
+		if ctx == nil {
+			yield(Event{}, &uverbs.OpError{Object: "async_event", Method: "get", Err: fmt.Errorf("%w: nil context.Context", uverbs.ErrInvalid)})
+			return
+		}
 		for {
 			ev, err := r.Get(ctx)
 			if err != nil {

@@ -83,8 +83,8 @@ func TestDecode(t *testing.T) {
 	if err != nil || typ != GIDChange || elem != 0x1122334455667788 {
 		t.Fatalf("Decode = %v %x %v", typ, elem, err)
 	}
-	if _, _, err := Decode(rec[:15]); !errors.Is(err, ErrShortRecord) {
-		t.Fatalf("short record: %v", err)
+	if _, _, err := Decode(rec[:15]); !errors.Is(err, ErrShortRecord) || !errors.Is(err, uverbs.ErrInvalid) || !errors.Is(err, sys.EINVAL) {
+		t.Fatalf("short record: %v (want ErrShortRecord, ErrInvalid and EINVAL)", err)
 	}
 	testkit.NoAllocs(t, 1000, func() { Decode(rec) })
 }
@@ -427,6 +427,24 @@ func TestNilAndZeroReader(t *testing.T) {
 	}
 	if _, err := NewReader(nil); !errors.Is(err, uverbs.ErrInvalid) {
 		t.Errorf("NewReader(nil) = %v", err)
+	}
+}
+
+// TestAllNilContext: All with a nil context yields one ErrInvalid and
+// ends (it used to panic on the nil ctx after Get refused it).
+func TestAllNilContext(t *testing.T) {
+	for _, r := range []*Reader{nil, new(Reader), newHarness(t, &fakeObj{kind: uverbs.ElementQP}).r} {
+		n := 0
+		//lint:ignore SA1012 a nil context is the bad input under test
+		for _, err := range r.All(nil) {
+			n++
+			if !errors.Is(err, uverbs.ErrInvalid) {
+				t.Errorf("All(nil) yielded %v", err)
+			}
+		}
+		if n != 1 {
+			t.Errorf("All(nil) yielded %d times, want 1", n)
+		}
 	}
 }
 

@@ -50,8 +50,9 @@ func Example_send() {
 }
 
 // ExampleCQ_Fd shows the seed's pattern (rpma_cq_get_fd(3)): a user's own
-// event loop watches the descriptor and consumes completions with GetWC;
-// a later Wait may then report an already consumed completion, harmlessly.
+// event loop watches the descriptor; when it polls readable, Wait (which
+// returns at once: it reads and acknowledges the event and re-arms the
+// CQ), then GetWC until it finds nothing.
 func ExampleCQ_Fd() {
 	var q *cq.CQ // from cq.New
 	fd, err := q.Fd()
@@ -59,7 +60,16 @@ func ExampleCQ_Fd() {
 		return // a nil or closed CQ: errors.Is(err, uverbs.ErrInvalid) or ErrClosed
 	}
 	_ = fd // add to epoll; when readable:
+	ctx := context.Background()
+	if err := q.Wait(ctx); err != nil {
+		return
+	}
 	wcs := make([]uverbs.WC, 16)
-	n, _ := q.GetWC(wcs)
-	_ = wcs[:n]
+	for {
+		n, err := q.GetWC(wcs)
+		if err != nil || n == 0 {
+			break
+		}
+		_ = wcs[:n]
+	}
 }

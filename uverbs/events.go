@@ -117,13 +117,14 @@ func (t EventType) Element() ElementKind {
 }
 
 // Affiliated is implemented by the objects that affiliated async events
-// (and completion events) refer to: CQ, QP, SRQ and WQ. The kernel
-// reports such events with the object's user handle, which the Context
-// maps back to the object.
+// (and completion events) refer to: CQ, QP and SRQ (ibv_create_wq(3)'s
+// WQ is not supported yet; ElementWQ names the kind of element an
+// IBV_EVENT_WQ_FATAL carries). The kernel reports such events with the
+// object's user handle, which the Context maps back to the object.
 type Affiliated interface {
 	// UserHandle is the 64-bit value given to the kernel at creation.
 	UserHandle() uint64
-	// Kind returns ElementCQ, ElementQP, ElementSRQ or ElementWQ.
+	// Kind returns ElementCQ, ElementQP or ElementSRQ.
 	Kind() ElementKind
 }
 

@@ -68,8 +68,14 @@ func NewEventFile(fd *FD) (*EventFile, error) {
 }
 
 // Fd returns the descriptor for use in the caller's own poll/epoll loop.
-// It is non-blocking. It stays valid until Close.
-func (e *EventFile) Fd() int { return e.raw }
+// It is non-blocking. It stays valid until Close; -1 after (the number
+// may name another file by then).
+func (e *EventFile) Fd() int {
+	if e.closing.Load() {
+		return -1
+	}
+	return e.raw
+}
 
 // TryRead reads one record into buf without blocking. It returns
 // unix.EAGAIN when nothing is queued and ErrFileClosed after Close.

@@ -260,6 +260,14 @@ func TestEventFileTryRead(t *testing.T) {
 		t.Fatalf("TryRead = %d %v %q", n, err, buf)
 	}
 	testkit.NoAllocs(t, 1000, func() { ef.TryRead(buf) })
+	// After Close the number may name another file: Fd says -1.
+	if fd := ef.Fd(); fd < 0 {
+		t.Fatalf("Fd before Close = %d", fd)
+	}
+	ef.Close()
+	if fd := ef.Fd(); fd != -1 {
+		t.Fatalf("Fd after Close = %d, want -1", fd)
+	}
 }
 
 func TestEventFileConcurrentReaders(t *testing.T) {
