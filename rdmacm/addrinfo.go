@@ -108,13 +108,17 @@ func (e *GAIError) Unwrap() error { return e.Err }
 //     an empty Src. With node and service both empty the hints are the
 //     answer (their Dst too).
 //
-// Lookup failures are *GAIError with getaddrinfo's code; nil hints with
-// no node and no service, or flags it does not know, are ErrInvalid;
+// Lookup failures are *GAIError with getaddrinfo's code; a nil ctx, nil
+// hints with no node and no service, or flags it does not know, are
+// ErrInvalid;
 // AF_IB addresses and the SA path queries of RAI_SA are ErrNotSupported.
 // Unlike librdmacm, it does not ask ibacm for a route (there is none
 // here: rdma_getaddrinfo only does when the ibacm service runs).
 func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfo) (*AddrInfo, error) {
 	const op = "getaddrinfo"
+	if ctx == nil {
+		return nil, invalid(op, "nil context.Context")
+	}
 	if node == "" && service == "" && hints == nil {
 		return nil, invalid(op, "no node, service or hints")
 	}

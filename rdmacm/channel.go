@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"sync"
 
@@ -30,34 +31,78 @@ type EventChannel struct {
 
 // Open opens an event channel (rdma_create_event_channel(3)): the rdma_cm
 // device, O_CLOEXEC and non-blocking, on the Go runtime poller. Without
-// the rdma_ucm module the error wraps ENOENT. Close it when done: the
-// process keeps every open channel and its IDs in a registry (an ID can
-// move between channels, see Migrate), so the garbage collector never
-// closes a forgotten one.
+// the rdma_ucm module the error matches ErrNoDevice and ENOENT. Close it
+// when done: the process keeps every open channel and its IDs in a
+// registry (an ID can move between channels, see Migrate), so the
+// garbage collector never closes a forgotten one.
 func Open() (*EventChannel, error) { return OpenPath(sys.UCMPath) }
 
-// OpenPath is Open on another device node (a container's bind mount).
+// OpenPath is Open on another device node (a container's bind mount). A
+// path that is not the rdma_cm device (a regular file, /dev/null) is
+// refused with an error matching ErrInvalid and ENOTTY, and nothing is
+// written to it.
 func OpenPath(path string) (*EventChannel, error) {
+	// A regular file would take the commands as data: look before
+	// opening. (A missing node gets open's own error below.)
+	if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeCharDevice == 0 {
+		return nil, notUCM(path)
+	}
 	u, err := sys.OpenUCM(path)
 	if err != nil {
 		switch {
 		case errors.Is(err, sys.ENOENT):
-			err = fmt.Errorf("%w (load the rdma_ucm module: modprobe rdma_ucm; in a container, pass the device with --device %s)", err, path)
+			err = fmt.Errorf("%w: %w (load the rdma_ucm module: modprobe rdma_ucm; in a container, pass the device with --device %s)", ErrNoDevice, err, path)
 		case errors.Is(err, sys.EACCES):
 			err = fmt.Errorf("%w (run as root, or give the user read/write access to %s)", err, path)
 		}
 		return nil, opErr("open", err)
 	}
+	// Another character device (/dev/null) would answer every command
+	// with success and a reply never written. The rdma_cm refuses a
+	// command number past its table with EINVAL before anything else.
+	if err := u.Command(^uint32(0), nil, -1, nil); err == nil {
+		u.Close()
+		return nil, notUCM(path)
+	}
+	return newChannel(u), nil
+}
+
+// notUCM is OpenPath's error for a path that is not the rdma_cm device.
+func notUCM(path string) error {
+	return opErr("open", fmt.Errorf("%w: %s is not the rdma_cm device: %w", ErrInvalid, path, sys.ENOTTY))
+}
+
+// newChannel makes an open channel of u (owned).
+func newChannel(u *sys.UCM) *EventChannel {
 	ch := &EventChannel{ucm: u, devs: map[string]*sharedDev{}, byDev: map[devKey]string{}}
 	reg.mu.Lock()
 	reg.chans[ch] = struct{}{}
 	reg.mu.Unlock()
-	return ch, nil
+	return ch
+}
+
+// valid is the check of every method: a channel of Open.
+func (ch *EventChannel) valid(op string) error {
+	if ch == nil || ch.ucm == nil {
+		return invalid(op, "nil EventChannel (use Open)")
+	}
+	return nil
 }
 
 // Fd returns the channel's descriptor (non-blocking), readable when an
-// event is queued, for the caller's own poll loop (then TryGetEvent).
-func (ch *EventChannel) Fd() int { return ch.ucm.Fd() }
+// event is queued, for the caller's own poll loop (then TryGetEvent); -1
+// after Close (the number may name another file by then).
+func (ch *EventChannel) Fd() int {
+	if ch.valid("fd") != nil {
+		return -1
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed {
+		return -1
+	}
+	return ch.ucm.Fd()
+}
 
 // Close destroys the channel (rdma_destroy_event_channel(3)): the kernel
 // destroys every ID still on it (not those migrated away), a blocked
@@ -67,6 +112,9 @@ func (ch *EventChannel) Fd() int { return ch.ucm.Fd() }
 // channel, as librdmacm shares one per device. Closing twice returns
 // ErrClosed.
 func (ch *EventChannel) Close() error {
+	if err := ch.valid("close"); err != nil {
+		return err
+	}
 	ch.mu.Lock()
 	if ch.closed {
 		ch.mu.Unlock()
@@ -128,6 +176,9 @@ func (ch *EventChannel) command(op string, cmd uint32, req []byte, respOff int, 
 // IDs differ from TCP's, so it reaches only PortSpaceIB listeners), UD in
 // PortSpaceUDP and PortSpaceIPoIB. Other port spaces are ErrNotSupported.
 func (ch *EventChannel) CreateID(ps PortSpace) (*ID, error) {
+	if err := ch.valid("create_id"); err != nil {
+		return nil, err
+	}
 	qpType := uverbs.QPTypeRC
 	if ps == PortSpaceUDP || ps == PortSpaceIPoIB {
 		qpType = uverbs.QPTypeUD
@@ -142,6 +193,9 @@ func (ch *EventChannel) CreateID(ps PortSpace) (*ID, error) {
 // must be the port space's (RC for TCP, UD for UDP and IPoIB). A UD ID
 // "connects" by the IB CM's SIDR exchange whatever its port space.
 func (ch *EventChannel) CreateIDType(ps PortSpace, qpType uverbs.QPType) (*ID, error) {
+	if err := ch.valid("create_id"); err != nil {
+		return nil, err
+	}
 	switch ps {
 	case PortSpaceTCP:
 		if qpType != uverbs.QPTypeRC {
@@ -170,7 +224,29 @@ func (ch *EventChannel) CreateIDType(ps PortSpace, qpType uverbs.QPType) (*ID, e
 	if err := ch.command("create_id", abi.RDMA_USER_CM_CMD_CREATE_ID, sys.AsBytes(&req), 8, sys.AsBytes(&resp)); err != nil {
 		return nil, err
 	}
-	return register(newID(ch, resp.Id, uid, ps, qpType)), nil
+	id, ok := ch.adopt(newID(ch, resp.Id, uid, ps, qpType))
+	if !ok {
+		return nil, opErr("create_id", ErrClosed)
+	}
+	return id, nil
+}
+
+// adopt registers an ID the kernel made on ch; false if ch closed
+// meanwhile (the kernel destroyed the ID with the channel's file). Close
+// marks the IDs registered before its scan dead, adopt those after.
+func (ch *EventChannel) adopt(id *ID) (*ID, bool) {
+	register(id)
+	ch.mu.Lock()
+	closed := ch.closed
+	ch.mu.Unlock()
+	if closed {
+		id.mu.Lock()
+		id.dead = true
+		id.mu.Unlock()
+		unregister(id)
+		return id, false
+	}
+	return id, true
 }
 
 // GetEvent waits, parked on the runtime poller, for the next event on
@@ -180,8 +256,15 @@ func (ch *EventChannel) CreateIDType(ps PortSpace, qpType uverbs.QPType) (*ID, e
 // an address or route resolution updates the ID, a connect response on
 // an ID with a QP moves the QP to RTR and RTS and completes the handshake
 // (EventEstablished, or EventConnectError if that failed), a reject moves
-// the QP to ERR.
+// the QP to ERR. A nil ctx is refused (ErrInvalid); Close wakes the wait
+// (ErrClosed).
 func (ch *EventChannel) GetEvent(ctx context.Context) (Event, error) {
+	if err := ch.valid("get_event"); err != nil {
+		return Event{}, err
+	}
+	if ctx == nil {
+		return Event{}, invalid("get_event", "nil context.Context")
+	}
 	var resp abi.RdmaUcmEventResp
 	for {
 		if _, err := ch.ucm.GetEvent(ctx, sys.AsBytes(&resp)); err != nil {
@@ -202,6 +285,9 @@ func (ch *EventChannel) GetEvent(ctx context.Context) (Event, error) {
 // TryGetEvent is GetEvent without the wait: an error wrapping EAGAIN when
 // no event is queued.
 func (ch *EventChannel) TryGetEvent() (Event, error) {
+	if err := ch.valid("get_event"); err != nil {
+		return Event{}, err
+	}
 	var resp abi.RdmaUcmEventResp
 	for {
 		if _, err := ch.ucm.TryGetEvent(sys.AsBytes(&resp)); err != nil {
@@ -231,7 +317,10 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 			ch.destroyHandle(r.Id)
 			return ev, false
 		}
-		id := register(newID(ch, r.Id, newUID(), listen.ps, listen.qpType))
+		id, ok := ch.adopt(newID(ch, r.Id, newUID(), listen.ps, listen.qpType))
+		if !ok {
+			return ev, false
+		}
 		ev.ID, ev.Listen = id, listen
 		id.param(&ev, r)
 		id.respRes, id.initDepth = ev.Param.ResponderResources, ev.Param.InitiatorDepth
@@ -478,15 +567,39 @@ func putSockaddr(s *abi.KernelSockaddrStorage, ap netip.AddrPort) uint16 {
 	be.PutUint16(b[2:], ap.Port())
 	a16 := a.As16()
 	copy(b[8:24], a16[:])
-	if z := a.Zone(); z != "" {
-		// sin6_scope_id: a link-local address's interface.
-		if ifi, err := net.InterfaceByName(z); err == nil {
-			binary.LittleEndian.PutUint32(b[24:], uint32(ifi.Index))
-		} else if n, err := strconv.ParseUint(z, 10, 32); err == nil {
-			binary.LittleEndian.PutUint32(b[24:], uint32(n))
-		}
-	}
+	// sin6_scope_id: a link-local address's interface. The callers
+	// checked the zone (checkAddr).
+	scope, _ := scopeID(a)
+	binary.LittleEndian.PutUint32(b[24:], scope)
 	return 28
+}
+
+// scopeID is the sin6_scope_id of a's zone: 0 for none, else the index of
+// the interface it names, or the number it is.
+func scopeID(a netip.Addr) (uint32, error) {
+	z := a.Zone()
+	if z == "" {
+		return 0, nil
+	}
+	if ifi, err := net.InterfaceByName(z); err == nil {
+		return uint32(ifi.Index), nil
+	}
+	if n, err := strconv.ParseUint(z, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	return 0, fmt.Errorf("zone %q is neither an interface nor a number of 32 bits", z)
+}
+
+// checkAddr refuses an address putSockaddr cannot write as given: no
+// address, or a zone naming no interface (it would go as scope 0).
+func checkAddr(op, what string, a netip.Addr) error {
+	if !a.IsValid() {
+		return invalid(op, "no %s address", what)
+	}
+	if _, err := scopeID(a); err != nil {
+		return invalid(op, "%s address %v: %v", what, a, err)
+	}
+	return nil
 }
 
 // getSockaddr reads a struct sockaddr_in or sockaddr_in6.

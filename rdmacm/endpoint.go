@@ -69,6 +69,9 @@ const epResolveTimeout = 2000 * time.Millisecond
 // whose Type is set from ai.
 func CreateEP(ctx context.Context, ai *AddrInfo, pd *uverbs.PD, attr *uverbs.QPInitAttr) (*Endpoint, error) {
 	const op = "create_ep"
+	if ctx == nil {
+		return nil, invalid(op, "nil context.Context")
+	}
 	if ai == nil {
 		return nil, invalid(op, "nil AddrInfo")
 	}
@@ -121,19 +124,56 @@ func CreateEP(ctx context.Context, ai *AddrInfo, pd *uverbs.PD, attr *uverbs.QPI
 }
 
 // ID returns the endpoint's ID.
-func (ep *Endpoint) ID() *ID { return ep.id }
+func (ep *Endpoint) ID() *ID {
+	if ep == nil {
+		return nil
+	}
+	return ep.id
+}
 
 // QP returns the endpoint's QP, nil before it has one.
-func (ep *Endpoint) QP() *uverbs.QP { return ep.qp }
+func (ep *Endpoint) QP() *uverbs.QP {
+	if ep == nil {
+		return nil
+	}
+	return ep.qp
+}
 
 // PD returns the PD of the endpoint's QP and memory.
-func (ep *Endpoint) PD() *uverbs.PD { return ep.pd }
+func (ep *Endpoint) PD() *uverbs.PD {
+	if ep == nil {
+		return nil
+	}
+	return ep.pd
+}
 
 // SendCQ returns the CQ of the QP's sends.
-func (ep *Endpoint) SendCQ() *uverbs.CQ { return ep.sendCQ }
+func (ep *Endpoint) SendCQ() *uverbs.CQ {
+	if ep == nil {
+		return nil
+	}
+	return ep.sendCQ
+}
 
 // RecvCQ returns the CQ of the QP's receives.
-func (ep *Endpoint) RecvCQ() *uverbs.CQ { return ep.recvCQ }
+func (ep *Endpoint) RecvCQ() *uverbs.CQ {
+	if ep == nil {
+		return nil
+	}
+	return ep.recvCQ
+}
+
+// check is the check of the calls that wait: an endpoint of CreateEP or
+// GetRequest, and a context.
+func (ep *Endpoint) check(op string, ctx context.Context) error {
+	if ep == nil || ep.ch == nil || ep.id == nil {
+		return invalid(op, "nil Endpoint (use CreateEP)")
+	}
+	if ctx == nil {
+		return invalid(op, "nil context.Context")
+	}
+	return nil
+}
 
 // Event returns the event that ended the endpoint's last synchronous call
 // (librdmacm's id->event): for a request GetRequest returned, the
@@ -142,7 +182,12 @@ func (ep *Endpoint) RecvCQ() *uverbs.CQ { return ep.recvCQ }
 // holds the server's QP number, Q_Key and address vector). Like
 // librdmacm's, it is the caller's to read between the calls, not while
 // one runs in another goroutine.
-func (ep *Endpoint) Event() Event { return ep.last }
+func (ep *Endpoint) Event() Event {
+	if ep == nil {
+		return Event{}
+	}
+	return ep.last
+}
 
 // complete is librdmacm's ucma_complete: the channel's next event, an
 // error when it carries a status (ECONNREFUSED for a reject, else the
@@ -226,7 +271,12 @@ func (ep *Endpoint) createQP(pd *uverbs.PD, attr *uverbs.QPInitAttr) error {
 }
 
 // Listen is rdma_listen(3) on a passive endpoint.
-func (ep *Endpoint) Listen(backlog int) error { return ep.id.Listen(backlog) }
+func (ep *Endpoint) Listen(backlog int) error {
+	if ep == nil {
+		return invalid("listen", "nil Endpoint")
+	}
+	return ep.id.Listen(backlog)
+}
 
 // GetRequest is rdma_get_request(3): it waits for the next connection
 // request on a listening endpoint and returns it as an Endpoint on an
@@ -237,6 +287,9 @@ func (ep *Endpoint) Listen(backlog int) error { return ep.id.Listen(backlog) }
 // as in librdmacm.
 func (ep *Endpoint) GetRequest(ctx context.Context) (*Endpoint, error) {
 	const op = "get_request"
+	if err := ep.check(op, ctx); err != nil {
+		return nil, err
+	}
 	ev, err := ep.ch.GetEvent(ctx)
 	if err != nil {
 		return nil, opErr(op, err)
@@ -269,6 +322,9 @@ func (ep *Endpoint) GetRequest(ctx context.Context) (*Endpoint, error) {
 // Accept is rdma_accept(3) on a synchronous ID: it returns once the
 // connection is established (for a UD endpoint, once the reply is sent).
 func (ep *Endpoint) Accept(ctx context.Context, p *ConnParam) error {
+	if err := ep.check("accept", ctx); err != nil {
+		return err
+	}
 	if err := ep.id.Accept(p); err != nil {
 		return err
 	}
@@ -281,6 +337,9 @@ func (ep *Endpoint) Accept(ctx context.Context, p *ConnParam) error {
 // Connect is rdma_connect(3) on a synchronous ID: it returns once the
 // connection is established, or fails with ECONNREFUSED when rejected.
 func (ep *Endpoint) Connect(ctx context.Context, p *ConnParam) error {
+	if err := ep.check("connect", ctx); err != nil {
+		return err
+	}
 	if err := ep.id.Connect(p); err != nil {
 		return err
 	}
@@ -288,7 +347,12 @@ func (ep *Endpoint) Connect(ctx context.Context, p *ConnParam) error {
 }
 
 // Disconnect is rdma_disconnect(3).
-func (ep *Endpoint) Disconnect() error { return ep.id.Disconnect() }
+func (ep *Endpoint) Disconnect() error {
+	if ep == nil {
+		return invalid("disconnect", "nil Endpoint")
+	}
+	return ep.id.Disconnect()
+}
 
 // RegMsgs is rdma_reg_msgs(3): buf registered for local writes (sends
 // and receives) in the endpoint's PD.
@@ -308,7 +372,7 @@ func (ep *Endpoint) RegWrite(buf []byte) (*uverbs.MR, error) {
 }
 
 func (ep *Endpoint) reg(op string, buf []byte, access uverbs.Access) (*uverbs.MR, error) {
-	if ep.pd == nil {
+	if ep == nil || ep.pd == nil {
 		return nil, invalid(op, "the endpoint has no PD (no QP yet)")
 	}
 	mr, err := ep.pd.RegMR(buf, access)
@@ -334,7 +398,7 @@ func sgeOf(op string, buf []byte, mr *uverbs.MR) (uverbs.SGE, error) {
 // mr's memory, with work request id wrID.
 func (ep *Endpoint) PostRecv(wrID uint64, buf []byte, mr *uverbs.MR) error {
 	const op = "post_recv"
-	if ep.qp == nil {
+	if ep == nil || ep.qp == nil {
 		return invalid(op, "the endpoint has no QP")
 	}
 	sge, err := sgeOf(op, buf, mr)
@@ -393,7 +457,7 @@ func (ep *Endpoint) PostWrite(wrID uint64, buf []byte, mr *uverbs.MR, flags uver
 // post posts wr with buf as its memory: inline when mr is nil and the
 // flags ask for it, else buf's SGE in mr.
 func (ep *Endpoint) post(op string, wr uverbs.SendWR, buf []byte, mr *uverbs.MR) error {
-	if ep.qp == nil {
+	if ep == nil || ep.qp == nil {
 		return invalid(op, "the endpoint has no QP")
 	}
 	ep.smu.Lock()
@@ -424,6 +488,9 @@ func (ep *Endpoint) post(op string, wr uverbs.SendWR, buf []byte, mr *uverbs.MR)
 // status is the caller's to check, or 0 and an error. A send CQ the
 // caller gave CreateEP has no channel of the endpoint's: poll it.
 func (ep *Endpoint) GetSendComp(ctx context.Context, wc *uverbs.WC) (int, error) {
+	if ep == nil {
+		return 0, invalid("get_send_comp", "nil Endpoint")
+	}
 	if ep.destroyed.Load() {
 		return 0, opErr("get_send_comp", ErrClosed)
 	}
@@ -432,6 +499,9 @@ func (ep *Endpoint) GetSendComp(ctx context.Context, wc *uverbs.WC) (int, error)
 
 // GetRecvComp is rdma_get_recv_comp(3), for the receive CQ.
 func (ep *Endpoint) GetRecvComp(ctx context.Context, wc *uverbs.WC) (int, error) {
+	if ep == nil {
+		return 0, invalid("get_recv_comp", "nil Endpoint")
+	}
 	if ep.destroyed.Load() {
 		return 0, opErr("get_recv_comp", ErrClosed)
 	}
@@ -446,6 +516,9 @@ func getComp(ctx context.Context, op string, cq *uverbs.CQ, cc *uverbs.CompChann
 	}
 	if wc == nil {
 		return 0, invalid(op, "nil WC")
+	}
+	if ctx == nil {
+		return 0, invalid(op, "nil context.Context")
 	}
 	poll := func() (int, error) {
 		n, err := cq.Poll(scratch)
@@ -479,6 +552,9 @@ func getComp(ctx context.Context, op string, cq *uverbs.CQ, cc *uverbs.CompChann
 // an error wrapping ErrClosed. It returns the first error; everything is
 // released whatever happens. Destroying twice is ErrClosed.
 func (ep *Endpoint) Destroy() error {
+	if ep == nil {
+		return invalid("destroy_ep", "nil Endpoint")
+	}
 	if !ep.destroyed.CompareAndSwap(false, true) {
 		return opErr("destroy_ep", ErrClosed)
 	}

@@ -2,6 +2,7 @@ package rdmacm
 
 import (
 	"context"
+	"math"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -46,12 +47,20 @@ func (id *ID) channel() *EventChannel { return id.chp.Load() }
 
 // Channel returns the event channel the ID's events come to: the one it
 // was created on, or the last Migrate's.
-func (id *ID) Channel() *EventChannel { return id.channel() }
+func (id *ID) Channel() *EventChannel {
+	if id == nil {
+		return nil
+	}
+	return id.channel()
+}
 
 // Context returns the verbs Context of the device the ID is bound to, nil
 // until an address is bound or resolved (rdma_cm_id.verbs). The channel
 // owns it.
 func (id *ID) Context() *uverbs.Context {
+	if id == nil {
+		return nil
+	}
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	return id.ctx
@@ -59,6 +68,9 @@ func (id *ID) Context() *uverbs.Context {
 
 // Port returns the device port the ID is bound to (0 before).
 func (id *ID) Port() int {
+	if id == nil {
+		return 0
+	}
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	return id.port
@@ -67,6 +79,9 @@ func (id *ID) Port() int {
 // LocalAddr and RemoteAddr return the addresses the kernel reports
 // (rdma_get_local_addr(3), rdma_get_peer_addr(3)).
 func (id *ID) LocalAddr() netip.AddrPort {
+	if id == nil {
+		return netip.AddrPort{}
+	}
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	return id.local
@@ -74,13 +89,21 @@ func (id *ID) LocalAddr() netip.AddrPort {
 
 // RemoteAddr: see LocalAddr.
 func (id *ID) RemoteAddr() netip.AddrPort {
+	if id == nil {
+		return netip.AddrPort{}
+	}
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	return id.remote
 }
 
 // QP returns the QP made by CreateQP, or nil.
-func (id *ID) QP() *uverbs.QP { return id.qp() }
+func (id *ID) QP() *uverbs.QP {
+	if id == nil {
+		return nil
+	}
+	return id.qp()
+}
 
 func (id *ID) qp() *uverbs.QP {
 	id.mu.Lock()
@@ -110,8 +133,8 @@ func (id *ID) BindAddr(addr netip.AddrPort) error {
 	if err := id.live(op); err != nil {
 		return err
 	}
-	if !addr.Addr().IsValid() {
-		return invalid(op, "no address")
+	if err := checkAddr(op, "local", addr.Addr()); err != nil {
+		return err
 	}
 	req := abi.RdmaUcmBind{Id: id.handle}
 	req.AddrSize = putSockaddr(&req.Addr, addr)
@@ -129,8 +152,13 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 	if err := id.live(op); err != nil {
 		return err
 	}
-	if !dst.Addr().IsValid() {
-		return invalid(op, "no destination address")
+	if err := checkAddr(op, "destination", dst.Addr()); err != nil {
+		return err
+	}
+	if src.Addr().IsValid() {
+		if err := checkAddr(op, "source", src.Addr()); err != nil {
+			return err
+		}
 	}
 	ms, err := millis(op, timeout)
 	if err != nil {
@@ -168,7 +196,9 @@ func millis(op string, d time.Duration) (uint32, error) {
 
 // Listen listens for connection requests on the bound address
 // (rdma_listen(3)); each arrives as EventConnectRequest with a new ID.
-// A backlog of 0 is the kernel's default.
+// A backlog of 0, or one at or above the kernel's limit (the rdma_ucm
+// module's max_backlog, net.rdma_ucm.max_backlog: 1024 by default), is
+// that limit.
 func (id *ID) Listen(backlog int) error {
 	const op = "listen"
 	if err := id.live(op); err != nil {
@@ -177,7 +207,7 @@ func (id *ID) Listen(backlog int) error {
 	if backlog < 0 {
 		return invalid(op, "backlog %d", backlog)
 	}
-	req := abi.RdmaUcmListen{Id: id.handle, Backlog: uint32(backlog)}
+	req := abi.RdmaUcmListen{Id: id.handle, Backlog: uint32(min(backlog, math.MaxInt32))}
 	return id.channel().command(op, abi.RDMA_USER_CM_CMD_LISTEN, sys.AsBytes(&req), -1, nil)
 }
 
@@ -370,13 +400,27 @@ func b2u(b bool) uint8 {
 	return 0
 }
 
-// Private data limits of the IB CM's REQ and REP (rdma_connect(3),
-// rdma_accept(3)).
+// Private data limits of the IB CM's messages (rdma_connect(3),
+// rdma_accept(3), rdma_reject(3)): a connect's REQ (92 bytes) or SIDR REQ
+// (216) also carries the kernel's 36-byte header of the IP addresses
+// (struct cma_hdr); an accept's REP (196) or SIDR REP (136) and a reject's
+// REJ (148) or SIDR REP carry none.
 const (
-	maxConnectPrivate = 56
-	maxAcceptPrivate  = 196
-	maxRejectPrivate  = 148
+	maxConnectPrivate   = 92 - 36
+	maxAcceptPrivate    = 196
+	maxRejectPrivate    = 148
+	maxUDConnectPrivate = 216 - 36
+	maxUDReplyPrivate   = 136
 )
+
+// privateLimits returns the private data limits of the ID's connect,
+// accept and reject: an RC ID's CM exchange, or a UD ID's SIDR.
+func (id *ID) privateLimits() (connect, accept, reject int) {
+	if id.qpType == uverbs.QPTypeUD {
+		return maxUDConnectPrivate, maxUDReplyPrivate, maxUDReplyPrivate
+	}
+	return maxConnectPrivate, maxAcceptPrivate, maxRejectPrivate
+}
 
 // Connect starts connecting to the resolved destination (rdma_connect(3)):
 // after EventRouteResolved, with the QP of CreateQP. EventEstablished
@@ -409,7 +453,8 @@ func (id *ID) Connect(p *ConnParam) error {
 	id.initDepth = depth(init, attr.MaxQPInitRdAtom)
 	id.respRes = depth(resp, attr.MaxQPRdAtom)
 	id.mu.Unlock()
-	k, err := id.connParamToKern(op, p, maxConnectPrivate)
+	maxPriv, _, _ := id.privateLimits()
+	k, err := id.connParamToKern(op, p, maxPriv)
 	if err != nil {
 		return err
 	}
@@ -479,6 +524,10 @@ func (id *ID) Accept(p *ConnParam) error {
 	}
 	id.mu.Lock()
 	attr := id.attr
+	if attr == nil {
+		id.mu.Unlock()
+		return invalid(op, "the ID has no device: accept the ID of a connect request")
+	}
 	if p == nil || p.InitiatorDepth == 0xff {
 		id.initDepth = min(id.initDepth, uint8(min(attr.MaxQPInitRdAtom, 0xff)))
 	} else {
@@ -491,7 +540,8 @@ func (id *ID) Accept(p *ConnParam) error {
 	}
 	respRes, initDepth := id.respRes, id.initDepth
 	id.mu.Unlock()
-	k, err := id.connParamToKern(op, p, maxAcceptPrivate)
+	_, maxPriv, _ := id.privateLimits()
+	k, err := id.connParamToKern(op, p, maxPriv)
 	if err != nil {
 		return err
 	}
@@ -512,15 +562,15 @@ func (id *ID) Accept(p *ConnParam) error {
 }
 
 // Reject refuses the connection request that created this ID
-// (rdma_reject(3)), with up to 148 bytes of private data; the peer gets
-// EventRejected.
+// (rdma_reject(3)), with up to 148 bytes of private data (136 for a UD
+// ID's SIDR reply); the peer gets EventRejected.
 func (id *ID) Reject(private []byte) error {
 	const op = "reject"
 	if err := id.live(op); err != nil {
 		return err
 	}
-	if len(private) > maxRejectPrivate {
-		return invalid(op, "%d bytes of private data, at most %d", len(private), maxRejectPrivate)
+	if _, _, maxPriv := id.privateLimits(); len(private) > maxPriv {
+		return invalid(op, "%d bytes of private data, at most %d", len(private), maxPriv)
 	}
 	req := abi.RdmaUcmReject{Id: id.handle}
 	req.PrivateDataLen = uint8(copy(req.PrivateData[:], private))

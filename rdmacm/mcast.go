@@ -33,10 +33,20 @@ type Multicast struct {
 }
 
 // Addr returns the group's address as given to JoinMulticast.
-func (m *Multicast) Addr() netip.Addr { return m.addr }
+func (m *Multicast) Addr() netip.Addr {
+	if m == nil {
+		return netip.Addr{}
+	}
+	return m.addr
+}
 
 // ID returns the ID that joined the group.
-func (m *Multicast) ID() *ID { return m.id }
+func (m *Multicast) ID() *ID {
+	if m == nil {
+		return nil
+	}
+	return m.id
+}
 
 // JoinMulticast joins the group of IP multicast address addr on the ID's
 // device (rdma_join_multicast_ex(3)): the ID must be bound or have
@@ -48,8 +58,8 @@ func (m *Multicast) ID() *ID { return m.id }
 // IPv6 group fails here with errno 524 (the kernel's ENOTSUPP).
 func (id *ID) JoinMulticast(addr netip.Addr, sendOnly bool) (*Multicast, error) {
 	const op = "join_multicast"
-	if !addr.IsValid() {
-		return nil, invalid(op, "no address")
+	if err := checkAddr(op, "group", addr); err != nil {
+		return nil, err
 	}
 	return id.join(op, addr, func(s *abi.KernelSockaddrStorage) uint16 { return putSockaddr(s, netip.AddrPortFrom(addr, 0)) }, sendOnly)
 }

@@ -25,8 +25,8 @@ func (id *ID) Migrate(to *EventChannel) error {
 	if err := id.live(op); err != nil {
 		return err
 	}
-	if to == nil {
-		return invalid(op, "nil EventChannel")
+	if err := to.valid(op); err != nil {
+		return err
 	}
 	id.mig.Lock()
 	defer id.mig.Unlock()

@@ -26,8 +26,9 @@
 // As librdmacm does, the channel moves an ID's QP through INIT, RTR and
 // RTS with the attributes the kernel's connection manager gives
 // (rdma_init_qp_attr(3)), sends the RTU of an active connection when the
-// reply arrives (reporting EventEstablished, never the raw
-// CONNECT_RESPONSE), and moves the QP to ERR on a reject or disconnect.
+// reply arrives (reporting EventEstablished, not the raw
+// CONNECT_RESPONSE, which only an ID without a QP gets: see Connect),
+// and moves the QP to ERR on a reject or disconnect.
 // Events are values: nothing needs acknowledging (rdma_ack_cm_event).
 //
 // One uverbs.Context is opened per RDMA device the IDs are bound to
@@ -149,7 +150,7 @@ func (t EventType) String() string {
 // *ConnParam means those maxima, 7 retries of each kind and no private
 // data, as a NULL conn_param does.
 type ConnParam struct {
-	PrivateData        []byte // at most 56 bytes on a connect, 196 on an accept (IB CM limits)
+	PrivateData        []byte // at most 56 bytes on a connect, 196 on an accept (IB CM limits); for a UD ID 180 and 136 (SIDR's)
 	ResponderResources uint8
 	InitiatorDepth     uint8
 	FlowControl        uint8
@@ -195,5 +196,8 @@ type Event struct {
 }
 
 func (e *Event) String() string {
+	if e == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("%v status %d", e.Type, e.Status)
 }

@@ -3,6 +3,7 @@ package rdmacm_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -118,12 +119,18 @@ func testUD(t *testing.T, ps rdmacm.PortSpace, typ uverbs.QPType) {
 	if _, err := cid.CreateQP(client.pd, uverbs.QPInitAttr{Type: uverbs.QPTypeRC}); err == nil {
 		t.Fatal("a second QP, of type RC, on a UD ID was accepted")
 	}
-	if err := cid.Connect(&rdmacm.ConnParam{PrivateData: []byte("hi")}); err != nil {
+	// A SIDR REQ carries 216 bytes of private data, 36 of them the
+	// kernel's header: 180 are the user's.
+	priv := bytes.Repeat([]byte("hi"), 90)
+	if err := cid.Connect(&rdmacm.ConnParam{PrivateData: append(priv, 0)}); !errors.Is(err, uverbs.ErrInvalid) {
+		t.Fatalf("Connect with 181 bytes of private data: %v, want ErrInvalid", err)
+	}
+	if err := cid.Connect(&rdmacm.ConnParam{PrivateData: priv}); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	req := want(ctx, t, sch, rdmacm.EventConnectRequest)
-	if !bytes.HasPrefix(req.UD.PrivateData, []byte("hi")) {
-		t.Fatalf("UD connect request private data %q", req.UD.PrivateData)
+	if !bytes.HasPrefix(req.UD.PrivateData, priv) {
+		t.Fatalf("UD connect request private data %q, want the 180 bytes sent", req.UD.PrivateData)
 	}
 	server := newUDEnd(t, req.ID)
 	if err := req.ID.Accept(nil); err != nil {

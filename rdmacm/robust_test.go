@@ -1,0 +1,396 @@
+package rdmacm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/abi"
+	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// Host tests of what the package does before, or instead of, talking to
+// the kernel: nil and zero values, bad arguments, contexts, and a channel
+// whose descriptor is not the rdma_cm device (the tests' stand-in for one,
+// fakeChannel) closing under a parked GetEvent.
+
+// mustNotPanic runs f and reports a panic as a test failure.
+func mustNotPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s panicked: %v", what, r)
+		}
+	}()
+	f()
+}
+
+// wantInvalid checks that err matches ErrInvalid and EINVAL.
+func wantInvalid(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, ErrInvalid) || !errors.Is(err, sys.EINVAL) {
+		t.Errorf("%s: %v, want ErrInvalid and EINVAL", what, err)
+	}
+}
+
+// fakeChannel is an EventChannel on a pipe (opened again through
+// /proc/self/fd, non-blocking), with the pipe's read end, where the
+// commands written to the channel can be read back: they are answered
+// with nothing, so an ID made on it has handle 0 and no device; GET_EVENT
+// writes fill the pipe, the "events" read are dropped as no ID's, and once
+// the pipe is full GetEvent parks on the poller as on an rdma_cm with no
+// event queued.
+func fakeChannel(t *testing.T) (*EventChannel, *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := sys.OpenUCM(fmt.Sprintf("/proc/self/fd/%d", w.Fd()))
+	w.Close()
+	if err != nil {
+		r.Close()
+		t.Fatal(err)
+	}
+	ch := newChannel(u)
+	t.Cleanup(func() {
+		ch.Close()
+		r.Close()
+	})
+	return ch, r
+}
+
+// sentCommands reads back the commands written to a fakeChannel: each
+// struct rdma_ucm_cmd_hdr's command and the request after it.
+func sentCommands(t *testing.T, r *os.File) (cmds []uint32, reqs [][]byte) {
+	t.Helper()
+	r.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	var all []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Read(buf)
+		all = append(all, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	for len(all) >= 8 {
+		in := int(binary.LittleEndian.Uint16(all[4:]))
+		if len(all) < 8+in {
+			t.Fatalf("a command of %d bytes cut short", in)
+		}
+		cmds = append(cmds, binary.LittleEndian.Uint32(all))
+		reqs = append(reqs, all[8:8+in])
+		all = all[8+in:]
+	}
+	return cmds, reqs
+}
+
+// TestNilAndZeroValues: every exported method on a nil or zero-value
+// EventChannel, ID, Multicast, Endpoint and Event returns an error
+// matching ErrInvalid (or a zero result for a getter), never panics.
+func TestNilAndZeroValues(t *testing.T) {
+	ctx := context.Background()
+	for name, ch := range map[string]*EventChannel{"nil": nil, "zero": {}} {
+		mustNotPanic(t, name+" EventChannel", func() {
+			if fd := ch.Fd(); fd != -1 {
+				t.Errorf("%s EventChannel: Fd %d, want -1", name, fd)
+			}
+			_, err := ch.CreateID(PortSpaceTCP)
+			wantInvalid(t, name+" EventChannel CreateID", err)
+			_, err = ch.CreateIDType(PortSpaceIB, uverbs.QPTypeUD)
+			wantInvalid(t, name+" EventChannel CreateIDType", err)
+			_, err = ch.GetEvent(ctx)
+			wantInvalid(t, name+" EventChannel GetEvent", err)
+			_, err = ch.TryGetEvent()
+			wantInvalid(t, name+" EventChannel TryGetEvent", err)
+			wantInvalid(t, name+" EventChannel Close", ch.Close())
+		})
+	}
+	for name, id := range map[string]*ID{"nil": nil, "zero": {}} {
+		mustNotPanic(t, name+" ID", func() {
+			if id.Channel() != nil || id.Context() != nil || id.Port() != 0 || id.QP() != nil ||
+				id.LocalAddr().IsValid() || id.RemoteAddr().IsValid() {
+				t.Errorf("%s ID: a getter returned something", name)
+			}
+			ap := netip.MustParseAddrPort("10.0.0.1:1")
+			wantInvalid(t, name+" ID BindAddr", id.BindAddr(ap))
+			wantInvalid(t, name+" ID ResolveAddr", id.ResolveAddr(netip.AddrPort{}, ap, time.Second))
+			wantInvalid(t, name+" ID ResolveRoute", id.ResolveRoute(time.Second))
+			wantInvalid(t, name+" ID Listen", id.Listen(1))
+			_, err := id.CreateQP(nil, uverbs.QPInitAttr{})
+			wantInvalid(t, name+" ID CreateQP", err)
+			_, _, err = id.InitQPAttr(uverbs.QPStateInit)
+			wantInvalid(t, name+" ID InitQPAttr", err)
+			wantInvalid(t, name+" ID Connect", id.Connect(nil))
+			wantInvalid(t, name+" ID Establish", id.Establish())
+			wantInvalid(t, name+" ID Accept", id.Accept(nil))
+			wantInvalid(t, name+" ID Reject", id.Reject(nil))
+			wantInvalid(t, name+" ID Disconnect", id.Disconnect())
+			wantInvalid(t, name+" ID SetTOS", id.SetTOS(0))
+			wantInvalid(t, name+" ID Migrate", id.Migrate(nil))
+			_, err = id.JoinMulticast(netip.MustParseAddr("224.0.0.1"), false)
+			wantInvalid(t, name+" ID JoinMulticast", err)
+			_, err = id.JoinMulticastGID(uverbs.GID{}, false)
+			wantInvalid(t, name+" ID JoinMulticastGID", err)
+			wantInvalid(t, name+" ID Destroy", id.Destroy())
+		})
+	}
+	for name, m := range map[string]*Multicast{"nil": nil, "zero": {}} {
+		mustNotPanic(t, name+" Multicast", func() {
+			if m.Addr().IsValid() || m.ID() != nil {
+				t.Errorf("%s Multicast: a getter returned something", name)
+			}
+			wantInvalid(t, name+" Multicast Leave", m.Leave())
+		})
+	}
+	for name, ep := range map[string]*Endpoint{"nil": nil, "zero": {}} {
+		mustNotPanic(t, name+" Endpoint", func() {
+			if ep.ID() != nil || ep.QP() != nil || ep.PD() != nil || ep.SendCQ() != nil || ep.RecvCQ() != nil ||
+				ep.Event().Type != 0 {
+				t.Errorf("%s Endpoint: a getter returned something", name)
+			}
+			wantInvalid(t, name+" Endpoint Listen", ep.Listen(1))
+			_, err := ep.GetRequest(ctx)
+			wantInvalid(t, name+" Endpoint GetRequest", err)
+			wantInvalid(t, name+" Endpoint Accept", ep.Accept(ctx, nil))
+			wantInvalid(t, name+" Endpoint Connect", ep.Connect(ctx, nil))
+			wantInvalid(t, name+" Endpoint Disconnect", ep.Disconnect())
+			buf := make([]byte, 8)
+			for what, reg := range map[string]func([]byte) (*uverbs.MR, error){
+				"RegMsgs": ep.RegMsgs, "RegRead": ep.RegRead, "RegWrite": ep.RegWrite} {
+				_, err := reg(buf)
+				wantInvalid(t, name+" Endpoint "+what, err)
+			}
+			wantInvalid(t, name+" Endpoint PostRecv", ep.PostRecv(1, buf, nil))
+			wantInvalid(t, name+" Endpoint PostSend", ep.PostSend(1, buf, nil, uverbs.SendInline))
+			wantInvalid(t, name+" Endpoint PostUDSend", ep.PostUDSend(1, buf, nil, uverbs.SendInline, nil, 1))
+			wantInvalid(t, name+" Endpoint PostRead", ep.PostRead(1, buf, nil, 0, 0, 0))
+			wantInvalid(t, name+" Endpoint PostWrite", ep.PostWrite(1, buf, nil, uverbs.SendInline, 0, 0))
+			var wc uverbs.WC
+			_, err = ep.GetSendComp(ctx, &wc)
+			wantInvalid(t, name+" Endpoint GetSendComp", err)
+			_, err = ep.GetRecvComp(ctx, &wc)
+			wantInvalid(t, name+" Endpoint GetRecvComp", err)
+		})
+	}
+	mustNotPanic(t, "nil Endpoint Destroy", func() { wantInvalid(t, "nil Endpoint Destroy", (*Endpoint)(nil).Destroy()) })
+	mustNotPanic(t, "nil Event String", func() { _ = (*Event)(nil).String() })
+}
+
+// TestNilContext: a nil context.Context is an argument error (ErrInvalid,
+// EINVAL) of every call that waits, checked before anything is opened or
+// sent.
+func TestNilContext(t *testing.T) {
+	ch, r := fakeChannel(t)
+	var nilCtx context.Context
+	_, err := ch.GetEvent(nilCtx)
+	wantInvalid(t, "GetEvent(nil)", err)
+	_, err = CreateEP(nilCtx, &AddrInfo{Dst: netip.MustParseAddrPort("10.0.0.1:1")}, nil, nil)
+	wantInvalid(t, "CreateEP(nil)", err)
+	_, err = GetAddrInfo(nilCtx, "host.invalid", "no-such-service", nil)
+	wantInvalid(t, "GetAddrInfo(nil)", err)
+	id, err := ch.CreateID(PortSpaceTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id.attr = &uverbs.DeviceAttr{} // as if bound: Connect and Accept would send
+	sentCommands(t, r)
+	ep := &Endpoint{ch: ch, id: id}
+	_, err = ep.GetRequest(nilCtx)
+	wantInvalid(t, "GetRequest(nil)", err)
+	wantInvalid(t, "Endpoint Connect(nil)", ep.Connect(nilCtx, &ConnParam{QPNum: 1}))
+	wantInvalid(t, "Endpoint Accept(nil)", ep.Accept(nilCtx, &ConnParam{QPNum: 1}))
+	if cmds, _ := sentCommands(t, r); len(cmds) != 0 {
+		t.Errorf("commands %v sent before the nil context was refused", cmds)
+	}
+}
+
+// TestCloseWakesGetEvent: GetEvent parked with no event queued returns
+// ctx's error when ctx ends and ErrClosed when the channel closes; after
+// Close every call is ErrClosed, Fd is -1, and TryGetEvent on an empty
+// channel wraps EAGAIN.
+func TestCloseWakesGetEvent(t *testing.T) {
+	ch, _ := fakeChannel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := ch.GetEvent(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("GetEvent with no event: %v, want DeadlineExceeded", err)
+	}
+	if _, err := ch.TryGetEvent(); !errors.Is(err, sys.EAGAIN) {
+		t.Errorf("TryGetEvent with no event: %v, want EAGAIN", err)
+	}
+	if ch.Fd() < 0 {
+		t.Errorf("Fd of an open channel: %d", ch.Fd())
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ch.GetEvent(context.Background())
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := ch.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("parked GetEvent after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake a parked GetEvent")
+	}
+	if fd := ch.Fd(); fd != -1 {
+		t.Errorf("Fd after Close: %d, want -1", fd)
+	}
+	if _, err := ch.CreateID(PortSpaceTCP); !errors.Is(err, ErrClosed) {
+		t.Errorf("CreateID after Close: %v, want ErrClosed", err)
+	}
+	if _, err := ch.GetEvent(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("GetEvent after Close: %v, want ErrClosed", err)
+	}
+	if err := ch.Close(); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestOpenNotRDMACM: OpenPath refuses, with ErrInvalid and ENOTTY, a path
+// that is not the rdma_cm device, writing nothing to it: a regular file
+// (which would take the commands as data) and /dev/null (which would
+// answer every command with success and an all-zero reply). A missing
+// node is ErrNoDevice as well as ENOENT, as for uverbs.Open.
+func TestOpenNotRDMACM(t *testing.T) {
+	f := t.TempDir() + "/file"
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{f, "/dev/null", t.TempDir()} {
+		ch, err := OpenPath(p)
+		if err == nil {
+			ch.Close()
+		}
+		if !errors.Is(err, ErrInvalid) || !errors.Is(err, sys.ENOTTY) {
+			t.Errorf("OpenPath(%s): %v, want ErrInvalid and ENOTTY", p, err)
+		}
+	}
+	if b, err := os.ReadFile(f); err != nil || len(b) != 0 {
+		t.Errorf("OpenPath wrote %d bytes into a regular file (%v)", len(b), err)
+	}
+	_, err := OpenPath(t.TempDir() + "/rdma_cm")
+	if !errors.Is(err, ErrNoDevice) || !errors.Is(err, sys.ENOENT) {
+		t.Errorf("OpenPath of a missing node: %v, want ErrNoDevice and ENOENT", err)
+	}
+}
+
+// TestBadArguments: arguments refused before any command, on an ID of a
+// channel that would take one: unknown IPv6 zones (a scope id of 0 would
+// be sent instead), an Accept of an ID bound to no device (it read the
+// device's limits through a nil pointer), and out-of-range timeouts.
+func TestBadArguments(t *testing.T) {
+	ch, r := fakeChannel(t)
+	id, err := ch.CreateID(PortSpaceTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sentCommands(t, r)
+	for _, s := range []string{"[fe80::1%no-such-if0]:1", "[fe80::1%4294967296]:1", "[fe80::1%-1]:1"} {
+		ap := netip.MustParseAddrPort(s)
+		wantInvalid(t, "BindAddr "+s, id.BindAddr(ap))
+		wantInvalid(t, "ResolveAddr dst "+s, id.ResolveAddr(netip.AddrPort{}, ap, time.Second))
+		wantInvalid(t, "ResolveAddr src "+s, id.ResolveAddr(ap, netip.MustParseAddrPort("[fe80::2]:1"), time.Second))
+	}
+	mustNotPanic(t, "Accept of an ID without a device", func() {
+		wantInvalid(t, "Accept of an ID without a device", id.Accept(&ConnParam{QPNum: 1, InitiatorDepth: 0xff}))
+	})
+	for _, d := range []time.Duration{0, -1, time.Duration(math.MaxInt64)} {
+		wantInvalid(t, fmt.Sprint("ResolveRoute ", d), id.ResolveRoute(d))
+	}
+	wantInvalid(t, "Listen(-1)", id.Listen(-1))
+	if cmds, _ := sentCommands(t, r); len(cmds) != 0 {
+		t.Errorf("commands %v sent for refused arguments", cmds)
+	}
+	if err := id.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := id.Destroy(); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Destroy: %v, want ErrClosed", err)
+	}
+}
+
+// TestScopeID: the sin6_scope_id of a zone, by interface name or number.
+func TestScopeID(t *testing.T) {
+	for _, c := range []struct {
+		zone string
+		want uint32
+		ok   bool
+	}{{"", 0, true}, {"7", 7, true}, {"lo", 1, true}, {"4294967295", math.MaxUint32, true},
+		{"4294967296", 0, false}, {"no-such-if0", 0, false}, {"-1", 0, false}} {
+		a := netip.MustParseAddr("fe80::1").WithZone(c.zone)
+		got, err := scopeID(a)
+		if c.zone == "lo" && err == nil && got != 0 {
+			continue // lo's index is 1 on Linux, but need not be
+		}
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("scopeID(%s) = %d, %v; want %d, ok %v", a, got, err, c.want, c.ok)
+		}
+	}
+}
+
+// TestListenBacklog: a backlog above what the kernel's 32-bit field holds
+// asks for the kernel's maximum (as any value above its max_backlog
+// does), instead of being truncated to its low 32 bits.
+func TestListenBacklog(t *testing.T) {
+	if math.MaxInt == math.MaxInt32 {
+		t.Skip("int is 32 bits")
+	}
+	ch, r := fakeChannel(t)
+	id, err := ch.CreateID(PortSpaceTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []int{0, 5, 1<<32 + 5} {
+		if err := id.Listen(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []uint32
+	cmds, reqs := sentCommands(t, r)
+	for i, c := range cmds {
+		if c == abi.RDMA_USER_CM_CMD_LISTEN {
+			got = append(got, binary.LittleEndian.Uint32(reqs[i][4:]))
+		}
+	}
+	if want := []uint32{0, 5, math.MaxInt32}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("backlogs sent %v, want %v", got, want)
+	}
+}
+
+// TestPrivateDataLimits: the private data a connect, accept and reject
+// carry, by the IB CM's limits less the rdma_cm header a connect over IP
+// carries: a REQ's 92 bytes (56), a REP's 196, a REJ's 148; a UD ID's
+// SIDR REQ 216 (180) and SIDR REP 136.
+func TestPrivateDataLimits(t *testing.T) {
+	for _, c := range []struct {
+		qpType                  uverbs.QPType
+		connect, accept, reject int
+	}{{uverbs.QPTypeRC, 56, 196, 148}, {uverbs.QPTypeUD, 180, 136, 136}} {
+		id := newID(nil, 0, 0, PortSpaceIB, c.qpType)
+		connect, accept, reject := id.privateLimits()
+		if connect != c.connect || accept != c.accept || reject != c.reject {
+			t.Errorf("%v: at most %d, %d, %d bytes on a connect, accept, reject; want %d, %d, %d",
+				c.qpType, connect, accept, reject, c.connect, c.accept, c.reject)
+		}
+		if _, err := id.connParamToKern("connect", &ConnParam{PrivateData: make([]byte, c.connect)}, c.connect); err != nil {
+			t.Errorf("%v: %d bytes of connect private data: %v", c.qpType, c.connect, err)
+		}
+		_, err := id.connParamToKern("connect", &ConnParam{PrivateData: make([]byte, c.connect+1)}, c.connect)
+		wantInvalid(t, fmt.Sprintf("%v: %d bytes of connect private data", c.qpType, c.connect+1), err)
+	}
+}
