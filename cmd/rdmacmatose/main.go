@@ -91,6 +91,9 @@ type test struct {
 
 // allocNodes makes the nodes and, on the client, their IDs.
 func (t *test) allocNodes() error {
+	if !t.NodesFit(t.O.Connections) {
+		return cmexample.ErrNodes
+	}
 	ids, err := t.NewIDs(t.O.Connections)
 	t.nodes = make([]node, len(ids))
 	for i, id := range ids {
@@ -365,6 +368,11 @@ func (t *test) initNode(n *node) int {
 	}
 	if t.O.Count == 0 {
 		return 0
+	}
+	if t.O.Size < 0 { // malloc of the wrapped size_t fails
+		t.Printf("failed message allocation\n")
+		t.Printf("cmatose: failed to create messages: %d\n", -1)
+		return -1
 	}
 	n.mem = make([]byte, t.O.Size)
 	if n.mr, err = n.pd.RegMR(n.mem, uverbs.AccessLocalWrite); err != nil {

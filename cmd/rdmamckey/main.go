@@ -106,9 +106,7 @@ func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Wri
 	if t.Ch, err = cmsync.CreateFirstEventChannel(stderr); err != nil {
 		return 1
 	}
-	if t.O.Connections < 0 {
-		// malloc of a negative count fails.
-		t.Printf("mckey: unable to allocate memory for test nodes\n")
+	if !t.NodesFit(t.O.Connections) {
 		t.Ch.Close()
 		return 1
 	}

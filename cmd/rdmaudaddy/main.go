@@ -77,6 +77,9 @@ type test struct {
 
 // allocNodes makes the nodes and, on the client, their IDs.
 func (t *test) allocNodes() error {
+	if !t.NodesFit(t.O.Connections) {
+		return cmexample.ErrNodes
+	}
 	ids, err := t.NewIDs(t.O.Connections)
 	t.nodes = make([]node, len(ids))
 	for i, id := range ids {

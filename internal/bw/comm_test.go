@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math"
 	"net"
 	"strings"
@@ -392,6 +393,47 @@ func TestRetriesForever(t *testing.T) {
 		tt.watched(&yielder{}, nil, run)()
 		if !ran {
 			t.Errorf("-R %v, --retry_count %d: watched did not run the loop", c.rdmaCM, c.retry)
+		}
+	}
+}
+
+// TestPeerSystemParams: exchangeParams refuses a peer whose cache line
+// exceeds its page, or whose page is absurd, with a message instead of a
+// divide by zero in the loops' address stepping (perftest's SIGFPE).
+func TestPeerSystemParams(t *testing.T) {
+	for _, c := range []struct {
+		page, line int32
+		ok         bool
+	}{{4096, 64, true}, {65536, 128, true}, {4096, 8192, false}, {1<<31 - 1, 64, false}, {4096, 96, false}} {
+		srv, cli := connPair(t)
+		peer := make(chan error, 1)
+		go func() {
+			if _, _, err := cli.versions(); err != nil {
+				peer <- err
+				return
+			}
+			if _, err := cli.xchgInt32(c.page); err != nil {
+				peer <- err
+				return
+			}
+			if _, err := cli.xchgInt32(c.line); err != nil {
+				peer <- err
+				return
+			}
+			_, err := cli.xchgMTU(3)
+			peer <- err
+		}()
+		tt := &test{c: srv, activeMTU: 3, stdout: io.Discard, stderr: io.Discard}
+		err := tt.exchangeParams()
+		if (err == nil) != c.ok {
+			t.Errorf("peer page %d, cache line %d: %v", c.page, c.line, err)
+		}
+		if !c.ok {
+			srv.Close() // the peer's MTU exchange ends
+		}
+		<-peer
+		if c.ok && (tt.cycle < uint64(c.page) || tt.cacheLine < uint64(c.line)) {
+			t.Errorf("cycle %d, cache line %d after page %d, line %d", tt.cycle, tt.cacheLine, c.page, c.line)
 		}
 	}
 }

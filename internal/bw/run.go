@@ -447,6 +447,13 @@ func (t *test) exchangeParams() error {
 	}
 	t.cycle = max(page, uint64(max(rp, 0)))
 	t.cacheLine = max(line, uint64(max(rl, 0)))
+	// perftest takes the larger of each pair as it comes; a peer whose
+	// cache line exceeds its page (or a page past 1 GiB) would make the
+	// message stride outgrow the cycle buffer, which perftest dies of
+	// (SIGFPE) and this port refuses.
+	if t.cacheLine > t.cycle || t.cycle > 1<<30 || t.cycle&(t.cycle-1) != 0 || t.cacheLine&(t.cacheLine-1) != 0 {
+		return msgError{fmt.Sprintf("Unusable system parameters from the peer: page size %d, cache line %d", rp, rl)}
+	}
 	// check_mtu: set_mtu (and its complaints) comes after the version
 	// and system exchanges, right before the MTU exchange.
 	t.mtu = t.activeMTU

@@ -10,6 +10,7 @@ package cmexample
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -106,9 +107,6 @@ func (e *Env) Printf(format string, args ...any) { fmt.Fprintf(e.Stdout, format,
 // "return status N". It returns the exit status (1 when the channel or
 // an ID cannot be made, as the C examples exit(1)).
 func (e *Env) Run(ctx context.Context, ids func() error, client, server func(context.Context) int, destroy func()) int {
-	if e.O.Connections < 0 {
-		e.O.Connections = 0
-	}
 	if e.O.Size == 0 {
 		e.O.Count = 0
 	}
@@ -135,6 +133,24 @@ func (e *Env) Run(ctx context.Context, ids func() error, client, server func(con
 	e.Printf("return status %d\n", ret)
 	return ret & 0xff
 }
+
+// MaxNodes bounds -c: the C examples malloc their nodes, which fails for
+// a negative count (the size_t product wraps) or an absurd one, where make
+// would end the Go program with a fatal out-of-memory error instead.
+const MaxNodes = 1 << 20
+
+// NodesFit is alloc_nodes' malloc: false, with the C examples' line, for
+// a count it could not allocate (the caller ends the run with status 1).
+func (e *Env) NodesFit(n int) bool {
+	if n < 0 || n > MaxNodes {
+		e.Printf("%s: unable to allocate memory for test nodes\n", e.Name)
+		return false
+	}
+	return true
+}
+
+// ErrNodes is the error of a node count NodesFit refused.
+var ErrNodes = errors.New("unable to allocate memory for test nodes")
 
 // NewIDs creates the client's n IDs in the options' port space.
 func (e *Env) NewIDs(n int) ([]*rdmacm.ID, error) {

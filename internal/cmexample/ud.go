@@ -84,6 +84,11 @@ func (e *Env) InitUD(n *UDNode, flags uverbs.QPCreateFlags) (int, error) {
 	if e.O.Count == 0 {
 		return 0, nil
 	}
+	if e.O.Size+GRHLen < 0 { // malloc of the wrapped size_t fails
+		e.Printf("failed message allocation\n")
+		e.Printf("%s: failed to create messages: %d\n", e.Name, -1)
+		return -1, nil
+	}
 	n.Mem = make([]byte, e.O.Size+GRHLen)
 	if n.MR, err = n.PD.RegMR(n.Mem, uverbs.AccessLocalWrite); err != nil {
 		e.Printf("failed to reg MR\n")
