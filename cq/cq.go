@@ -322,6 +322,19 @@ func (ch *Channel) markRecheck(q *CQ) {
 	ch.mu.Unlock()
 }
 
+// flagNeedArm records that q's event was read and q not re-armed, and
+// puts q at the end of the recheck list, unless Close took q off the
+// channel: q's next Wait, or a Channel.Wait's recheck, re-arms it.
+func (ch *Channel) flagNeedArm(q *CQ) {
+	ch.mu.Lock()
+	if ch.cqs[q.cq] == q {
+		q.needArm = true
+		ch.recheck = slices.DeleteFunc(ch.recheck, func(o *CQ) bool { return o == q })
+		ch.recheck = append(ch.recheck, q)
+	}
+	ch.mu.Unlock()
+}
+
 // unmarkRecheck takes q off the channel's recheck list (the caller holds
 // q.wait).
 func (ch *Channel) unmarkRecheck(q *CQ) {
@@ -365,13 +378,7 @@ func (ch *Channel) readOne(ctx context.Context, self *CQ) (bool, error) {
 	case other.wait <- struct{}{}:
 		// No Wait runs on it: its next CQ.Wait, or a Channel.Wait's
 		// recheck, re-arms it and looks for its completions.
-		ch.mu.Lock()
-		if ch.cqs[other.cq] == other {
-			other.needArm = true
-			ch.recheck = slices.DeleteFunc(ch.recheck, func(o *CQ) bool { return o == other })
-			ch.recheck = append(ch.recheck, other)
-		}
-		ch.mu.Unlock()
+		ch.flagNeedArm(other)
 		<-other.wait
 		select {
 		case ch.kick <- struct{}{}:
@@ -554,13 +561,7 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 		err = q.rearm()
 		<-q.wait
 	default:
-		ch.mu.Lock()
-		if ch.cqs[q.cq] == q {
-			q.needArm = true
-			ch.recheck = slices.DeleteFunc(ch.recheck, func(o *CQ) bool { return o == q })
-			ch.recheck = append(ch.recheck, q)
-		}
-		ch.mu.Unlock()
+		ch.flagNeedArm(q)
 		select {
 		case q.signal <- struct{}{}:
 		default:

@@ -240,13 +240,19 @@ func (ch *EventChannel) adopt(id *ID) (*ID, bool) {
 	closed := ch.closed
 	ch.mu.Unlock()
 	if closed {
-		id.mu.Lock()
-		id.dead = true
-		id.mu.Unlock()
-		unregister(id)
+		id.abandon()
 		return id, false
 	}
 	return id, true
+}
+
+// abandon marks an ID the kernel destroyed with a closed channel's file
+// dead, and forgets it.
+func (id *ID) abandon() {
+	id.mu.Lock()
+	id.dead = true
+	id.mu.Unlock()
+	unregister(id)
 }
 
 // GetEvent waits, parked on the runtime poller, for the next event on

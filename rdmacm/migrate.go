@@ -53,10 +53,7 @@ func (id *ID) Migrate(to *EventChannel) error {
 	closed := to.closed
 	to.mu.Unlock()
 	if closed {
-		id.mu.Lock()
-		id.dead = true
-		id.mu.Unlock()
-		unregister(id)
+		id.abandon()
 	}
 	return nil
 }
