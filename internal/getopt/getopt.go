@@ -43,7 +43,9 @@ func (e *Error) Error() string { return e.Msg }
 // exact name. It returns the options in order and the operands; an error
 // is an *Error, returned with the options and operands before the word
 // that caused it: a C tool acts on each option as getopt_long hands it
-// over, so one of those may end the program before the complaint.
+// over, so one of those may end the program before the complaint. A nil
+// longs is plain getopt(3): "--" still ends the options, and "--name" is
+// refused as glibc refuses it ("invalid option -- '-'").
 func Parse(args []string, short string, longs []Long) ([]Opt, []string, error) {
 	var opts []Opt
 	var operands []string
@@ -52,7 +54,9 @@ func Parse(args []string, short string, longs []Long) ([]Opt, []string, error) {
 		switch {
 		case a == "--":
 			return opts, append(operands, args[i+1:]...), nil
-		case strings.HasPrefix(a, "--"):
+		case strings.HasPrefix(a, "--") && longs != nil:
+			// Without a long option table (plain getopt(3)) "--name" is a
+			// cluster of short options whose first, '-', is invalid.
 			name, arg, hasEq := strings.Cut(a[2:], "=")
 			lo, err := findLong(name, a[2:], longs)
 			if err != nil {

@@ -106,3 +106,28 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// TestParsePlainGetopt: with no long option table, as the tools whose C
+// uses getopt(3) (rping, rdma_client, cmatose, udaddy, mckey), "--name"
+// is a cluster of short options and glibc refuses its '-'; "--" still
+// ends the options.
+func TestParsePlainGetopt(t *testing.T) {
+	for _, c := range []struct {
+		args     []string
+		opts     []Opt
+		operands []string
+		err      string
+	}{
+		{args: []string{"--help"}, err: "invalid option -- '-'"},
+		{args: []string{"-s", "h", "--port=1"}, opts: []Opt{{Val: 's', Arg: "h"}}, err: "invalid option -- '-'"},
+		{args: []string{"-s", "h", "--", "-p"}, opts: []Opt{{Val: 's', Arg: "h"}}, operands: []string{"-p"}},
+	} {
+		opts, operands, err := Parse(c.args, "s:p:", nil)
+		if c.err != "" && (err == nil || err.Error() != c.err) || c.err == "" && err != nil {
+			t.Errorf("Parse(%q) error = %v, want %q", c.args, err, c.err)
+		}
+		if !reflect.DeepEqual(opts, c.opts) || !reflect.DeepEqual(operands, c.operands) {
+			t.Errorf("Parse(%q) = %v %q, want %v %q", c.args, opts, operands, c.opts, c.operands)
+		}
+	}
+}
