@@ -307,14 +307,10 @@ func (r *Reader) Unacked() int {
 // iteration quietly). The caller still acknowledges each event.
 func (r *Reader) All(ctx context.Context) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		if ctx == nil {
-			yield(Event{}, &uverbs.OpError{Object: "async_event", Method: "get", Err: fmt.Errorf("%w: nil context.Context", uverbs.ErrInvalid)})
-			return
-		}
 		for {
 			ev, err := r.Get(ctx)
 			if err != nil {
-				if ctx.Err() == nil {
+				if ctx == nil || ctx.Err() == nil { // Get refused a nil ctx
 					yield(Event{}, err)
 				}
 				return

@@ -402,10 +402,6 @@ func (q *CQ) All(ctx context.Context, buf []uverbs.WC) iter.Seq2[uverbs.WC, erro
 		buf = make([]uverbs.WC, 16)
 	}
 	return func(yield func(uverbs.WC, error) bool) {
-		if ctx == nil {
-			yield(uverbs.WC{}, &uverbs.OpError{Object: "cq", Method: "all", Err: fmt.Errorf("%w: nil context.Context", uverbs.ErrInvalid)})
-			return
-		}
 		for {
 			n, err := q.GetWC(buf)
 			if err != nil {
@@ -421,7 +417,7 @@ func (q *CQ) All(ctx context.Context, buf []uverbs.WC) iter.Seq2[uverbs.WC, erro
 				continue
 			}
 			if err := q.Wait(ctx); err != nil {
-				if ctx.Err() == nil {
+				if ctx == nil || ctx.Err() == nil { // Wait refused a nil ctx
 					yield(uverbs.WC{}, err)
 				}
 				return
