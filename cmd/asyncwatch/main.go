@@ -62,12 +62,15 @@ var longOpts = []getopt.Long{{Name: "ib-dev", HasArg: true, Val: 'd'}, {Name: "h
 // and ends with 0 when it is met, a bad option with getopt's complaint,
 // the usage and 1; operands are ignored.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var devName string
+	var (
+		devName string
+		devSet  bool // -d was given, even as "" (looked for by that name, as C does)
+	)
 	opts, _, perr := getopt.Parse(args, "d:h", longOpts)
 	for _, p := range opts {
 		switch p.Val {
 		case 'd':
-			devName = p.Arg
+			devName, devSet = p.Arg, true
 		case 'h':
 			fmt.Fprintf(stdout, usageText, prog)
 			return 0
@@ -79,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	dev, err := pickDevice(devName)
+	dev, err := pickDevice(devName, devSet)
 	if err != nil {
 		fmt.Fprintf(stderr, "IB device %s not found\n", devName)
 		fmt.Fprintf(stderr, "  (%v)\n", err) // the library's detail, as the ping-pong tools give it
@@ -108,10 +111,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// pickDevice returns the device called name, or the first device (in name
-// order, as libibverbs lists them) when name is empty.
-func pickDevice(name string) (uverbs.Device, error) {
-	if name != "" {
+// pickDevice returns the device called name when one was given (set),
+// even "", or else the first device (in name order, as libibverbs lists
+// them).
+func pickDevice(name string, set bool) (uverbs.Device, error) {
+	if set {
 		return uverbs.DeviceByName(name)
 	}
 	devs, err := uverbs.Devices()

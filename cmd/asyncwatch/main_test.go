@@ -168,6 +168,7 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"--ib", "nosuchdev0"}, 1, "", "IB device nosuchdev0 not found\n"},
 		{[]string{"--ib-dev", "nosuchdev0"}, 1, "", "IB device nosuchdev0 not found\n"},
 		{[]string{"--ib-dev=nosuchdev0"}, 1, "", "IB device nosuchdev0 not found\n"},
+		{[]string{"-d", ""}, 1, "", "IB device  not found\n"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), tc.args, &stdout, &stderr)

@@ -238,5 +238,6 @@ func TestVMSameAsC(t *testing.T) {
 	pptest.CompareWithC(t, bin, "ibv_asyncwatch", func() []string { return nil }, [][]string{
 		{"-h"}, {"--help"}, {"-x"}, {"-x", "-h"}, {"-h", "-x"}, {"--help=1"}, {"--nosuch=1"},
 		{"-ib-dev=" + testkit.RxeDev}, {"-d", "nosuchdev9"}, {"--ib", "nosuchdev9"},
+		{"-d", ""}, {"--ib-dev="},
 	}, nil)
 }

@@ -294,12 +294,12 @@ func TestParseArgs(t *testing.T) {
 		args []string
 		want options
 	}{
-		{[]string{"--ib-dev=rxe0", "-i", "0x2", "-v", "extra"}, options{dev: "rxe0", port: 2, verbose: true}},
-		{[]string{"--ib-d", "rxe1", "--ib-p=010"}, options{dev: "rxe1", port: 8}},
+		{[]string{"--ib-dev=rxe0", "-i", "0x2", "-v", "extra"}, options{dev: "rxe0", devSet: true, port: 2, verbose: true}},
+		{[]string{"--ib-d", "rxe1", "--ib-p=010"}, options{dev: "rxe1", devSet: true, port: 8}},
 		{[]string{"-i", "2abc"}, options{port: 2}},
 		{[]string{"-i", "256"}, options{port: 0}}, // a uint8_t in ibv_devinfo: all ports
 		{[]string{"-i", "257"}, options{port: 1}},
-		{[]string{"-vd", "rxe0"}, options{dev: "rxe0", verbose: true}},
+		{[]string{"-vd", "rxe0"}, options{dev: "rxe0", devSet: true, verbose: true}},
 	} {
 		var out, errb bytes.Buffer
 		o, status, done := parseArgs("devinfo", c.args, &out, &errb)

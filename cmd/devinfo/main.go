@@ -36,7 +36,8 @@ func main() {
 // options are the parsed command-line flags.
 type options struct {
 	dev     string
-	port    int // 0: all ports
+	devSet  bool // -d was given, even as "" (ibv_devinfo then looks for that name)
+	port    int  // 0: all ports
 	verbose bool
 }
 
@@ -73,7 +74,7 @@ func parseArgs(prog string, args []string, stdout, stderr io.Writer) (o *options
 	for _, p := range opts {
 		switch p.Val {
 		case 'd':
-			o.dev = p.Arg
+			o.dev, o.devSet = p.Arg, true
 		case 'i':
 			n := int32(getopt.Strtol(p.Arg))
 			if n <= 0 {
@@ -136,7 +137,7 @@ func run(prog string, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 255
 	}
-	if o.dev != "" {
+	if o.devSet {
 		i := slices.IndexFunc(devs, func(d uverbs.Device) bool { return d.Name == o.dev })
 		if i < 0 {
 			fmt.Fprintf(stderr, "IB device '%s' wasn't found\n", o.dev)

@@ -268,7 +268,7 @@ func TestVMListOrder(t *testing.T) {
 func TestVMSameAsC(t *testing.T) {
 	testkit.RequireVM(t)
 	pptest.CompareWithC(t, "devinfo", "ibv_devinfo", func() []string { return nil }, [][]string{
-		{"-d", "nosuchdev"},
+		{"-d", "nosuchdev"}, {"-d", ""},
 		{"-d", testkit.RxeDev, "-i", "2"}, {"-i", "2"}, {"-i", "0"}, {"-i", "x"},
 		{"-i", "256", "-d", testkit.RxeDev}, {"-i", "257", "-d", testkit.LoopDev},
 		{"-x"}, {"-h"}, {"-i"},

@@ -146,7 +146,8 @@ type Options struct {
 	Tst       Test     // BW or LAT (perftest's tst): decides defaults, checks and the run
 	Server    string   // the operand: connect to this host; "" runs the server
 	Port      int      // -p, TCP port of the exchange (18515)
-	Dev       string   // -d ("" = the first device)
+	Dev       string   // -d
+	DevSet    bool     // -d was given, even as "" (perftest's ib_devname != NULL); else the first device
 	IBPort    int      // -i (1)
 	MTU       int      // -m in bytes (0 = the port's active MTU)
 	Size      uint64   // -s (65536; "64K", "1M" accepted)
@@ -488,7 +489,7 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 				o.Port = int(int32(n))
 			}
 		case 'd':
-			o.Dev = p.Arg
+			o.Dev, o.DevSet = p.Arg, true
 		case 'i':
 			if n, err = cValue(p.Arg, "IB Port", "uint8_t"); err == nil {
 				o.IBPort = int(uint8(n))

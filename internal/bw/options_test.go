@@ -65,7 +65,7 @@ func TestParseArgsDefaults(t *testing.T) {
 		}
 	}
 	o, _ := ParseArgs(Send, []string{"--report_gbits", "-x", "3", "-d", "rxe0", "-p", "20001", "-i", "1", "-m", "1024", "-u", "20", "-S", "2", "-N"})
-	if !o.Gbits || o.GIDIndex != 3 || o.Dev != "rxe0" || o.Port != 20001 || o.MTU != 1024 || o.QPTimeout != 20 || o.SL != 2 || !o.NoPeak {
+	if !o.Gbits || o.GIDIndex != 3 || o.Dev != "rxe0" || !o.DevSet || o.Port != 20001 || o.MTU != 1024 || o.QPTimeout != 20 || o.SL != 2 || !o.NoPeak {
 		t.Errorf("%+v", o)
 	}
 	if o, _ := ParseArgs(Send, []string{"-e", "--vector=3"}); !o.Events || o.Vector != 3 {

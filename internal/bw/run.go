@@ -308,7 +308,7 @@ func (t *test) open() error {
 		return msgError{" Did not detect devices ", " If device exists, check if driver is up", " Unable to find the Infiniband/RoCE device"}
 	}
 	dev := devs[0]
-	if t.o.Dev != "" {
+	if t.o.DevSet {
 		found := false
 		for _, d := range devs {
 			if d.Name == t.o.Dev {

@@ -47,7 +47,8 @@ func (k Kind) String() string {
 type Options struct {
 	Server   string // the operand: connect to this host; "" runs the server
 	Port     uint32 // -p, TCP port (default 18515)
-	Dev      string // -d, device name ("" = the first device)
+	Dev      string // -d, device name
+	DevSet   bool   // -d was given, even as "" (C's ib_devname != NULL); else the first device
 	IBPort   int    // -i, port of the device (default 1)
 	Size     uint32 // -s, message size
 	MTU      uverbs.MTU
@@ -228,7 +229,7 @@ func ParseArgs(k Kind, args []string) (Options, error) {
 				return Options{}, errUsage
 			}
 		case 'd':
-			o.Dev = p.Arg
+			o.Dev, o.DevSet = p.Arg, true
 		case 'i':
 			o.IBPort = int(int32(getopt.Strtol(p.Arg)))
 			if o.IBPort < 1 {

@@ -57,7 +57,7 @@ func TestParseArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Options{Server: "127.0.0.1", Port: 0x4000, Dev: "rxelo", IBPort: 1, Size: 65536, MTU: 5, RxDepth: 100,
+	want := Options{Server: "127.0.0.1", Port: 0x4000, Dev: "rxelo", DevSet: true, IBPort: 1, Size: 65536, MTU: 5, RxDepth: 100,
 		Iters: 10, GIDIndex: 1, Validate: true, ODP: true, NewSend: true}
 	if o != want {
 		t.Errorf("got %+v\nwant %+v", o, want)
@@ -123,6 +123,12 @@ func TestMainEvents(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := Main(k, "tool", []string{"-e", "-d", "nosuchdev"}, &out, &errb); code != 1 || errb.String() != "IB device nosuchdev not found\n" {
 			t.Errorf("%v -e -d nosuchdev: exit %d, stderr %q", k, code, errb.String())
+		}
+		// A name given as "" is looked for, as C looks for it (not "the
+		// first device", and not "No IB devices found" where there are none).
+		errb.Reset()
+		if code := Main(k, "tool", []string{"-d", ""}, &out, &errb); code != 1 || errb.String() != "IB device  not found\n" {
+			t.Errorf("%v -d '': exit %d, stderr %q", k, code, errb.String())
 		}
 	}
 }

@@ -126,7 +126,7 @@ func start(ctx context.Context, k Kind, o Options, stdout, stderr io.Writer) (c 
 		nqp = int(o.NumQP)
 	}
 
-	dev, err := pickDevice(o.Dev)
+	dev, err := pickDevice(o.Dev, o.DevSet)
 	if err != nil {
 		return nil, err
 	}
@@ -140,14 +140,15 @@ func start(ctx context.Context, k Kind, o Options, stdout, stderr io.Writer) (c 
 	return c, nil
 }
 
-// pickDevice finds the device named name, or the first device when name
-// is empty, with the C tools' messages.
-func pickDevice(name string) (uverbs.Device, error) {
+// pickDevice finds the device named name, or the first device when no
+// name was given (set false), with the C tools' messages. A name given as
+// "" is looked for as the C tools look for it, and not found.
+func pickDevice(name string, set bool) (uverbs.Device, error) {
 	devs, err := uverbs.Devices()
 	if err != nil && !errors.Is(err, uverbs.ErrNoDevice) {
 		return uverbs.Device{}, msgError{"Failed to get IB devices list: " + err.Error()}
 	}
-	if name == "" {
+	if !set {
 		if len(devs) == 0 {
 			return uverbs.Device{}, msgError{"No IB devices found"}
 		}

@@ -1395,7 +1395,9 @@ var BadArgs = [][]string{
 	{"-x", "99"}, {"-x", "5000"}, {"-i", "0"}, {"-i", "2"}, {"-p", "70000"},
 	{"-u", "99"}, {"-S", "99"}, {"-Q", "0"}, {"-I", "1000"}, {"-o", "0"},
 	{"-c", "UD"}, {"-a", "-s", "64"}, {"--size=64", "--iters=3"},
-	{"extra"}, {"-d", "nosuchdev0"},
+	// A device named "" is looked for by that name, not taken as "the
+	// first device".
+	{"extra"}, {"-d", "nosuchdev0"}, {"-d", ""},
 	// In order: a bad size before an unknown option ends the run first.
 	// (An unknown option first is not compared: perftest then prints its
 	// whole usage, every option it has, where the Go tools name the

@@ -197,7 +197,7 @@ var LatBadArgs = [][]string{
 	{"-s", "0"}, {"-s", "abc"}, {"-n", "0"}, {"-n", "4"}, {"-t", "0"}, {"-r", "2"},
 	{"-x", "99"}, {"-i", "0"}, {"-u", "99"}, {"-S", "99"}, {"-I", "1000"}, {"-o", "4"},
 	{"-c", "UD"}, {"-c", "uc"}, {"-e"}, {"-X", "0"},
-	{"extra"}, {"-d", "nosuchdev0"},
+	{"extra"}, {"-d", "nosuchdev0"}, {"-d", ""},
 	{"-z"}, {"-R"}, {"-R", "-c", "UC"},
 	{"-C"}, {"-U", "-H"}, {"-a"}, {"-F"}, {"--output=latency"}, {"-c", "UC"},
 	// Duration: positive, more than twice the margin, not with -a.
