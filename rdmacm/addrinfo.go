@@ -100,7 +100,8 @@ func (e *GAIError) Unwrap() error { return e.Err }
 //     inet_aton(3) takes ("10.1" is 10.0.0.1), an IPv6 address (with a
 //     %zone), else a host name (/etc/hosts, then DNS), the first answer
 //     kept. An empty node is the unspecified address with AIPassive, the
-//     loopback without, IPv6 first unless hints.Family says FamilyInet.
+//     loopback without, IPv6 first unless hints.Family says FamilyInet;
+//     "*" is the empty node too, as glibc reads it (a NULL node).
 //     An empty service is port 0.
 //   - The port space and QP type are the hints' or follow each other:
 //     PortSpaceTCP and RC by default, PortSpaceUDP with UD.
@@ -118,6 +119,9 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfo) (*A
 	const op = "getaddrinfo"
 	if ctx == nil {
 		return nil, invalid(op, "nil context.Context")
+	}
+	if node == "*" { // glibc's getaddrinfo reads "*" as a NULL node
+		node = ""
 	}
 	if node == "" && service == "" && hints == nil {
 		return nil, invalid(op, "no node, service or hints")

@@ -57,6 +57,9 @@ func TestGetAddrInfo(t *testing.T) {
 		{"", "7471", &AddrInfo{Flags: AIPassive, Family: FamilyInet}, tcp(AddrInfo{Flags: AIPassive, Family: FamilyInet, Src: ap("0.0.0.0:7471")})},
 		{"", "7471", nil, tcp(AddrInfo{Family: FamilyInet6, Dst: ap("[::1]:7471")})},
 		{"", "7471", &AddrInfo{Family: FamilyInet}, tcp(AddrInfo{Family: FamilyInet, Dst: ap("127.0.0.1:7471")})},
+		// "*" is glibc's NULL node (rdma_client -s '*' connects to the loopback).
+		{"*", "7471", nil, tcp(AddrInfo{Family: FamilyInet6, Dst: ap("[::1]:7471")})},
+		{"*", "7471", &AddrInfo{Flags: AIPassive, Family: FamilyInet}, tcp(AddrInfo{Flags: AIPassive, Family: FamilyInet, Src: ap("0.0.0.0:7471")})},
 		{"", "", &AddrInfo{Flags: AIPassive, PortSpace: PortSpaceUDP, Dst: ap("10.0.0.9:5")},
 			AddrInfo{Flags: AIPassive, PortSpace: PortSpaceUDP, Dst: ap("10.0.0.9:5")}},
 	} {
