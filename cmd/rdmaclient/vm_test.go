@@ -86,11 +86,14 @@ func TestVMFailures(t *testing.T) {
 		{"-x"}, {"-s"}, {"-p", "1", "-q"},
 		{"-s", "nosuchhost.invalid"}, {"-s", "1.2.3.256"}, {"-s", testkit.RxeAddr, "-p", "no-such-service"},
 		{"-s", testkit.RxeAddr, "-p", free()}, {"-p", free()}, {"-s", "10.99.0.1", "-p", free()},
+		// getaddrinfo's "" (no host) and "*" (its NULL node, the loopback).
+		{"-s", ""}, {"-s", "*", "-p", free()},
 	} {
 		same("client "+strings.Join(args, " "), append([]string{cClient}, args...), append([]string{goClient}, args...))
 	}
 	for _, args := range [][]string{
 		{"-x"}, {"-p"}, {"-s", "nosuchhost.invalid"}, {"-p", "7471x"}, {"-s", "10.99.0.250", "-p", free()},
+		{"-s", ""},
 	} {
 		same("server "+strings.Join(args, " "), append([]string{cServer}, args...), append([]string{goServer}, args...))
 	}

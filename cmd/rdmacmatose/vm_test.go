@@ -90,6 +90,9 @@ func TestVMFailures(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"-x"}, {"-s"}, {"-s", testkit.RxeAddr, "-p", port()}, {"-s", "nosuchhost.invalid"},
+		// getaddrinfo's "" (no host: a client all the same) and "*" (its
+		// NULL node, the loopback, which rxe cannot route).
+		{"-s", ""}, {"-s", testkit.RxeAddr, "-b", ""}, {"-s", "*", "-p", port()},
 	} {
 		same(args)
 	}

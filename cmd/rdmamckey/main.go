@@ -65,13 +65,13 @@ func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Wri
 	for _, op := range opts {
 		switch op.Val {
 		case 'm':
-			t.O.Dst = op.Arg
+			t.O.Dst = cmsync.SetHost(op.Arg)
 		case 'M':
-			t.unmapped, t.O.Dst = true, op.Arg
+			t.unmapped, t.O.Dst = true, cmsync.SetHost(op.Arg)
 		case 's':
 			t.sender = true
 		case 'b':
-			t.O.Src = op.Arg
+			t.O.Src = cmsync.SetHost(op.Arg)
 		case 'c':
 			t.O.Connections = int(getopt.Atoi(op.Arg))
 		case 'C':
@@ -94,7 +94,7 @@ func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Wri
 			"\t[-o join as a send-only full-member]\n\t[-l join without multicast loopback]\n", prog)
 		return 1
 	}
-	if t.unmapped && t.O.Src == "" {
+	if t.unmapped && !t.O.Src.Set {
 		t.Printf("unmapped multicast address requires binding to source address\n")
 		return 1
 	}
@@ -164,11 +164,13 @@ func (t *test) destroyNodes() {
 }
 
 // getAddr is mckey's get_addr: getaddrinfo(3) of a host with no service
-// and no hints, its line on a failure and getaddrinfo's code.
+// and no hints, its line on a failure and getaddrinfo's code. An empty
+// host (no option, or "") and "*" (glibc's NULL node) fail with
+// EAI_NONAME, as getaddrinfo fails for them with no service.
 func (t *test) getAddr(ctx context.Context, host string) (netip.Addr, int) {
 	var ai *rdmacm.AddrInfo
 	err := error(&rdmacm.GAIError{Code: rdmacm.EAINoName}) // getaddrinfo(NULL, NULL) fails so
-	if host != "" {
+	if host != "" && host != "*" {
 		ai, err = rdmacm.GetAddrInfo(ctx, host, "", nil)
 	}
 	if err != nil {
@@ -191,18 +193,18 @@ func (t *test) run(ctx context.Context) int {
 	}
 	t.Printf("mckey: starting %s\n", role)
 	var ret int
-	if t.O.Src != "" {
-		if t.src, ret = t.getAddr(ctx, t.O.Src); ret != 0 {
+	if t.O.Src.Set {
+		if t.src, ret = t.getAddr(ctx, t.O.Src.Name); ret != 0 {
 			return ret
 		}
 	}
 	if t.unmapped {
 		// get_dst_addr: inet_pton(AF_INET6) into a zeroed sockaddr_ib,
 		// unchecked.
-		if a, err := netip.ParseAddr(t.O.Dst); err == nil && a.Is6() && a.Zone() == "" {
+		if a, err := netip.ParseAddr(t.O.Dst.Name); err == nil && a.Is6() && a.Zone() == "" {
 			t.mgid = a.As16()
 		}
-	} else if t.dst, ret = t.getAddr(ctx, t.O.Dst); ret != 0 {
+	} else if t.dst, ret = t.getAddr(ctx, t.O.Dst.Name); ret != 0 {
 		return ret
 	}
 	t.Printf("mckey: joining\n")

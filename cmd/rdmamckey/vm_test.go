@@ -122,6 +122,7 @@ func TestVMFailures(t *testing.T) {
 		{"-m", b, "-b", b}, {"-m", group, "-b", b, "-p", "0x2"}, {"-m", group, "-b", b, "-p", "0x106"},
 		{"-m", group, "-b", b, "-s", "-o"}, {"-m", group, "-b", b, "-s", "-c", "2", "-C", "0"},
 		{"-m", "ff0e::1:2", "-s"}, {"-m", group, "-p", "0x2"}, {"-M", "ff0e::1:3", "-b", b, "-s"},
+		{"-m", group, "-b", ""}, {"-m", ""}, {"-m", "*"}, // getaddrinfo refuses "", and "*" with no service
 	} {
 		testkit.SameAsC(ctx, t, fmt.Sprintf("%q", args), append([]string{cTool}, args...), append([]string{goTool}, args...), text)
 	}

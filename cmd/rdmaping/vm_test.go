@@ -257,6 +257,7 @@ func TestVMBadArgs(t *testing.T) {
 		{"-S", "22", "-s"}, {"-S", "65536", "-c"}, {"-S", "abc", "-s"}, {"-C", "-1", "-s"},
 		{"-S", "100", "-x", "-S", "5"}, {"-C", "5", "-S", "1"}, {"-d", "-p", "77", "-C", "-3", "-v", "-s"},
 		{"-a", "1.2.3.256", "-s"}, {"-a", "nosuchhost.invalid", "-c"}, {"-I", "", "-c"},
+		{"-a", "", "-c"}, {"-a", "*", "-c"}, // getaddrinfo refuses "", and "*" with no service
 	} {
 		var outs [2]string
 		var st [2]int

@@ -79,6 +79,7 @@ func TestVMFailures(t *testing.T) {
 		{"-x"}, {"-s"}, {"-s", testkit.RxeAddr, "-S", "5000"}, {"-s", testkit.RxeAddr},
 		{"-s", "nosuchhost.invalid"}, {"-s", testkit.RxeAddr, "-p", "0x111", "-C", "0"},
 		{"-s", testkit.RxeAddr, "-P", "ipoib"}, {"-b", testkit.RxeAddr, "-P", "ipoib"},
+		{"-s", ""}, {"-s", testkit.RxeAddr, "-b", ""}, // getaddrinfo refuses "", a client all the same
 	} {
 		testkit.SameAsC(ctx, t, fmt.Sprintf("%q", args), append([]string{cTool}, args...), append([]string{goTool}, args...), text)
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/pingpong"
 	"github.com/pureverbs/pureverbs/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -222,16 +223,30 @@ func acceptCM(ctx context.Context, port, retry int) (*cmLink, error) {
 }
 
 // resolveIPv4 is check_add_port's getaddrinfo: the host's first IPv4
-// address.
+// address ("*" is the loopback, "" no host, as getaddrinfo reads them).
 func resolveIPv4(ctx context.Context, host string, port int) (netip.AddrPort, error) {
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
+	h, err := pingpong.NetHost(host)
+	if err == nil && h == "" { // glibc's NULL node, not passive
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(port)), nil
+	}
+	var addrs []netip.Addr
+	if err == nil {
+		addrs, err = net.DefaultResolver.LookupNetIP(ctx, "ip4", h)
+	}
 	if err != nil || len(addrs) == 0 {
 		msg := "no IPv4 address"
-		if err != nil {
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) {
+			msg = pingpong.GAIText(dnsErr)
+		} else if err != nil {
 			msg = err.Error()
 		}
-		return netip.AddrPort{}, msgError{fmt.Sprintf("%s for port %d", msg, port), "Problem in resolving basic address and port",
+		lines := msgError{fmt.Sprintf("%s for %s:%d", msg, host, port), "Problem in resolving basic address and port",
 			" Unable to perform rdma_client function"}
+		if err != nil {
+			lines = append(lines, "  ("+err.Error()+")")
+		}
+		return netip.AddrPort{}, lines
 	}
 	return netip.AddrPortFrom(addrs[0].Unmap(), uint16(port)), nil
 }

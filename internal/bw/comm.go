@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/pingpong"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -120,9 +121,18 @@ type conn struct {
 // dial connects to the server (ethernet_client_connect: IPv4 only, one
 // attempt).
 func dial(ctx context.Context, host string, port int) (*conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp4", net.JoinHostPort(host, strconv.Itoa(port)))
+	var c net.Conn
+	h, err := pingpong.NetHost(host)
+	if err == nil {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, "tcp4", net.JoinHostPort(h, strconv.Itoa(port)))
+	}
 	if err != nil {
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) { // check_add_port's getaddrinfo
+			return nil, msgError{fmt.Sprintf("%s for %s:%d", pingpong.GAIText(dnsErr), host, port), "Problem in resolving basic address and port",
+				noSocketFD, "  (" + err.Error() + ")"}
+		}
 		return nil, msgError{fmt.Sprintf("Couldn't connect to %s:%d", host, port), noSocketFD, "  (" + err.Error() + ")"}
 	}
 	return &conn{c: c, client: true}, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -435,5 +436,46 @@ func TestPeerSystemParams(t *testing.T) {
 		if c.ok && (tt.cycle < uint64(c.page) || tt.cacheLine < uint64(c.line)) {
 			t.Errorf("cycle %d, cache line %d after page %d, line %d", tt.cycle, tt.cacheLine, c.page, c.line)
 		}
+	}
+}
+
+// TestHostOperand: the operand as perftest's getaddrinfo reads it, where
+// the net package reads it otherwise: "" names no host ("Name or service
+// not known", not the local system), "*" is the local host (glibc's NULL
+// node, not a name to look up); on the socket exchange and on -R's.
+func TestHostOperand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // nothing listens there now
+
+	_, err = dial(ctx, "", port)
+	if want := fmt.Sprintf("Name or service not known for :%d\nProblem in resolving basic address and port\n%s\n", port, noSocketFD); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("dial(%q) = %v, want %q first", "", err, want)
+	}
+	_, err = dial(ctx, "*", port)
+	if want := fmt.Sprintf("Couldn't connect to *:%d\n%s\n", port, noSocketFD); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("dial(%q) = %v, want %q first", "*", err, want)
+	}
+	if _, err := resolveIPv4(ctx, "", port); err == nil || !strings.HasPrefix(err.Error(), fmt.Sprintf("Name or service not known for :%d\nProblem in resolving basic address and port\n Unable to perform rdma_client function\n", port)) {
+		t.Errorf("resolveIPv4(%q) = %v", "", err)
+	}
+	if a, err := resolveIPv4(ctx, "*", port); err != nil || a.String() != fmt.Sprintf("127.0.0.1:%d", port) {
+		t.Errorf("resolveIPv4(%q) = %v, %v", "*", a, err)
+	}
+	if a, err := resolveIPv4(ctx, "localhost", port); err != nil || a.String() != fmt.Sprintf("127.0.0.1:%d", port) {
+		t.Errorf("resolveIPv4(localhost) = %v, %v", a, err)
+	}
+	for _, args := range [][]string{{""}, {"*"}, {"h"}} {
+		if o, err := ParseArgs(Write, args); err != nil || !o.Client || o.Server != args[0] {
+			t.Errorf("ParseArgs(%q): client %v, server %q, %v", args, o.Client, o.Server, err)
+		}
+	}
+	if o, err := ParseArgs(Write, nil); err != nil || o.Client {
+		t.Errorf("ParseArgs(none): client %v, %v", o.Client, err)
 	}
 }

@@ -144,7 +144,8 @@ const (
 // Go tools implement).
 type Options struct {
 	Tst       Test     // BW or LAT (perftest's tst): decides defaults, checks and the run
-	Server    string   // the operand: connect to this host; "" runs the server
+	Server    string   // the operand: the host to connect to
+	Client    bool     // an operand was given, even "" (perftest's servername != NULL); else the server runs
 	Port      int      // -p, TCP port of the exchange (18515)
 	Dev       string   // -d
 	DevSet    bool     // -d was given, even as "" (perftest's ib_devname != NULL); else the first device
@@ -862,7 +863,7 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 	switch len(operands) {
 	case 0:
 	case 1:
-		o.Server = operands[0]
+		o.Server, o.Client = operands[0], true
 	default:
 		return Options{}, &usageError{msg: " Invalid Command line. Please check command rerun "}
 	}
@@ -1042,7 +1043,7 @@ func (o *Options) forceDependencies(v Verb) error {
 	if o.LatencyGap > 0 && o.Tst != LAT {
 		return &usageError{msg: " Latency gap feature is only for latency tests", quiet: true, resultLine: true}
 	}
-	if v == Send && o.Server == "" && !o.Duplex {
+	if v == Send && !o.Client && !o.Duplex {
 		o.NoPeak = true // the server times from its first receive
 	}
 	if o.Duration > 0 {

@@ -127,8 +127,8 @@ type test struct {
 	bwPassed, ratePassed bool
 }
 
-// Run runs one side of the test with parsed options: the server when
-// o.Server is empty, else the client connecting to it. It prints what
+// Run runs one side of the test with parsed options: the client
+// connecting to o.Server when o.Client, else the server. It prints what
 // perftest prints on stdout and, on a failure, perftest's lines on stderr
 // (the error returned carries them too, and the exit status). ctx bounds
 // the TCP connection set-up.
@@ -145,7 +145,7 @@ func Run(ctx context.Context, v Verb, o Options, stdout, stderr io.Writer) error
 		// turns relaxed ordering off, which could land it first.
 		o.NoRelaxed = true
 	}
-	t := &test{v: v, o: o, stdout: stdout, stderr: stderr, client: o.Server != "", gidIndex: o.GIDIndex}
+	t := &test{v: v, o: o, stdout: stdout, stderr: stderr, client: o.Client, gidIndex: o.GIDIndex}
 	t.ctx = ctx
 	io.WriteString(stdout, o.notice)
 	io.WriteString(stderr, o.warn)

@@ -36,7 +36,7 @@ const resolveTimeout = 2000 * time.Millisecond
 
 // Options are the command line both examples take.
 type Options struct {
-	Dst, Src    string // -s, -b
+	Dst, Src    cmsync.Host // -s, -b
 	Port        string
 	Connections int // -c
 	Count, Size int // -C, -S
@@ -52,9 +52,9 @@ type Options struct {
 func (o *Options) Common(op getopt.Opt, stderr io.Writer) bool {
 	switch op.Val {
 	case 's':
-		o.Dst = op.Arg
+		o.Dst = cmsync.SetHost(op.Arg)
 	case 'b':
-		o.Src = op.Arg
+		o.Src = cmsync.SetHost(op.Arg)
 	case 'c':
 		o.Connections = int(getopt.Atoi(op.Arg))
 	case 'C':
@@ -121,7 +121,7 @@ func (e *Env) Run(ctx context.Context, ids func() error, client, server func(con
 		return 1
 	}
 	var ret int
-	if e.O.Dst != "" {
+	if e.O.Dst.Set {
 		ret = client(ctx)
 	} else {
 		e.O.Flags |= rdmacm.AIPassive
@@ -154,7 +154,7 @@ var ErrNodes = errors.New("unable to allocate memory for test nodes")
 
 // NewIDs creates the client's n IDs in the options' port space.
 func (e *Env) NewIDs(n int) ([]*rdmacm.ID, error) {
-	if e.O.Dst == "" {
+	if !e.O.Dst.Set {
 		return make([]*rdmacm.ID, n), nil
 	}
 	ids := make([]*rdmacm.ID, n)

@@ -55,24 +55,44 @@ func Strerror(n sys.Errno) string {
 	return s
 }
 
+// Host is a host option of the C examples: a char * that stays NULL until
+// the option is given, and may then be "". getaddrinfo(3) refuses ""
+// (EAI_NONAME), where rdmacm.GetAddrInfo reads "" as a NULL node.
+type Host struct {
+	Name string
+	Set  bool // the option was given (C's pointer is not NULL)
+}
+
+// SetHost is the Host an option's argument gives.
+func SetHost(name string) Host { return Host{Name: name, Set: true} }
+
+// GetAddrInfo is rdma_getaddrinfo(3) of h: rdmacm.GetAddrInfo, and
+// EAI_NONAME for a Host given as "", as getaddrinfo(3) answers.
+func (h Host) GetAddrInfo(ctx context.Context, service string, hints *rdmacm.AddrInfo) (*rdmacm.AddrInfo, error) {
+	if h.Set && h.Name == "" {
+		return nil, &rdmacm.GAIError{Code: rdmacm.EAINoName, Service: service}
+	}
+	return rdmacm.GetAddrInfo(ctx, h.Name, service, hints)
+}
+
 // GetRDMAAddr is the librdmacm examples' get_rdma_addr (common.c): with
 // AIPassive in hints, src's address at port; otherwise dst at port, from
-// src's address when src is not empty.
-func GetRDMAAddr(ctx context.Context, src, dst, port string, hints *rdmacm.AddrInfo) (*rdmacm.AddrInfo, error) {
+// src's address when src was given.
+func GetRDMAAddr(ctx context.Context, src, dst Host, port string, hints *rdmacm.AddrInfo) (*rdmacm.AddrInfo, error) {
 	if hints.Flags&rdmacm.AIPassive != 0 {
-		return rdmacm.GetAddrInfo(ctx, src, port, hints)
+		return src.GetAddrInfo(ctx, port, hints)
 	}
 	h := *hints
-	if src != "" {
+	if src.Set {
 		sh := h
 		sh.Flags |= rdmacm.AIPassive
-		s, err := rdmacm.GetAddrInfo(ctx, src, "", &sh)
+		s, err := src.GetAddrInfo(ctx, "", &sh)
 		if err != nil {
 			return nil, err
 		}
 		h.Src = s.Src
 	}
-	return rdmacm.GetAddrInfo(ctx, dst, port, &h)
+	return dst.GetAddrInfo(ctx, port, &h)
 }
 
 // GAIStatus prints "what error: gai_strerror(code)" to w, as the examples
@@ -144,7 +164,8 @@ func SimpleMain(ctx context.Context, prog, name, server string, args []string, s
 // address, or nil, their "rdma_getaddrinfo: reason" line on w and the
 // status run returns (getaddrinfo's code, -1 for another error).
 func SimpleAddr(ctx context.Context, w io.Writer, server, port string, hints *rdmacm.AddrInfo) (*rdmacm.AddrInfo, int) {
-	ai, err := rdmacm.GetAddrInfo(ctx, server, port, hints)
+	// server is -s's argument or the example's default, never NULL.
+	ai, err := SetHost(server).GetAddrInfo(ctx, port, hints)
 	if err == nil {
 		return ai, 0
 	}

@@ -2,8 +2,10 @@ package cmsync
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -35,5 +37,32 @@ func TestPerror(t *testing.T) {
 	}
 	if ErrnoValue(errors.New("none")) != 1 || ErrnoValue(sys.EAGAIN) != int(sys.EAGAIN) {
 		t.Error("ErrnoValue")
+	}
+}
+
+// TestHost: a host option given as "" fails as getaddrinfo(3) fails
+// for it (EAI_NONAME), where rdmacm.GetAddrInfo reads "" as no node; an
+// option not given is that NULL node; get_rdma_addr looks a given -b up
+// even when it is "", and rdma_client's and rdma_server's -s too.
+func TestHost(t *testing.T) {
+	ctx := context.Background()
+	passive := &rdmacm.AddrInfo{Flags: rdmacm.AIPassive, Family: rdmacm.FamilyInet}
+	var ge *rdmacm.GAIError
+	if _, err := SetHost("").GetAddrInfo(ctx, "7471", passive); !errors.As(err, &ge) || ge.Code != rdmacm.EAINoName {
+		t.Errorf(`SetHost("").GetAddrInfo = %v, want EAI_NONAME`, err)
+	}
+	if ai, err := (Host{}).GetAddrInfo(ctx, "7471", passive); err != nil || ai.Src != netip.MustParseAddrPort("0.0.0.0:7471") {
+		t.Errorf("Host{}.GetAddrInfo = %+v, %v, want 0.0.0.0:7471", ai, err)
+	}
+	dst := SetHost("10.0.0.2")
+	if ai, err := GetRDMAAddr(ctx, Host{}, dst, "7471", &rdmacm.AddrInfo{}); err != nil || ai.Dst != netip.MustParseAddrPort("10.0.0.2:7471") || ai.Src.IsValid() {
+		t.Errorf("GetRDMAAddr without -b = %+v, %v", ai, err)
+	}
+	if ai, err := GetRDMAAddr(ctx, SetHost(""), dst, "7471", &rdmacm.AddrInfo{}); !errors.As(err, &ge) || ge.Code != rdmacm.EAINoName {
+		t.Errorf(`GetRDMAAddr with -b "" = %+v, %v, want EAI_NONAME`, ai, err)
+	}
+	var out bytes.Buffer
+	if ai, ret := SimpleAddr(ctx, &out, "", "7471", passive); ai != nil || ret != rdmacm.EAINoName || out.String() != "rdma_getaddrinfo: Name or service not known\n" {
+		t.Errorf(`SimpleAddr("") = %+v, %d, printed %q`, ai, ret, out.String())
 	}
 }

@@ -49,13 +49,16 @@ type exchange struct {
 // peer's and then sends "done" (the client side). Failures carry the C
 // tool's messages.
 func (x *exchange) client(ctx context.Context, host string, port uint32) ([]Dest, error) {
-	addr := net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10))
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	var conn net.Conn
+	h, err := NetHost(host)
+	if err == nil {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", net.JoinHostPort(h, strconv.FormatUint(uint64(port), 10)))
+	}
 	if err != nil {
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) {
-			return nil, msgError{fmt.Sprintf("%s for %s:%d", gaiText(dnsErr), host, port), "  (" + dnsErr.Error() + ")"}
+			return nil, msgError{fmt.Sprintf("%s for %s:%d", GAIText(dnsErr), host, port), "  (" + dnsErr.Error() + ")"}
 		}
 		return nil, msgError{fmt.Sprintf("Couldn't connect to %s:%d", host, port), "  (" + err.Error() + ")"}
 	}
@@ -160,11 +163,27 @@ func (x *exchange) sendAll(conn net.Conn) error {
 	return nil
 }
 
-// gaiText is what the C tools print for a failed getaddrinfo
+// NetHost reads a host operand as getaddrinfo(3) reads the C tools'
+// servername, where the net package reads it otherwise: "" names no host
+// (EAI_NONAME; net.Dial would take the local system), and "*" is glibc's
+// NULL node, the local host (net.Dial would look "*" up). It returns the
+// host to give the net package, or a *net.DNSError that GAIText reads as
+// getaddrinfo's.
+func NetHost(host string) (string, error) {
+	switch host {
+	case "":
+		return "", &net.DNSError{Err: "empty host name", Name: host, IsNotFound: true}
+	case "*":
+		return "", nil
+	}
+	return host, nil
+}
+
+// GAIText is what the C tools print for a failed getaddrinfo
 // (gai_strerror): glibc's EAI_NONAME for a name that does not exist, and
 // EAI_AGAIN for a resolver that did not answer, the case of every other
 // lookup failure.
-func gaiText(e *net.DNSError) string {
+func GAIText(e *net.DNSError) string {
 	if e.IsNotFound {
 		return "Name or service not known"
 	}

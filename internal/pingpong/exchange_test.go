@@ -161,6 +161,15 @@ func TestExchangeErrors(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), fmt.Sprintf("Couldn't connect to 127.0.0.1:%d\n", port)) {
 		t.Errorf("no server: %v", err)
 	}
+	// getaddrinfo's reading of the operand: "" names no host, where
+	// net.Dial would dial the local system; "*" is the local host (glibc's
+	// NULL node), where net would look "*" up.
+	if _, err := x.client(ctx, "", port); err == nil || !strings.HasPrefix(err.Error(), fmt.Sprintf("Name or service not known for :%d\n", port)) {
+		t.Errorf("empty host: %v", err)
+	}
+	if _, err := x.client(ctx, "*", port); err == nil || !strings.HasPrefix(err.Error(), fmt.Sprintf("Couldn't connect to *:%d\n", port)) {
+		t.Errorf("host *: %v", err)
+	}
 
 	// The peer hangs up after half a message.
 	done := make(chan error, 1)
@@ -212,10 +221,10 @@ func TestExchangeErrors(t *testing.T) {
 }
 
 func TestGaiText(t *testing.T) {
-	if got := gaiText(&net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}); got != "Name or service not known" {
+	if got := GAIText(&net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}); got != "Name or service not known" {
 		t.Errorf("not found: %q", got)
 	}
-	if got := gaiText(&net.DNSError{Err: "read udp: connection refused", Name: "x.invalid"}); got != "Temporary failure in name resolution" {
+	if got := GAIText(&net.DNSError{Err: "read udp: connection refused", Name: "x.invalid"}); got != "Temporary failure in name resolution" {
 		t.Errorf("no resolver: %q", got)
 	}
 }

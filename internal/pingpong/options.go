@@ -45,7 +45,8 @@ func (k Kind) String() string {
 
 // Options are a tool's command line (the C tools' option variables).
 type Options struct {
-	Server   string // the operand: connect to this host; "" runs the server
+	Server   string // the operand: the host to connect to
+	Client   bool   // an operand was given, even "" (C's servername != NULL); else the server runs
 	Port     uint32 // -p, TCP port (default 18515)
 	Dev      string // -d, device name
 	DevSet   bool   // -d was given, even as "" (C's ib_devname != NULL); else the first device
@@ -279,7 +280,7 @@ func ParseArgs(k Kind, args []string) (Options, error) {
 	switch len(operands) {
 	case 0:
 	case 1:
-		o.Server = operands[0]
+		o.Server, o.Client = operands[0], true
 	default:
 		return Options{}, errUsage
 	}

@@ -30,7 +30,7 @@ func TestParseArgsGetopt(t *testing.T) {
 		}
 	}
 	o, err := ParseArgs(RC, []string{"--ib-p", "2", "--it=7", "--size=64", "--chk", "host"})
-	if want := (Options{Server: "host", Port: 18515, IBPort: 2, Size: 64, MTU: 3, RxDepth: 500, Iters: 7, GIDIndex: -1, Validate: true}); err != nil || o != want {
+	if want := (Options{Server: "host", Client: true, Port: 18515, IBPort: 2, Size: 64, MTU: 3, RxDepth: 500, Iters: 7, GIDIndex: -1, Validate: true}); err != nil || o != want {
 		t.Errorf("long options: %+v %v, want %+v", o, err, want)
 	}
 }
@@ -57,7 +57,7 @@ func TestParseArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Options{Server: "127.0.0.1", Port: 0x4000, Dev: "rxelo", DevSet: true, IBPort: 1, Size: 65536, MTU: 5, RxDepth: 100,
+	want := Options{Server: "127.0.0.1", Client: true, Port: 0x4000, Dev: "rxelo", DevSet: true, IBPort: 1, Size: 65536, MTU: 5, RxDepth: 100,
 		Iters: 10, GIDIndex: 1, Validate: true, ODP: true, NewSend: true}
 	if o != want {
 		t.Errorf("got %+v\nwant %+v", o, want)
@@ -159,5 +159,18 @@ func TestWaitModeFromEnv(t *testing.T) {
 		if got := WaitModeFromEnv(); got != want {
 			t.Errorf("%s=%q: %v, want %v", WaitEnv, v, got, want)
 		}
+	}
+}
+
+// An operand makes the client even when it is "" (C's servername is then
+// not NULL, and getaddrinfo fails for it); none runs the server.
+func TestParseArgsClient(t *testing.T) {
+	for _, args := range [][]string{{""}, {"*"}, {"h"}} {
+		if o, err := ParseArgs(RC, args); err != nil || !o.Client || o.Server != args[0] {
+			t.Errorf("ParseArgs(%q): client %v, server %q, %v", args, o.Client, o.Server, err)
+		}
+	}
+	if o, err := ParseArgs(RC, nil); err != nil || o.Client {
+		t.Errorf("ParseArgs(none): client %v, %v", o.Client, err)
 	}
 }

@@ -78,8 +78,8 @@ type pp struct {
 	recvs []uverbs.RecvWR
 }
 
-// Run runs one side of the ping-pong with parsed options: the server when
-// o.Server is empty, else the client connecting to it. It prints what the
+// Run runs one side of the ping-pong with parsed options: the client
+// connecting to o.Server when o.Client, else the server. It prints what the
 // C tool prints: on stdout, and on a failure its lines on stderr (the
 // error returned carries them too; warnings go to stderr directly). ctx
 // bounds the TCP exchange and -e's waits for completion events; the
@@ -449,7 +449,7 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 
 	x := exchange{local: local, multi: c.k == SRQ}
 	var remote []Dest
-	if o.Server != "" {
+	if o.Client {
 		remote, err = x.client(ctx, o.Server, o.Port)
 	} else {
 		remote, err = x.server(ctx, o.Port, func(r []Dest) error { return c.connect(local, r) })
@@ -465,7 +465,7 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 		fmt.Fprintf(c.stdout, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n",
 			r.LID, r.QPN, r.PSN, r.GID.InetNtop())
 	}
-	if o.Server != "" {
+	if o.Client {
 		if err := c.connect(local, remote); err != nil {
 			return err
 		}
@@ -493,7 +493,7 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 	for i := range nqp {
 		l.pending[i] = recvWRID
 	}
-	if o.Server != "" {
+	if o.Client {
 		if o.Validate {
 			for i := 0; i < int(o.Size); i += os.Getpagesize() {
 				c.mem[c.sendOff+i] = byte(i / os.Getpagesize() % sizeofChar)
@@ -514,7 +514,7 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 		return err
 	}
 	io.WriteString(c.stdout, Summary(o.Size, o.Iters, Micros(elapsed)))
-	if o.Server == "" && o.Validate {
+	if !o.Client && o.Validate {
 		ps := os.Getpagesize()
 		for i := 0; i < int(o.Size); i += ps {
 			if c.mem[c.sendOff+i] != byte(i/ps%sizeofChar) {

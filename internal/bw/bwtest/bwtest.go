@@ -1469,12 +1469,19 @@ var BadArgs = [][]string{
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")
-// with the Go tool and perftest's, through pptest.CompareWithC. skip
-// names the cases where the Go port differs on purpose, and why.
+// with the Go tool and perftest's, through pptest.CompareWithC, then
+// pptest.HostOperands in place of the server operand, on the socket
+// exchange and on rdma_cm's (-R). skip names the cases where the Go port
+// differs on purpose, and why.
 func SameAsC(t *testing.T, tool Tool, cases [][]string, skip map[string]string) {
 	t.Helper()
 	lead := func() []string { return []string{"-d", testkit.RxeDev, "-x", "1", "-p", strconv.Itoa(Port())} }
 	pptest.CompareWithC(t, tool.Bin(pptest.Go), tool.C(), lead, cases, skip)
+	hosts := slices.Clone(pptest.HostOperands)
+	for _, h := range pptest.HostOperands {
+		hosts = append(hosts, append([]string{"-R"}, h...))
+	}
+	pptest.CompareOperands(t, tool.Bin(pptest.Go), tool.C(), lead, hosts)
 }
 
 // AlternateWay is one of pptest.BothWays, chosen by the kernel: the Go

@@ -326,7 +326,8 @@ var qpnPSN = regexp.MustCompile(`QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}`)
 
 // SameAsC runs every command line of cases (each after "-d rxe0 -g 1 -p
 // PORT", so that a case may override them, and before the server operand
-// 127.0.0.1, where nothing listens on PORT) with the Go tool and with the
+// 127.0.0.1, where nothing listens on PORT), then HostOperands' in place
+// of that operand, with the Go tool and with the
 // C tool, and fails unless both exit the same way and print the same
 // lines (CompareWithC). skip maps a case (its arguments joined by spaces)
 // to the reason the Go tool may differ there.
@@ -334,6 +335,7 @@ func SameAsC(t *testing.T, tool Tool, cases [][]string, skip map[string]string) 
 	t.Helper()
 	lead := func() []string { return []string{"-d", testkit.RxeDev, "-g", "1", "-p", strconv.Itoa(Port())} }
 	CompareWithC(t, tool.Go, tool.C, lead, cases, skip)
+	CompareOperands(t, tool.Go, tool.C, lead, HostOperands)
 }
 
 // CompareWithC runs lead(), then each case, then "127.0.0.1" with the Go
@@ -347,6 +349,28 @@ func SameAsC(t *testing.T, tool Tool, cases [][]string, skip map[string]string) 
 // once, so a case must not make them claim something only one can hold
 // (a port to listen on).
 func CompareWithC(t *testing.T, goBin, cBin string, lead func() []string, cases [][]string, skip map[string]string) {
+	t.Helper()
+	compareWithC(t, goBin, cBin, lead, cases, skip, "127.0.0.1")
+}
+
+// CompareOperands is CompareWithC for cases that end with their own
+// server operand (HostOperands).
+func CompareOperands(t *testing.T, goBin, cBin string, lead func() []string, cases [][]string) {
+	t.Helper()
+	compareWithC(t, goBin, cBin, lead, cases, nil, "")
+}
+
+// HostOperands are cases made of a server operand that Go's resolver
+// reads otherwise than getaddrinfo(3) reads the C tools' servername: ""
+// (no host to getaddrinfo, the local system to net.Dial), "*" (glibc's
+// NULL node: the local host, where nothing listens on the case's port;
+// net would look "*" up), and a name that does not resolve (the guest
+// has no DNS server: EAI_AGAIN). SameAsC runs them after its cases.
+var HostOperands = [][]string{{""}, {"*"}, {"nosuchhost.invalid"}}
+
+// compareWithC is CompareWithC with the operand after each case ("" for
+// none: the case has its own).
+func compareWithC(t *testing.T, goBin, cBin string, lead func() []string, cases [][]string, skip map[string]string, operand string) {
 	t.Helper()
 	norm := func(bin, out string, err error) string {
 		var keep []string
@@ -393,11 +417,17 @@ func CompareWithC(t *testing.T, goBin, cBin string, lead func() []string, cases 
 	var inFlight []*run
 	for _, c := range cases {
 		key := strings.Join(c, " ")
+		if operand == "" {
+			key = fmt.Sprintf("%q", c) // the operand "" shows
+		}
 		if why, ok := skip[key]; ok {
 			t.Logf("%s %s: not compared: %s", goBin, key, why)
 			continue
 		}
-		args := append(append(lead(), c...), "127.0.0.1")
+		args := append(lead(), c...)
+		if operand != "" {
+			args = append(args, operand)
+		}
 		r := &run{key: key, args: strings.Join(args, " ")}
 		r.ctx, r.cancel = context.WithTimeout(context.Background(), 30*time.Second)
 		for i, bin := range []string{goBin, cBin} {
