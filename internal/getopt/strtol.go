@@ -11,17 +11,28 @@ import (
 // it (so "64k" is 64 and "abc" is 0), and out-of-range values saturate at
 // the int64 limits.
 func Strtol(s string) int64 {
-	v, neg, _ := strtoAbs(s)
+	v, _ := StrtolEnd(s)
+	return v
+}
+
+// StrtolEnd is Strtol with strtol's end pointer: it also returns how many
+// bytes of s the number took, 0 when s has no digits where one is due
+// (then strtol leaves the end pointer at s, before any white space or
+// sign it skipped). A caller that wants the whole of s to be a number, as
+// perftest's CHECK_VALUE does, compares that count with len(s): "" passes
+// (as 0), "5 " and "0x" do not.
+func StrtolEnd(s string) (int64, int) {
+	v, neg, _, n := strtoAbsEnd(s)
 	if neg {
 		if v > 1<<63 {
-			return -1 << 63
+			return -1 << 63, n
 		}
-		return -int64(v)
+		return -int64(v), n
 	}
 	if v > 1<<63-1 {
-		return 1<<63 - 1
+		return 1<<63 - 1, n
 	}
-	return int64(v)
+	return int64(v), n
 }
 
 // Strtoul converts s as C's strtoul(s, NULL, 0) does on a 64-bit system:
@@ -42,6 +53,13 @@ func Strtoul(s string) uint64 {
 // (saturating at the uint64 maximum), whether it had a minus sign and
 // whether it overflowed.
 func strtoAbs(s string) (v uint64, neg, over bool) {
+	v, neg, over, _ = strtoAbsEnd(s)
+	return v, neg, over
+}
+
+// strtoAbsEnd is strtoAbs with the count of bytes the number took (0 for
+// no digits).
+func strtoAbsEnd(s string) (v uint64, neg, over bool, n int) {
 	i := 0
 	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
 		i++
@@ -58,6 +76,7 @@ func strtoAbs(s string) (v uint64, neg, over bool) {
 	case i < len(s) && s[i] == '0':
 		base = 8
 	}
+	start := i
 	for ; i < len(s); i++ {
 		d := hexDigit(s[i])
 		if d < 0 || uint64(d) >= base {
@@ -68,10 +87,13 @@ func strtoAbs(s string) (v uint64, neg, over bool) {
 		}
 		v = v*base + uint64(d)
 	}
-	if over {
-		return ^uint64(0), neg, true
+	if i > start {
+		n = i
 	}
-	return v, neg, false
+	if over {
+		return ^uint64(0), neg, true, n
+	}
+	return v, neg, false, n
 }
 
 func hexDigit(c byte) int {

@@ -20,6 +20,24 @@ func TestStrtol(t *testing.T) {
 	}
 }
 
+// TestStrtolEnd: strtol's value and end pointer (glibc's, as perftest's
+// CHECK_VALUE reads them: the whole argument must be the number).
+func TestStrtolEnd(t *testing.T) {
+	for _, c := range []struct {
+		s string
+		v int64
+		n int
+	}{
+		{"", 0, 0}, {"64", 64, 2}, {"  64", 64, 4}, {"5 ", 5, 1}, {"0x", 0, 1}, {"0x1g", 1, 3}, {"0xb", 11, 3},
+		{"+", 0, 0}, {" -", 0, 0}, {"abc", 0, 0}, {"08", 0, 1}, {"-0", 0, 2}, {"+3", 3, 2},
+		{"99999999999999999999", 1<<63 - 1, 20}, {"-99999999999999999999", -1 << 63, 21}, {"4294967301", 4294967301, 10},
+	} {
+		if v, n := StrtolEnd(c.s); v != c.v || n != c.n {
+			t.Errorf("StrtolEnd(%q) = %d, %d; want %d, %d", c.s, v, n, c.v, c.n)
+		}
+	}
+}
+
 // TestAtoi: C's atoi on a 64-bit long.
 func TestAtoi(t *testing.T) {
 	for in, want := range map[string]int32{
