@@ -182,6 +182,9 @@ func dialCM(ctx context.Context, host string, port, retry int) (*cmLink, error) 
 // not wait for ESTABLISHED: the client sends first, and its RNR retries
 // cover a receive the server has not posted yet.
 func acceptCM(ctx context.Context, port, retry int) (*cmLink, error) {
+	if err := badService("", port, " Unable to perform rdma_server function"); err != nil {
+		return nil, err
+	}
 	l := &cmLink{ctx: ctx}
 	var err error
 	if l.ch, err = rdmacm.Open(); err != nil {
@@ -225,6 +228,9 @@ func acceptCM(ctx context.Context, port, retry int) (*cmLink, error) {
 // resolveIPv4 is check_add_port's getaddrinfo: the host's first IPv4
 // address ("*" is the loopback, "" no host, as getaddrinfo reads them).
 func resolveIPv4(ctx context.Context, host string, port int) (netip.AddrPort, error) {
+	if err := badService(host, port, " Unable to perform rdma_client function"); err != nil {
+		return netip.AddrPort{}, err
+	}
 	h, err := pingpong.NetHost(host)
 	if err == nil && h == "" { // glibc's NULL node, not passive
 		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(port)), nil

@@ -121,11 +121,16 @@ type conn struct {
 // dial connects to the server (ethernet_client_connect: IPv4 only, one
 // attempt).
 func dial(ctx context.Context, host string, port int) (*conn, error) {
+	if err := badService(host, port, noSocketFD); err != nil {
+		return nil, err
+	}
 	var c net.Conn
 	h, err := pingpong.NetHost(host)
 	if err == nil {
+		// getaddrinfo keeps a port's low 16 bits (htons): -p 70000 is
+		// port 4464.
 		var d net.Dialer
-		c, err = d.DialContext(ctx, "tcp4", net.JoinHostPort(h, strconv.Itoa(port)))
+		c, err = d.DialContext(ctx, "tcp4", net.JoinHostPort(h, strconv.Itoa(int(uint16(port)))))
 	}
 	if err != nil {
 		var dnsErr *net.DNSError
@@ -141,8 +146,11 @@ func dial(ctx context.Context, host string, port int) (*conn, error) {
 // accept listens on port (every IPv4 address) and takes one client
 // (ethernet_server_connect).
 func accept(ctx context.Context, port int) (*conn, error) {
+	if err := badService("", port, noSocketFD); err != nil {
+		return nil, err
+	}
 	var lc net.ListenConfig
-	l, err := lc.Listen(ctx, "tcp4", ":"+strconv.Itoa(port))
+	l, err := lc.Listen(ctx, "tcp4", ":"+strconv.Itoa(int(uint16(port)))) // htons, as getaddrinfo
 	if err != nil {
 		return nil, msgError{fmt.Sprintf("Couldn't listen to port %d", port), noSocketFD, "  (" + err.Error() + ")"}
 	}
@@ -587,3 +595,17 @@ func (e msgError) Error() string { return strings.Join(e, "\n") }
 // noSocketFD is establish_connection's complaint when the client could
 // not connect or the server could not accept (printed without a newline).
 const noSocketFD = "Unable to open file descriptor for socket connection"
+
+// badService is check_add_port's failure for a negative port, which
+// glibc's getaddrinfo does not take as a service number (EAI_SERVICE):
+// its lines, with the caller's last (the server's host is "(null)"), or
+// nil for a port it takes.
+func badService(host string, port int, last string) error {
+	if port >= 0 {
+		return nil
+	}
+	if host == "" {
+		host = "(null)"
+	}
+	return msgError{fmt.Sprintf("Servname not supported for ai_socktype for %s:%d", host, port), "Problem in resolving basic address and port", last}
+}

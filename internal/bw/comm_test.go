@@ -479,3 +479,40 @@ func TestHostOperand(t *testing.T) {
 		t.Errorf("ParseArgs(none): client %v, %v", o.Client, err)
 	}
 }
+
+// TestPortService: the port as getaddrinfo reads perftest's service
+// string: a negative one is refused (EAI_SERVICE, "(null)" for the
+// server's host), one past 65535 keeps its low 16 bits.
+func TestPortService(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		f    func() error
+		want string
+	}{
+		{func() error { _, err := dial(ctx, "127.0.0.1", -1); return err }, "Servname not supported for ai_socktype for 127.0.0.1:-1\nProblem in resolving basic address and port\n" + noSocketFD},
+		{func() error { _, err := accept(ctx, -5); return err }, "Servname not supported for ai_socktype for (null):-5\nProblem in resolving basic address and port\n" + noSocketFD},
+		{func() error { _, err := resolveIPv4(ctx, "h", -1); return err }, "Servname not supported for ai_socktype for h:-1\nProblem in resolving basic address and port\n Unable to perform rdma_client function"},
+		{func() error { _, err := acceptCM(ctx, -1, 1); return err }, "Servname not supported for ai_socktype for (null):-1\nProblem in resolving basic address and port\n Unable to perform rdma_server function"},
+	} {
+		if err := c.f(); err == nil || err.Error() != c.want {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	c, err := dial(ctx, "127.0.0.1", port+65536)
+	if err != nil {
+		t.Fatalf("dial to port %d+65536: %v", port, err)
+	}
+	c.Close()
+}

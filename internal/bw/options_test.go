@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"strings"
 	"testing"
 
@@ -204,6 +205,12 @@ func TestParseArgsErrors(t *testing.T) {
 	}{
 		{Write, []string{"-n", "4"}, " Iteration num should be between 5 and 100000000"},
 		{Write, []string{"-n", "12x"}, " Iteration num argument 12x should be int"},
+		// CHECK_VALUE's strtol: "" is 0, a number past a long saturates
+		// (an int -1 after the cast), trailing space is not a number.
+		{Write, []string{"-t", ""}, " Tx depth should be between 1 and 15000"},
+		{Send, []string{"-r", "99999999999999999999"}, "  Rx depth should be between 1 and 16384"},
+		{Write, []string{"-n", "5 "}, " Iteration num argument 5  should be int"},
+		{Write, []string{"-n", "0x"}, " Iteration num argument 0x should be int"},
 		{Write, []string{"-t", "0"}, " Tx depth should be between 1 and 15000"},
 		{Write, []string{"-r", "2"}, " On RDMA verbs rx depth can be only 1"},
 		{Read, []string{"-I", "8"}, " Inline feature not available on READ/Atomic verbs"},
@@ -426,5 +433,66 @@ func TestAtomicOptions(t *testing.T) {
 	}
 	if Atomic.String() != "Atomic" || Atomic.CToolTest(LAT) != "ib_atomic_lat" || FetchAdd.String() != "FETCH_AND_ADD" || CmpAndSwap.String() != "CMP_AND_SWAP" {
 		t.Error("names")
+	}
+}
+
+// TestParseArgsCCasts: values perftest's CHECK_VALUE macros take where a
+// Go parse would refuse them: "" as 0, hex digits b and o's neighbours,
+// the low 32 bits of an int (4294967301 iterations are 5, as
+// ib_write_bw runs them).
+func TestParseArgsCCasts(t *testing.T) {
+	o, err := ParseArgs(Write, []string{"-n", "4294967301", "-p", "0xb00b", "--pkey_index", "", "-x", "0xb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Iters != 5 || o.Port != 0xb00b || o.GIDIndex != 11 {
+		t.Errorf("-n 4294967301 -p 0xb00b -x 0xb: iters %d, port %#x, gid index %d", o.Iters, o.Port, o.GIDIndex)
+	}
+}
+
+// TestForceDependenciesOrder: where a command line breaks two of
+// perftest's rules, force_dependecies' order decides which it names: the
+// atomic size and SRQ rules before the post lists, the rate limiter
+// before the output verbosity, the latency gap and the completion vector
+// (perftest 4.5-0.17, the guest's). A HW limiter with no limit is no
+// error (perftest looks a limit up only when there is one).
+func TestForceDependenciesOrder(t *testing.T) {
+	for _, c := range []struct {
+		tst  Test
+		v    Verb
+		args []string
+		want string // "" for none
+	}{
+		{LAT, Atomic, []string{"-a", "-l", "255"}, "Message size cannot be changed for Atomic tests "},
+		{LAT, Atomic, []string{"-s", "+3", "--recv_post_list=255"}, "Message size cannot be changed for Atomic tests "},
+		{BW, Write, []string{"--use-srq", "-l", "3", "-n", "100"}, " Using SRQ only avavilible in SEND tests."},
+		{LAT, Atomic, []string{"--rate_limit", "16", "-X", "2"}, " Failed: Unknown rate limit value"},
+		{LAT, Send, []string{"--output", "bandwidth", "--rate_limit=4294967296"}, " Failed: Unknown rate limit value"},
+		{BW, Write, []string{"--rate_limit=7", "--output=latency"}, " Failed: Unknown rate limit value"},
+		{BW, Write, []string{"--run_infinitely", "--rate_limit", "5"}, " run_infinitely does not support rate limit feature yet"},
+		{BW, Write, []string{"--rate_limit_type", "HW"}, ""},
+		{LAT, Read, []string{"--rate_limit_type", "HW"}, ""},
+		{BW, Send, []string{"--rate_limit_type", "HW", "--rate_units", "M"}, ""},
+	} {
+		_, err := ParseTestArgs(c.tst, c.v, c.args)
+		var ue *usageError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v %v %q: %v, want no error", c.tst, c.v, c.args, err)
+		case c.want != "" && (!errors.As(err, &ue) || ue.msg != c.want):
+			t.Errorf("%v %v %q: %v, want %q", c.tst, c.v, c.args, err, c.want)
+		}
+	}
+}
+
+// TestStrtod: C's strtod/atof prefixes, hexadecimal ones too.
+func TestStrtod(t *testing.T) {
+	for s, want := range map[string]float64{
+		"16": 16, "0x10": 16, "0X1.8": 1.5, "0x10p1": 32, "-0x10": -16, " 2.5x": 2.5, "0x": 0, "1_0": 1, "0x1_0": 1,
+		"abc": 0, "": 0, "1e3": 1000, ".5": 0.5, "inf": math.Inf(1),
+	} {
+		if got := strtod(s); got != want {
+			t.Errorf("strtod(%q) = %v, want %v", s, got, want)
+		}
 	}
 }
