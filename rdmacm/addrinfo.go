@@ -101,7 +101,8 @@ func (e *GAIError) Unwrap() error { return e.Err }
 //     %zone), else a host name (/etc/hosts, then DNS), the first answer
 //     kept. An empty node is the unspecified address with AIPassive, the
 //     loopback without, IPv6 first unless hints.Family says FamilyInet;
-//     "*" is the empty node too, as glibc reads it (a NULL node).
+//     "*" is the empty node too, as glibc reads it (a NULL node), and
+//     fails with EAI_NONAME when the service is empty too.
 //     An empty service is port 0.
 //   - The port space and QP type are the hints' or follow each other:
 //     PortSpaceTCP and RC by default, PortSpaceUDP with UD.
@@ -121,6 +122,11 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfo) (*A
 		return nil, invalid(op, "nil context.Context")
 	}
 	if node == "*" { // glibc's getaddrinfo reads "*" as a NULL node
+		if service == "" {
+			// librdmacm hands "*" to getaddrinfo, which then has
+			// neither node nor service.
+			return nil, &GAIError{Code: EAINoName, Node: node}
+		}
 		node = ""
 	}
 	if node == "" && service == "" && hints == nil {

@@ -60,6 +60,7 @@ func TestGetAddrInfo(t *testing.T) {
 		// "*" is glibc's NULL node (rdma_client -s '*' connects to the loopback).
 		{"*", "7471", nil, tcp(AddrInfo{Family: FamilyInet6, Dst: ap("[::1]:7471")})},
 		{"*", "7471", &AddrInfo{Flags: AIPassive, Family: FamilyInet}, tcp(AddrInfo{Flags: AIPassive, Family: FamilyInet, Src: ap("0.0.0.0:7471")})},
+		// ("*" with no service: EAI_NONAME, TestGetAddrInfoErrors.)
 		{"", "", &AddrInfo{Flags: AIPassive, PortSpace: PortSpaceUDP, Dst: ap("10.0.0.9:5")},
 			AddrInfo{Flags: AIPassive, PortSpace: PortSpaceUDP, Dst: ap("10.0.0.9:5")}},
 	} {
@@ -93,6 +94,9 @@ func TestGetAddrInfoErrors(t *testing.T) {
 		{"::1", "1", &AddrInfo{Family: FamilyInet}, EAIAddrFamily, "Address family for hostname not supported"},
 		{"10.0.0.1", "1", &AddrInfo{Family: 1}, EAIFamily, "ai_family not supported"},
 		{"10.0.0.1", "1", &AddrInfo{QPType: uverbs.QPTypeUD, PortSpace: PortSpaceTCP}, EAISockType, "ai_socktype not supported"},
+		// "*" is glibc's NULL node: with no service, getaddrinfo has neither.
+		{"*", "", nil, EAINoName, "Name or service not known"},
+		{"*", "", &AddrInfo{Flags: AIPassive}, EAINoName, "Name or service not known"},
 	} {
 		_, err := GetAddrInfo(ctx, c.node, c.service, c.hints)
 		var ge *GAIError

@@ -351,7 +351,10 @@ func (t *test) initNode(n *node) int {
 		t.Printf("cmatose: unable to allocate PD\n")
 		return -cmexample.ENOMEM
 	}
-	cqe := max(t.O.Count, 1)
+	cqe := t.O.Count // cmatose's "message_count ? message_count : 1": a negative -C fails the CQ
+	if cqe == 0 {
+		cqe = 1
+	}
 	n.sendCQ, err = c.CreateCQ(cqe, nil)
 	if err == nil {
 		n.recvCQ, err = c.CreateCQ(cqe, nil)

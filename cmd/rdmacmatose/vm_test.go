@@ -93,6 +93,9 @@ func TestVMFailures(t *testing.T) {
 		// getaddrinfo's "" (no host: a client all the same) and "*" (its
 		// NULL node, the loopback, which rxe cannot route).
 		{"-s", ""}, {"-s", testkit.RxeAddr, "-b", ""}, {"-s", "*", "-p", port()},
+		// "*" with no service has neither node nor service for getaddrinfo;
+		// a negative -C is a negative CQ size, which fails (-ENOMEM).
+		{"-s", testkit.RxeAddr, "-b", "*"}, {"-s", testkit.RxeAddr, "-p", port(), "-C", "-1"},
 	} {
 		same(args)
 	}

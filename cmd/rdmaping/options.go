@@ -162,11 +162,11 @@ func parseArgs(ctx context.Context, args []string, stdout, stderr io.Writer) (op
 // On failure it prints the C tool's line on stdout and returns
 // getaddrinfo's (negative) error code.
 func getAddr(ctx context.Context, name string, stdout io.Writer) (netip.Addr, int) {
-	// An empty name is glibc's failed lookup, and "*" its NULL node,
-	// which fails with no service; for GetAddrInfo both are no node at
-	// all.
+	// An empty name is glibc's failed lookup; for GetAddrInfo it is no
+	// node at all. ("*", glibc's NULL node, fails in GetAddrInfo with no
+	// service, as in getaddrinfo.)
 	gerr := &rdmacm.GAIError{Code: rdmacm.EAINoName}
-	if name != "" && name != "*" {
+	if name != "" {
 		ai, err := rdmacm.GetAddrInfo(ctx, name, "", nil)
 		if err == nil {
 			return ai.Dst.Addr(), 0

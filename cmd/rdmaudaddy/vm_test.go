@@ -80,6 +80,7 @@ func TestVMFailures(t *testing.T) {
 		{"-s", "nosuchhost.invalid"}, {"-s", testkit.RxeAddr, "-p", "0x111", "-C", "0"},
 		{"-s", testkit.RxeAddr, "-P", "ipoib"}, {"-b", testkit.RxeAddr, "-P", "ipoib"},
 		{"-s", ""}, {"-s", testkit.RxeAddr, "-b", ""}, // getaddrinfo refuses "", a client all the same
+		{"-s", testkit.RxeAddr, "-b", "*"}, {"-s", testkit.RxeAddr, "-C", "-1"}, // no node nor service; a negative CQ size
 	} {
 		testkit.SameAsC(ctx, t, fmt.Sprintf("%q", args), append([]string{cTool}, args...), append([]string{goTool}, args...), text)
 	}

@@ -68,7 +68,7 @@ func (e *Env) InitUD(n *UDNode, flags uverbs.QPCreateFlags) (int, error) {
 		return -ENOMEM, nil
 	}
 	cqe, wrs := 2, 1
-	if e.O.Count > 0 {
+	if e.O.Count != 0 { // "message_count ? message_count * 2 : 2": a negative -C fails the CQ
 		cqe, wrs = 2*e.O.Count, e.O.Count
 	}
 	if n.CQ, err = c.CreateCQ(cqe, nil); err != nil {
