@@ -22,7 +22,7 @@ func Strtol(s string) int64 {
 // perftest's CHECK_VALUE does, compares that count with len(s): "" passes
 // (as 0), "5 " and "0x" do not.
 func StrtolEnd(s string) (int64, int) {
-	v, neg, _, n := strtoAbsEnd(s)
+	v, neg, _, n := strtoAbs(s)
 	if neg {
 		if v > 1<<63 {
 			return -1 << 63, n
@@ -39,7 +39,7 @@ func StrtolEnd(s string) (int64, int) {
 // like Strtol, but a leading minus negates the unsigned value and
 // out-of-range values give ULONG_MAX.
 func Strtoul(s string) uint64 {
-	v, neg, over := strtoAbs(s)
+	v, neg, over, _ := strtoAbs(s)
 	if over {
 		return v
 	}
@@ -50,16 +50,9 @@ func Strtoul(s string) uint64 {
 }
 
 // strtoAbs returns the magnitude of the number at the start of s
-// (saturating at the uint64 maximum), whether it had a minus sign and
-// whether it overflowed.
-func strtoAbs(s string) (v uint64, neg, over bool) {
-	v, neg, over, _ = strtoAbsEnd(s)
-	return v, neg, over
-}
-
-// strtoAbsEnd is strtoAbs with the count of bytes the number took (0 for
-// no digits).
-func strtoAbsEnd(s string) (v uint64, neg, over bool, n int) {
+// (saturating at the uint64 maximum), whether it had a minus sign,
+// whether it overflowed, and how many bytes it took (0 for no digits).
+func strtoAbs(s string) (v uint64, neg, over bool, n int) {
 	i := 0
 	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
 		i++
