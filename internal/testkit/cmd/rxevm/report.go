@@ -116,19 +116,32 @@ var (
 
 const noTestsWarning = "testing: warning: no tests to run"
 
-// A failing test's last keptLogs log entries, each cut at keptLogBytes,
-// are repeated in the run's summary: CI keeps only the tail of a long
-// log, and the summary is what it keeps. The reports testkit's peers log
+// A failing test's last keptLogs log entries are repeated in the run's
+// summary: CI keeps only the tail of a long log, and the summary is what
+// it keeps. A long entry keeps its first keptHeadBytes and its last
+// keptTailBytes: an entry that quotes a program's output has the
+// verdict (a result line, an error) at its end, after the banner. The reports testkit's peers log
 // as a failed test ends (peerLogFile: each program's output, then which
 // ended first) are kept apart, keptPeerLogs of them after the test's own:
 // a test with many peers would otherwise push its own error (what
 // differed, what was expected) out of the summary.
 const (
-	keptLogs     = 3
-	keptPeerLogs = 1
-	keptLogBytes = 400
-	peerLogFile  = "peer.go"
+	keptLogs      = 3
+	keptPeerLogs  = 1
+	keptHeadBytes = 160
+	keptTailBytes = 640
+	peerLogFile   = "peer.go"
+	cutMark       = " [...] "
 )
+
+// clip cuts a long log entry to its head and tail. It may be applied
+// again as the entry grows: the head stays the entry's first bytes.
+func clip(s string) string {
+	if len(s) <= keptHeadBytes+len(cutMark)+keptTailBytes {
+		return s
+	}
+	return s[:keptHeadBytes] + cutMark + s[len(s)-keptTailBytes:]
+}
 
 // failureLines names each failing test of r, innermost only (a parent
 // fails with its subtest), with the last entries it logged.
@@ -141,10 +154,7 @@ func (r *kernelResult) failureLines() []string {
 			}
 			lines = append(lines, fmt.Sprintf("FAIL %s %s", b.label, f))
 			for _, l := range append(slices.Clone(b.tailLogs[f]), b.peerLogs[f]...) {
-				if len(l) > keptLogBytes {
-					l = l[:keptLogBytes] + " [...]"
-				}
-				lines = append(lines, "    "+l)
+				lines = append(lines, "    "+clip(l))
 			}
 		}
 	}
@@ -179,7 +189,7 @@ func (b *binResult) testLine(line string) {
 		if b.logPeer {
 			tails, keep = b.peerLogs, keptPeerLogs
 		}
-		logs := append(tails[b.cur], m[2])
+		logs := append(tails[b.cur], clip(m[2]))
 		if len(logs) > keep {
 			logs = logs[len(logs)-keep:]
 		}
@@ -192,8 +202,8 @@ func (b *binResult) testLine(line string) {
 		if b.logPeer {
 			tails = b.peerLogs
 		}
-		if logs := tails[b.cur]; len(logs) > 0 && len(logs[len(logs)-1]) < keptLogBytes {
-			logs[len(logs)-1] += " " + strings.TrimSpace(line)
+		if logs := tails[b.cur]; len(logs) > 0 {
+			logs[len(logs)-1] = clip(logs[len(logs)-1] + " " + strings.TrimSpace(line))
 		}
 		return
 	}

@@ -569,11 +569,19 @@ func TestFollowCountsTests(t *testing.T) {
 
 // TestFailureLines: the summary names each failing test, innermost
 // only, with the last log entries it wrote (continuation lines joined,
-// earlier entries dropped, long ones cut) and then the last of testkit's
+// earlier entries dropped, long ones cut to their head and tail, as they
+// grow too) and then the last of testkit's
 // peer reports (which do not push the test's own entries out), and
 // nothing for a passing one.
 func TestFailureLines(t *testing.T) {
-	long := strings.Repeat("x", keptLogBytes+50)
+	head, tail := strings.Repeat("h", keptHeadBytes), strings.Repeat("t", keptTailBytes)
+	long := head + strings.Repeat("x", 50+len(cutMark)) + tail
+	// A quoted output: a banner, many continuation lines, the verdict last.
+	quoted := []string{"    e_test.go:7: server: want a result line:"}
+	for i := range 100 {
+		quoted = append(quoted, fmt.Sprintf("        banner line %d", i))
+	}
+	quoted = append(quoted, "        result 64 0 inf 0.00")
 	res, _ := consoleRun([]string{"pkg/a"}, lines(boot,
 		[]string{m + "BEGIN pkg/a;", "=== RUN   TestA", "=== RUN   TestA/sub",
 			"    a_test.go:1: one", "    a_test.go:2: two", "    a_test.go:3: three", "    a_test.go:4: four",
@@ -582,13 +590,20 @@ func TestFailureLines(t *testing.T) {
 			"=== RUN   TestD", "    d_test.go:5: Go and C differ", "        Go: x", "    d_test.go:6: also",
 			"    peer.go:121: peer a output:", "        out a", "    peer.go:121: peer b output:", "        out b",
 			"    peer.go:179: peers of TestD:", "        a: exited", "        b: exited",
+			"=== RUN   TestE"}, quoted, []string{
 			"--- FAIL: TestA (0.00s)", "    --- FAIL: TestA/sub (0.00s)", "--- FAIL: TestB (0.00s)", "--- FAIL: TestD (0.00s)",
-			"FAIL", m + "END pkg/a rc=1;"},
+			"--- FAIL: TestE (0.00s)", "FAIL", m + "END pkg/a rc=1;"},
 		done)...)
+	var joined []string
+	for _, l := range quoted {
+		joined = append(joined, strings.TrimSpace(strings.TrimPrefix(l, "    e_test.go:7:")))
+	}
+	e := strings.Join(joined, " ")
 	got := res.failureLines()
 	want := []string{"FAIL pkg/a TestA/sub", "    two", "    three", "    four continued",
-		"FAIL pkg/a TestB", "    " + long[:keptLogBytes] + " [...]",
-		"FAIL pkg/a TestD", "    Go and C differ Go: x", "    also", "    peers of TestD: a: exited b: exited"}
+		"FAIL pkg/a TestB", "    " + head + cutMark + tail,
+		"FAIL pkg/a TestD", "    Go and C differ Go: x", "    also", "    peers of TestD: a: exited b: exited",
+		"FAIL pkg/a TestE", "    " + e[:keptHeadBytes] + cutMark + e[len(e)-keptTailBytes:]}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("failure lines (-want +got):\n%s", diff)
 	}
