@@ -160,8 +160,10 @@ func clockRetry(t testing.TB, what string, attempt func() (flake string)) {
 
 // Do runs the server, waits until it listens, runs the client and waits
 // for both; it fails the test if either exits non-zero. A run whose C
-// side failed only because perftest could not calibrate its clock is
-// repeated (at most twice), with a log line saying so.
+// side failed only because perftest could not calibrate its clock, or a
+// latency run of fixed duration that a stalled guest left without a
+// turn to count (stalled), is repeated (at most twice), with a log line
+// saying so.
 func (r *Run) Do(ctx context.Context, t testing.TB) {
 	t.Helper()
 	if failed, ok := r.do(ctx, t, false); !ok {
@@ -171,7 +173,8 @@ func (r *Run) Do(ctx context.Context, t testing.TB) {
 
 // do runs the run until it succeeds: a failure of perftest's clock
 // calibration or a client that came before the server's listen was in
-// place (listenRace) is always repeated (at most twice), any other
+// place (listenRace) is always repeated (at most twice), as is a
+// success that stalled reports (then the last attempt stands), any other
 // failure only when anyFailure is set (at most twice). It returns the
 // failed attempts' errors and whether the last attempt succeeded.
 func (r *Run) do(ctx context.Context, t testing.TB, anyFailure bool) (failed []error, ok bool) {
@@ -179,6 +182,11 @@ func (r *Run) do(ctx context.Context, t testing.TB, anyFailure bool) (failed []e
 	for attempt := 1; attempt <= 3; attempt++ {
 		err := r.try(ctx, t)
 		if err == nil {
+			if side := r.stalled(); side != "" && attempt < 3 && ctx.Err() == nil {
+				t.Logf("%s %s size %d: the %s's measured stretch saw no turn (the guest stalled through it); running it again", r.Tool.Go, r.Pair, r.Size, side)
+				r.Port = 0
+				continue
+			}
 			return failed, true
 		}
 		failed = append(failed, err)
@@ -198,6 +206,27 @@ func (r *Run) do(ctx context.Context, t testing.TB, anyFailure bool) (failed []e
 		r.Port = 0
 	}
 	return failed, false
+}
+
+// stalled names the side ("server" or "client") of a latency run of
+// fixed duration (-D) that reported no turn in its measured stretch, or
+// returns "". A ping-pong turns many times a second; none in a whole
+// stretch means that the guest's vCPUs were descheduled through it (the
+// clocks run on while the guest does not, as with cClockFlake), and
+// perftest, which reports the stretch as it was, prints 0 turns. The
+// report check fails such a run after the last attempt.
+func (r *Run) stalled() string {
+	if r.Tool.Test != bw.LAT || !slices.Contains(r.Extra, "-D") {
+		return ""
+	}
+	for _, side := range []struct{ name, out string }{{"server", r.Server}, {"client", r.Client}} {
+		for _, l := range bw.ParseLatDurReports(side.out) {
+			if l.Iters == 0 {
+				return side.name
+			}
+		}
+	}
+	return ""
 }
 
 // failureLine picks the line of a failed run's output that says why.

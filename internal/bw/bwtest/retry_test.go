@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pureverbs/pureverbs/internal/bw"
 )
 
 // recTB records what clockRetry says; Fatalf ends the goroutine, as
@@ -105,5 +107,35 @@ func TestHeader(t *testing.T) {
 	}
 	if got := Header(" IB device nosuchdev0 not found\n" + rule + "\n Dual-port : OFF\n"); got != nil {
 		t.Errorf("one rule: %q, want nil", got)
+	}
+}
+
+// TestStalled: a latency run of fixed duration whose report counted no
+// turn, on either side, is a stall to run again; a run with turns, a run
+// of fixed iterations and a bandwidth run are not.
+func TestStalled(t *testing.T) {
+	line := func(iters int) string {
+		return latHeadingDur + "    CPU_Util[%]\n" + fmt.Sprintf(" 64       %d            %s        %s\t    12.50\n", iters,
+			map[bool]string{true: "inf", false: "25.31"}[iters == 0], map[bool]string{true: "0.00", false: "19750.12"}[iters == 0])
+	}
+	lat := Tool{Go: "sendlat", Test: bw.LAT}
+	for _, c := range []struct {
+		name           string
+		tool           Tool
+		extra          []string
+		server, client string
+		want           string
+	}{
+		{"turns", lat, []string{"-D", "3"}, line(19750), line(19749), ""},
+		{"server", lat, []string{"-D", "3", "-f", "1", "--cpu_util"}, line(0), line(19749), "server"},
+		{"client", lat, []string{"-D", "3"}, line(19750), line(0), "client"},
+		{"iterations", lat, nil, line(0), line(0), ""},
+		{"bandwidth", Tool{Go: "sendbw", Test: bw.BW}, []string{"-D", "3"}, line(0), line(0), ""},
+		{"no report", lat, []string{"-D", "3"}, "Couldn't connect", "", ""},
+	} {
+		r := &Run{Tool: c.tool, Extra: c.extra, Server: c.server, Client: c.client}
+		if got := r.stalled(); got != c.want {
+			t.Errorf("%s: stalled() = %q, want %q\nserver:\n%s", c.name, got, c.want, c.server)
+		}
 	}
 }
