@@ -174,7 +174,8 @@ func (ch *EventChannel) command(op string, cmd uint32, req []byte, respOff int, 
 // CreateID creates an ID in port space ps (rdma_create_id(3)) with the
 // port space's QP type: RC in PortSpaceTCP and PortSpaceIB (whose service
 // IDs differ from TCP's, so it reaches only PortSpaceIB listeners), UD in
-// PortSpaceUDP and PortSpaceIPoIB. Other port spaces are ErrNotSupported.
+// PortSpaceUDP and PortSpaceIPoIB. Other port spaces are ErrInvalid
+// (EINVAL), as the kernel refuses them (ucma_get_qp_type).
 func (ch *EventChannel) CreateID(ps PortSpace) (*ID, error) {
 	if err := ch.valid("create_id"); err != nil {
 		return nil, err
@@ -210,7 +211,7 @@ func (ch *EventChannel) CreateIDType(ps PortSpace, qpType uverbs.QPType) (*ID, e
 			return nil, invalid("create_id", "QP type %v in PortSpaceIB (want RC or UD)", qpType)
 		}
 	default:
-		return nil, opErr("create_id", ErrNotSupported)
+		return nil, invalid("create_id", "port space %#x (TCP 0x106, UDP 0x111, IPoIB 0x2 or IB 0x13F)", uint16(ps))
 	}
 	ch.mu.Lock()
 	closed := ch.closed

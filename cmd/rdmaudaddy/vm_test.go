@@ -81,6 +81,9 @@ func TestVMFailures(t *testing.T) {
 		{"-s", testkit.RxeAddr, "-P", "ipoib"}, {"-b", testkit.RxeAddr, "-P", "ipoib"},
 		{"-s", ""}, {"-s", testkit.RxeAddr, "-b", ""}, // getaddrinfo refuses "", a client all the same
 		{"-s", testkit.RxeAddr, "-b", "*"}, {"-s", testkit.RxeAddr, "-C", "-1"}, // no node nor service; a negative CQ size
+		// -p is the port space: one the kernel does not know is EINVAL,
+		// for a server and for a client.
+		{"-p", "21003"}, {"-s", testkit.RxeAddr, "-p", "7471"}, {"-p", "0"},
 	} {
 		testkit.SameAsC(ctx, t, fmt.Sprintf("%q", args), append([]string{cTool}, args...), append([]string{goTool}, args...), text)
 	}
