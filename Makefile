@@ -28,14 +28,14 @@ GOFMT     = $(if $(filter /%,$(GO)),$(dir $(GO))gofmt,gofmt)
 KERNEL   ?= all
 # Packages run in the VM: all but the generator and abi, whose tests need the
 # host headers and gcc (they run on the host in make unit).
-VMPKGS   ?= $(shell $(GO) list ./... | grep -v -e /abi$$ -e /cmd/abigen)
+VMPKGS   ?= $(shell $(GO) list ./... | grep -v -e /abi$$ -e /cmd/abigen -e /internal/testkit/sweep$$)
 RUN      ?=
 VMFLAGS  ?=
 TESTFLAGS ?=
 BIN      := bin
 TOOLS    := $(filter-out abigen,$(notdir $(wildcard cmd/*)))
 
-.PHONY: all deps build test unit fuzz runnertest vet fmt check-imports generate check-generate bench demo vmtest vmtest-race vmtest2 perf perf-bw perf-lat perf-lattools perfdoc clean
+.PHONY: all deps build test unit fuzz runnertest vet fmt check-imports generate check-generate bench demo vmtest vmtest-race vmtest2 sweep perf perf-bw perf-lat perf-lattools perfdoc clean
 
 all: build
 
@@ -155,6 +155,16 @@ perf-lattools: deps
 	@mkdir -p $(PERFLOGS)
 	set -o pipefail; $(PERFRUN) $(LATPKGS) ./cmd/atomiclat -- -count=1 -v -timeout 120m -run TestVMLatency $(PERF_LATTOOLS) | tee $(PERFLOGS)/lattools.log
 	$(call perfhost,$(PERFLOGS)/lattools.log)
+
+# The differential sweep (internal/testkit/sweep, docs/testing.md): SWEEPN
+# random command lines per family (ping-pong, perftest, rdma_cm examples),
+# each run by the C tool and the Go tool in a KERNEL guest (6.12 unless
+# given), drawn from SWEEPSEED; SWEEPSERVER=1 for server lines. Not part of
+# make test: about 10 minutes for 300 client lines per family.
+SWEEPN    ?= 300
+SWEEPSEED ?= 1
+sweep: deps
+	$(GO) run ./internal/testkit/cmd/rxevm -kernel $(if $(filter all,$(KERNEL)),6.12,$(KERNEL)) -timeout 60m $(VMFLAGS) ./internal/testkit/sweep -- -count=1 -v -timeout 59m -run TestVMSweep -sweep.n=$(SWEEPN) -sweep.seed=$(SWEEPSEED) $(if $(SWEEPSERVER),-sweep.server) $(TESTFLAGS)
 
 perfdoc: deps
 	$(GO) run ./internal/bw/perfdoc -doc docs/performance.md -svg docs/latency.svg $(wildcard $(PERFLOGS)/bw.log $(PERFLOGS)/bw2.log $(PERFLOGS)/lat-poll.log $(PERFLOGS)/lat-event.log $(PERFLOGS)/lattools.log)

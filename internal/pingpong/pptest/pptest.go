@@ -372,22 +372,7 @@ var HostOperands = [][]string{{""}, {"*"}, {"nosuchhost.invalid"}}
 // none: the case has its own).
 func compareWithC(t *testing.T, goBin, cBin string, lead func() []string, cases [][]string, skip map[string]string, operand string) {
 	t.Helper()
-	norm := func(bin, out string, err error) string {
-		var keep []string
-		for _, l := range strings.Split(clean(out), "\n") {
-			if strings.HasPrefix(l, "  (") || strings.TrimSpace(l) == "" {
-				continue
-			}
-			l = qpnPSN.ReplaceAllString(strings.TrimSpace(l), "QPN x, PSN y")
-			keep = append(keep, strings.ReplaceAll(l, bin, "TOOL"))
-		}
-		slices.Sort(keep)
-		status := "exit 0"
-		if err != nil {
-			status = strings.ReplaceAll(err.Error(), bin, "TOOL")
-		}
-		return strings.Join(keep, "\n") + "\n(" + status + ")"
-	}
+	norm := func(bin, out string, err error) string { return Normalize(out, err, bin) }
 	// The cases run compareWindow at a time, each case's two programs at
 	// once: they are clients of a port nothing listens on, each case
 	// with a port of its own, so nothing they do meets another's.
@@ -442,6 +427,37 @@ func compareWithC(t *testing.T, goBin, cBin string, lead func() []string, cases 
 	for _, r := range inFlight {
 		finish(r)
 	}
+}
+
+// Normalize is the form in which CompareWithC compares a run's output
+// out and its end err (nil: exit 0): without the Go tools' "  (...)"
+// detail lines, blank lines and the random QPN and PSN, each line trimmed
+// and each of names (the programs' names) replaced by TOOL, the lines
+// sorted (the C tools' stdout and stderr interleave differently), the
+// exit status last.
+func Normalize(out string, err error, names ...string) string {
+	// The longest first: "rdmaudaddy" before "udaddy".
+	names = slices.SortedFunc(slices.Values(names), func(a, b string) int { return len(b) - len(a) })
+	name := func(s string) string {
+		for _, n := range names {
+			s = strings.ReplaceAll(s, n, "TOOL")
+		}
+		return s
+	}
+	var keep []string
+	for _, l := range strings.Split(clean(out), "\n") {
+		if strings.HasPrefix(l, "  (") || strings.TrimSpace(l) == "" {
+			continue
+		}
+		l = qpnPSN.ReplaceAllString(strings.TrimSpace(l), "QPN x, PSN y")
+		keep = append(keep, name(l))
+	}
+	slices.Sort(keep)
+	status := "exit 0"
+	if err != nil {
+		status = name(err.Error())
+	}
+	return strings.Join(keep, "\n") + "\n(" + status + ")"
 }
 
 // compareWindow is how many cases CompareWithC runs at once (two

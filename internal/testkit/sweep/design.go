@@ -1,0 +1,52 @@
+package sweep
+
+import (
+	"strings"
+
+	"github.com/pureverbs/pureverbs/internal/getopt"
+)
+
+// ByDesign returns why the Go tool may differ from the C tool on c, given
+// both outputs (goOut, cOut) and how the C tool ended (cErr: nil for exit
+// 0), or "" when the two must agree. Each reason is a difference
+// docs/testing.md ("Reviews against the man pages and hostile input")
+// records as left on purpose.
+func ByDesign(c Case, goOut, cOut, cErr string) string {
+	switch {
+	case strings.Contains(goOut, "not supported by this port"), strings.Contains(goOut, "this port runs RC, UC and UD only"):
+		return "a feature the port refuses (docs/performance.md, Unsupported)"
+	case strings.Contains(goOut, "AF_IB"):
+		return "AF_IB (-f gid) is refused"
+	case strings.Contains(cOut, "Device not recognized to implement inline feature"):
+		return "-I on rxe: perftest sends nothing inline on a device it does not know, the Go tools honour -I"
+	case strings.Contains(goOut, "Post List size"):
+		return "a post list below 1 in a bandwidth test: perftest hangs, the Go tools say why"
+	case strings.Contains(goOut, "at most 31") && (c.Go == "rdmacmatose"):
+		return "SetAckTimeout refuses a timeout above 31"
+	case c.Go == "udpingpong" && strings.Contains(goOut, "Couldn't allocate work buf.") && optValue(c.Args, "-s", func(v string) bool {
+		return getopt.Strtoul(v) >= 1<<32-40
+	}):
+		return "udpingpong -s past 4 GiB: C's size + 40 wraps to a 39-byte malloc"
+	case c.Go == "srqpingpong" && strings.Contains(cErr, "segmentation fault"):
+		return "srqpingpong -r 2^31 and more: C dies of SIGSEGV"
+	}
+	return ""
+}
+
+// optValue reports whether some value of short option opt in args
+// ("-s v" or "-sv") satisfies cond.
+func optValue(args []string, opt string, cond func(string) bool) bool {
+	for i, a := range args {
+		switch {
+		case a == opt && i+1 < len(args):
+			if cond(args[i+1]) {
+				return true
+			}
+		case strings.HasPrefix(a, opt) && len(a) > len(opt) && !strings.HasPrefix(a, "--"):
+			if cond(a[len(opt):]) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,206 @@
+// Package sweep is a differential test of the command-line tools: random
+// command lines, each run by the Go tool and by the rdma-core or perftest
+// tool it ports, in the same guest, and their outputs compared as
+// pptest.CompareWithC compares them (make sweep; not part of make test).
+//
+// The lines are drawn from each tool's own option table with hostile
+// values (empty, negative, past 2^31 and 2^32, leading blanks, trailing
+// garbage, hex and octal, overflowing). A client line ends with a server
+// operand where nothing listens; a server line has none and is stopped
+// after a while, its output up to then compared. Cases and seeds are
+// reproducible: the same seed gives the same lines.
+package sweep
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+)
+
+// Case is one command line to run with both tools.
+type Case struct {
+	C, Go string   // the programs
+	Args  []string // the whole command line but the program
+}
+
+func (c Case) String() string {
+	q := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		q[i] = fmt.Sprintf("%q", a)
+	}
+	return c.Go + " " + strings.Join(q, " ")
+}
+
+// Family is a group of tools whose lines are drawn alike.
+type Family string
+
+// The families.
+const (
+	PingPong Family = "pingpong" // ibv_{rc,uc,ud,srq}_pingpong
+	Perftest Family = "perftest" // ib_{write,read,send,atomic}_{bw,lat}
+	CM       Family = "cm"       // ucmatose, udaddy (and ibv_devinfo for clients)
+)
+
+// Families lists them in the order Cases draws them.
+var Families = []Family{PingPong, Perftest, CM}
+
+// Hostile values for numeric options: what strtol, strtoul, atoi and the
+// perftest CHECK_VALUE macro read in their own ways.
+var nums = []string{"0", "1", "2", "3", "-1", "7", "16", "64", "255", "256", "4096", "65536", "100000",
+	"2147483647", "2147483648", "4294967296", "-2147483649", "x", "", "0x10", "010", "1K", "3M",
+	" 5", "5abc", "-0", "+3", "1e3", "99999999999999999999"}
+
+var mtus = []string{"256", "512", "1024", "2048", "4096", "9000", "0", "x", "-1"}
+
+// Server is where a client line points: nothing listens on it.
+const Server = "127.0.0.1"
+
+// A pingpong tool and its getopt string (rdma-core's, libibverbs/examples).
+type ppTool struct{ c, g, opts string }
+
+var ppTools = []ppTool{
+	{"ibv_rc_pingpong", "rcpingpong", "p:d:i:s:m:r:n:l:eg:oOPtcjN"},
+	{"ibv_uc_pingpong", "ucpingpong", "p:d:i:s:m:r:n:l:eg:c"},
+	{"ibv_ud_pingpong", "udpingpong", "p:d:i:s:r:n:l:eg:c"},
+	{"ibv_srq_pingpong", "srqpingpong", "p:d:i:s:m:q:r:n:l:eog:c"},
+}
+
+// perftest's options with a value, and the values to draw for each.
+var perfValued = map[string][]string{
+	"-p": nums, "-i": nums, "-m": mtus, "-s": nums, "-n": nums, "-t": nums, "-u": nums, "-S": nums, "-x": nums,
+	"-c": {"RC", "UC", "UD", "XRC", "DC", "SRD", "x", "rc", "ud"}, "-q": nums, "-I": nums, "-o": nums, "-r": nums,
+	"-Q": nums, "-A": {"CMP_AND_SWAP", "FETCH_AND_ADD", "x", ""}, "-l": nums, "-D": nums, "-f": nums, "-T": nums,
+	"-L": nums, "-X": nums, "-w": nums, "-y": nums, "--pkey_index": nums, "--inline_recv": nums,
+	"--burst_size": nums, "--typical_pkt_size": nums, "--rate_limit": nums,
+	"--rate_limit_type": {"SW", "HW", "PP", "x", ""}, "--rate_units": {"M", "g", "p", "x", ""},
+	"--output": {"bandwidth", "message_rate", "latency", "x", ""}, "--latency_gap": nums, "--flow_label": nums,
+	"--retry_count": nums, "--mmap": {"/nonexistent", "/dev/zero", "/tmp/sweep-mmap", ""}, "--mmap-offset": nums,
+	"--dlid": nums, "--tclass": nums, "--wait_destroy": nums, "--recv_post_list": nums,
+	"--force-link": {"IB", "Ethernet", "x"}, "--out_json_file": {"/tmp/sweep-out.json"},
+}
+
+// perftest's flags (no value).
+var perfFlags = []string{"-a", "-F", "-e", "-z", "-R", "-b", "-N", "-C", "-H", "-U", "-O", "-V", "--run_infinitely",
+	"--report_gbits", "--use-srq", "--report-both", "--reversed", "--odp", "--use_hugepages", "--perform_warm_up",
+	"--ipv6", "--dont_xchg_versions", "--cpu_util", "--out_json", "--mr_per_qp", "--disable_pcie_relaxed",
+	"--use_old_post_send", "--report-per-port"}
+
+var perfTools = [][2]string{
+	{"ib_write_bw", "writebw"}, {"ib_read_bw", "readbw"}, {"ib_send_bw", "sendbw"}, {"ib_atomic_bw", "atomicbw"},
+	{"ib_write_lat", "writelat"}, {"ib_read_lat", "readlat"}, {"ib_send_lat", "sendlat"}, {"ib_atomic_lat", "atomiclat"},
+}
+
+// The rdma_cm examples (librdmacm/examples) and ibv_devinfo.
+var cmTools = []ppTool{
+	{"ucmatose", "rdmacmatose", "s:b:f:P:c:C:S:t:p:a:m"},
+	{"udaddy", "rdmaudaddy", "s:b:c:C:S:t:p:P:f:"},
+	{"ibv_devinfo", "devinfo", "d:i:lv"},
+}
+
+var hosts = []string{"10.99.0.1", "127.0.0.1", "", "*", "nosuchhost.invalid", "1.2.3.256", "::1", "fe80::1%d0",
+	"0x7f000001", "10.1"}
+
+var cmValues = map[byte][]string{
+	's': hosts, 'b': hosts, 'f': {"ip", "name", "gid", "x", ""}, 'P': {"ib", "ipoib", "tcp", "udp", "x", ""},
+	'p': {"7471", "0", "-1", "x", "", "70000", "17999"}, 'd': {"rxe0", "rxelo", "", "x"},
+}
+
+// getopts splits a getopt string into its options, each with whether
+// it takes a value.
+func getopts(s string) (opts []byte, valued map[byte]bool) {
+	valued = map[byte]bool{}
+	for i := 0; i < len(s); i++ {
+		opts = append(opts, s[i])
+		if i+1 < len(s) && s[i+1] == ':' {
+			valued[s[i]] = true
+			i++
+		}
+	}
+	return opts, valued
+}
+
+// Cases draws n command lines of family f from seed: client lines (each
+// ending with the operand Server, or a server to reach for the rdma_cm
+// examples) or, with server set, server lines (no operand; ibv_devinfo
+// is left out). Case i starts with port+i as its TCP or rdma_cm port (a
+// drawn -p may replace it), so that cases can run at the same time.
+func Cases(f Family, seed uint64, n int, server bool, port int) []Case {
+	r := rand.New(rand.NewPCG(seed, uint64(len(f))))
+	pick := func(vs []string) string { return vs[r.IntN(len(vs))] }
+	var cases []Case
+	for len(cases) < n {
+		p := fmt.Sprint(port + len(cases))
+		var c Case
+		switch f {
+		case PingPong:
+			t := ppTools[r.IntN(len(ppTools))]
+			c = Case{C: t.c, Go: t.g, Args: []string{"-d", "rxe0", "-g", "1", "-p", p}}
+			opts, valued := getopts(t.opts)
+			for range 1 + r.IntN(4) {
+				o := opts[r.IntN(len(opts))]
+				switch {
+				case o == 'p' || o == 'd':
+				case !valued[o]:
+					c.Args = append(c.Args, "-"+string(o))
+				case o == 'm':
+					c.Args = append(c.Args, "-m", pick(mtus))
+				default:
+					c.Args = append(c.Args, "-"+string(o), pick(nums))
+				}
+			}
+		case Perftest:
+			t := perfTools[r.IntN(len(perfTools))]
+			c = Case{C: t[0], Go: t[1], Args: []string{"-d", "rxe0", "-x", "1", "-p", p}}
+			if r.IntN(5) == 0 {
+				c.Args = []string{"-d", "rxe0", "-p", p} // the default GID index
+			}
+			valued := slices.Sorted(maps.Keys(perfValued))
+			for range 1 + r.IntN(4) {
+				if r.IntN(10) < 3 {
+					c.Args = append(c.Args, pick(perfFlags))
+					continue
+				}
+				o := valued[r.IntN(len(valued))]
+				v := pick(perfValued[o])
+				if strings.HasPrefix(o, "--") && r.IntN(2) == 0 {
+					c.Args = append(c.Args, o+"="+v)
+				} else {
+					c.Args = append(c.Args, o, v)
+				}
+			}
+		case CM:
+			t := cmTools[r.IntN(len(cmTools))]
+			if server && t.c == "ibv_devinfo" {
+				continue
+			}
+			c = Case{C: t.c, Go: t.g}
+			if t.c != "ibv_devinfo" {
+				c.Args = []string{"-p", p}
+				if !server {
+					c.Args = append([]string{"-s", pick(hosts[:2])}, c.Args...)
+				}
+			}
+			opts, valued := getopts(t.opts)
+			for range 1 + r.IntN(3) {
+				o := opts[r.IntN(len(opts))]
+				switch {
+				case !valued[o]:
+					c.Args = append(c.Args, "-"+string(o))
+				case cmValues[o] != nil:
+					c.Args = append(c.Args, "-"+string(o), pick(cmValues[o]))
+				default:
+					c.Args = append(c.Args, "-"+string(o), pick(nums))
+				}
+			}
+		default:
+			panic("sweep: unknown family " + string(f))
+		}
+		if !server && f != CM {
+			c.Args = append(c.Args, Server)
+		}
+		cases = append(cases, c)
+	}
+	return cases
+}

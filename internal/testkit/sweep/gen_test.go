@@ -1,0 +1,80 @@
+package sweep
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestCasesReproducible: a seed gives the same lines every time, another
+// seed other lines; client lines end with the operand (the rdma_cm
+// examples name their server with -s), server lines have none and leave
+// ibv_devinfo out; case i starts with port+i.
+func TestCasesReproducible(t *testing.T) {
+	for _, f := range Families {
+		for _, server := range []bool{false, true} {
+			a, b := Cases(f, 7, 50, server, 21000), Cases(f, 7, 50, server, 21000)
+			if diff := cmp.Diff(a, b); diff != "" {
+				t.Errorf("%s server=%v: seed 7 twice differs:\n%s", f, server, diff)
+			}
+			if cmp.Equal(a, Cases(f, 8, 50, server, 21000)) {
+				t.Errorf("%s server=%v: seeds 7 and 8 give the same lines", f, server)
+			}
+			if len(a) != 50 {
+				t.Fatalf("%s: %d lines, want 50", f, len(a))
+			}
+			for i, c := range a {
+				if c.C == "" || c.Go == "" || c.C == c.Go {
+					t.Errorf("%s: line %d names %q and %q", f, i, c.C, c.Go)
+				}
+				last := c.Args[len(c.Args)-1]
+				switch {
+				case c.C == "ibv_devinfo":
+					if server {
+						t.Errorf("%s: a server line runs ibv_devinfo: %v", f, c)
+					}
+					continue
+				case f == CM:
+					if slices.Contains(c.Args[:2], "-s") == server {
+						t.Errorf("%s server=%v: line %d: %v", f, server, i, c)
+					}
+				case server && last == Server, !server && last != Server:
+					t.Errorf("%s server=%v: line %d ends with %q", f, server, i, last)
+				}
+				if p := slices.Index(c.Args, "-p"); p < 0 || c.Args[p+1] != strconv.Itoa(21000+i) {
+					t.Errorf("%s: line %d does not start with port %d: %v", f, i, 21000+i, c)
+				}
+			}
+		}
+	}
+}
+
+// TestByDesign: each recorded difference is excused only where it
+// applies; an ordinary difference is not.
+func TestByDesign(t *testing.T) {
+	ud := Case{C: "ibv_ud_pingpong", Go: "udpingpong", Args: []string{"-s", "99999999999999999999", Server}}
+	for _, c := range []struct {
+		name              string
+		c                 Case
+		goOut, cOut, cEnd string
+		want              bool
+	}{
+		{"unsupported", Case{Go: "writebw"}, " -c XRC: this port runs RC, UC and UD only", "", "", true},
+		{"inline", Case{Go: "writebw"}, "", "Device not recognized to implement inline feature. Disabling it", "", true},
+		{"post list", Case{Go: "sendbw"}, "Receive Post List size must be positive", "", "", true},
+		{"ack timeout", Case{Go: "rdmacmatose"}, "cmatose: set ack timeout option failed: timeout 255, at most 31", "", "", true},
+		{"ack timeout elsewhere", Case{Go: "writebw"}, "timeout 255, at most 31", "", "", false},
+		{"udpingpong -s", ud, "Couldn't allocate work buf.", "Couldn't connect to 127.0.0.1:18999", "", true},
+		{"udpingpong -s 64", Case{Go: "udpingpong", Args: []string{"-s", "64"}}, "Couldn't allocate work buf.", "", "", false},
+		{"udpingpong -s joined", Case{Go: "udpingpong", Args: []string{"-s4294967290"}}, "Couldn't allocate work buf.", "", "", true},
+		{"srq segfault", Case{Go: "srqpingpong"}, "Couldn't create CQ", "", "signal: segmentation fault", true},
+		{"srq other", Case{Go: "srqpingpong"}, "Couldn't create CQ", "", "exit status 1", false},
+		{"ordinary", Case{Go: "writebw"}, "Couldn't connect", "Unable to init", "", false},
+	} {
+		if got := ByDesign(c.c, c.goOut, c.cOut, c.cEnd) != ""; got != c.want {
+			t.Errorf("%s: by design %v, want %v", c.name, got, c.want)
+		}
+	}
+}
