@@ -96,6 +96,11 @@ func TestVMFailures(t *testing.T) {
 		// "*" with no service has neither node nor service for getaddrinfo;
 		// a negative -C is a negative CQ size, which fails (-ENOMEM).
 		{"-s", testkit.RxeAddr, "-b", "*"}, {"-s", testkit.RxeAddr, "-p", port(), "-C", "-1"},
+		// getaddrinfo looks the service up before the node: -b "" with a
+		// service it does not know is EAI_SERVICE, for a server and for
+		// a client; a service given as "" is port 0 (a server of no
+		// connections binds it and is done).
+		{"-b", "", "-p", "x"}, {"-s", "", "-p", "x"}, {"-c", "0", "-p", ""},
 	} {
 		same(args)
 	}

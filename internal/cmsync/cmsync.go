@@ -66,10 +66,23 @@ type Host struct {
 // SetHost is the Host an option's argument gives.
 func SetHost(name string) Host { return Host{Name: name, Set: true} }
 
-// GetAddrInfo is rdma_getaddrinfo(3) of h: rdmacm.GetAddrInfo, and
-// EAI_NONAME for a Host given as "", as getaddrinfo(3) answers.
+// GetAddrInfo is rdma_getaddrinfo(3) of h with a service the caller was
+// given (C's pointer is not NULL; "" is port 0, as getaddrinfo reads it):
+// rdmacm.GetAddrInfo, and EAI_NONAME for a Host given as "", as
+// getaddrinfo(3) answers, once the service and hints have passed:
+// getaddrinfo looks the service up before the node, so a service it does
+// not know is EAI_SERVICE there too (cmatose -b '' -p x).
 func (h Host) GetAddrInfo(ctx context.Context, service string, hints *rdmacm.AddrInfo) (*rdmacm.AddrInfo, error) {
+	if service == "" {
+		// rdmacm.GetAddrInfo reads "" as no service at all, and a NULL
+		// node with none as no lookup.
+		service = "0"
+	}
 	if h.Set && h.Name == "" {
+		var ge *rdmacm.GAIError
+		if _, err := rdmacm.GetAddrInfo(ctx, "", service, hints); errors.As(err, &ge) {
+			return nil, &rdmacm.GAIError{Code: ge.Code, Service: service}
+		}
 		return nil, &rdmacm.GAIError{Code: rdmacm.EAINoName, Service: service}
 	}
 	return rdmacm.GetAddrInfo(ctx, h.Name, service, hints)
@@ -77,7 +90,7 @@ func (h Host) GetAddrInfo(ctx context.Context, service string, hints *rdmacm.Add
 
 // GetRDMAAddr is the librdmacm examples' get_rdma_addr (common.c): with
 // AIPassive in hints, src's address at port; otherwise dst at port, from
-// src's address when src was given.
+// src's address when src was given (looked up with no service).
 func GetRDMAAddr(ctx context.Context, src, dst Host, port string, hints *rdmacm.AddrInfo) (*rdmacm.AddrInfo, error) {
 	if hints.Flags&rdmacm.AIPassive != 0 {
 		return src.GetAddrInfo(ctx, port, hints)
@@ -86,7 +99,13 @@ func GetRDMAAddr(ctx context.Context, src, dst Host, port string, hints *rdmacm.
 	if src.Set {
 		sh := h
 		sh.Flags |= rdmacm.AIPassive
-		s, err := src.GetAddrInfo(ctx, "", &sh)
+		var s *rdmacm.AddrInfo
+		var err error
+		if src.Name == "" {
+			s, err = nil, &rdmacm.GAIError{Code: rdmacm.EAINoName}
+		} else {
+			s, err = rdmacm.GetAddrInfo(ctx, src.Name, "", &sh)
+		}
 		if err != nil {
 			return nil, err
 		}

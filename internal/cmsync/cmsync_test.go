@@ -65,4 +65,26 @@ func TestHost(t *testing.T) {
 	if ai, ret := SimpleAddr(ctx, &out, "", "7471", passive); ai != nil || ret != rdmacm.EAINoName || out.String() != "rdma_getaddrinfo: Name or service not known\n" {
 		t.Errorf(`SimpleAddr("") = %+v, %d, printed %q`, ai, ret, out.String())
 	}
+	// getaddrinfo looks the service up first: a host given as "" with a
+	// service it does not know is EAI_SERVICE (cmatose -b '' -p x).
+	if _, err := SetHost("").GetAddrInfo(ctx, "x", passive); !errors.As(err, &ge) || ge.Code != rdmacm.EAIService {
+		t.Errorf(`SetHost("").GetAddrInfo(service "x") = %v, want EAI_SERVICE`, err)
+	}
+	if _, err := GetRDMAAddr(ctx, Host{}, SetHost(""), "x", &rdmacm.AddrInfo{}); !errors.As(err, &ge) || ge.Code != rdmacm.EAIService {
+		t.Errorf(`GetRDMAAddr(-s "" -p x) = %v, want EAI_SERVICE`, err)
+	}
+	// A service given as "" is port 0 (cmatose -p ''): a server binds the
+	// any address, a client reaches port 0.
+	if ai, err := GetRDMAAddr(ctx, Host{}, Host{}, "", passive); err != nil || ai.Src != netip.MustParseAddrPort("0.0.0.0:0") {
+		t.Errorf(`GetRDMAAddr(passive, -p '') = %+v, %v, want 0.0.0.0:0`, ai, err)
+	}
+	if ai, err := GetRDMAAddr(ctx, Host{}, dst, "", &rdmacm.AddrInfo{}); err != nil || ai.Dst != netip.MustParseAddrPort("10.0.0.2:0") {
+		t.Errorf(`GetRDMAAddr(-s 10.0.0.2 -p '') = %+v, %v, want 10.0.0.2:0`, ai, err)
+	}
+	// -b is looked up with no service: "" and "*" are EAI_NONAME.
+	for _, b := range []string{"", "*"} {
+		if _, err := GetRDMAAddr(ctx, SetHost(b), dst, "7471", &rdmacm.AddrInfo{}); !errors.As(err, &ge) || ge.Code != rdmacm.EAINoName {
+			t.Errorf(`GetRDMAAddr(-b %q) = %v, want EAI_NONAME`, b, err)
+		}
+	}
 }
