@@ -63,7 +63,10 @@ func TestByDesign(t *testing.T) {
 	}{
 		{"unsupported", Case{Go: "writebw"}, " -c XRC: this port runs RC, UC and UD only", "", "", true},
 		{"inline", Case{Go: "writebw"}, "", "Device not recognized to implement inline feature. Disabling it", "", true},
-		{"post list", Case{Go: "sendbw"}, "Receive Post List size must be positive", "", "", true},
+		{"post list", Case{Go: "sendbw", Args: []string{"--recv_post_list", "-0"}}, "Receive Post List size must be positive", "", "", true},
+		{"post list 2^32", Case{Go: "writebw", Args: []string{"-l", "4294967296"}}, "Send Post List size should be positive", "", "", true},
+		{"post list joined", Case{Go: "writebw", Args: []string{"--post_list=x"}}, "Send Post List size should be positive", "", "", true},
+		{"post list 5", Case{Go: "writebw", Args: []string{"-l", "5"}}, "Send Post List size should be positive", "", "", false},
 		{"ack timeout", Case{Go: "rdmacmatose"}, "cmatose: set ack timeout option failed: timeout 255, at most 31", "", "", true},
 		{"ack timeout elsewhere", Case{Go: "writebw"}, "timeout 255, at most 31", "", "", false},
 		{"udpingpong -s", ud, "Couldn't allocate work buf.", "Couldn't connect to 127.0.0.1:18999", "", true},
