@@ -71,7 +71,7 @@ func SetHost(name string) Host { return Host{Name: name, Set: true} }
 // rdmacm.GetAddrInfo, and EAI_NONAME for a Host given as "", as
 // getaddrinfo(3) answers, once the service and hints have passed:
 // getaddrinfo looks the service up before the node, so a service it does
-// not know is EAI_SERVICE there too (cmatose -b '' -p x).
+// not know is EAI_SERVICE there too (cmatose -b "" -p x).
 func (h Host) GetAddrInfo(ctx context.Context, service string, hints *rdmacm.AddrInfo) (*rdmacm.AddrInfo, error) {
 	if service == "" {
 		// rdmacm.GetAddrInfo reads "" as no service at all, and a NULL
