@@ -20,7 +20,7 @@ func ByDesign(c Case, goOut, cOut, cErr string) string {
 	case strings.Contains(cOut, "Device not recognized to implement inline feature"):
 		return "-I on rxe: perftest sends nothing inline on a device it does not know, the Go tools honour -I"
 	case strings.Contains(goOut, "Post List size") && (optValue(c.Args, "-l", belowOne) ||
-		longValue(c.Args, "--post_list", belowOne) || longValue(c.Args, "--recv_post_list", belowOne)):
+		optValue(c.Args, "--post_list", belowOne) || optValue(c.Args, "--recv_post_list", belowOne)):
 		return "a post list below 1 in a bandwidth test: perftest hangs, the Go tools say why"
 	case c.Go == "rdmacmatose" && strings.Contains(goOut, "set ack timeout option failed") && optValue(c.Args, "-a", func(v string) bool {
 		return uint8(getopt.Strtoul(v)) > 31
@@ -40,35 +40,22 @@ func ByDesign(c Case, goOut, cOut, cErr string) string {
 // below 1 (strtol, cast to int).
 func belowOne(v string) bool { return int32(getopt.Strtol(v)) < 1 }
 
-// longValue reports whether some value of long option opt in args
-// ("--opt v" or "--opt=v") satisfies cond.
-func longValue(args []string, opt string, cond func(string) bool) bool {
-	for i, a := range args {
-		switch {
-		case a == opt && i+1 < len(args):
-			if cond(args[i+1]) {
-				return true
-			}
-		case strings.HasPrefix(a, opt+"="):
-			if cond(a[len(opt)+1:]) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// optValue reports whether some value of short option opt in args
-// ("-s v" or "-sv") satisfies cond.
+// optValue reports whether some value of option opt in args satisfies
+// cond: "-s v" or "-sv" for a short option, "--opt v" or "--opt=v" for a
+// long one.
 func optValue(args []string, opt string, cond func(string) bool) bool {
+	joined, empty := opt, false // the prefix of a value in the same word
+	if strings.HasPrefix(opt, "--") {
+		joined, empty = opt+"=", true
+	}
 	for i, a := range args {
 		switch {
 		case a == opt && i+1 < len(args):
 			if cond(args[i+1]) {
 				return true
 			}
-		case strings.HasPrefix(a, opt) && len(a) > len(opt) && !strings.HasPrefix(a, "--"):
-			if cond(a[len(opt):]) {
+		case strings.HasPrefix(a, joined) && (empty || len(a) > len(joined)):
+			if cond(a[len(joined):]) {
 				return true
 			}
 		}

@@ -66,6 +66,8 @@ func TestByDesign(t *testing.T) {
 		{"post list", Case{Go: "sendbw", Args: []string{"--recv_post_list", "-0"}}, "Receive Post List size must be positive", "", "", true},
 		{"post list 2^32", Case{Go: "writebw", Args: []string{"-l", "4294967296"}}, "Send Post List size should be positive", "", "", true},
 		{"post list joined", Case{Go: "writebw", Args: []string{"--post_list=x"}}, "Send Post List size should be positive", "", "", true},
+		{"post list empty", Case{Go: "writebw", Args: []string{"--post_list="}}, "Send Post List size should be positive", "", "", true},
+		{"post list two words", Case{Go: "sendbw", Args: []string{"--recv_post_list", "0"}}, "Receive Post List size must be positive", "", "", true},
 		{"post list 5", Case{Go: "writebw", Args: []string{"-l", "5"}}, "Send Post List size should be positive", "", "", false},
 		{"ack timeout", Case{Go: "rdmacmatose", Args: []string{"-a", "64"}}, "cmatose: set ack timeout option failed: Invalid argument", "", "", true},
 		{"ack timeout 2^31-1", Case{Go: "rdmacmatose", Args: []string{"-a", "2147483647"}}, "cmatose: set ack timeout option failed: Invalid argument", "", "", true},
