@@ -97,15 +97,12 @@ func GetRDMAAddr(ctx context.Context, src, dst Host, port string, hints *rdmacm.
 	}
 	h := *hints
 	if src.Set {
+		if src.Name == "" { // getaddrinfo("", NULL)
+			return nil, &rdmacm.GAIError{Code: rdmacm.EAINoName}
+		}
 		sh := h
 		sh.Flags |= rdmacm.AIPassive
-		var s *rdmacm.AddrInfo
-		var err error
-		if src.Name == "" {
-			s, err = nil, &rdmacm.GAIError{Code: rdmacm.EAINoName}
-		} else {
-			s, err = rdmacm.GetAddrInfo(ctx, src.Name, "", &sh)
-		}
+		s, err := rdmacm.GetAddrInfo(ctx, src.Name, "", &sh)
 		if err != nil {
 			return nil, err
 		}

@@ -120,8 +120,8 @@ const noTestsWarning = "testing: warning: no tests to run"
 // summary: CI keeps only the tail of a long log, and the summary is what
 // it keeps. A long entry keeps its first keptHeadBytes and its last
 // keptTailBytes: an entry that quotes a program's output has the
-// verdict (a result line, an error) at its end, after the banner. The reports testkit's peers log
-// as a failed test ends (peerLogFile: each program's output, then which
+// verdict (a result line, an error) at its end, after the banner. The
+// reports testkit's peers log as a failed test ends (peerLogFile: each program's output, then which
 // ended first) are kept apart, keptPeerLogs of them after the test's own:
 // a test with many peers would otherwise push its own error (what
 // differed, what was expected) out of the summary.
