@@ -40,7 +40,7 @@ type Family string
 const (
 	PingPong Family = "pingpong" // ibv_{rc,uc,ud,srq}_pingpong
 	Perftest Family = "perftest" // ib_{write,read,send,atomic}_{bw,lat}
-	CM       Family = "cm"       // ucmatose, udaddy (and ibv_devinfo for clients)
+	CM       Family = "cm"       // ucmatose, udaddy, rping (and ibv_devinfo for clients)
 )
 
 // Families lists them in the order Cases draws them.
@@ -97,6 +97,7 @@ var cmTools = []ppTool{
 	{"ucmatose", "rdmacmatose", "s:b:f:P:c:C:S:t:p:a:m"},
 	{"udaddy", "rdmaudaddy", "s:b:c:C:S:t:p:P:f:"},
 	{"ibv_devinfo", "devinfo", "d:i:lv"},
+	{"rping", "rdmaping", "a:I:Pp:C:S:t:scvVdq"},
 }
 
 var hosts = []string{"10.99.0.1", "127.0.0.1", "", "*", "nosuchhost.invalid", "1.2.3.256", "::1", "fe80::1%d0",
@@ -104,7 +105,7 @@ var hosts = []string{"10.99.0.1", "127.0.0.1", "", "*", "nosuchhost.invalid", "1
 
 var cmValues = map[byte][]string{
 	's': hosts, 'b': hosts, 'f': {"ip", "name", "gid", "x", ""}, 'P': {"ib", "ipoib", "tcp", "udp", "x", ""},
-	'p': {"7471", "0", "-1", "x", "", "70000", "17999"}, 'd': {"rxe0", "rxelo", "", "x"},
+	'p': {"7471", "0", "-1", "x", "", "70000", "17999"}, 'd': {"rxe0", "rxelo", "", "x"}, 'a': hosts, 'I': hosts,
 }
 
 // getopts splits a getopt string into its options, each with whether
@@ -176,7 +177,12 @@ func Cases(f Family, seed uint64, n int, server bool, port int) []Case {
 				continue
 			}
 			c = Case{C: t.c, Go: t.g}
-			if t.c != "ibv_devinfo" {
+			switch {
+			case t.c == "rping" && server: // -s is the role, -a the address
+				c.Args = []string{"-s", "-p", p}
+			case t.c == "rping":
+				c.Args = []string{"-c", "-a", pick(hosts[:2]), "-p", p}
+			case t.c != "ibv_devinfo":
 				c.Args = []string{"-p", p}
 				if !server {
 					c.Args = append([]string{"-s", pick(hosts[:2])}, c.Args...)

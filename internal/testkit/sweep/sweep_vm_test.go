@@ -19,6 +19,7 @@ var (
 	server    = flag.Bool("sweep.server", false, "server lines (no operand, each stopped after -sweep.wait) instead of client lines")
 	families  = flag.String("sweep.families", "pingpong,perftest,cm", "the families to draw from, comma-separated")
 	wait      = flag.Duration("sweep.wait", 2*time.Second, "how long a server line runs before it is stopped")
+	paired    = flag.Bool("sweep.paired", false, "connected lines (a server and a client, in the four pairings) instead of client lines")
 )
 
 // basePort is the port of a sweep's first case (the next ones count up
@@ -36,6 +37,10 @@ func TestVMSweep(t *testing.T) {
 	testkit.RequireVM(t)
 	if *casesFlag <= 0 {
 		t.Skip("the differential sweep runs with -sweep.n (make sweep), not in make test")
+	}
+	if *paired {
+		sweepPaired(t)
+		return
 	}
 	total, differ, excused := 0, 0, map[string]int{}
 	for _, f := range strings.Split(*families, ",") {

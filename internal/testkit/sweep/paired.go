@@ -1,0 +1,257 @@
+package sweep
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Paired is a connected line: a server and a client of one tool, run in
+// each of the four pairings (C-C, Go-Go, Go server with C client, C
+// server with Go client), every pairing's two outputs compared with
+// C-C's (make sweep SWEEPPAIRED=1).
+type Paired struct {
+	C, Go          string   // the server's programs, and the client's unless CliC and CliGo say
+	CliC, CliGo    string   // the client's programs where they are others (rdma_client)
+	Server, Client []string // the whole command lines but the program
+	Port           int      // where the server listens
+	CM             bool     // the server listens through the rdma_cm, not on a TCP socket
+}
+
+func (p Paired) String() string {
+	return fmt.Sprintf("server %s, client %s", Case{C: p.C, Go: p.Go, Args: p.Server}, Case{C: p.ClientC(), Go: p.ClientGo(), Args: p.Client})
+}
+
+// ClientC is the client's C program.
+func (p Paired) ClientC() string { return cmp.Or(p.CliC, p.C) }
+
+// ClientGo is the client's Go program.
+func (p Paired) ClientGo() string { return cmp.Or(p.CliGo, p.Go) }
+
+// Values a connected line draws from: mostly ones that make a run that
+// works, so that the comparison reaches the data path and the reports,
+// with a few that fail late (a size past the MTU, a depth the device
+// refuses) or early.
+var (
+	pSizes  = []string{"1", "2", "8", "64", "1000", "1024", "4096", "8192", "65536"}
+	pMTUs   = []string{"256", "512", "1024", "2048", "4096"}
+	pDepths = []string{"1", "2", "16", "128", "500"}
+	pIters  = []string{"1", "2", "10", "100"}
+)
+
+// The ping-pong tools' options in a connected line, with their values
+// (nil: a flag).
+var ppPaired = map[byte][]string{
+	's': pSizes, 'm': pMTUs, 'r': pDepths, 'n': pIters, 'l': {"0", "1", "7"}, 'q': {"1", "2", "8"},
+	'e': nil, 'o': nil, 'O': nil, 'P': nil, 't': nil, 'c': nil, 'j': nil, 'N': nil,
+}
+
+// perftest's options in a connected line. Left out: -z (its server
+// listens through the rdma_cm, as -R's does, but -R covers that),
+// --run_infinitely (it never ends), the output files, and the options of
+// the hardware the guest has not (dual port, DC, XRC, GPU).
+var perfPaired = map[string][]string{
+	"-s": pSizes, "-n": {"5", "100"}, "-t": {"1", "16", "128"}, "-r": {"16", "256"}, "-q": {"1", "2", "3"},
+	"-Q": {"1", "8"}, "-l": {"1", "4"}, "-m": pMTUs, "-c": {"RC", "UC", "UD"}, "-o": {"1", "8"},
+	"-A": {"CMP_AND_SWAP", "FETCH_AND_ADD"}, "-D": {"1"}, "-I": {"0", "32"}, "-u": {"14"}, "-S": {"0"},
+	"-T": {"0", "32"}, "--recv_post_list": {"1", "4"}, "--latency_gap": {"0", "10"},
+	"-a": nil, "-F": nil, "-e": nil, "-R": nil, "-b": nil, "-N": nil, "-C": nil, "-H": nil, "-U": nil,
+	"--report_gbits": nil, "--use-srq": nil, "--report-both": nil, "--reversed": nil, "--cpu_util": nil,
+	"--mr_per_qp": nil, "--perform_warm_up": nil, "--use_old_post_send": nil,
+}
+
+// The rdma_cm examples' options in a connected line (both sides get the
+// same ones, which they must agree on: the counts and sizes).
+var cmPaired = map[string]map[byte][]string{
+	"ucmatose": {'c': {"1", "2", "4"}, 'C': {"0", "1", "10"}, 'S': {"1", "100", "1000", "4096"}, 't': {"0", "32"}, 'a': {"14", "20"}},
+	"udaddy":   {'c': {"1", "2"}, 'C': {"0", "1", "10"}, 'S': {"1", "100", "1000"}, 't': {"0", "32"}},
+	"rping":    {'C': {"1", "3", "10"}, 'S': {"1", "23", "100", "4096", "65535", "65536"}, 'v': nil, 'V': nil, 'q': nil},
+}
+
+// cmMismatch lists, per rdma_cm example, the options a connected line may
+// give the server alone: not the connection count, nor ucmatose's and
+// udaddy's message count and size, on which a mismatch leaves both
+// sides waiting for each other, in C as in Go, until they are killed.
+var cmMismatch = map[string]string{"ucmatose": "ta", "udaddy": "t", "rping": "CSvVq"}
+
+// udaddyPort is udaddy's fixed port (its -p is the port space).
+const udaddyPort = 7174
+
+// PairedCases draws n connected lines of family f from seed. Line i's
+// server listens on port+i (udaddy's on its fixed port). In about one
+// line in five the server gets one option more than the client, a
+// mismatch the tools must both notice or both ride out.
+func PairedCases(f Family, seed uint64, n int, port int) []Paired {
+	r := rand.New(rand.NewPCG(seed, uint64(len(f))+100))
+	pick := func(vs []string) string { return vs[r.IntN(len(vs))] }
+	var cases []Paired
+	for len(cases) < n {
+		p := Paired{Port: port + len(cases)}
+		ps := fmt.Sprint(p.Port)
+		var common, extra []string
+		switch f {
+		case PingPong:
+			t := ppTools[r.IntN(len(ppTools))]
+			p.C, p.Go = t.c, t.g
+			opts, _ := getopts(t.opts)
+			draw := func() []string {
+				for {
+					o := opts[r.IntN(len(opts))]
+					vs, ok := ppPaired[o]
+					switch {
+					case !ok:
+					case vs == nil:
+						return []string{"-" + string(o)}
+					default:
+						return []string{"-" + string(o), pick(vs)}
+					}
+				}
+			}
+			common = []string{"-d", "rxe0", "-g", "1", "-p", ps, "-n", "20"}
+			for range r.IntN(4) {
+				common = append(common, draw()...)
+			}
+			if r.IntN(5) == 0 {
+				extra = draw()
+			}
+			p.Server = slices.Concat(common, extra)
+			p.Client = append(slices.Clone(common), "127.0.0.1")
+		case Perftest:
+			t := perfTools[r.IntN(len(perfTools))]
+			p.C, p.Go = t[0], t[1]
+			keys := slices.Sorted(func(yield func(string) bool) {
+				for k := range perfPaired {
+					if !yield(k) {
+						return
+					}
+				}
+			})
+			draw := func() []string {
+				o := keys[r.IntN(len(keys))]
+				if vs := perfPaired[o]; vs != nil {
+					return []string{o, pick(vs)}
+				}
+				return []string{o}
+			}
+			var drawn []string
+			for range r.IntN(4) {
+				drawn = append(drawn, draw()...)
+			}
+			common = []string{"-d", "rxe0", "-x", "1", "-p", ps}
+			if !slices.Contains(drawn, "-n") && !slices.Contains(drawn, "-D") {
+				common = append(common, "-n", "20") // perftest refuses -n beside -D
+			}
+			common = append(common, drawn...)
+			if r.IntN(5) == 0 {
+				extra = draw()
+			}
+			p.CM = slices.Contains(common, "-R") || slices.Contains(extra, "-R")
+			p.Server = slices.Concat(common, extra)
+			p.Client = append(slices.Clone(common), "10.99.0.1") // the rdma_cm (-R) resolves it to rxe0
+		case CM:
+			p.CM = true
+			tools := [][2]string{{"ucmatose", "rdmacmatose"}, {"udaddy", "rdmaudaddy"}, {"rping", "rdmaping"}, {"rdma_server", "rdmaserver"}}
+			t := tools[r.IntN(len(tools))]
+			p.C, p.Go = t[0], t[1]
+			vals := cmPaired[t[0]]
+			keys := slices.Sorted(func(yield func(byte) bool) {
+				for k := range vals {
+					if !yield(k) {
+						return
+					}
+				}
+			})
+			draw := func(from []byte) []string {
+				o := from[r.IntN(len(from))]
+				if vs := vals[o]; vs != nil {
+					return []string{"-" + string(o), pick(vs)}
+				}
+				return []string{"-" + string(o)}
+			}
+			var srv, cli []string
+			switch t[0] {
+			case "ucmatose":
+				srv, cli = []string{"-p", ps}, []string{"-s", "10.99.0.1", "-p", ps}
+			case "udaddy":
+				p.Port = udaddyPort
+				srv, cli = nil, []string{"-s", "10.99.0.1"}
+			case "rping":
+				srv, cli = []string{"-s", "-a", "10.99.0.1", "-p", ps, "-C", "2"}, []string{"-c", "-a", "10.99.0.1", "-p", ps, "-C", "2"}
+			case "rdma_server":
+				p.CliC, p.CliGo = "rdma_client", "rdmaclient"
+				p.Server, p.Client = []string{"-p", ps}, []string{"-s", "10.99.0.1", "-p", ps}
+				cases = append(cases, p)
+				continue
+			}
+			if len(keys) > 0 {
+				for range r.IntN(4) {
+					common = append(common, draw(keys)...)
+				}
+				if r.IntN(5) == 0 {
+					extra = draw([]byte(cmMismatch[t[0]]))
+				}
+			}
+			p.Server = slices.Concat(srv, common, extra)
+			p.Client = slices.Concat(cli, common)
+		default:
+			panic("sweep: unknown family " + string(f))
+		}
+		cases = append(cases, p)
+	}
+	return cases
+}
+
+// The parts of a connected run's output that differ from run to run:
+// addresses, keys, PSNs and QP numbers (hexadecimal), times and rates
+// (decimals), and a result row's counts (a fixed-duration run counts its
+// own iterations).
+var (
+	hexRE   = regexp.MustCompile(`0x[0-9a-fA-F]+`)
+	floatRE = regexp.MustCompile(`-?\b\d+\.\d+\b|\binf\b|-?\bnan\b`)
+	rowRE   = regexp.MustCompile(`^\s*\d+\s+\d+`)
+	intRE   = regexp.MustCompile(`\b\d+\b`)
+	spaceRE = regexp.MustCompile(`[ \t]+`)
+)
+
+// noise lists lines a connected run may or may not print: perftest's
+// remarks on the CPU's clock, rping's race.
+var noise = []string{"Conflicting CPU frequency values", "CPU Frequency is not max",
+	// rping's client prints its DISCONNECTED event only when its CM
+	// thread reads it before the client destroys its ID (a race in C;
+	// cmd/rdmaping's tests leave it out too).
+	"client DISCONNECT EVENT..."}
+
+// Mask rewrites a connected run's output so that two runs of equal
+// behaviour read alike: hexadecimal numbers become 0x#, decimals #.#,
+// every number of a result row but its first (the message size) N, and
+// runs of blanks one space; lines of noise go.
+func Mask(out string) string {
+	var keep []string
+	for _, l := range strings.Split(strings.ReplaceAll(out, "\r\n", "\n"), "\n") {
+		if slices.ContainsFunc(noise, func(n string) bool { return strings.Contains(l, n) }) {
+			continue
+		}
+		l = hexRE.ReplaceAllString(l, "0x#")
+		masked := floatRE.MatchString(l)
+		l = floatRE.ReplaceAllString(l, "#.#")
+		if rowRE.MatchString(l) {
+			first := true
+			l = intRE.ReplaceAllStringFunc(l, func(s string) string {
+				if first {
+					first = false
+					return s
+				}
+				return "N"
+			})
+			masked = true
+		}
+		if masked {
+			l = spaceRE.ReplaceAllString(l, " ")
+		}
+		keep = append(keep, l)
+	}
+	return strings.Join(keep, "\n")
+}

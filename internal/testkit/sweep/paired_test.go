@@ -1,0 +1,101 @@
+package sweep
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestPairedCasesReproducible: a seed gives the same connected lines
+// every time, another seed others; the client's line is the server's
+// (less the mismatched option, in some lines) with the server to reach,
+// and both name the line's port, but udaddy's, which is fixed.
+func TestPairedCasesReproducible(t *testing.T) {
+	for _, f := range Families {
+		a, b := PairedCases(f, 7, 60, 21000), PairedCases(f, 7, 60, 21000)
+		if diff := cmp.Diff(a, b); diff != "" {
+			t.Errorf("%s: seed 7 twice differs:\n%s", f, diff)
+		}
+		if cmp.Equal(a, PairedCases(f, 8, 60, 21000)) {
+			t.Errorf("%s: seeds 7 and 8 give the same lines", f)
+		}
+		if len(a) != 60 {
+			t.Fatalf("%s: %d lines, want 60", f, len(a))
+		}
+		mismatched := 0
+		for i, c := range a {
+			if c.C == "" || c.Go == "" || c.C == c.Go {
+				t.Errorf("%s: line %d names %q and %q", f, i, c.C, c.Go)
+			}
+			if c.C == "udaddy" {
+				if c.Port != udaddyPort || slices.Contains(c.Server, "-p") {
+					t.Errorf("%s: udaddy's line %d: port %d, server %q", f, i, c.Port, c.Server)
+				}
+				continue
+			}
+			port := strconv.Itoa(21000 + i)
+			if c.Port != 21000+i || !slices.Contains(c.Server, port) || !slices.Contains(c.Client, port) {
+				t.Errorf("%s: line %d: port %d, server %q, client %q; want port %s in both", f, i, c.Port, c.Server, c.Client, port)
+			}
+			if f != CM {
+				if last := c.Client[len(c.Client)-1]; last != "127.0.0.1" && last != "10.99.0.1" {
+					t.Errorf("%s: line %d's client ends with %q, not the server", f, i, last)
+				}
+				common := c.Client[:len(c.Client)-1]
+				if !slices.Equal(c.Server[:len(common)], common) {
+					t.Errorf("%s: line %d: server %q does not start with the client's options %q", f, i, c.Server, common)
+				}
+				if len(c.Server) > len(common) {
+					mismatched++
+				}
+			}
+			if c.CM != (f == CM || slices.Contains(c.Server, "-R")) {
+				t.Errorf("%s: line %d: CM %v for server %q", f, i, c.CM, c.Server)
+			}
+			if f == Perftest && slices.Contains(c.Client, "-D") && slices.Contains(c.Client[:7], "-n") {
+				t.Errorf("%s: line %d gives the default -n beside -D: %q", f, i, c.Client)
+			}
+		}
+		if f != CM && (mismatched == 0 || mismatched > 30) {
+			t.Errorf("%s: %d of 60 lines mismatch the server; want about one in five", f, mismatched)
+		}
+	}
+}
+
+// TestMask: what changes between runs goes, what the tools must agree on
+// stays.
+func TestMask(t *testing.T) {
+	for _, tc := range []struct{ a, b string }{
+		{"  local address:  LID 0x0000, QPN 0x000011, PSN 0x5b4b5c, GID ::ffff:10.99.0.1",
+			"  local address:  LID 0x0000, QPN 0x0000a2, PSN 0x000001, GID ::ffff:10.99.0.1"},
+		{"8192000 bytes in 0.01 seconds = 5461.33 Mbit/sec", "8192000 bytes in 12.50 seconds = 5.24 Mbit/sec"},
+		{" 65536      1000           4503.14            4489.57\t\t   0.071831", " 65536      998           11.10            9.57\t\t   10.000001"},
+		{" 2       1000          3.20           10.45        4.00     \t4.10        0.50   \t\t5.00    \t\t10.45",
+			" 2       1000          13.20           110.45        4.00     \t4.10        0.50   \t\t5.00    \t\t110.45"},
+		{"Conflicting CPU frequency values detected: 2194.842000 != 2195.028000. CPU Frequency is not max.\nx", "x"},
+		{" local address: LID 0000 QPN 0x0011 PSN 0x4a2c3e RKey 0x001234 VAddr 0x007f12345000",
+			" local address: LID 0000 QPN 0x0a11 PSN 0x000000 RKey 0x0fff34 VAddr 0x000012345000"},
+	} {
+		if a, b := Mask(tc.a), Mask(tc.b); a != b {
+			t.Errorf("Mask(%q) = %q,\nMask(%q) = %q; want them equal", tc.a, a, tc.b, b)
+		}
+	}
+	for _, tc := range []struct{ a, b string }{
+		{"8192000 bytes in 0.01 seconds", "819200 bytes in 0.01 seconds"},           // the byte count
+		{" 65536      1000           4503.14", " 4096      1000           4503.14"}, // a row's size
+		{"return status 0", "return status 1"},
+		{"ping data: rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr", "ping data: rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopq"},
+		{"Failed status transport retry counter exceeded (12) for wr_id 2", "Failed status local length error (1) for wr_id 2"},
+		{"                    RDMA_Write BW Test", "                    RDMA_Read BW Test"},
+	} {
+		if Mask(tc.a) == Mask(tc.b) {
+			t.Errorf("Mask reads %q and %q alike (%q)", tc.a, tc.b, Mask(tc.a))
+		}
+	}
+	if got := Mask("a\r\nb"); strings.Contains(got, "\r") {
+		t.Errorf("Mask kept a carriage return: %q", got)
+	}
+}

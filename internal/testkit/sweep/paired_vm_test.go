@@ -1,0 +1,131 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+	"github.com/pureverbs/pureverbs/internal/testkit"
+)
+
+// pairing is which tool runs each side.
+type pairing struct{ server, client string }
+
+// outcome is one pairing's run of a connected line, normalized.
+type outcome struct{ server, client string }
+
+func (o outcome) String() string { return "server:\n" + o.server + "\nclient:\n" + o.client }
+
+// sweepPaired runs the connected lines (-sweep.paired): each line in the
+// four pairings, one after the other, and fails on each pairing whose
+// two outputs and exit statuses (Mask, then pptest.Normalize) differ from
+// C-C's in two runs. A line whose C-C run does not repeat itself is left
+// out with a log line: there is nothing to hold the Go tools to.
+func sweepPaired(t *testing.T) {
+	total, differ, unstable, excused := 0, 0, 0, map[string]int{}
+	for _, f := range strings.Split(*families, ",") {
+		cases := PairedCases(Family(f), *seedFlag, *casesFlag, basePort)
+		t.Logf("%s: %d connected lines, seed %d", f, len(cases), *seedFlag)
+		for _, c := range cases {
+			total++
+			pairings := []pairing{{c.C, c.ClientC()}, {c.Go, c.ClientGo()}, {c.Go, c.ClientC()}, {c.C, c.ClientGo()}}
+			var outs [4]outcome
+			for i, pr := range pairings {
+				outs[i] = runPaired(t, c, pr)
+			}
+			var bad []int
+			for i := 1; i < 4; i++ {
+				if outs[i] != outs[0] {
+					bad = append(bad, i)
+				}
+			}
+			if len(bad) == 0 {
+				continue
+			}
+			// Once more: C-C, then each pairing that differed.
+			if again := runPaired(t, c, pairings[0]); again != outs[0] {
+				unstable++
+				t.Logf("%s: C-C differs from itself; left out (-first +second):\n%s", c, cmp.Diff(outs[0].String(), again.String()))
+				continue
+			}
+			for _, i := range bad {
+				again := runPaired(t, c, pairings[i])
+				if again == outs[0] {
+					t.Logf("%s: %s-server-%s-client differed once, then agreed with C-C (-C-C +first):\n%s", c, pairings[i].server, pairings[i].client, cmp.Diff(outs[0].String(), outs[i].String()))
+					continue
+				}
+				if why := pairedByDesign(c, again, outs[0]); why != "" {
+					excused[why]++
+					continue
+				}
+				differ++
+				t.Errorf("%s: %s-server-%s-client differs from C-C twice (-C-C +pairing):\n%s", c, pairings[i].server, pairings[i].client, cmp.Diff(strings.Split(outs[0].String(), "\n"), strings.Split(again.String(), "\n")))
+			}
+		}
+	}
+	for why, n := range excused {
+		t.Logf("by design, %d pairings: %s", n, why)
+	}
+	t.Logf("%d connected lines: %d pairings differ, %d lines with a C-C run that does not repeat", total, differ, unstable)
+}
+
+// pairedByDesign is ByDesign for a connected line's pairing (o) against
+// C-C's run (cc).
+func pairedByDesign(c Paired, o, cc outcome) string {
+	for _, args := range [][]string{c.Server, c.Client} {
+		if why := ByDesign(Case{C: c.C, Go: c.Go, Args: args}, o.server+"\n"+o.client, cc.server+"\n"+cc.client, ""); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// serverGrace is how long a server may go on after its client ended
+// before it is stopped (a server whose client gave up may wait for it
+// for ever, in C as in Go).
+const serverGrace = 5 * time.Second
+
+// runPaired runs line c's server (pr.server), waits until it listens (or
+// exits), runs the client (pr.client) and waits for both, stopping the
+// server serverGrace after the client's end. Each side's output is
+// masked and normalized with its status.
+func runPaired(t *testing.T, c Paired, pr pairing) outcome {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := testkit.StartPeer(ctx, t, pr.server, c.Server...)
+	wctx, wcancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-srv.Done():
+			wcancel()
+		case <-wctx.Done():
+		}
+	}()
+	if c.CM {
+		_ = testkit.WaitCMListen(wctx, c.Port) // a server that never listens shows in its output
+	} else {
+		_ = testkit.WaitTCPListen(wctx, c.Port)
+	}
+	wcancel()
+	cli := testkit.StartPeer(ctx, t, pr.client, c.Client...)
+	cerr := cli.Wait()
+	select {
+	case <-srv.Done():
+	case <-time.After(serverGrace):
+		srv.Kill()
+	}
+	serr := srv.Wait()
+	if ctx.Err() != nil {
+		cerr = errors.Join(cerr, errors.New("the run timed out"))
+	}
+	names := []string{c.Go, c.C, c.ClientGo(), c.ClientC()}
+	return outcome{
+		server: pptest.Normalize(Mask(srv.Output()), serr, names...),
+		client: pptest.Normalize(Mask(cli.Output()), cerr, names...),
+	}
+}
