@@ -212,8 +212,11 @@ var (
 	hexRE   = regexp.MustCompile(`0x[0-9a-fA-F]+`)
 	floatRE = regexp.MustCompile(`-?\b\d+\.\d+\b|\binf\b|-?\bnan\b`)
 	rowRE   = regexp.MustCompile(`^\s*\d+\s+\d+`)
-	intRE   = regexp.MustCompile(`\b\d+\b`)
-	spaceRE = regexp.MustCompile(`[ \t]+`)
+	// A latency sample of -U or -H: "i, value", the value printed with
+	// %g (an integer from 100000 usec on, exponents from 1e6).
+	sampleRE = regexp.MustCompile(`^(\d+), \S+$`)
+	intRE    = regexp.MustCompile(`\b\d+\b`)
+	spaceRE  = regexp.MustCompile(`[ \t]+`)
 )
 
 // noise lists lines a connected run may or may not print: perftest's
@@ -225,13 +228,19 @@ var noise = []string{"Conflicting CPU frequency values", "CPU Frequency is not m
 	"client DISCONNECT EVENT..."}
 
 // Mask rewrites a connected run's output so that two runs of equal
-// behaviour read alike: hexadecimal numbers become 0x#, decimals #.#,
+// behaviour read alike: hexadecimal numbers become 0x#, decimals #.#, a
+// latency sample's value (-U, -H) #,
 // every number of a result row but its first (the message size) N, and
-// runs of blanks one space; lines of noise go.
+// runs of blanks in such lines one space (but for the indent); lines of
+// noise go.
 func Mask(out string) string {
 	var keep []string
 	for _, l := range strings.Split(strings.ReplaceAll(out, "\r\n", "\n"), "\n") {
 		if slices.ContainsFunc(noise, func(n string) bool { return strings.Contains(l, n) }) {
+			continue
+		}
+		if sampleRE.MatchString(l) {
+			keep = append(keep, sampleRE.ReplaceAllString(l, "$1, #"))
 			continue
 		}
 		l = hexRE.ReplaceAllString(l, "0x#")
@@ -248,8 +257,9 @@ func Mask(out string) string {
 			})
 			masked = true
 		}
-		if masked {
-			l = spaceRE.ReplaceAllString(l, " ")
+		if masked { // the indent stays: pptest.Normalize drops a Go tool's "  (detail)" lines by it
+			body := strings.TrimLeft(l, " \t")
+			l = l[:len(l)-len(body)] + spaceRE.ReplaceAllString(body, " ")
 		}
 		keep = append(keep, l)
 	}

@@ -75,6 +75,7 @@ func TestMask(t *testing.T) {
 		{" 65536      1000           4503.14            4489.57\t\t   0.071831", " 65536      998           11.10            9.57\t\t   10.000001"},
 		{" 2       1000          3.20           10.45        4.00     \t4.10        0.50   \t\t5.00    \t\t10.45",
 			" 2       1000          13.20           110.45        4.00     \t4.10        0.50   \t\t5.00    \t\t110.45"},
+		{"1, 120205\n2, 1.5e+06", "1, 12.5\n2, 77"}, // -U's samples
 		{"Conflicting CPU frequency values detected: 2194.842000 != 2195.028000. CPU Frequency is not max.\nx", "x"},
 		{" local address: LID 0000 QPN 0x0011 PSN 0x4a2c3e RKey 0x001234 VAddr 0x007f12345000",
 			" local address: LID 0000 QPN 0x0a11 PSN 0x000000 RKey 0x0fff34 VAddr 0x000012345000"},
@@ -94,6 +95,11 @@ func TestMask(t *testing.T) {
 		if Mask(tc.a) == Mask(tc.b) {
 			t.Errorf("Mask reads %q and %q alike (%q)", tc.a, tc.b, Mask(tc.a))
 		}
+	}
+	// A Go tool's detail line keeps its indent, which pptest.Normalize
+	// drops it by.
+	if got := Mask("  (dial tcp 127.0.0.1:21002: connect: connection refused)"); got != "  (dial tcp #.#.#.#:21002: connect: connection refused)" {
+		t.Errorf("Mask changed a detail line's indent: %q", got)
 	}
 	if got := Mask("a\r\nb"); strings.Contains(got, "\r") {
 		t.Errorf("Mask kept a carriage return: %q", got)
