@@ -76,6 +76,7 @@ func TestMask(t *testing.T) {
 		{" 2       1000          3.20           10.45        4.00     \t4.10        0.50   \t\t5.00    \t\t10.45",
 			" 2       1000          13.20           110.45        4.00     \t4.10        0.50   \t\t5.00    \t\t110.45"},
 		{"1, 120205\n2, 1.5e+06", "1, 12.5\n2, 77"}, // -U's samples
+		{"parse WC failed 1", "parse WC failed 2"},
 		{"Conflicting CPU frequency values detected: 2194.842000 != 2195.028000. CPU Frequency is not max.\nx", "x"},
 		{" local address: LID 0000 QPN 0x0011 PSN 0x4a2c3e RKey 0x001234 VAddr 0x007f12345000",
 			" local address: LID 0000 QPN 0x0a11 PSN 0x000000 RKey 0x0fff34 VAddr 0x000012345000"},

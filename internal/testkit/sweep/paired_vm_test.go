@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -31,47 +32,63 @@ func sweepPaired(t *testing.T) {
 	for _, f := range strings.Split(*families, ",") {
 		cases := PairedCases(Family(f), *seedFlag, *casesFlag, basePort)
 		t.Logf("%s: %d connected lines, seed %d", f, len(cases), *seedFlag)
-		for _, c := range cases {
+		for i, c := range cases {
 			total++
-			pairings := []pairing{{c.C, c.ClientC()}, {c.Go, c.ClientGo()}, {c.Go, c.ClientC()}, {c.C, c.ClientGo()}}
-			var outs [4]outcome
-			for i, pr := range pairings {
-				outs[i] = runPaired(t, c, pr)
-			}
-			var bad []int
-			for i := 1; i < 4; i++ {
-				if outs[i] != outs[0] {
-					bad = append(bad, i)
+			// A subtest per line: only a failing line's peers are logged.
+			t.Run(fmt.Sprintf("%s/%d/%s", f, i, c.Go), func(t *testing.T) {
+				d, u, why := pairedLine(t, c)
+				differ += d
+				unstable += u
+				for _, w := range why {
+					excused[w]++
 				}
-			}
-			if len(bad) == 0 {
-				continue
-			}
-			// Once more: C-C, then each pairing that differed.
-			if again := runPaired(t, c, pairings[0]); again != outs[0] {
-				unstable++
-				t.Logf("%s: C-C differs from itself; left out (-first +second):\n%s", c, cmp.Diff(outs[0].String(), again.String()))
-				continue
-			}
-			for _, i := range bad {
-				again := runPaired(t, c, pairings[i])
-				if again == outs[0] {
-					t.Logf("%s: %s-server-%s-client differed once, then agreed with C-C (-C-C +first):\n%s", c, pairings[i].server, pairings[i].client, cmp.Diff(outs[0].String(), outs[i].String()))
-					continue
-				}
-				if why := pairedByDesign(c, again, outs[0]); why != "" {
-					excused[why]++
-					continue
-				}
-				differ++
-				t.Errorf("%s: %s-server-%s-client differs from C-C twice (-C-C +pairing):\n%s", c, pairings[i].server, pairings[i].client, cmp.Diff(strings.Split(outs[0].String(), "\n"), strings.Split(again.String(), "\n")))
-			}
+			})
 		}
 	}
 	for why, n := range excused {
 		t.Logf("by design, %d pairings: %s", n, why)
 	}
 	t.Logf("%d connected lines: %d pairings differ, %d lines with a C-C run that does not repeat", total, differ, unstable)
+}
+
+// pairedLine runs connected line c in the four pairings and fails t on
+// each pairing that differs from C-C twice. It returns how many did
+// (differ), whether C-C did not repeat itself (unstable: 1, and nothing
+// else is checked), and the ByDesign reasons that excused the others.
+func pairedLine(t *testing.T, c Paired) (differ, unstable int, excused []string) {
+	pairings := []pairing{{c.C, c.ClientC()}, {c.Go, c.ClientGo()}, {c.Go, c.ClientC()}, {c.C, c.ClientGo()}}
+	var outs [4]outcome
+	for i, pr := range pairings {
+		outs[i] = runPaired(t, c, pr)
+	}
+	var bad []int
+	for i := 1; i < 4; i++ {
+		if outs[i] != outs[0] {
+			bad = append(bad, i)
+		}
+	}
+	if len(bad) == 0 {
+		return 0, 0, nil
+	}
+	// Once more: C-C, then each pairing that differed.
+	if again := runPaired(t, c, pairings[0]); again != outs[0] {
+		t.Logf("%s: C-C differs from itself; left out (-first +second):\n%s", c, cmp.Diff(outs[0].String(), again.String()))
+		return 0, 1, nil
+	}
+	for _, i := range bad {
+		again := runPaired(t, c, pairings[i])
+		if again == outs[0] {
+			t.Logf("%s: %s-server-%s-client differed once, then agreed with C-C (-C-C +first):\n%s", c, pairings[i].server, pairings[i].client, cmp.Diff(outs[0].String(), outs[i].String()))
+			continue
+		}
+		if why := pairedByDesign(c, again, outs[0]); why != "" {
+			excused = append(excused, why)
+			continue
+		}
+		differ++
+		t.Errorf("%s: %s-server-%s-client differs from C-C twice (-C-C +pairing):\n%s", c, pairings[i].server, pairings[i].client, cmp.Diff(strings.Split(outs[0].String(), "\n"), strings.Split(again.String(), "\n")))
+	}
+	return differ, 0, excused
 }
 
 // pairedByDesign is ByDesign for a connected line's pairing (o) against
