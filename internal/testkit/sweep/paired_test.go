@@ -106,3 +106,16 @@ func TestMask(t *testing.T) {
 		t.Errorf("Mask kept a carriage return: %q", got)
 	}
 }
+
+// TestMaskPointers: rping's -d addresses are masked, other tools' hex
+// numbers are not.
+func TestMaskPointers(t *testing.T) {
+	rping := Case{C: "rping", Go: "rdmaping"}
+	if a, b := maskPointers(rping, "created cm_id 0x55d4c0a0b2c0"), maskPointers(rping, "created cm_id 0xc000123450"); a != b {
+		t.Errorf("rping's pointers differ after the mask: %q, %q", a, b)
+	}
+	ud := Case{C: "ibv_ud_pingpong", Go: "udpingpong"}
+	if got := maskPointers(ud, "Couldn't find QPN 0x000011"); got != "Couldn't find QPN 0x000011" {
+		t.Errorf("maskPointers changed a ping-pong line: %q", got)
+	}
+}

@@ -86,8 +86,8 @@ type result struct {
 
 func newResult(c Case, goPeer, cPeer *testkit.Peer, goErr, cErr error) result {
 	r := result{c: c, goOut: goPeer.Output(), cOut: cPeer.Output()}
-	r.goNorm = pptest.Normalize(r.goOut, goErr, c.Go, c.C)
-	r.cNorm = pptest.Normalize(r.cOut, cErr, c.Go, c.C)
+	r.goNorm = pptest.Normalize(maskPointers(c, r.goOut), goErr, c.Go, c.C)
+	r.cNorm = pptest.Normalize(maskPointers(c, r.cOut), cErr, c.Go, c.C)
 	if cErr != nil {
 		r.cEnd = cErr.Error()
 	}
