@@ -3,6 +3,7 @@ package sweep
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -122,13 +123,7 @@ func PairedCases(f Family, seed uint64, n int, port int) []Paired {
 		case Perftest:
 			t := perfTools[r.IntN(len(perfTools))]
 			p.C, p.Go = t[0], t[1]
-			keys := slices.Sorted(func(yield func(string) bool) {
-				for k := range perfPaired {
-					if !yield(k) {
-						return
-					}
-				}
-			})
+			keys := slices.Sorted(maps.Keys(perfPaired))
 			draw := func() []string {
 				o := keys[r.IntN(len(keys))]
 				if vs := perfPaired[o]; vs != nil {
@@ -157,13 +152,7 @@ func PairedCases(f Family, seed uint64, n int, port int) []Paired {
 			t := tools[r.IntN(len(tools))]
 			p.C, p.Go = t[0], t[1]
 			vals := cmPaired[t[0]]
-			keys := slices.Sorted(func(yield func(byte) bool) {
-				for k := range vals {
-					if !yield(k) {
-						return
-					}
-				}
-			})
+			keys := slices.Sorted(maps.Keys(vals))
 			draw := func(from []byte) []string {
 				o := from[r.IntN(len(from))]
 				if vs := vals[o]; vs != nil {
