@@ -207,6 +207,21 @@ func (p *Peer) Exited() time.Time {
 // Done is closed when the peer has exited.
 func (p *Peer) Done() <-chan struct{} { return p.done }
 
+// UntilExit returns a context done when ctx is or when the peer has
+// exited, whichever comes first: a wait for a server to listen ends at
+// once when the server gives up. cancel releases it.
+func (p *Peer) UntilExit(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-p.done:
+			cancel()
+		case <-c.Done():
+		}
+	}()
+	return c, cancel
+}
+
 // Stop interrupts the peer (SIGINT to its process group), and kills it if it
 // has not exited after a grace period. It returns once the peer is gone.
 func (p *Peer) Stop() {

@@ -100,3 +100,41 @@ func TestPeerOutputComplete(t *testing.T) {
 		check(p)
 	}
 }
+
+// TestUntilExit: the context ends when the peer exits, and not before;
+// with the parent's end; and cancel ends it.
+func TestUntilExit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := &failedTB{TB: t}
+	defer f.end()
+	p := startLocal(ctx, f, nil, "sh", []string{"-c", "read x; exit 0"})
+	c, stop := p.UntilExit(ctx)
+	defer stop()
+	select {
+	case <-c.Done():
+		t.Fatalf("done while the peer runs: %v", c.Err())
+	default:
+	}
+	p.Kill()
+	<-c.Done()
+	if c.Err() != context.Canceled || ctx.Err() != nil {
+		t.Errorf("after the exit: %v (parent %v), want canceled and the parent alive", c.Err(), ctx.Err())
+	}
+
+	q := startLocal(ctx, f, nil, "sh", []string{"-c", "exec sleep 100"})
+	parent, end := context.WithCancel(ctx)
+	c2, stop2 := q.UntilExit(parent)
+	defer stop2()
+	end()
+	<-c2.Done()
+	c3, stop3 := q.UntilExit(ctx)
+	stop3()
+	<-c3.Done()
+	select {
+	case <-q.Done():
+		t.Error("the peer exited with the contexts")
+	default:
+	}
+	q.Kill()
+}

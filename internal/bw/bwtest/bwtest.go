@@ -253,14 +253,7 @@ func (r *Run) try(ctx context.Context, t testing.TB) error {
 	var err error
 	cm := slices.Contains(r.Args(false), "-R") || slices.Contains(r.Args(false), "-z")
 	// A server that exits (a refused option) ends the wait at once.
-	wctx, wcancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-srv.Done():
-			wcancel()
-		case <-wctx.Done():
-		}
-	}()
+	wctx, wcancel := srv.UntilExit(ctx)
 	switch {
 	case cm && r.Place.Server == nil:
 		// The rdma_cm data exchange: the server listens with an rdma_cm

@@ -115,14 +115,7 @@ func runPaired(t *testing.T, c Paired, pr pairing) outcome {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv := testkit.StartPeer(ctx, t, pr.server, c.Server...)
-	wctx, wcancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-srv.Done():
-			wcancel()
-		case <-wctx.Done():
-		}
-	}()
+	wctx, wcancel := srv.UntilExit(ctx)
 	if c.CM {
 		_ = testkit.WaitCMListen(wctx, c.Port) // a server that never listens shows in its output
 	} else {
