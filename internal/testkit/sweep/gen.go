@@ -192,6 +192,9 @@ func Cases(f Family, seed uint64, n int, server bool, port int) []Case {
 			for range 1 + r.IntN(3) {
 				o := opts[r.IntN(len(opts))]
 				switch {
+				case t.c == "rping" && (o == 's' || o == 'c'):
+					// The role: a client line turned server would listen
+					// beside the other tool's, on the same port.
 				case !valued[o]:
 					c.Args = append(c.Args, "-"+string(o))
 				case cmValues[o] != nil:

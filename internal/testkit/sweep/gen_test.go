@@ -36,9 +36,10 @@ func TestCasesReproducible(t *testing.T) {
 						t.Errorf("%s: a server line runs ibv_devinfo: %v", f, c)
 					}
 					continue
-				case c.C == "rping": // -s serves, -c is the client
-					if role := c.Args[0]; role != map[bool]string{true: "-s", false: "-c"}[server] {
-						t.Errorf("%s server=%v: line %d starts with %q: %v", f, server, i, role, c)
+				case c.C == "rping": // -s serves, -c is the client, and neither is drawn again
+					if role := c.Args[0]; role != map[bool]string{true: "-s", false: "-c"}[server] ||
+						slices.Contains(c.Args[1:], "-s") || slices.Contains(c.Args[1:], "-c") {
+						t.Errorf("%s server=%v: line %d: %v", f, server, i, c)
 					}
 				case f == CM:
 					if slices.Contains(c.Args[:2], "-s") == server {
