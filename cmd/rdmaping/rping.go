@@ -131,6 +131,10 @@ type runner struct {
 	ctx    context.Context // ends on a fatal event (or the caller's end)
 	cancel context.CancelFunc
 	fatal  atomic.Int32 // exit status of the fatal event, 0 for none
+	// mainLast: the fatal event was the client's failed resolution or
+	// connection (dieAfterMain), and the main goroutine prints its failed
+	// wait before the run ends.
+	mainLast atomic.Bool
 
 	ch   *rdmacm.EventChannel
 	cmID *rdmacm.ID // "parent"
@@ -202,6 +206,29 @@ func (r *runner) die(status int) {
 	r.cancel()
 }
 
+// dieAfterMain is die for the client's failed address or route
+// resolution or connection (ADDR_ERROR, ROUTE_ERROR, CONNECT_ERROR,
+// UNREACHABLE, REJECTED). There C's cm thread wakes the main thread
+// before it calls exit(-1), and the main thread, whose wait has ended,
+// prints its failed state ("wait for CONNECTED state 4", "connect error
+// -1") while exit runs the libraries' destructors: alone it nearly
+// always does (6.1, no server: 6 of 6 runs). So the status is set, but
+// the output stays open until the main goroutine has printed those lines
+// and calls mainDied.
+func (r *runner) dieAfterMain(status int) {
+	if r.fatal.CompareAndSwap(0, int32(status&0xff)) {
+		r.mainLast.Store(true)
+	}
+}
+
+// mainDied ends a run that dieAfterMain marked, once the main goroutine
+// has printed its lines: the rest is silent, as C's exit makes it.
+func (r *runner) mainDied() {
+	if r.mainLast.Load() {
+		r.die(int(r.fatal.Load()))
+	}
+}
+
 func (r *runner) dead() bool { return r.fatal.Load() != 0 }
 
 // session is one connection (rping's control block struct rping_cb as a
@@ -253,7 +280,7 @@ func (s *session) setState(st state) {
 // when the run ended first.
 func (s *session) wait() error {
 	err := s.sem.wait(s.r.ctx)
-	if s.r.dead() {
+	if s.r.dead() && !s.r.mainLast.Load() {
 		return errFatal
 	}
 	return err
@@ -352,7 +379,11 @@ func (r *runner) event(ev rdmacm.Event) {
 	case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventConnectError,
 		rdmacm.EventUnreachable, rdmacm.EventRejected:
 		r.errf("cma event %s, error %d\n", ev.Type, ev.Status)
-		r.die(exitFailed)
+		if s.server {
+			r.die(exitFailed)
+		} else {
+			r.dieAfterMain(exitFailed)
+		}
 		s.sem.post()
 	case rdmacm.EventDisconnected:
 		side := "client"
@@ -1114,6 +1145,7 @@ func (r *runner) runClient() int {
 	}
 	if st := s.state(); st != stRouteResolved {
 		r.errf("waiting for addr/route resolution state %d\n", st)
+		r.mainDied()
 		return -1
 	}
 	r.debugf("rdma_resolve_addr - rdma_resolve_route successful\n")
@@ -1123,9 +1155,10 @@ func (r *runner) runClient() int {
 	}
 	defer s.tearDown()
 	if ret := s.connect(); ret != 0 {
-		if !r.dead() {
+		if !r.dead() || r.mainLast.Load() {
 			r.errf("connect error %d\n", ret)
 		}
+		r.mainDied()
 		return ret
 	}
 	ret := s.testClient()

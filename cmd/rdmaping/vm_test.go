@@ -214,10 +214,12 @@ func TestVMAgainstC(t *testing.T) {
 // TestVMNoServer: a client of either implementation connecting to a port
 // nobody listens on gets the connection manager's reject and ends as the
 // C tool does: "cma event RDMA_CM_EVENT_REJECTED, error 8" (the IB CM's
-// invalid service ID) first, exit status 255. (The C tool's cm thread
-// calls exit while its main thread may still print a line or two: only
-// the first line and the status are compared; the Go tool prints that
-// one line.)
+// invalid service ID) first, exit status 255. The C tool's cm thread
+// calls exit(-1) after waking its main thread, which prints its failed
+// wait meanwhile ("wait for CONNECTED state 4", "connect error -1"):
+// nearly always when the tool runs alone, not always under load (the
+// sweep of 2026-12-06 met both). The Go tool prints the three lines,
+// C's usual output; C's first line and status must match.
 func TestVMNoServer(t *testing.T) {
 	testkit.RequireTools(t, []string{goTool}, []string{cTool})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -234,8 +236,8 @@ func TestVMNoServer(t *testing.T) {
 		}
 		st[i] = testkit.ExitStatus(err)
 		t.Logf("%s: status %d, output %q", bin, st[i], out)
-		if bin == goTool && len(l) != 1 {
-			t.Errorf("%s printed %q, want one line", bin, out)
+		if want := []string{"cma event RDMA_CM_EVENT_REJECTED, error 8", "wait for CONNECTED state 4", "connect error -1"}; bin == goTool && !slices.Equal(l, want) {
+			t.Errorf("%s printed %q, want the lines %q", bin, out, want)
 		}
 	}
 	if first[0] != first[1] || st[0] != st[1] || st[0] != 255 || !strings.HasPrefix(first[0], "cma event RDMA_CM_EVENT_") {
@@ -461,7 +463,8 @@ func TestVMInProcessClient(t *testing.T) {
 	}
 
 	st, out, errw := inProcess(ctx, "-c", "-a", testkit.RxeAddr, "-p", strconv.Itoa(port()), "-C", "1")
-	if st != 255 || out.String() != "" || !strings.HasPrefix(errw.String(), "cma event RDMA_CM_EVENT_") || strings.Count(errw.String(), "\n") != 1 {
+	// The three lines of TestVMNoServer.
+	if want := "cma event RDMA_CM_EVENT_REJECTED, error 8\nwait for CONNECTED state 4\nconnect error -1\n"; st != 255 || out.String() != "" || errw.String() != want {
 		t.Errorf("Main as a client without a server: status %d\nstdout:\n%s\nstderr:\n%s", st, out, errw)
 	}
 }

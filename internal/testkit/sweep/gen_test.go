@@ -84,6 +84,14 @@ func TestByDesign(t *testing.T) {
 		{"srq segfault", Case{Go: "srqpingpong"}, "Couldn't create CQ", "", "signal: segmentation fault", true},
 		{"srq other", Case{Go: "srqpingpong"}, "Couldn't create CQ", "", "exit status 1", false},
 		{"ordinary", Case{Go: "writebw"}, "Couldn't connect", "Unable to init", "", false},
+		{"rping's race", Case{Go: "rdmaping"}, "cma event RDMA_CM_EVENT_REJECTED, error 8\nwait for CONNECTED state 4\nconnect error -1\n",
+			"cma event RDMA_CM_EVENT_REJECTED, error 8\n", "exit status 255", true},
+		{"rping's race, resolution", Case{Go: "rdmaping"}, "cma event RDMA_CM_EVENT_ADDR_ERROR, error -19\r\nwaiting for addr/route resolution state 1\r\n",
+			"cma event RDMA_CM_EVENT_ADDR_ERROR, error -19\r\n", "exit status 255", true},
+		{"rping, another line", Case{Go: "rdmaping"}, "cma event RDMA_CM_EVENT_REJECTED, error 8\nconnect error -1\n",
+			"cma event RDMA_CM_EVENT_UNREACHABLE, error -110\n", "exit status 255", false},
+		{"rping, another status", Case{Go: "rdmaping"}, "cma event RDMA_CM_EVENT_REJECTED, error 8\nconnect error -1\n",
+			"cma event RDMA_CM_EVENT_REJECTED, error 8\n", "exit status 1", false},
 	} {
 		if got := ByDesign(c.c, c.goOut, c.cOut, c.cEnd) != ""; got != c.want {
 			t.Errorf("%s: by design %v, want %v", c.name, got, c.want)
