@@ -88,6 +88,8 @@ func TestByDesign(t *testing.T) {
 			"cma event RDMA_CM_EVENT_REJECTED, error 8\n", "exit status 255", true},
 		{"rping's race, resolution", Case{Go: "rdmaping"}, "cma event RDMA_CM_EVENT_ADDR_ERROR, error -19\r\nwaiting for addr/route resolution state 1\r\n",
 			"cma event RDMA_CM_EVENT_ADDR_ERROR, error -19\r\n", "exit status 255", true},
+		{"rping's teardown race", Case{Go: "rdmaping"}, "rdma_resolve_addr: Cannot assign requested address\n",
+			"rdma_resolve_addr: Cannot assign requested address\nrdma_get_cm_event: Bad file descriptor\n", "exit status 255", true},
 		{"rping, another line", Case{Go: "rdmaping"}, "cma event RDMA_CM_EVENT_REJECTED, error 8\nconnect error -1\n",
 			"cma event RDMA_CM_EVENT_UNREACHABLE, error -110\n", "exit status 255", false},
 		{"rping, another status", Case{Go: "rdmaping"}, "cma event RDMA_CM_EVENT_REJECTED, error 8\nconnect error -1\n",
