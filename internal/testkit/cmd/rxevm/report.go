@@ -51,6 +51,17 @@ type binResult struct {
 	logPeer  bool                // the last log entry is a peer report
 }
 
+// unfinished names the test most recently begun that has no result line:
+// where a binary that did not end was.
+func (b *binResult) unfinished() string {
+	for i := len(b.started) - 1; i >= 0; i-- {
+		if _, ok := b.results[b.started[i]]; !ok {
+			return b.started[i]
+		}
+	}
+	return ""
+}
+
 // problems lists why b failed; none means it passed.
 func (b *binResult) problems() []string {
 	var p []string
@@ -59,6 +70,8 @@ func (b *binResult) problems() []string {
 		return []string{"never started (no BEGIN marker)"}
 	case b.status != "":
 		p = append(p, fmt.Sprintf("unparsable status line %q: exit status unknown", b.status))
+	case !b.ended && b.unfinished() != "":
+		p = append(p, "no end marker: guest died during "+b.unfinished())
 	case !b.ended:
 		p = append(p, "no end marker: guest died")
 	case b.rc != 0:
@@ -320,6 +333,7 @@ func (c *console) line(raw string) {
 	if len(c.tail) > tailLines {
 		c.tail = c.tail[1:]
 	}
+	c.res.oops.line(line)
 	if panicRe.MatchString(line) {
 		c.res.panicked = true
 		c.echo = true

@@ -501,7 +501,7 @@ func TestFollowFailsClosed(t *testing.T) {
 		{"binary never reports", []string{"pkg/a", "pkg/b"}, lines(boot, passing("pkg/a"), done),
 			[]string{"pkg/b (never started (no BEGIN marker))"}},
 		{"no END", []string{"pkg/a", "pkg/b"}, lines(boot, []string{m + "BEGIN pkg/a;", "=== RUN   TestOK"}, passing("pkg/b"), done),
-			[]string{"pkg/a (no end marker: guest died; no END marker before pkg/b began)"}},
+			[]string{"pkg/a (no end marker: guest died during TestOK; no END marker before pkg/b began)"}},
 		{"END for another binary", []string{"pkg/a", "pkg/b"}, lines(boot, []string{m + "BEGIN pkg/a;", m + "END pkg/b rc=0;"}, done),
 			[]string{"END for pkg/b, which is not the binary running", "pkg/a (no end marker"}},
 		{"unknown binary", []string{"pkg/a"}, lines(boot, passing("pkg/a"), passing("pkg/z"), done),

@@ -39,6 +39,7 @@ type kernelResult struct {
 	setupErr string
 	done     bool
 	panicked bool
+	oops     oops // the first oops on the console, named with KERNEL PANIC
 	timedOut bool
 	qemuErr  error
 	stopped  string // -hosts 2: why the runner stopped this guest (the other one died)
@@ -110,7 +111,11 @@ func (r *kernelResult) String() string {
 		parts = append(parts, "guest setup failed: "+r.setupErr)
 	}
 	if r.panicked {
-		parts = append(parts, "KERNEL PANIC")
+		if d := r.oops.String(); d != "" {
+			parts = append(parts, "KERNEL PANIC ("+d+")")
+		} else {
+			parts = append(parts, "KERNEL PANIC")
+		}
 	}
 	if r.timedOut {
 		parts = append(parts, "TIMEOUT")
