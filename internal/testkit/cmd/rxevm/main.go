@@ -55,6 +55,7 @@ type options struct {
 	memMB         int
 	smp           int    // vCPUs per guest
 	bootArgs      string // added to the guest kernel's command line
+	cpu           string // QEMU -cpu model ("": defaultCPU)
 	hosts         int    // 1, or 2 for the two-host topology
 	wire          string // -hosts 2: "tcp" (socket listen/connect) or "udp"
 	race          bool   // build the test binaries with -race (cgo, glibc)
@@ -78,6 +79,7 @@ func parseArgs(args []string) (*options, error) {
 	fs.IntVar(&o.smp, "smp", 2, "vCPUs per guest, 1-16 (experiments: a spare vCPU beside two busy-polling processes; the suite and its timings assume 2)")
 	fs.BoolVar(&o.race, "race", false, "build the test binaries with the race detector (CGO_ENABLED=1 -race: linked against glibc, which the guest root has from the same Debian 12 packages)")
 	fs.BoolVar(&o.valgrind, "valgrind", false, "add valgrind to the guests (experiments: callgrind instruction counts of the Go and C tools, docs/performance.md); a base image of its own")
+	fs.StringVar(&o.cpu, "cpu", defaultCPU, "QEMU's -cpu model and features for the guests (experiments: what the emulated CPU's features cost under TCG; the default leaves out ERMS, docs/testing.md)")
 	fs.StringVar(&o.bootArgs, "boot-args", "", "more kernel command-line arguments for the guests (experiments: clocksource=..., ...)")
 	fs.IntVar(&o.hosts, "hosts", 1, "1: one guest; 2: two guests joined by a virtual Ethernet wire, running the TestTwoHost* tests on host A")
 	fs.BoolVar(&o.parallel, "parallel", false, "with several kernels and -hosts 1, boot their guests at the same time: the first kernel's output streams, each other's follows in order once it ends (its tests run slower, the whole sooner)")

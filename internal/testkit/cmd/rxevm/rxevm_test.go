@@ -855,3 +855,24 @@ func TestPairBootPanic(t *testing.T) {
 		}
 	}
 }
+
+// TestQemuCPU: guests get every emulated feature but ERMS unless -cpu
+// names another model.
+func TestQemuCPU(t *testing.T) {
+	a := &kernelAssets{vmlinuz: "vmlinuz"}
+	cpuArg := func(o *options) string {
+		args := qemuArgs(o, a, "initrd", "")
+		for i, x := range args {
+			if x == "-cpu" && i+1 < len(args) {
+				return args[i+1]
+			}
+		}
+		return ""
+	}
+	if got := cpuArg(&options{smp: 2, memMB: 1536}); got != "max,erms=off" {
+		t.Errorf("default -cpu %q, want max,erms=off", got)
+	}
+	if got := cpuArg(&options{smp: 2, memMB: 1536, cpu: "qemu64"}); got != "qemu64" {
+		t.Errorf("-cpu qemu64 gave %q", got)
+	}
+}
