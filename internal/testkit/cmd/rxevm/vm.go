@@ -284,8 +284,8 @@ func qemuArgs(o *options, a *kernelAssets, initrd, extraBoot string, extra ...st
 // otherwise: the same tests ran 15 % longer on 6.1 (6.12 copies with
 // REP MOVSB only when FSRM is there, which TCG does not offer). Both
 // clear new pages with REP STOSB under ERMS (clear_page_erms), a byte a
-// round: the whole suite ran 17 % faster on 6.1 without it and 14.5 %
-// on 6.12 (CI75). docs/testing.md.
+// round, likely why the whole suite ran faster on 6.12 too: 17 % on 6.1
+// and 14.5 % on 6.12 (CI75). docs/testing.md.
 const defaultCPU = "max,erms=off"
 
 // cpuModel is -cpu's argument: defaultCPU unless an experiment asks
