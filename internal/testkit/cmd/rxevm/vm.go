@@ -281,11 +281,9 @@ func qemuArgs(o *options, a *kernelAssets, initrd, extraBoot string, extra ...st
 // (enhanced REP MOVSB). With it 6.1 copies memory with REP MOVSB (its
 // memcpy and copy to and from user space), which TCG executes one byte
 // per round of its loop, against eight with the REP MOVSQ it uses
-// otherwise: the same tests ran 15 % longer on 6.1 (6.12 copies with
-// REP MOVSB only when FSRM is there, which TCG does not offer). Both
-// clear new pages with REP STOSB under ERMS (clear_page_erms), a byte a
-// round, likely why the whole suite ran faster on 6.12 too: 17 % on 6.1
-// and 14.5 % on 6.12 (CI75). docs/testing.md.
+// otherwise: the same tests ran 15 % longer on 6.1, and the whole suite
+// 17 % (CI75). 6.12 copies with REP MOVSB only when FSRM is there, which
+// TCG does not offer, and measured the same either way. docs/testing.md.
 const defaultCPU = "max,erms=off"
 
 // cpuModel is -cpu's argument: defaultCPU unless an experiment asks
