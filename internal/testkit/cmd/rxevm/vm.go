@@ -281,8 +281,8 @@ func qemuArgs(o *options, a *kernelAssets, initrd, extraBoot string, extra ...st
 // (enhanced REP MOVSB). With it 6.1 copies memory with REP MOVSB (its
 // memcpy and copy to and from user space), which TCG executes one byte
 // per round of its loop, against eight with the REP MOVSQ it uses
-// otherwise: the same tests ran 15 % longer on 6.1, and the whole suite
-// 17 % (CI75). 6.12 copies with REP MOVSB only when FSRM is there, which
+// otherwise: the same tests ran 15 % longer on 6.1 (the whole 6.1 suite
+// took 17 % less in CI75, the halved tables a part of it). 6.12 copies with REP MOVSB only when FSRM is there, which
 // TCG does not offer, and measured the same either way. docs/testing.md.
 const defaultCPU = "max,erms=off"
 
