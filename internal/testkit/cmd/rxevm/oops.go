@@ -59,9 +59,6 @@ func (o *oops) line(line string) {
 		o.inTrace = true
 	case !o.inTrace:
 	case t == "<IRQ>" || t == "</IRQ>" || t == "<TASK>" || t == "<NMI>" || t == "</NMI>" || strings.HasPrefix(t, "? "):
-		if t == "</TASK>" {
-			o.inTrace, o.done = false, true
-		}
 	case oopsFrameRe.MatchString(s):
 		if len(o.frames) < oopsFrames {
 			f := oopsFrameRe.FindStringSubmatch(s)
@@ -70,7 +67,7 @@ func (o *oops) line(line string) {
 			}
 			o.frames = append(o.frames, f[1])
 		}
-	default:
+	default: // </TASK>, "Modules linked in:", a user RIP: the trace is over
 		o.inTrace, o.done = false, true
 	}
 }

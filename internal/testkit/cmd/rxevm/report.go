@@ -70,10 +70,12 @@ func (b *binResult) problems() []string {
 		return []string{"never started (no BEGIN marker)"}
 	case b.status != "":
 		p = append(p, fmt.Sprintf("unparsable status line %q: exit status unknown", b.status))
-	case !b.ended && b.unfinished() != "":
-		p = append(p, "no end marker: guest died during "+b.unfinished())
 	case !b.ended:
-		p = append(p, "no end marker: guest died")
+		if u := b.unfinished(); u != "" {
+			p = append(p, "no end marker: guest died during "+u)
+		} else {
+			p = append(p, "no end marker: guest died")
+		}
 	case b.rc != 0:
 		p = append(p, fmt.Sprintf("exit %d", b.rc))
 	}
