@@ -30,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"regexp"
@@ -216,6 +217,34 @@ type summary struct {
 	msg    string
 	dur    time.Duration
 	fails  []string // failureLines
+	// One guest per kernel: the tests that skipped as another kernel's
+	// (testkit.OneKernel), and whether a test passed on this one.
+	splits []splitSkip
+	passed func(pkg, test string) bool
+}
+
+// checkSplits holds each test that a kernel of sums skipped with
+// testkit.OneKernel to its promise: it must have passed on the kernel it
+// named, if this run booted that one (fails); if not, it ran nowhere in
+// this run, which notes say.
+func checkSplits(sums []summary) (fails, notes []string) {
+	unrun := map[string]int{}
+	for _, s := range sums {
+		for _, sp := range s.splits {
+			i := slices.IndexFunc(sums, func(o summary) bool { return o.kernel == string(sp.on) })
+			switch {
+			case i < 0:
+				unrun[string(sp.on)]++
+			case sums[i].passed == nil || !sums[i].passed(sp.pkg, sp.test):
+				fails = append(fails, fmt.Sprintf("%s %s skipped on %s as a test of %s (testkit.OneKernel), and did not pass on %s",
+					sp.pkg, sp.test, s.kernel, sp.on, sp.on))
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(unrun)) {
+		notes = append(notes, fmt.Sprintf("%d tests split to kernel %s (testkit.OneKernel) ran on no kernel of this run: it did not boot %s", unrun[k], k, k))
+	}
+	return fails, notes
 }
 
 // runParallel runs one for every kernel at the same time (-parallel).
@@ -310,7 +339,8 @@ func run(ctx context.Context, o *options) int {
 				fails: append(res.a.failureLines(), res.b.failureLines()...)}
 		}
 		res := runKernel(ctx, o, k, payload, work, w)
-		return summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0), fails: res.failureLines()}
+		return summary{kernel: k.short, ok: res.ok(), msg: res.String(), dur: time.Since(t0), fails: res.failureLines(),
+			splits: res.splitSkips(), passed: res.passed}
 	}
 	if o.parallel && o.hosts == 1 && len(o.kernels) > 1 {
 		sums = runParallel(o.kernels, one)
@@ -341,6 +371,14 @@ func run(ctx context.Context, o *options) int {
 	if ctx.Err() != nil {
 		fmt.Println("rxevm: interrupted")
 		return 1
+	}
+	splitFails, splitNotes := checkSplits(sums)
+	for _, l := range splitNotes {
+		fmt.Printf("rxevm: note: %s\n", l)
+	}
+	for _, l := range splitFails {
+		fmt.Printf("rxevm: FAIL: %s\n", l)
+		failed = true
 	}
 	if len(payload.broken) > 0 {
 		fmt.Printf("rxevm: FAIL: %d packages did not build: %s\n", len(payload.broken), strings.Join(payload.broken, " "))

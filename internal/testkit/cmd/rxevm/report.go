@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -446,6 +447,36 @@ func (c *console) output(line string) {
 	}
 }
 
+// splitSkip is a test that skipped on one kernel as a test of another
+// (testkit.OneKernel).
+type splitSkip struct {
+	pkg, test string
+	on        testkit.Kernel
+}
+
+// splitSkips lists r's allowed skips of testkit.OneKernel.
+func (r *kernelResult) splitSkips() []splitSkip {
+	var l []splitSkip
+	for _, b := range r.bins {
+		for _, s := range b.skips {
+			if k, ok := testkit.SplitKernel(s.reason); ok && s.allowed != "" {
+				l = append(l, splitSkip{pkg: b.label, test: s.test, on: k})
+			}
+		}
+	}
+	return l
+}
+
+// passed reports whether test of pkg passed in r.
+func (r *kernelResult) passed(pkg, test string) bool {
+	for _, b := range r.bins {
+		if b.label == pkg && b.results[test] == "PASS" {
+			return true
+		}
+	}
+	return false
+}
+
 // printSkips lists every test that skipped in the VM, allowed or not.
 func (r *kernelResult) printSkips(w io.Writer) {
 	var n, bad int
@@ -461,8 +492,21 @@ func (r *kernelResult) printSkips(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "rxevm: kernel %s: %d tests skipped in the VM, %d not on the allowlist:\n", r.short, n, bad)
+	// testkit.OneKernel's skips, allowed and checked on the other kernel
+	// (checkSplits), in a line per kernel they run on.
+	split := map[testkit.Kernel][]string{}
+	for _, sp := range r.splitSkips() {
+		split[sp.on] = append(split[sp.on], strings.TrimPrefix(sp.pkg, mod)+"."+sp.test)
+	}
+	for _, k := range slices.Sorted(maps.Keys(split)) {
+		fmt.Fprintf(w, "rxevm:   SKIP %d tests split to %s (testkit.OneKernel; allowed, and checked there when this run boots it): %s\n",
+			len(split[k]), k, strings.Join(split[k], " "))
+	}
 	for _, b := range r.bins {
 		for _, s := range b.skips {
+			if _, ok := testkit.SplitKernel(s.reason); ok && s.allowed != "" {
+				continue
+			}
 			reason := s.reason
 			if reason == "" {
 				reason = "(no reason given)"

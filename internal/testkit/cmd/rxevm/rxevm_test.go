@@ -627,6 +627,12 @@ func TestAllowlist(t *testing.T) {
 		{"6.1", "p", "TestK", "not on 6.12", ""},
 		{"6.1", "p", "TestVM", testkit.SkipMessage, ""},
 		{"6.1", "p", "TestA", "host only; " + testkit.SkipMessage, ""},
+		// testkit.OneKernel's skips: allowed on the kernel they do not name.
+		{"6.1", "q", "TestS", "vm_test.go:9: " + testkit.SplitMarker + "6.12, not here", "testkit.OneKernel: runs on 6.12 (checked there when this run boots it)"},
+		{"6.12", "q", "TestS", testkit.SplitMarker + "6.1, not here", "testkit.OneKernel: runs on 6.1 (checked there when this run boots it)"},
+		{"6.12", "q", "TestS", testkit.SplitMarker + "6.12, not here", ""},
+		{"6.1", "q", "TestS", testkit.SplitMarker + "6.6, not here", ""},
+		{"6.1", "q", "TestS", testkit.SkipMessage + " " + testkit.SplitMarker + "6.12", ""},
 	} {
 		if got := allowSkip(list, c.kernel, c.pkg, c.test, c.reason); got != c.want {
 			t.Errorf("allowSkip(%s %s %s %q) = %q, want %q", c.kernel, c.pkg, c.test, c.reason, got, c.want)
@@ -874,5 +880,51 @@ func TestQemuCPU(t *testing.T) {
 	}
 	if got := cpuArg(&options{smp: 2, memMB: 1536, cpu: "qemu64"}); got != "qemu64" {
 		t.Errorf("-cpu qemu64 gave %q", got)
+	}
+}
+
+// TestCheckSplits: a test skipped with testkit.OneKernel must pass on the
+// kernel it names when the run boots that one, and is noted when not.
+func TestCheckSplits(t *testing.T) {
+	pass := func(tests ...string) func(pkg, test string) bool {
+		return func(pkg, test string) bool { return pkg == "p" && slices.Contains(tests, test) }
+	}
+	to612 := []splitSkip{{pkg: "p", test: "TestA", on: testkit.Kernel612}}
+	to61 := []splitSkip{{pkg: "p", test: "TestB", on: testkit.Kernel61}}
+	for _, c := range []struct {
+		name         string
+		sums         []summary
+		fails, notes int
+	}{
+		{"both ran", []summary{{kernel: "6.1", splits: to612, passed: pass("TestB")}, {kernel: "6.12", splits: to61, passed: pass("TestA")}}, 0, 0},
+		{"skipped on both", []summary{{kernel: "6.1", splits: to612, passed: pass()}, {kernel: "6.12", splits: to61, passed: pass()}}, 2, 0},
+		{"failed on the other", []summary{{kernel: "6.1", splits: to612, passed: pass("TestB")}, {kernel: "6.12", passed: pass("TestC")}}, 1, 0},
+		{"other kernel not booted", []summary{{kernel: "6.1", splits: append(to612, splitSkip{pkg: "p", test: "TestC", on: testkit.Kernel612}), passed: pass()}}, 0, 1},
+		{"two hosts: no results", []summary{{kernel: "6.1", splits: to612}, {kernel: "6.12"}}, 1, 0},
+	} {
+		fails, notes := checkSplits(c.sums)
+		if len(fails) != c.fails || len(notes) != c.notes {
+			t.Errorf("%s: fails %q, notes %q; want %d and %d", c.name, fails, notes, c.fails, c.notes)
+		}
+	}
+	// What a console says becomes the summary's splits and passes.
+	res, _ := consoleRun([]string{mod + "cmd/x"}, lines(boot, []string{m + "BEGIN " + mod + "cmd/x;",
+		"=== RUN   TestOK", "--- PASS: TestOK (0.00s)",
+		"=== RUN   TestSplit", "    vm_test.go:9: " + testkit.SplitMarker + "6.12, not here (testkit.OneKernel)", "--- SKIP: TestSplit (0.00s)",
+		"PASS", m + "END " + mod + "cmd/x rc=0;"}, done)...)
+	if !res.ok() {
+		t.Fatal("a split skip failed the kernel's run")
+	}
+	var out strings.Builder
+	res.printSkips(&out)
+	if want := "rxevm:   SKIP 1 tests split to 6.12 (testkit.OneKernel; allowed, and checked there when this run boots it): cmd/x.TestSplit\n"; !strings.HasSuffix(out.String(), want) {
+		t.Errorf("skip list:\n%s\nwant it to end with\n%s", out.String(), want)
+	}
+	want := []splitSkip{{pkg: mod + "cmd/x", test: "TestSplit", on: testkit.Kernel612}}
+	if diff := cmp.Diff(want, res.splitSkips(), cmp.AllowUnexported(splitSkip{})); diff != "" {
+		t.Errorf("split skips (-want +got):\n%s", diff)
+	}
+	if !res.passed(mod+"cmd/x", "TestOK") || res.passed(mod+"cmd/x", "TestSplit") {
+		t.Error("passed: TestOK should have, TestSplit not")
 	}
 }

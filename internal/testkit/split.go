@@ -1,0 +1,60 @@
+package testkit
+
+import (
+	"strings"
+	"testing"
+)
+
+// Kernel is one of the two kernels make test boots for the VM suite.
+type Kernel string
+
+// The kernels of make test: Kernel61 stands for every kernel before 6.2,
+// Kernel612 for every later one (as KernelAtLeast(6, 2) divides them).
+const (
+	Kernel61  Kernel = "6.1"
+	Kernel612 Kernel = "6.12"
+)
+
+// SplitMarker begins the reason of every OneKernel skip. rxevm allows
+// such a skip, and when its run boots the kernel the reason names, it
+// fails the run unless the test passed there (docs/testing.md).
+const SplitMarker = "split between make test's kernels: runs on "
+
+// OneKernel runs t on kernel k only and skips it on the other kernel of
+// make test, which runs the VM suite on both: a test split that way still
+// runs once per make test. It is for tests of a tool's own code (its
+// options, output and loops, shared with the other perftest ports),
+// alternated between the tools that have the test, so that each kernel
+// still runs every such test with some tool; what the kernel does for a
+// tool is tested on both by its unsplit tests. Call it before anything
+// else in the test.
+func OneKernel(tb testing.TB, k Kernel) {
+	tb.Helper()
+	if reason := splitSkip(k, KernelAtLeast(6, 2)); reason != "" {
+		tb.Skip(reason)
+	}
+}
+
+// splitSkip is OneKernel's skip reason on a kernel from 6.2 on (later) or
+// before, or "" where k runs the test.
+func splitSkip(k Kernel, later bool) string {
+	if (k == Kernel612) == later {
+		return ""
+	}
+	return SplitMarker + string(k) + ", not here (testkit.OneKernel)"
+}
+
+// SplitKernel returns the kernel a OneKernel skip's reason names, and
+// whether reason is one.
+func SplitKernel(reason string) (Kernel, bool) {
+	_, rest, ok := strings.Cut(reason, SplitMarker)
+	if !ok {
+		return "", false
+	}
+	k, _, _ := strings.Cut(rest, ",")
+	switch Kernel(k) {
+	case Kernel61, Kernel612:
+		return Kernel(k), true
+	}
+	return "", false
+}
