@@ -15,6 +15,7 @@ import (
 	"github.com/pureverbs/pureverbs/internal/bw"
 	"github.com/pureverbs/pureverbs/internal/bw/bwtest"
 	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 var tool = bwtest.Tool{Verb: bw.Atomic, Go: "atomicbw"}
@@ -51,13 +52,17 @@ func TestVMModes(t *testing.T) {
 // warm-up waits for completions that never come), and Go against Go with
 // the moderation.
 func TestVMWarmUp(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
 	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{8}, 300, "--perform_warm_up", "-Q", "1")
 	bwtest.MatrixOn(t, tool, "rxelo", goGo, []int{8}, 300, "--perform_warm_up")
 }
 
 // TestVMOutJSON: --out_json and --out_json_file, Go against C both ways
 // (bwtest.OutJSON): the file names the atomic operation as perftest's.
-func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool, "-A", "CMP_AND_SWAP") }
+func TestVMOutJSON(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.OutJSON(t, tool, "-A", "CMP_AND_SWAP")
+}
 
 // TestVMUnsupported: an unknown device fails in both tools alike
 // (ib_atomic_bw returns 7, as ib_read_bw).

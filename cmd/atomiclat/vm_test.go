@@ -11,6 +11,7 @@ import (
 	"github.com/pureverbs/pureverbs/internal/bw"
 	"github.com/pureverbs/pureverbs/internal/bw/bwtest"
 	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 var tool = bwtest.Tool{Verb: bw.Atomic, Go: "atomiclat", Test: bw.LAT}
@@ -37,7 +38,10 @@ func TestVMModes(t *testing.T) {
 
 // TestVMOutJSON: --out_json, Go against C both ways (bwtest.OutJSON; the
 // server writes no file).
-func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
+func TestVMOutJSON(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.OutJSON(t, tool)
+}
 
 // TestVMBadArgs: the client command lines of bwtest.LatBadArgs and the
 // atomic test's own end exactly as ib_atomic_lat's do: same exit status,

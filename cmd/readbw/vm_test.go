@@ -9,6 +9,7 @@ import (
 	"github.com/pureverbs/pureverbs/internal/bw"
 	"github.com/pureverbs/pureverbs/internal/bw/bwtest"
 	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 var tool = bwtest.Tool{Verb: bw.Read, Go: "readbw"}
@@ -32,7 +33,10 @@ func TestVMGoGo(t *testing.T) {
 func TestVMEvents(t *testing.T) { bwtest.Events(t, tool) }
 
 // TestVMDuration: -D, Go against C both ways (bwtest.Duration).
-func TestVMDuration(t *testing.T) { bwtest.Duration(t, tool) }
+func TestVMDuration(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.Duration(t, tool)
+}
 
 // TestVMPostList: -l, Go against C both ways (bwtest.PostList).
 func TestVMPostList(t *testing.T) { bwtest.PostList(t, tool) }
@@ -58,28 +62,41 @@ func TestVMBadArgs(t *testing.T) {
 }
 
 // TestVMForever: --run_infinitely, Go against C both ways (bwtest.Forever).
-func TestVMForever(t *testing.T) { bwtest.Forever(t, tool) }
+func TestVMForever(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.Forever(t, tool)
+}
 
 // TestVMBidirectional: -b, Go against C both ways (bwtest.Bidirectional).
 func TestVMBidirectional(t *testing.T) { bwtest.Bidirectional(t, tool) }
 
 // TestVMOutput: --output, Go against C both ways (bwtest.Output).
-func TestVMOutput(t *testing.T) { bwtest.Output(t, tool) }
+func TestVMOutput(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.Output(t, tool)
+}
 
 // TestVMLimits: -w and -y, Go against C both ways (bwtest.Limits).
-func TestVMLimits(t *testing.T) { bwtest.Limits(t, tool) }
+func TestVMLimits(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.Limits(t, tool)
+}
 
 // TestVMMRPerQP: --mr_per_qp with four QPs, Go against C both ways (bwtest.MRPerQP).
 func TestVMMRPerQP(t *testing.T) { bwtest.MRPerQP(t, tool) }
 
 // TestVMOutJSON: --out_json and --out_json_file, Go against C both ways (bwtest.OutJSON).
-func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
+func TestVMOutJSON(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.OutJSON(t, tool)
+}
 
 // TestVMWarmUp: --perform_warm_up, Go against C both ways at 64 KiB
 // (a completion per read, where perftest's warm-up ends), and Go
 // against Go with -a and the default moderation (where perftest's would
 // wait for ever).
 func TestVMWarmUp(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
 	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{65536}, 200, "--perform_warm_up")
 	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 5, "--perform_warm_up", "-a", "-b")
 }
@@ -88,10 +105,16 @@ func TestVMWarmUp(t *testing.T) {
 func TestVMODP(t *testing.T) { bwtest.ODP(t, tool) }
 
 // TestVMRateLimit: --rate_limit and its options, Go against C both ways (bwtest.RateLimit).
-func TestVMRateLimit(t *testing.T) { bwtest.RateLimit(t, tool) }
+func TestVMRateLimit(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.RateLimit(t, tool)
+}
 
 // TestVMCounters: -W (--report-counters) with rxe's packet counters, Go against C both ways (bwtest.Counters).
-func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
+func TestVMCounters(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.Counters(t, tool)
+}
 
 // TestVMRDMACM: -R and -z, Go against C both ways (bwtest.RDMACM).
 func TestVMRDMACM(t *testing.T) { bwtest.RDMACM(t, tool) }
@@ -108,6 +131,7 @@ func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }
 // exchanges fall out of step, and every pairing of Go and C ends as C-C
 // does (bwtest.Mismatched).
 func TestVMMismatched(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
 	bwtest.Mismatched(t, tool, []string{"-q", "2"}, []string{"-q", "1"})
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/pureverbs/pureverbs/internal/bw"
 	"github.com/pureverbs/pureverbs/internal/bw/bwtest"
 	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 var tool = bwtest.Tool{Verb: bw.Read, Go: "readlat", Test: bw.LAT}
@@ -46,6 +47,7 @@ func TestVMAllSizes(t *testing.T) { bwtest.AllSizes(t, tool) }
 // sample at least the gap (halved for a round trip); Go against C both
 // ways.
 func TestVMReportOptions(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "-U", "-H", "-C")
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "--output=latency")
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "--latency_gap=200")
@@ -54,6 +56,7 @@ func TestVMReportOptions(t *testing.T) {
 // TestVMDuration: -D 4 (a second of margin each end), Go against C both
 // ways: one line of the measured stretch on the client.
 func TestVMDuration(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{64}, 1000, "-D", "4")
 }
 
@@ -75,10 +78,16 @@ func TestTwoHostLatency(t *testing.T) {
 }
 
 // TestVMOutJSON: --out_json and --out_json_file, Go against C both ways (bwtest.OutJSON).
-func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
+func TestVMOutJSON(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.OutJSON(t, tool)
+}
 
 // TestVMCounters: -W (--report-counters) with rxe's packet counters, Go against C both ways (bwtest.Counters).
-func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
+func TestVMCounters(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.Counters(t, tool)
+}
 
 // TestVMRDMACM: -R and -z, Go against C both ways (bwtest.LatRDMACM).
 func TestVMRDMACM(t *testing.T) { bwtest.LatRDMACM(t, tool) }

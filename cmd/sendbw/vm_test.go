@@ -42,7 +42,10 @@ func TestVMGoGo(t *testing.T) {
 func TestVMEvents(t *testing.T) { bwtest.Events(t, tool) }
 
 // TestVMDuration: -D, Go against C both ways (bwtest.Duration).
-func TestVMDuration(t *testing.T) { bwtest.Duration(t, tool) }
+func TestVMDuration(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.Duration(t, tool)
+}
 
 // TestVMClientKilled: the client dies mid-run (SIGKILL). The Go server,
 // polling or sleeping on events, gives up after a watchdog period
@@ -116,7 +119,10 @@ func TestVMBadArgs(t *testing.T) {
 func TestVMQPs(t *testing.T) { bwtest.QPs(t, tool) }
 
 // TestVMForever: --run_infinitely, Go against C both ways (bwtest.Forever).
-func TestVMForever(t *testing.T) { bwtest.Forever(t, tool) }
+func TestVMForever(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.Forever(t, tool)
+}
 
 // TestVMBidirectional: -b, Go against C both ways (bwtest.Bidirectional).
 func TestVMBidirectional(t *testing.T) { bwtest.Bidirectional(t, tool) }
@@ -131,10 +137,16 @@ func TestVMUD(t *testing.T) { bwtest.UD(t, tool) }
 func TestVMSRQ(t *testing.T) { bwtest.SRQ(t, tool) }
 
 // TestVMOutput: --output, Go against C both ways (bwtest.Output).
-func TestVMOutput(t *testing.T) { bwtest.Output(t, tool) }
+func TestVMOutput(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.Output(t, tool)
+}
 
 // TestVMLimits: -w and -y, Go against C both ways (bwtest.Limits).
-func TestVMLimits(t *testing.T) { bwtest.Limits(t, tool) }
+func TestVMLimits(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.Limits(t, tool)
+}
 
 // TestVMRecvPostList: --recv_post_list, Go against C both ways (bwtest.RecvPostList).
 func TestVMRecvPostList(t *testing.T) { bwtest.RecvPostList(t, tool) }
@@ -143,10 +155,16 @@ func TestVMRecvPostList(t *testing.T) { bwtest.RecvPostList(t, tool) }
 func TestVMMRPerQP(t *testing.T) { bwtest.MRPerQP(t, tool) }
 
 // TestVMCPUUtil: --cpu_util with -D, Go against C both ways (bwtest.CPUUtil).
-func TestVMCPUUtil(t *testing.T) { bwtest.CPUUtil(t, tool) }
+func TestVMCPUUtil(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.CPUUtil(t, tool)
+}
 
 // TestVMOutJSON: --out_json and --out_json_file, Go against C both ways (bwtest.OutJSON).
-func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
+func TestVMOutJSON(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.OutJSON(t, tool)
+}
 
 // TestVMHugePages: --use_hugepages, failing without huge pages and running with them, Go against C both ways (bwtest.HugePages).
 func TestVMHugePages(t *testing.T) { bwtest.HugePages(t, tool) }
@@ -155,10 +173,16 @@ func TestVMHugePages(t *testing.T) { bwtest.HugePages(t, tool) }
 func TestVMODP(t *testing.T) { bwtest.ODP(t, tool) }
 
 // TestVMRateLimit: --rate_limit and its options, Go against C both ways (bwtest.RateLimit).
-func TestVMRateLimit(t *testing.T) { bwtest.RateLimit(t, tool) }
+func TestVMRateLimit(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.RateLimit(t, tool)
+}
 
 // TestVMCounters: -W (--report-counters) with rxe's packet counters, Go against C both ways (bwtest.Counters).
-func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
+func TestVMCounters(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.Counters(t, tool)
+}
 
 // TestVMRDMACM: -R and -z, Go against C both ways (bwtest.RDMACM).
 func TestVMRDMACM(t *testing.T) { bwtest.RDMACM(t, tool) }

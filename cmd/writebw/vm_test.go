@@ -9,6 +9,7 @@ import (
 	"github.com/pureverbs/pureverbs/internal/bw"
 	"github.com/pureverbs/pureverbs/internal/bw/bwtest"
 	"github.com/pureverbs/pureverbs/internal/pingpong/pptest"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 var tool = bwtest.Tool{Verb: bw.Write, Go: "writebw"}
@@ -36,12 +37,16 @@ func TestVMGoGo(t *testing.T) {
 // run, with perftest's line), and --retry_count and --flow_label (checked,
 // and unused without rdma_cm), Go against C both ways.
 func TestVMLongOptions(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
 	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{4096}, 100,
 		"--tclass", "32", "--pkey_index", "1", "--wait_destroy", "1", "--retry_count", "3", "--flow_label", "5")
 }
 
 // TestVMDuration: -D, Go against C both ways (bwtest.Duration).
-func TestVMDuration(t *testing.T) { bwtest.Duration(t, tool) }
+func TestVMDuration(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.Duration(t, tool)
+}
 
 // TestVMPostList: -l, Go against C both ways (bwtest.PostList).
 func TestVMPostList(t *testing.T) { bwtest.PostList(t, tool) }
@@ -67,7 +72,10 @@ func TestVMBadArgs(t *testing.T) {
 }
 
 // TestVMForever: --run_infinitely, Go against C both ways (bwtest.Forever).
-func TestVMForever(t *testing.T) { bwtest.Forever(t, tool) }
+func TestVMForever(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.Forever(t, tool)
+}
 
 // TestVMBidirectional: -b, Go against C both ways (bwtest.Bidirectional).
 func TestVMBidirectional(t *testing.T) { bwtest.Bidirectional(t, tool) }
@@ -76,22 +84,37 @@ func TestVMBidirectional(t *testing.T) { bwtest.Bidirectional(t, tool) }
 func TestVMUC(t *testing.T) { bwtest.UC(t, tool) }
 
 // TestVMOutput: --output, Go against C both ways (bwtest.Output).
-func TestVMOutput(t *testing.T) { bwtest.Output(t, tool) }
+func TestVMOutput(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.Output(t, tool)
+}
 
 // TestVMLimits: -w and -y, Go against C both ways (bwtest.Limits).
-func TestVMLimits(t *testing.T) { bwtest.Limits(t, tool) }
+func TestVMLimits(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.Limits(t, tool)
+}
 
 // TestVMMRPerQP: --mr_per_qp with four QPs, Go against C both ways (bwtest.MRPerQP).
 func TestVMMRPerQP(t *testing.T) { bwtest.MRPerQP(t, tool) }
 
 // TestVMCPUUtil: --cpu_util with -D, Go against C both ways (bwtest.CPUUtil).
-func TestVMCPUUtil(t *testing.T) { bwtest.CPUUtil(t, tool) }
+func TestVMCPUUtil(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.CPUUtil(t, tool)
+}
 
 // TestVMOutJSON: --out_json and --out_json_file, Go against C both ways (bwtest.OutJSON).
-func TestVMOutJSON(t *testing.T) { bwtest.OutJSON(t, tool) }
+func TestVMOutJSON(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.OutJSON(t, tool)
+}
 
 // TestVMGIDChoice: the GID chosen without -x, and with --ipv6, Go against C both ways (bwtest.GIDChoice).
-func TestVMGIDChoice(t *testing.T) { bwtest.GIDChoice(t, tool) }
+func TestVMGIDChoice(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.GIDChoice(t, tool)
+}
 
 // TestVMHugePages: --use_hugepages, failing without huge pages and running with them, Go against C both ways (bwtest.HugePages).
 func TestVMHugePages(t *testing.T) { bwtest.HugePages(t, tool) }
@@ -103,19 +126,34 @@ func TestVMMmap(t *testing.T) { bwtest.Mmap(t, tool) }
 func TestVMODP(t *testing.T) { bwtest.ODP(t, tool) }
 
 // TestVMNoVersions: --dont_xchg_versions, Go against C both ways (bwtest.NoVersions).
-func TestVMNoVersions(t *testing.T) { bwtest.NoVersions(t, tool) }
+func TestVMNoVersions(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.NoVersions(t, tool)
+}
 
 // TestVMRateLimit: --rate_limit and its options, Go against C both ways (bwtest.RateLimit).
-func TestVMRateLimit(t *testing.T) { bwtest.RateLimit(t, tool) }
+func TestVMRateLimit(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.RateLimit(t, tool)
+}
 
 // TestVMCounters: -W (--report-counters) with rxe's packet counters, Go against C both ways (bwtest.Counters).
-func TestVMCounters(t *testing.T) { bwtest.Counters(t, tool) }
+func TestVMCounters(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.Counters(t, tool)
+}
 
 // TestVMForceLink: --force-link=Ethernet and =IB, Go against C both ways (bwtest.ForceLink).
-func TestVMForceLink(t *testing.T) { bwtest.ForceLink(t, tool) }
+func TestVMForceLink(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.ForceLink(t, tool)
+}
 
 // TestVMDLID: --dlid, Go against C both ways (bwtest.DLID).
-func TestVMDLID(t *testing.T) { bwtest.DLID(t, tool) }
+func TestVMDLID(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel612)
+	bwtest.DLID(t, tool)
+}
 
 // TestVMRDMACM: -R and -z, Go against C both ways (bwtest.RDMACM).
 func TestVMRDMACM(t *testing.T) { bwtest.RDMACM(t, tool) }
@@ -135,6 +173,7 @@ func TestVMServerKilled(t *testing.T) { bwtest.ServerKilled(t, tool) }
 // its server to find the connection closed; every pairing of Go and C
 // ends as C-C does (bwtest.Mismatched).
 func TestVMMismatched(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
 	bwtest.Mismatched(t, tool, []string{"-q", "2"}, []string{"-q", "1"})
 	bwtest.Mismatched(t, tool, []string{"-q", "1"}, []string{"-q", "2"})
 	bwtest.Mismatched(t, tool, []string{"-s", "4096"}, []string{"-s", "65536"})

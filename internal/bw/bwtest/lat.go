@@ -289,11 +289,18 @@ const killBound = 20 * time.Second
 // within killBound of the kill, saying the peer has gone (a read or
 // atomic latency server, which waits in the closing handshake, that the
 // connection closed), and the kernel's resource counts must be back. For
-// each mode (none: the defaults).
+// each mode (none: the defaults): the first on both kernels, the others
+// split between them (KernelHalf; each mode waits out the grace, 3 s, and
+// its set-up, one after the other).
 func PeerKilled(t *testing.T, tool Tool, modes ...KillMode) {
 	testkit.RequireVM(t)
 	if len(modes) == 0 {
 		modes = []KillMode{{}}
+	}
+	if len(modes) > 1 {
+		others := KernelHalf(modes[1:])
+		t.Logf("%d of the %d modes after the first on this kernel (KernelHalf), the others on the other one", len(others), len(modes)-1)
+		modes = append(modes[:1:1], others...)
 	}
 	for _, m := range modes {
 		mode := m.Both
