@@ -55,6 +55,10 @@ var vmSkipAllowlist = []allowedSkip{
 		why: "make sweep runs it with its flags; make test leaves the package out (VMPKGS), and a plain run of it has nothing to do",
 	},
 	{
+		pkg: mod + "internal/bw/bwtest", test: "TestOneKernelCoversBoth", reason: "host-only: parses the module's sources",
+		why: "host-only: checks the testkit.OneKernel splits in cmd/*/*_test.go, which the guest does not have (make unit runs it)",
+	},
+	{
 		pkg: mod + "internal/testkit/cmd/rxevm", test: "TestRunnerReportsFailures", reason: "boots QEMU guests",
 		why: "host-only: boots QEMU itself (make runnertest)",
 	},
