@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/rdmacm"
 )
 
@@ -323,4 +324,64 @@ func TestVMMigrateQueuedRequest(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// TestVMMigrateWakesParkedReader: the kernel moves a listener's queued
+// connect request to the new channel without waking that channel's
+// waiters (ucma_migrate_id splices the event list, no wake_up), so a
+// GetEvent already parked on the new channel's fd would sleep through it.
+// Migrate makes such a reader look again: the request is delivered there.
+func TestVMMigrateWakesParkedReader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch1, ch2, cch := openChannel(t), openChannel(t), openChannel(t)
+	listen := listener(t, ch1, rdmacm.PortSpaceTCP, 0)
+
+	type result struct {
+		ev  rdmacm.Event
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		ev, err := ch2.GetEvent(ctx)
+		got <- result{ev, err}
+	}()
+	if err := testkit.WaitParked(ctx, "rdmacm.(*EventChannel).GetEvent"); err != nil {
+		t.Fatal(err)
+	}
+	client := resolve(ctx, t, cch, listen.LocalAddr())
+	if err := client.Connect(&rdmacm.ConnParam{QPNum: 0x100, PrivateData: []byte{7}, RetryCount: 7, RNRRetryCount: 7}); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	// The request is queued on ch1, which nobody reads: poll(2) says so
+	// without taking it.
+	for {
+		ok, err := sys.WaitReadable(ch1.Fd(), 100*time.Millisecond)
+		if err != nil {
+			t.Fatalf("poll ch1: %v", err)
+		}
+		if ok {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no connect request queued on the listener's channel")
+		}
+	}
+	if err := listen.Migrate(ch2); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("GetEvent parked on the new channel: %v (it slept through the moved request)", r.err)
+	}
+	if r.ev.Type != rdmacm.EventConnectRequest || len(r.ev.Param.PrivateData) == 0 || r.ev.Param.PrivateData[0] != 7 {
+		t.Fatalf("GetEvent on the new channel = %v, want the client's connect request", &r.ev)
+	}
+	r.ev.ID.Reject(nil)
+	r.ev.ID.Destroy()
+	ev, err := cch.GetEvent(ctx)
+	if err != nil || ev.Type != rdmacm.EventRejected {
+		t.Fatalf("client event %v (%v), want its reject", &ev, err)
+	}
+	noEvent(t, ch1, "the channel the listener left")
 }

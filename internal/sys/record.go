@@ -54,9 +54,10 @@ type RecordReader struct {
 	tStop    func() bool
 	wake     int // eventfd, -1 until first used (0 is a valid fd); guarded by mu for signal
 
-	mu      sync.Mutex      // guards ctx, expired, tWatch and wake against the AfterFuncs
+	mu      sync.Mutex      // guards ctx, expired, kicked, tWatch and wake against the AfterFuncs
 	ctx     context.Context // the context whose AfterFunc is registered
 	expired bool            // the AfterFunc moved the deadline into the past
+	kicked  bool            // Kick moved the deadline into the past
 	tWatch  context.Context // ReadThread's watched context
 
 	lastYield time.Time // ReadThread's last runtime.Gosched; guarded by sem
@@ -167,7 +168,7 @@ func (r *RecordReader) TryRead(buf []byte) (int, error) {
 	defer func() { <-r.sem }()
 	r.forgetEnded()
 	r.buf = buf
-	cerr := r.rc.Read(r.tryFn)
+	cerr := r.rawRead(context.Background(), r.tryFn)
 	r.buf = nil
 	if cerr != nil {
 		return 0, r.mapErr(cerr)
@@ -188,7 +189,7 @@ func (r *RecordReader) Read(ctx context.Context, buf []byte) (int, error) {
 	}
 	r.buf = buf
 	r.hinted = r.hint != nil
-	err := r.rc.Read(r.readFn)
+	err := r.rawRead(ctx, r.readFn)
 	r.buf = nil
 	r.hinted = false
 	if err != nil {
@@ -262,6 +263,48 @@ func (r *RecordReader) watch(ctx context.Context) error {
 		r.file.SetReadDeadline(time.Unix(1, 0))
 	})
 	return ctx.Err()
+}
+
+// Kick makes a Read parked on the poller (or a ReadThread in ppoll) read
+// again, as if the descriptor had become readable, and parks it again if
+// nothing is there. It is for records that a kernel queues without waking
+// the file's waiters: rdma_cm's MIGRATE_ID moves an ID's queued events to
+// the new file and wakes no one (ucma_migrate_id), so a reader parked on
+// the new file before the move would sleep through them. A Kick with no
+// Read waiting costs the next Read (or TryRead) one more try; it neither
+// loses nor repeats a record. Any goroutine may call it.
+func (r *RecordReader) Kick() {
+	r.mu.Lock()
+	r.kicked = true
+	r.file.SetReadDeadline(time.Unix(1, 0))
+	r.mu.Unlock()
+	r.signal()
+}
+
+// rawRead is r.rc.Read(fn), again after a Kick woke it (under sem). ctx
+// is the Read's (TryRead's: Background): a deadline its end set is
+// returned.
+func (r *RecordReader) rawRead(ctx context.Context, fn func(uintptr) bool) error {
+	for {
+		err := r.rc.Read(fn)
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || ctx.Err() != nil || !r.unkick() {
+			return err
+		}
+	}
+}
+
+// unkick undoes a Kick's deadline, reporting whether there was one.
+func (r *RecordReader) unkick() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.kicked {
+		return false
+	}
+	r.kicked = false
+	if !r.expired {
+		r.file.SetReadDeadline(time.Time{})
+	}
+	return true
 }
 
 // forgetEnded drops the context of an earlier Read that has ended since

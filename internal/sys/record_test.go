@@ -431,3 +431,120 @@ func TestRecordReaderHint(t *testing.T) {
 		}
 	})
 }
+
+// TestRecordReaderKick: a record queued with no wake-up of the file's
+// waiters (as rdma_cm's MIGRATE_ID queues the events it moves) is slept
+// through by a parked Read until Kick makes it look again, in poller and
+// thread mode; a Kick with no reader waiting leaves TryRead and the next
+// Read as they were.
+func TestRecordReaderKick(t *testing.T) {
+	r, w, err := NewRecordReaderPipe("kick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer r.Close()
+	// The records come from queue, not the pipe, which never becomes
+	// readable: nothing wakes the poller for them.
+	var (
+		mu     sync.Mutex
+		queue  []string
+		missed = make(chan struct{}, 16) // one per read that found nothing
+	)
+	r.SetOp(func(fd int, buf []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(queue) == 0 {
+			missed <- struct{}{}
+			return 0, unix.EAGAIN
+		}
+		n := copy(buf, queue[0])
+		queue = queue[1:]
+		return n, nil
+	})
+	push := func(s string) {
+		mu.Lock()
+		queue = append(queue, s)
+		mu.Unlock()
+	}
+	drain := func() {
+		for {
+			select {
+			case <-missed:
+			default:
+				return
+			}
+		}
+	}
+	type result struct {
+		s   string
+		err error
+	}
+	for _, mode := range []string{"poller", "thread"} {
+		drain()
+		// Without a Kick the record is slept through: the read ends with
+		// its context, and the record is still queued.
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		done := make(chan result, 1)
+		read := func(ctx context.Context) {
+			b := make([]byte, 8)
+			var n int
+			var err error
+			if mode == "thread" {
+				n, err = r.ReadThread(ctx, b)
+			} else {
+				n, err = r.Read(ctx, b)
+			}
+			done <- result{string(b[:n]), err}
+		}
+		go read(ctx)
+		<-missed // the reader looked and found nothing
+		push("unseen..")
+		if res := <-done; !errors.Is(res.err, context.DeadlineExceeded) {
+			t.Fatalf("%s: a record queued without a wake-up: Read = %q, %v; want it slept through", mode, res.s, res.err)
+		}
+		cancel()
+		buf := make([]byte, 8)
+		if n, err := r.TryRead(buf); err != nil || string(buf[:n]) != "unseen.." {
+			t.Fatalf("%s: TryRead = %q, %v", mode, buf[:n], err)
+		}
+		drain()
+
+		// With a Kick the parked reader reads it.
+		ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+		go read(ctx)
+		<-missed
+		push("kicked..")
+		r.Kick()
+		if res := <-done; res.err != nil || res.s != "kicked.." {
+			t.Fatalf("%s: after Kick: Read = %q, %v", mode, res.s, res.err)
+		}
+		cancel()
+		drain()
+
+		// A Kick with nobody waiting: TryRead sees an empty queue, not a
+		// deadline, and a Read waits as before.
+		r.Kick()
+		if _, err := r.TryRead(buf); err != unix.EAGAIN {
+			t.Fatalf("%s: TryRead after an idle Kick = %v, want EAGAIN", mode, err)
+		}
+		r.Kick()
+		ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+		go read(ctx)
+		<-missed
+		push("later...")
+		r.Kick()
+		if res := <-done; res.err != nil || res.s != "later..." {
+			t.Fatalf("%s: Read after an idle Kick = %q, %v", mode, res.s, res.err)
+		}
+		cancel()
+	}
+	// A Kick does not outlive a context's end: a Read whose context has
+	// ended returns that.
+	r.Kick()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Read(ctx, make([]byte, 8)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Read with an ended context after a Kick = %v", err)
+	}
+}

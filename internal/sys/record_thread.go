@@ -51,7 +51,7 @@ func (r *RecordReader) ReadThread(ctx context.Context, buf []byte) (int, error) 
 	r.hinted = r.hint != nil
 	// Inside RawConn.Read the descriptor cannot be closed under the
 	// ppoll: Close writes the eventfd, then waits for this to return.
-	cerr := r.rc.Read(r.threadFn)
+	cerr := r.rawRead(ctx, r.threadFn)
 	r.buf, r.tctx = nil, nil
 	r.hinted = false
 	if cerr != nil {
@@ -116,7 +116,11 @@ func (r *RecordReader) thread(fd uintptr) bool {
 				r.n, r.err = 0, errWoken
 				return true
 			}
-			fds[1].Revents = 0 // a stale wake-up from an earlier context
+			fds[1].Revents = 0 // a Kick, or a stale wake-up from an earlier context
+			if r.unkick() {
+				// Kick: look again, whatever ppoll says of the fd.
+				fds[0].Revents = unix.POLLIN
+			}
 		}
 		if fds[0].Revents != 0 {
 			if r.op != nil {

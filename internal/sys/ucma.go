@@ -164,7 +164,9 @@ func (u *UCM) TryGetEvent(buf []byte) (int, error) { return u.rr.TryRead(buf) }
 // naming from's fd, which stays open meanwhile. It returns how many
 // events of the id from had reported (struct rdma_ucm_migrate_resp).
 // moved runs after a successful move while from's fd is still held, so
-// that a Close of from, which waits for it, sees what moved records.
+// that a Close of from, which waits for it, sees what moved records. A
+// GetEvent parked on u then reads again (RecordReader.Kick): the kernel
+// wakes no one for the events it moved.
 func (u *UCM) Migrate(from *UCM, id uint32, moved func()) (uint32, error) {
 	var (
 		resp [4]byte
@@ -184,5 +186,9 @@ func (u *UCM) Migrate(from *UCM, id uint32, moved func()) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The kernel spliced the id's queued events onto u's file without
+	// waking its waiters (ucma_migrate_id): a reader parked on u before
+	// the move must look again.
+	u.rr.Kick()
 	return binary.LittleEndian.Uint32(resp[:]), nil
 }

@@ -403,3 +403,24 @@ func resourceDevices(js []byte) ([]string, error) {
 	}
 	return out, nil
 }
+
+// WaitParked waits until a goroutine of this process is parked on the
+// runtime poller ("IO wait") inside function frame (as runtime.Stack
+// names it, e.g. "rdmacm.(*EventChannel).GetEvent"): for a test that must
+// act only once a reader sleeps. It looks every millisecond until ctx
+// ends.
+func WaitParked(ctx context.Context, frame string) error {
+	for {
+		for _, g := range goroutines() {
+			head, _, _ := strings.Cut(g, "\n")
+			if strings.Contains(head, "[IO wait") && strings.Contains(g, frame) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no goroutine parked on the poller in %s: %w", frame, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
