@@ -78,7 +78,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # The VM suite: KERNEL=6.1|6.12|all, RUN=TestName, VMPKGS=./async/...
-# The whole suite takes about 17 minutes per kernel under TCG on 2 cores,
+# The whole suite takes about 14-15 minutes per kernel under TCG on 2 cores (CI79),
 # one kernel after the other, so each kernel gets 30 (the runner's
 # default is 10). VMPARALLEL=-parallel boots both kernels' guests at
 # once: about 4 minutes sooner on 2 cores, but every test runs 1.7 times
