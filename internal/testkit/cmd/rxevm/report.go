@@ -454,12 +454,19 @@ type splitSkip struct {
 	on        testkit.Kernel
 }
 
+// split returns the kernel an allowed skip of testkit.OneKernel names,
+// and whether s is one.
+func (s skipped) split() (testkit.Kernel, bool) {
+	k, ok := testkit.SplitKernel(s.reason)
+	return k, ok && s.allowed != ""
+}
+
 // splitSkips lists r's allowed skips of testkit.OneKernel.
 func (r *kernelResult) splitSkips() []splitSkip {
 	var l []splitSkip
 	for _, b := range r.bins {
 		for _, s := range b.skips {
-			if k, ok := testkit.SplitKernel(s.reason); ok && s.allowed != "" {
+			if k, ok := s.split(); ok {
 				l = append(l, splitSkip{pkg: b.label, test: s.test, on: k})
 			}
 		}
@@ -504,7 +511,7 @@ func (r *kernelResult) printSkips(w io.Writer) {
 	}
 	for _, b := range r.bins {
 		for _, s := range b.skips {
-			if _, ok := testkit.SplitKernel(s.reason); ok && s.allowed != "" {
+			if _, ok := s.split(); ok {
 				continue
 			}
 			reason := s.reason
