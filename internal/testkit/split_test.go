@@ -6,16 +6,25 @@ func TestOneKernelSplit(t *testing.T) {
 	for _, c := range []struct {
 		k     Kernel
 		later bool
+		run   string // RunKernelsEnv
 		runs  bool
 	}{
-		{Kernel61, false, true},
-		{Kernel61, true, false},
-		{Kernel612, true, true},
-		{Kernel612, false, false},
+		{Kernel61, false, "6.1,6.12", true},
+		{Kernel61, true, "6.1,6.12", false},
+		{Kernel612, true, "6.1,6.12", true},
+		{Kernel612, false, "6.1,6.12", false},
+		{Kernel612, false, "6.12,6.1", false},
+		// A run that does not boot the test's kernel runs it on its own.
+		{Kernel61, true, "6.12", true},
+		{Kernel612, false, "6.1", true},
+		{Kernel61, false, "6.1", true},
+		{Kernel612, false, "", true},
+		{Kernel61, true, "", true},
+		{Kernel612, false, "6.11,6.120", true},
 	} {
-		reason := splitSkip(c.k, c.later)
+		reason := splitSkip(c.k, c.later, bothKernels(c.run))
 		if (reason == "") != c.runs {
-			t.Errorf("%s on a later kernel %v: skip reason %q, want it to run: %v", c.k, c.later, reason, c.runs)
+			t.Errorf("%s on a later kernel %v, run of %q: skip reason %q, want it to run: %v", c.k, c.later, c.run, reason, c.runs)
 			continue
 		}
 		if reason == "" {

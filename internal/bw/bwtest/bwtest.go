@@ -1503,7 +1503,7 @@ func SameAsC(t *testing.T, tool Tool, cases [][]string, skip map[string]string) 
 	t.Helper()
 	lead := func() []string { return []string{"-d", testkit.RxeDev, "-x", "1", "-p", strconv.Itoa(Port())} }
 	mine := KernelHalf(cases)
-	t.Logf("%d of the %d cases on this kernel (KernelHalf), the others on the other one", len(mine), len(cases))
+	t.Logf("%d of the %d cases on this kernel (KernelHalf)", len(mine), len(cases))
 	pptest.CompareWithC(t, tool.Bin(pptest.Go), tool.C(), lead, mine, skip)
 	hosts := slices.Clone(pptest.HostOperands)
 	for _, h := range pptest.HostOperands {
@@ -1516,8 +1516,11 @@ func SameAsC(t *testing.T, tool Tool, cases [][]string, skip map[string]string) 
 // server with the C client on 6.1, the C server with the Go client on
 // later kernels. make test runs the VM suite on both, so a long run
 // taken one way per kernel still covers both directions, at half the
-// time.
+// time. A run of one kernel (testkit.BothKernels) takes both ways.
 func AlternateWay() []pptest.Pair {
+	if !testkit.BothKernels() {
+		return pptest.BothWays
+	}
 	if testkit.KernelAtLeast(6, 2) {
 		return pptest.BothWays[1:]
 	}
@@ -1529,8 +1532,14 @@ func AlternateWay() []pptest.Pair {
 // kernels. make test runs the VM suite on both, so every case still runs
 // once (in TCG each takes about a second with perftest's start-up, and
 // the bandwidth and latency tools' tables of bad arguments were 160 s of
-// a make test whose hour is nearly spent, 2026-12-06).
-func KernelHalf[T any](cases []T) []T { return half(cases, testkit.KernelAtLeast(6, 2)) }
+// a make test whose hour is nearly spent, 2026-12-06). A run of one
+// kernel (testkit.BothKernels) runs them all.
+func KernelHalf[T any](cases []T) []T {
+	if !testkit.BothKernels() {
+		return cases
+	}
+	return half(cases, testkit.KernelAtLeast(6, 2))
+}
 
 // half is KernelHalf for a kernel from 6.2 on (later) or before.
 func half[T any](cases []T, later bool) []T {
@@ -1636,9 +1645,11 @@ const killRetries = "2"
 // at the same time, each against a server of its own, and are bounded:
 // one that keeps polling fails the test two minutes after the start. For
 // ib_read_bw also with -a, whose loop exits with 17 and prints nothing
-// of its own: on 6.12 only, where the retries take a quarter of 6.1's
-// time (the path is -s's, the kernel's part the same). Of the latency tools, ib_read_lat and ib_atomic_lat poll
-// their send queue's completions and fail the same way; ib_write_lat
+// of its own: on 6.12 only when the run boots both kernels
+// (testkit.BothKernels), where the retries take a quarter of 6.1's time
+// (the path is -s's, the kernel's part the same). Of the latency tools,
+// ib_read_lat and ib_atomic_lat poll their send queue's completions and
+// fail the same way; ib_write_lat
 // and ib_send_lat wait for their server's next message (spinning on
 // the buffer it writes, polling the receive queue) and so never learn
 // of its death: their tests run PeerKilled instead, where the Go tools
@@ -1646,7 +1657,7 @@ const killRetries = "2"
 func ServerKilled(t *testing.T, tool Tool) {
 	testkit.RequireVM(t)
 	modes := [][]string{{"-s", strconv.Itoa(tool.Size(4096))}}
-	if tool.Verb == bw.Read && tool.Test == bw.BW && testkit.KernelAtLeast(6, 2) {
+	if tool.Verb == bw.Read && tool.Test == bw.BW && (testkit.KernelAtLeast(6, 2) || !testkit.BothKernels()) {
 		modes = append(modes, []string{"-a"})
 	}
 	for _, mode := range modes {

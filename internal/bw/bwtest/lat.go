@@ -299,7 +299,7 @@ func PeerKilled(t *testing.T, tool Tool, modes ...KillMode) {
 	}
 	if len(modes) > 1 {
 		others := KernelHalf(modes[1:])
-		t.Logf("%d of the %d modes after the first on this kernel (KernelHalf), the others on the other one", len(others), len(modes)-1)
+		t.Logf("%d of the %d modes after the first on this kernel (KernelHalf)", len(others), len(modes)-1)
 		modes = append(modes[:1:1], others...)
 	}
 	for _, m := range modes {

@@ -84,7 +84,7 @@ func allowSkip(list []allowedSkip, kernel, pkg, test, reason string) string {
 		return "-race: measured by the run without the race detector"
 	}
 	if k, ok := testkit.SplitKernel(reason); ok && string(k) != kernel {
-		return "testkit.OneKernel: runs on " + string(k) + " (checked there when this run boots it)"
+		return "testkit.OneKernel: runs on " + string(k) + " (checked there)"
 	}
 	for _, a := range list {
 		if a.pkg == pkg && a.test == test && (a.kernel == "" || a.kernel == kernel) &&

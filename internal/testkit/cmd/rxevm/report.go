@@ -506,7 +506,7 @@ func (r *kernelResult) printSkips(w io.Writer) {
 		split[sp.on] = append(split[sp.on], strings.TrimPrefix(sp.pkg, mod)+"."+sp.test)
 	}
 	for _, k := range slices.Sorted(maps.Keys(split)) {
-		fmt.Fprintf(w, "rxevm:   SKIP %d tests split to %s (testkit.OneKernel; allowed, and checked there when this run boots it): %s\n",
+		fmt.Fprintf(w, "rxevm:   SKIP %d tests split to %s (testkit.OneKernel; allowed, and checked there): %s\n",
 			len(split[k]), k, strings.Join(split[k], " "))
 	}
 	for _, b := range r.bins {
