@@ -12,7 +12,7 @@
 #
 # Not part of `make test`: it downloads Go, the kernel and rdma-core
 # packages and runs the whole VM suite in TCG. On a 2-core host it took
-# 48 minutes (2026-12-05, 860d7f8: root 66 s, make demo 3m16s, make test 43m47s;
+# 51 minutes (2026-12-06, d3a75ae: root 36 s, make demo 2m58s, make test 47m21s;
 # README.md, "Two commands").
 #
 # Usage (as root, on a Debian or Ubuntu host with network access to the
