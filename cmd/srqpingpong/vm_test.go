@@ -27,10 +27,16 @@ func TestVMFewQPs(t *testing.T) {
 		func(string) []int { return []int{4096} }, 100, 3, "-q", "3", "-r", "3")
 }
 
-// TestVMQPChecks: the srq checks fail as in the C tool.
+// TestVMQPChecks: the srq checks fail as in the C tool, and so do depths
+// past 2^31 that C adds to the QP count as ints into a valid CQ size:
+// -r -1 asks for a CQ of 15 and fails at the SRQ (max_wr 2^32-1; make
+// sweep, seed 101, found it). Where the sum is negative, C dies of
+// SIGSEGV (sweep.ByDesign).
 func TestVMQPChecks(t *testing.T) {
 	pptest.SameFailure(t, tool, "rx_depth 4 is too small for 8 QPs -- must have at least one receive per QP.", "-q", "8", "-r", "4")
 	pptest.SameFailure(t, tool, "num_qp 300 must be less than 255", "-q", "300", "-r", "1000")
+	pptest.SameFailure(t, tool, "Couldn't create SRQ", "-r", "-1")
+	pptest.SameFailure(t, tool, "Couldn't create SRQ", "-r", "4294967288")
 }
 
 // TestVMEvents: -e on both sides (one event may cover completions of

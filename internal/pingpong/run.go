@@ -251,9 +251,12 @@ func (c *pp) init(dev uverbs.Device, nqp int) error {
 		// ibv_advise_mr failing is only a warning in the C tool too.
 		fmt.Fprintln(c.stderr, "Couldn't prefetch MR (pureverbs has no ibv_advise_mr). Continue anyway")
 	}
-	cqe := int(o.RxDepth) + 1
+	// The C tools pass rx_depth to pp_init_ctx as an int and add in int:
+	// -r -1 with the SRQ tool's 16 QPs asks for a CQ of 15 and fails at
+	// the SRQ instead (max_wr 2^32-1).
+	cqe := int(int32(o.RxDepth + 1))
 	if c.k == SRQ {
-		cqe = int(o.RxDepth) + nqp
+		cqe = int(int32(o.RxDepth + uint32(nqp)))
 	}
 	c.cq, err = c.dev.CreateCQ(cqe, &uverbs.CQOptions{Channel: c.ch})
 	if err != nil {
