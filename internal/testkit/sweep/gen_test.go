@@ -90,6 +90,12 @@ func TestByDesign(t *testing.T) {
 			"cma event RDMA_CM_EVENT_ADDR_ERROR, error -19\r\n", "exit status 255", true},
 		{"rping's teardown race", Case{Go: "rdmaping"}, "rdma_resolve_addr: Cannot assign requested address\n",
 			"rdma_resolve_addr: Cannot assign requested address\nrdma_get_cm_event: Bad file descriptor\n", "exit status 255", true},
+		// -d prints the objects' addresses, which differ between the
+		// two (seed 101 on 6.1).
+		{"rping's race, -d", Case{Go: "rdmaping"}, "connect error -1\ncq_thread started.\ncreated cm_id 0xc000012345\n",
+			"connect error -1\ncreated cm_id 0x55d0deadbeef\n", "exit status 255", true},
+		{"rping -d, another line", Case{Go: "rdmaping"}, "connect error -1\ncq_thread started.\ncreated cm_id 0xc000012345\n",
+			"connect error -1\ncreated qp 0x55d0deadbeef\n", "exit status 255", false},
 		{"rping, another line", Case{Go: "rdmaping"}, "cma event RDMA_CM_EVENT_REJECTED, error 8\nconnect error -1\n",
 			"cma event RDMA_CM_EVENT_UNREACHABLE, error -110\n", "exit status 255", false},
 		{"rping, another status", Case{Go: "rdmaping"}, "cma event RDMA_CM_EVENT_REJECTED, error 8\nconnect error -1\n",
