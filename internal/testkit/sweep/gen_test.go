@@ -94,6 +94,8 @@ func TestByDesign(t *testing.T) {
 		// two (seed 101 on 6.1).
 		{"rping's race, -d", Case{Go: "rdmaping"}, "connect error -1\ncq_thread started.\ncreated cm_id 0xc000012345\n",
 			"connect error -1\ncreated cm_id 0x55d0deadbeef\n", "exit status 255", true},
+		{"rping's teardown race, -d", Case{Go: "rdmaping"}, "connect error -1\ncreated cm_id 0xc000012345\n",
+			"connect error -1\ncreated cm_id 0x55d0deadbeef\nrping_free_buffers called on cb 0x55d0deadbe00\ndestroy cm_id 0x55d0deadbeef\n", "exit status 255", true},
 		{"rping -d, another line", Case{Go: "rdmaping"}, "connect error -1\ncq_thread started.\ncreated cm_id 0xc000012345\n",
 			"connect error -1\ncreated qp 0x55d0deadbeef\n", "exit status 255", false},
 		{"rping, another line", Case{Go: "rdmaping"}, "cma event RDMA_CM_EVENT_REJECTED, error 8\nconnect error -1\n",
