@@ -35,7 +35,7 @@ func ByDesign(c Case, goOut, cOut, cErr string) string {
 		return "srqpingpong -r 2^31 and more: C dies of SIGSEGV"
 	case c.Go == "rdmaping" && strings.Contains(cErr, "exit status 255") &&
 		sameLinesWithout(hexRE.ReplaceAllString(goOut, "0x#"), hexRE.ReplaceAllString(cOut, "0x#"), rpingRaceLines...):
-		return "rping's threads race one another at the end (the cm thread's exit, the main thread's failed wait, the channel's destruction): the Go tool prints what C prints run alone"
+		return "rping's threads race one another at the end (the cm thread's exit, the main thread's failed wait and teardown, the channel's destruction): the Go tool prints one of the outcomes C has run alone"
 	}
 	return ""
 }
