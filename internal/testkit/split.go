@@ -23,8 +23,9 @@ const (
 const RunKernelsEnv = "PUREVERBS_RUN_KERNELS"
 
 // SplitMarker begins the reason of every OneKernel skip. rxevm allows
-// such a skip, and when its run boots the kernel the reason names, it
-// fails the run unless the test passed there (docs/testing.md).
+// such a skip, and fails the run unless the test passed on the kernel the
+// reason names, which OneKernel names only when the run boots it
+// (docs/testing.md).
 const SplitMarker = "split between make test's kernels: runs on "
 
 // OneKernel runs t on kernel k only and skips it on the other kernel of
