@@ -1143,8 +1143,9 @@ func (o *Options) forceDependencies(v Verb) error {
 		return &usageError{msg: "report per port feature work only with Duration and Dualport", quiet: true, resultLine: true}
 	}
 	// The margin is checked against perftest's default duration even
-	// when the test counts iterations.
-	if !(o.period() > 2*o.Margin) {
+	// when the test counts iterations, in C's int: -f 2147483647 doubles
+	// to -2, which passes (make sweep, seed 106).
+	if !(int32(o.period()) > 2*int32(o.Margin)) {
 		return &usageError{msg: "please check that DURATION > 2*MARGIN", quiet: true, resultLine: true}
 	}
 	if o.reqVector && !o.Events {

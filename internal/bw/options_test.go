@@ -448,6 +448,16 @@ func TestParseArgsCCasts(t *testing.T) {
 	if o.Iters != 5 || o.Port != 0xb00b || o.GIDIndex != 11 {
 		t.Errorf("-n 4294967301 -p 0xb00b -x 0xb: iters %d, port %#x, gid index %d", o.Iters, o.Port, o.GIDIndex)
 	}
+	// perftest doubles the margin in int before comparing it with the
+	// duration: 2*(2^31-1) is -2, and ib_write_bw -f 2147483647 runs.
+	for _, args := range [][]string{{"-f", "2147483647"}, {"-f", "1073741824"}} {
+		if _, err := ParseArgs(Write, args); err != nil {
+			t.Errorf("%q: %v; perftest takes it", args, err)
+		}
+	}
+	if _, err := ParseArgs(Write, []string{"-f", "1073741823"}); err == nil || !strings.Contains(err.Error(), "DURATION > 2*MARGIN") {
+		t.Errorf("-f 1073741823: %v; want perftest's DURATION > 2*MARGIN", err)
+	}
 }
 
 // TestForceDependenciesOrder: where a command line breaks two of
