@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -257,6 +258,18 @@ type Options struct {
 	// noVersions (--dont_xchg_versions): perftest then compares its own
 	// version with an empty peer version and always gives up.
 	noVersions bool
+	// oldPostSend (--use_old_post_send): nothing to choose in the Go
+	// tools, but perftest's AES-XTS check refuses it.
+	oldPostSend bool
+
+	// perftest's AES-XTS (mlx5 crypto) and DC stream options, parsed and
+	// checked as perftest does (force_dependecies); the paths are set
+	// when given, even empty. The Go tools refuse AES-XTS traffic once
+	// the checks pass, and DC always.
+	aesXTS, encryptOnTx, sigBefore              bool
+	kekPath, dataEncKeyAppPath, credentialsPath bool
+	logDCIStreams, logActiveDCIStreams          uint16
+	logActiveDCIStreamsSet                      bool
 
 	// The rate limiter (--rate_limit, --rate_limit_type, --rate_units,
 	// --burst_size): perftest's. rateStr is the argument as given (a HW
@@ -395,14 +408,32 @@ var longOpts = []getopt.Long{
 	{Name: "output", HasArg: true}, {Name: "cpu_util", HasArg: false}, {Name: "out_json", HasArg: false},
 	{Name: "out_json_file", HasArg: true}, {Name: "latency_gap", HasArg: true}, {Name: "flow_label", HasArg: true},
 	{Name: "retry_count", HasArg: true}, {Name: "dont_xchg_versions", HasArg: false}, {Name: "mmap", HasArg: true},
-	{Name: "mmap-offset", HasArg: true}, {Name: "ipv6", HasArg: false}, {Name: "report-per-port", HasArg: false},
+	{Name: "mmap-offset", HasArg: true}, {Name: "ipv6", HasArg: false}, {Name: "raw_ipv6", HasArg: false},
+	{Name: "report-per-port", HasArg: false},
 	{Name: "odp", HasArg: false}, {Name: "use_hugepages", HasArg: false}, {Name: "use_old_post_send", HasArg: false},
 	{Name: "promiscuous", HasArg: false}, {Name: "raw_mcast", HasArg: false}, {Name: "mr_per_qp", HasArg: false},
 	{Name: "dlid", HasArg: true}, {Name: "tclass", HasArg: true}, {Name: "wait_destroy", HasArg: true},
 	{Name: "flows", HasArg: true}, {Name: "flows_burst", HasArg: true}, {Name: "reply_every", HasArg: true},
 	{Name: "perform_warm_up", HasArg: false}, {Name: "vlan_en", HasArg: false}, {Name: "vlan_pcp", HasArg: true},
-	{Name: "recv_post_list", HasArg: true}, {Name: "disable_pcie_relaxed", HasArg: false},
+	{Name: "recv_post_list", HasArg: true},
+	// Debian's perftest 4.5-0.17 is built with HAVE_AES_XTS and HAVE_DCS
+	// (and HAVE_IPV6, for raw_ipv6 above, and HAVE_RO), not HAVE_SNIFFER
+	// or HAVE_OOO_ATTR: these names are in its table, so they take part
+	// in the matching of abbreviations ("--raw" is ambiguous there).
+	{Name: "aes_xts", HasArg: false}, {Name: "encrypt_on_tx", HasArg: false}, {Name: "sig_before", HasArg: false},
+	{Name: "aes_block_size", HasArg: true}, {Name: "kek_path", HasArg: true}, {Name: "credentials_path", HasArg: true},
+	{Name: "data_enc_keys_number", HasArg: true}, {Name: "data_enc_key_app_path", HasArg: true},
+	{Name: "log_dci_streams", HasArg: true}, {Name: "log_active_dci_streams", HasArg: true},
+	{Name: "disable_pcie_relaxed", HasArg: false},
+	// perftest's table names source_ip twice, the second a long-only
+	// entry: an exact "--source_ip" is -j, an abbreviation is ambiguous.
+	{Name: "source_ip", HasArg: true},
 }
+
+// GetoptTable returns the short option string and a copy of the long
+// option table the tools parse with (internal/testkit/sweep respells
+// command lines with them).
+func GetoptTable() (string, []getopt.Long) { return shortOpts, slices.Clone(longOpts) }
 
 // usageError is a command-line error; msg is what perftest prints on
 // stderr (without a newline), "" for none: getopt_long's complaint (see
@@ -836,6 +867,33 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 				o.reportPerPort = true
 			case "use_old_post_send":
 				// Nothing to choose: the Go tools always post with PostSend.
+				o.oldPostSend = true
+			case "raw_ipv6":
+				// Raw Ethernet's addresses, which no Go tool takes (-J, -j
+				// and the like are refused); perftest ignores it otherwise.
+			case "aes_xts":
+				o.aesXTS = true
+			case "encrypt_on_tx":
+				o.encryptOnTx = true
+			case "sig_before":
+				o.sigBefore = true
+			case "aes_block_size", "data_enc_keys_number":
+				// Read as uint16_t and, on rxe, used by nothing.
+				_, err = cValue(p.Arg, p.Name, "uint16_t")
+			case "kek_path":
+				o.kekPath = true
+			case "data_enc_key_app_path":
+				o.dataEncKeyAppPath = true
+			case "credentials_path":
+				o.credentialsPath = true
+			case "log_dci_streams":
+				if n, err = cValue(p.Arg, p.Name, "uint16_t"); err == nil {
+					o.logDCIStreams = uint16(n)
+				}
+			case "log_active_dci_streams":
+				if n, err = cValue(p.Arg, p.Name, "uint16_t"); err == nil {
+					o.logActiveDCIStreams, o.logActiveDCIStreamsSet = uint16(n), true
+				}
 			case "latency_gap":
 				if n, err = cValue(p.Arg, "Latency gap time", "int"); err == nil {
 					o.LatencyGap = int(int32(n))
@@ -865,6 +923,9 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 	}
 	if o.Infinite {
 		o.All = false // perftest's run_infinitely replaces -a's test method
+	}
+	if !o.logActiveDCIStreamsSet {
+		o.logActiveDCIStreams = o.logDCIStreams
 	}
 	if err := o.forceDependencies(v); err != nil {
 		if ue, ok := err.(*usageError); ok {
@@ -1095,6 +1156,9 @@ func (o *Options) forceDependencies(v Verb) error {
 			return &usageError{msg: " run_infinitely does not support rate limit feature yet", quiet: true, resultLine: true}
 		}
 	}
+	if err := o.cryptoDependencies(v); err != nil {
+		return err
+	}
 	if (o.Duration > 0 || o.Infinite) && o.Margin == defInitMargin {
 		o.Margin = o.period() / 4
 	}
@@ -1163,6 +1227,55 @@ func (o *Options) forceDependencies(v Verb) error {
 		return &usageError{msg: " Receive Post List size must be positive"}
 	}
 	return nil
+}
+
+// cryptoDependencies are perftest's checks of the DC stream and AES-XTS
+// options (force_dependecies, after run_infinitely's). DC is refused
+// while parsing, so a stream count always fails here, as it does in
+// perftest on any other transport.
+func (o *Options) cryptoDependencies(v Verb) error {
+	fail := func(msg string) error { return &usageError{msg: " " + msg, quiet: true, resultLine: true} }
+	if o.logDCIStreams != 0 {
+		return fail("log_dci_streams supported only on DC")
+	}
+	if o.logActiveDCIStreams > 0 {
+		return fail("log_active_dci_streams supported only on DC")
+	}
+	if !o.aesXTS {
+		switch {
+		case o.encryptOnTx:
+			return fail("encrypt_on_tx supported only when enc/dec traffic")
+		case o.sigBefore:
+			return fail("sig_before supported only when enc/dec traffic")
+		case o.credentialsPath:
+			return fail("giving credentials path supported only with enc/dec traffic")
+		case o.kekPath, o.dataEncKeyAppPath:
+			// perftest words both alike.
+			return fail("giving kek path supported only with enc/dec traffic")
+		}
+		return nil
+	}
+	switch {
+	case o.Conn != RC:
+		return fail("aes_xts supported only on RC")
+	case !o.kekPath:
+		return fail("Please provide key encryption key file path")
+	case !o.dataEncKeyAppPath:
+		return fail("Please provide data encryption key app path")
+	case !o.credentialsPath:
+		return fail("Please provide credentials file path")
+	case o.oldPostSend:
+		return fail("aes_xts doesn't support old post send")
+	case o.rdmaCM:
+		return fail("rdma_cm doesn't support aes_xts")
+	case o.Tst == LAT && v == Write:
+		return fail("aes_xts isn't supported on write_lat")
+	case int64(int32(o.Size)) <= int64(o.Inline):
+		return fail("aes_xts doesn't support Inline messages")
+	}
+	// Encrypted traffic needs mlx5's crypto objects (mlx5dv), which
+	// rxe has not.
+	return unsupported("--aes_xts")
 }
 
 // rateDependencies are perftest's checks of the rate limiter's options

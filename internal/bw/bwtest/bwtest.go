@@ -1488,6 +1488,17 @@ var BadArgs = [][]string{
 	{"--dlid", "x"},
 	// -A: the atomic tests' operation; the other tests refuse it.
 	{"-A", "CMP_AND_SWAP"}, {"-A", "FETCH_AND_ADD"}, {"-A", "fetch_and_add"},
+	// Debian's perftest is built with DC streams and AES-XTS: checked
+	// in perftest's order (DC is refused, so a stream count always
+	// fails), the key paths given even when empty; raw_ipv6 is ignored
+	// on a QP that is not raw Ethernet.
+	{"--raw_ipv6"}, {"--log_dci_streams=2"}, {"--log_dci_streams=65536"}, {"--log_active_dci_streams", "1"},
+	{"--log_active_dci_streams", "x"}, {"--aes_xts"}, {"--aes_xts", "-c", "UC"},
+	{"--aes_xts", "--kek_path=", "--data_enc_key_app_path", "k"},
+	{"--aes_xts", "--kek_path=k", "--data_enc_key_app_path=k", "--credentials_path=c", "--use_old_post_send"},
+	{"--aes_xts", "--kek_path=k", "--data_enc_key_app_path=k", "--credentials_path=c", "-R"},
+	{"--encrypt_on_tx"}, {"--sig_before"}, {"--credentials_path", "c", "--kek_path=k"}, {"--data_enc_key_app_path=k"},
+	{"--aes_block_size=x"}, {"--data_enc_keys_number=3"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")
