@@ -161,12 +161,13 @@ perf-lattools: deps
 # each run by the C tool and the Go tool in a KERNEL guest (6.12 unless
 # given), drawn from SWEEPSEED; SWEEPSERVER=1 for server lines,
 # SWEEPPAIRED=1 for connected lines (a server and a client, each line in
-# the four pairings of C and Go). Not part of make test: about 10 minutes
+# the four pairings of C and Go); SWEEPRESPELL=1 runs each line in another
+# spelling getopt_long reads as the same (Respell). Not part of make test: about 10 minutes
 # for 300 client lines per family, 10-12 for 80 connected lines per family.
 SWEEPN    ?= 300
 SWEEPSEED ?= 1
 sweep: deps
-	$(GO) run ./internal/testkit/cmd/rxevm -kernel $(if $(filter all,$(KERNEL)),6.12,$(KERNEL)) -timeout 60m $(VMFLAGS) ./internal/testkit/sweep -- -count=1 -v -timeout 59m -run TestVMSweep -sweep.n=$(SWEEPN) -sweep.seed=$(SWEEPSEED) $(if $(SWEEPSERVER),-sweep.server) $(if $(SWEEPPAIRED),-sweep.paired) $(TESTFLAGS)
+	$(GO) run ./internal/testkit/cmd/rxevm -kernel $(if $(filter all,$(KERNEL)),6.12,$(KERNEL)) -timeout 60m $(VMFLAGS) ./internal/testkit/sweep -- -count=1 -v -timeout 59m -run TestVMSweep -sweep.n=$(SWEEPN) -sweep.seed=$(SWEEPSEED) $(if $(SWEEPSERVER),-sweep.server) $(if $(SWEEPPAIRED),-sweep.paired) $(if $(SWEEPRESPELL),-sweep.respell) $(TESTFLAGS)
 
 perfdoc: deps
 	$(GO) run ./internal/bw/perfdoc -doc docs/performance.md -svg docs/latency.svg $(wildcard $(PERFLOGS)/bw.log $(PERFLOGS)/bw2.log $(PERFLOGS)/lat-poll.log $(PERFLOGS)/lat-event.log $(PERFLOGS)/lattools.log)

@@ -22,12 +22,24 @@ import (
 // Case is one command line to run with both tools.
 type Case struct {
 	C, Go string   // the programs
-	Args  []string // the whole command line but the program
+	Args  []string // the whole command line but the program, plainly spelled
+	// Words, when set, is how the line is run: Args respelled
+	// (RespellCases). ByDesign reads Args.
+	Words []string
+}
+
+// Line is the command line as run: Words if set, else Args.
+func (c Case) Line() []string {
+	if c.Words != nil {
+		return c.Words
+	}
+	return c.Args
 }
 
 func (c Case) String() string {
-	q := make([]string, len(c.Args))
-	for i, a := range c.Args {
+	args := c.Line()
+	q := make([]string, len(args))
+	for i, a := range args {
 		q[i] = fmt.Sprintf("%q", a)
 	}
 	return c.Go + " " + strings.Join(q, " ")

@@ -17,14 +17,24 @@ import (
 type Paired struct {
 	C, Go          string   // the server's programs, and the client's unless CliC and CliGo say
 	CliC, CliGo    string   // the client's programs where they are others (rdma_client)
-	Server, Client []string // the whole command lines but the program
-	Port           int      // where the server listens
-	CM             bool     // the server listens through the rdma_cm, not on a TCP socket
+	Server, Client []string // the whole command lines but the program, plainly spelled
+	// ServerWords and ClientWords, when set, are how the lines are run:
+	// Server and Client respelled (RespellPaired).
+	ServerWords, ClientWords []string
+	Port                     int  // where the server listens
+	CM                       bool // the server listens through the rdma_cm, not on a TCP socket
 }
 
 func (p Paired) String() string {
-	return fmt.Sprintf("server %s, client %s", Case{C: p.C, Go: p.Go, Args: p.Server}, Case{C: p.ClientC(), Go: p.ClientGo(), Args: p.Client})
+	return fmt.Sprintf("server %s, client %s", Case{C: p.C, Go: p.Go, Args: p.Server, Words: p.ServerWords},
+		Case{C: p.ClientC(), Go: p.ClientGo(), Args: p.Client, Words: p.ClientWords})
 }
+
+// ServerLine is the server's command line as run.
+func (p Paired) ServerLine() []string { return Case{Args: p.Server, Words: p.ServerWords}.Line() }
+
+// ClientLine is the client's command line as run.
+func (p Paired) ClientLine() []string { return Case{Args: p.Client, Words: p.ClientWords}.Line() }
 
 // ClientC is the client's C program.
 func (p Paired) ClientC() string { return cmp.Or(p.CliC, p.C) }

@@ -31,6 +31,9 @@ func sweepPaired(t *testing.T) {
 	total, differ, unstable, excused := 0, 0, 0, map[string]int{}
 	for _, f := range strings.Split(*families, ",") {
 		cases := PairedCases(Family(f), *seedFlag, *casesFlag, basePort)
+		if *respell {
+			cases = RespellPaired(cases, *seedFlag)
+		}
 		t.Logf("%s: %d connected lines, seed %d", f, len(cases), *seedFlag)
 		for i, c := range cases {
 			total++
@@ -114,7 +117,7 @@ const serverGrace = 5 * time.Second
 func runPaired(t *testing.T, c Paired, pr pairing) outcome {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv := testkit.StartPeer(ctx, t, pr.server, c.Server...)
+	srv := testkit.StartPeer(ctx, t, pr.server, c.ServerLine()...)
 	wctx, wcancel := srv.UntilExit(ctx)
 	if c.CM {
 		_ = testkit.WaitCMListen(wctx, c.Port) // a server that never listens shows in its output
@@ -122,7 +125,7 @@ func runPaired(t *testing.T, c Paired, pr pairing) outcome {
 		_ = testkit.WaitTCPListen(wctx, c.Port)
 	}
 	wcancel()
-	cli := testkit.StartPeer(ctx, t, pr.client, c.Client...)
+	cli := testkit.StartPeer(ctx, t, pr.client, c.ClientLine()...)
 	cerr := cli.Wait()
 	select {
 	case <-srv.Done():

@@ -20,6 +20,7 @@ var (
 	families  = flag.String("sweep.families", "pingpong,perftest,cm", "the families to draw from, comma-separated")
 	wait      = flag.Duration("sweep.wait", 2*time.Second, "how long a server line runs before it is stopped")
 	paired    = flag.Bool("sweep.paired", false, "connected lines (a server and a client, in the four pairings) instead of client lines")
+	respell   = flag.Bool("sweep.respell", false, "run each line in another spelling getopt_long reads (Respell), drawn from the seed")
 )
 
 // basePort is the port of a sweep's first case (the next ones count up
@@ -45,6 +46,9 @@ func TestVMSweep(t *testing.T) {
 	total, differ, excused := 0, 0, map[string]int{}
 	for _, f := range strings.Split(*families, ",") {
 		cases := Cases(Family(f), *seedFlag, *casesFlag, *server, basePort)
+		if *respell {
+			cases = RespellCases(cases, *seedFlag)
+		}
 		t.Logf("%s: %d %s lines, seed %d", f, len(cases), map[bool]string{false: "client", true: "server"}[*server], *seedFlag)
 		results := make(chan result, len(cases))
 		if *server {
@@ -110,7 +114,7 @@ func runClients(t *testing.T, cases []Case, results chan<- result) {
 	var inFlight []run
 	for _, c := range cases {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		r := run{c: c, cancel: cancel, goP: testkit.StartPeer(ctx, t, c.Go, c.Args...), cP: testkit.StartPeer(ctx, t, c.C, c.Args...)}
+		r := run{c: c, cancel: cancel, goP: testkit.StartPeer(ctx, t, c.Go, c.Line()...), cP: testkit.StartPeer(ctx, t, c.C, c.Line()...)}
 		inFlight = append(inFlight, r)
 		if len(inFlight) == 2 {
 			finish(inFlight[0])
@@ -129,7 +133,7 @@ func runServer(t *testing.T, c Case) result {
 	var errs [2]error
 	for i, bin := range []string{c.C, c.Go} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		p := testkit.StartPeer(ctx, t, bin, c.Args...)
+		p := testkit.StartPeer(ctx, t, bin, c.Line()...)
 		select {
 		case <-p.Done():
 		case <-time.After(*wait):
