@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Paired is a connected line: a server and a client of one tool, run in
@@ -28,6 +29,20 @@ type Paired struct {
 func (p Paired) String() string {
 	return fmt.Sprintf("server %s, client %s", Case{C: p.C, Go: p.Go, Args: p.Server, Words: p.ServerWords},
 		Case{C: p.ClientC(), Go: p.ClientGo(), Args: p.Client, Words: p.ClientWords})
+}
+
+// RunLimit is how long one pairing of the line may take before both
+// sides are killed: 30 s, and 90 s for a perftest line with -a. Every
+// size from 2 B to 8 MiB takes 22-34 s under TCG on 6.12 (ib_send_lat
+// -n 20 -a: C-C 33 s, Go-Go 22 s, mixed 31-34 s, 2026-12-07), so a
+// 30 s limit cut some pairings and not others at the largest size
+// (seed 110).
+func (p Paired) RunLimit() time.Duration {
+	// (rping's and ucmatose's -a are an address and a timeout.)
+	if strings.HasPrefix(p.C, "ib_") && (slices.Contains(p.Server, "-a") || slices.Contains(p.Client, "-a")) {
+		return 90 * time.Second
+	}
+	return 30 * time.Second
 }
 
 // ServerLine is the server's command line as run.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -117,5 +118,23 @@ func TestMaskPointers(t *testing.T) {
 	ud := Case{C: "ibv_ud_pingpong", Go: "udpingpong"}
 	if got := maskPointers(ud, "Couldn't find QPN 0x000011"); got != "Couldn't find QPN 0x000011" {
 		t.Errorf("maskPointers changed a ping-pong line: %q", got)
+	}
+}
+
+// TestRunLimit: a perftest line with -a (every size to 8 MiB) gets the
+// long limit; rping's and ucmatose's -a (an address, a timeout) do not.
+func TestRunLimit(t *testing.T) {
+	for _, c := range []struct {
+		p    Paired
+		want time.Duration
+	}{
+		{Paired{C: "ib_send_lat", Server: []string{"-a"}, Client: []string{"-a", "10.99.0.1"}}, 90 * time.Second},
+		{Paired{C: "ib_write_bw", Server: []string{"-a"}, Client: []string{"10.99.0.1"}}, 90 * time.Second},
+		{Paired{C: "ib_write_bw", Server: []string{"-s", "64"}, Client: []string{"-s", "64", "10.99.0.1"}}, 30 * time.Second},
+		{Paired{C: "rping", Server: []string{"-s", "-a", "10.99.0.1"}, Client: []string{"-c", "-a", "10.99.0.1"}}, 30 * time.Second},
+	} {
+		if got := c.p.RunLimit(); got != c.want {
+			t.Errorf("%v: %v, want %v", c.p, got, c.want)
+		}
 	}
 }

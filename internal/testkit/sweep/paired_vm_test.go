@@ -115,7 +115,7 @@ const serverGrace = 5 * time.Second
 // server serverGrace after the client's end. Each side's output is
 // masked and normalized with its status.
 func runPaired(t *testing.T, c Paired, pr pairing) outcome {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), c.RunLimit())
 	defer cancel()
 	srv := testkit.StartPeer(ctx, t, pr.server, c.ServerLine()...)
 	wctx, wcancel := srv.UntilExit(ctx)
