@@ -142,35 +142,25 @@ func split(t longTable, args []string) []word {
 	return ws
 }
 
-// prefixes returns the prefixes of name that getopt_long reads as name
-// (an exact name, or a prefix whose other matches are entries it cannot
-// tell apart: the same letter and argument), shortest first, and the
-// longest prefix it finds ambiguous ("" if none).
+// prefixes returns the prefixes of name that getopt_long reads as name,
+// shortest first, and the longest prefix it reads otherwise: ambiguous,
+// or another option's exact name ("" if none). internal/getopt decides, with glibc's rules; a prefix it
+// misjudges shows as a difference from C in the sweep.
 func prefixes(longs []getopt.Long, name string) (ok []string, ambiguous string) {
 	k := slices.IndexFunc(longs, func(l getopt.Long) bool { return l.Name == name })
-	self := longs[k]
+	arg := ""
+	if longs[k].HasArg {
+		arg = "=x"
+	}
 	for n := 1; n <= len(name); n++ {
 		p := name[:n]
-		if p == name { // getopt_long takes the first entry of that name
+		opts, _, err := getopt.Parse([]string{"--" + p + arg}, "", longs)
+		switch {
+		case err == nil && len(opts) == 1 && opts[0].Name == name:
 			ok = append(ok, p)
-			continue
+		case err == nil, strings.Contains(err.Error(), "ambiguous"):
+			ambiguous = p // another option's exact name, or several
 		}
-		clash := false
-		for j, l := range longs {
-			if j == k || !strings.HasPrefix(l.Name, p) {
-				continue
-			}
-			// Another entry of exactly that name wins; a long-only entry
-			// sets a flag of its own, so it is never the same as another.
-			if l.Name == p || l.Val == 0 || self.Val == 0 || l.Val != self.Val || l.HasArg != self.HasArg {
-				clash = true
-			}
-		}
-		if clash {
-			ambiguous = p
-			continue
-		}
-		ok = append(ok, p)
 	}
 	return ok, ambiguous
 }
