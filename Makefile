@@ -118,8 +118,8 @@ vmtest2: deps
 # polling and with -e (perf-lat), and the latency tools against perftest's
 # (perf-lattools). The runs' logs go to PERFLOGS; perfdoc then rewrites
 # the document's generated sections and docs/latency.svg from whatever
-# logs are there. About 70 minutes on a 2-core host (2026-12-05:
-# perf-bw 25, perf-lattools 10); run it on a quiet one.
+# logs are there. About 70 minutes on a 2-core host (perf-bw 25-32,
+# perf-lattools 10, perf-lat 29 on 2026-12-07); run it on a quiet one.
 BWPKGS   := ./cmd/writebw ./cmd/readbw ./cmd/sendbw
 LATPKGS  := ./cmd/writelat ./cmd/sendlat ./cmd/readlat
 ATOMICPKGS := ./cmd/atomicbw ./cmd/atomiclat
