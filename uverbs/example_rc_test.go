@@ -10,7 +10,7 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
-// This file is a whole example (go doc shows all of it): two RC queue
+// This file is a whole-file example (pkg.go.dev shows all of it): two RC queue
 // pairs on one device connected to each other, the steps of
 // ibv_rc_pingpong's set-up and of its first exchange. Between two
 // processes or hosts, each side's QPN, PSN and GID (and LID on
