@@ -236,11 +236,22 @@ func Respell(tool string, args []string, r *rand.Rand, refusals bool) []string {
 			groups = append(groups, []string{"--" + spelled, w.arg})
 		}
 	}
+	// A long option missing its argument goes last, after the operands:
+	// before one it would take the operand as its argument (the sweep of
+	// seed 112 drew "--port" then the host: a server line, with the
+	// port it read from the host on both tools, which then collided).
+	var last []string
 	if refusals && t.refusals && r.IntN(8) == 0 {
-		groups = append(groups, refusal(t, r))
+		g, atEnd := refusal(t, r)
+		if atEnd {
+			last = g
+		} else {
+			groups = append(groups, g)
+		}
 	}
-	// Operands anywhere between the options, or after "--" at the end.
-	end := r.IntN(4) == 0
+	// Operands anywhere between the options, or after "--" at the end
+	// (not before a last refusal: it would be an operand there).
+	end := r.IntN(4) == 0 && last == nil
 	for _, o := range operands {
 		if end {
 			continue
@@ -253,26 +264,28 @@ func Respell(tool string, args []string, r *rand.Rand, refusals bool) []string {
 		out = append(out, "--")
 		out = append(out, slices.Concat(operands...)...)
 	}
-	return out
+	return append(out, last...)
 }
 
-// refusal is a long option spelled as getopt_long refuses it.
-func refusal(t longTable, r *rand.Rand) []string {
+// refusal is a long option spelled as getopt_long refuses it; atEnd
+// says it must be the line's last word (a long option missing its
+// argument).
+func refusal(t longTable, r *rand.Rand) (words []string, atEnd bool) {
 	for {
 		l := t.longs[r.IntN(len(t.longs))]
 		_, amb := prefixes(t.longs, l.Name)
 		switch r.IntN(3) {
 		case 0:
 			if amb != "" {
-				return []string{"--" + amb}
+				return []string{"--" + amb}, false
 			}
 		case 1:
 			if !l.HasArg {
-				return []string{"--" + l.Name + "=1"}
+				return []string{"--" + l.Name + "=1"}, false
 			}
 		default:
 			if l.HasArg {
-				return []string{"--" + l.Name} // placed last by the caller unless an operand follows
+				return []string{"--" + l.Name}, true
 			}
 		}
 	}
