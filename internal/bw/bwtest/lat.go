@@ -93,7 +93,7 @@ func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
 			// As below: perftest's failed CPU MHz measure makes the C
 			// tool's average inf and its rate 0 (seen on 6.12 with both
 			// pairings at once, 2026-12-07); its turns still count.
-			if len(rs) == 1 && side.tool == pptest.C && math.IsInf(rs[0].Avg, 1) && rs[0].TPS == 0 && strings.Contains(side.out, "Correlation coefficient r^2") {
+			if len(rs) == 1 && mhzFailed(side.tool, side.out) && math.IsInf(rs[0].Avg, 1) && rs[0].TPS == 0 {
 				t.Logf("%s (C): average inf after perftest's failed CPU MHz measure", side.name)
 				sane = true
 			}
@@ -132,7 +132,7 @@ func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
 			// TCG load the measure can fail ("Correlation coefficient r^2:
 			// ... < 0.9"), and the C tool's line is then all inf. That is
 			// the C tool's own failure, not the Go peer's.
-			if side.tool == pptest.C && math.IsInf(l.Avg, 1) && math.IsInf(l.Min, 1) && strings.Contains(side.out, "Correlation coefficient r^2") {
+			if mhzFailed(side.tool, side.out) && math.IsInf(l.Avg, 1) && math.IsInf(l.Min, 1) {
 				t.Logf("%s (C): line %d all inf after perftest's failed CPU MHz measure", side.name, j)
 				sane = true
 			}
@@ -154,6 +154,17 @@ func (r *Run) CheckLat(t testing.TB, gid string) (server, client bw.LatReport) {
 		last[i] = rs[len(rs)-1]
 	}
 	return last[0], last[1]
+}
+
+// mhzWarning begins what perftest prints when its CPU MHz measure
+// fails (get_cpu_mhz: "Correlation coefficient r^2: ... < 0.9").
+const mhzWarning = "Correlation coefficient r^2"
+
+// mhzFailed reports whether out is a C tool's output after perftest's
+// CPU MHz measure failed, which makes its times inf: the C tool's own
+// failure under TCG load, not the Go peer's.
+func mhzFailed(tool pptest.Side, out string) bool {
+	return tool == pptest.C && strings.Contains(out, mhzWarning)
 }
 
 // latencyGap is the run's --latency_gap=N (0 without).
@@ -178,7 +189,7 @@ func latencyLines(out string) []string {
 	for _, l := range strings.Split(out, "\n") {
 		l = strings.TrimSpace(l)
 		if l == "" || strings.Trim(l, "-") == "" || strings.HasPrefix(l, "Device not recognized to implement inline feature") ||
-			strings.HasPrefix(l, "Correlation coefficient r^2") {
+			strings.HasPrefix(l, mhzWarning) {
 			continue
 		}
 		ls = append(ls, l)
