@@ -75,7 +75,7 @@ type node struct {
 	recvCQ    *uverbs.CQ
 	qp        *uverbs.QP
 	mr        *uverbs.MR
-	mem       []byte
+	mem       *uverbs.Buffer // outside the heap: a -S too big fails, as malloc does, instead of the runtime
 }
 
 // test is struct cmatest and cmatose's own options.
@@ -119,6 +119,9 @@ func (t *test) destroyNodes() {
 		}
 		if n.mr != nil {
 			n.mr.Dereg()
+		}
+		if n.mem != nil {
+			n.mem.Close()
 		}
 		if n.pd != nil {
 			n.pd.Dealloc()
@@ -377,8 +380,12 @@ func (t *test) initNode(n *node) int {
 		t.Printf("cmatose: failed to create messages: %d\n", -1)
 		return -1
 	}
-	n.mem = make([]byte, t.O.Size)
-	if n.mr, err = n.pd.RegMR(n.mem, uverbs.AccessLocalWrite); err != nil {
+	if n.mem, err = uverbs.AllocBuffer(t.O.Size); err != nil { // -S 2147483647 on a small machine
+		t.Printf("failed message allocation\n")
+		t.Printf("cmatose: failed to create messages: %d\n", -1)
+		return -1
+	}
+	if n.mr, err = n.pd.RegMR(n.mem.Bytes(), uverbs.AccessLocalWrite); err != nil {
 		t.Printf("failed to reg MR\n")
 		t.Printf("cmatose: failed to create messages: %d\n", -1)
 		return -1
