@@ -112,6 +112,47 @@ func TestWaitAckedBoundedAndAbandon(t *testing.T) {
 	}
 }
 
+// TestCountsWrap: the counts are u32 modulo 2^32, as the kernel's
+// events_reported. Across the wrap acks still count, an over-ack is still
+// refused, and a destroy waits for the events the kernel reported past the
+// wrap. (Compared as plain integers, the ack after the wrap was refused
+// and the wait returned with 14 events unacked.)
+func TestCountsWrap(t *testing.T) {
+	const top = ^uint32(0)
+	var e Counts
+	e.delivered[CompEvents], e.acked[CompEvents] = top-1, top-1
+	for range 3 { // delivered: top, 0, 1
+		e.Delivered(CompEvents, 0)
+	}
+	if err := e.Ack(CompEvents, 0, 4); !errors.Is(err, ErrOverAck) {
+		t.Fatalf("acking 4 of 3 across the wrap = %v", err)
+	}
+	if err := e.Ack(CompEvents, 0, 2); err != nil { // acked: 0
+		t.Fatalf("ack across the wrap = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	u, err := e.WaitAcked(ctx, 0, 1) // the kernel reported one more than acked
+	if !errors.Is(err, context.Canceled) || u.Comp != 1 {
+		t.Fatalf("wait with one event unacked past the wrap = %+v, %v", u, err)
+	}
+	if err := e.Ack(CompEvents, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := e.WaitAcked(ctx, 0, 1); err != nil || u.Comp != 0 {
+		t.Fatalf("wait with every event acked = %+v, %v", u, err)
+	}
+	if d, a := e.Counts(CompEvents); d != 1 || a != 1 {
+		t.Fatalf("counts %d/%d", d, a)
+	}
+	// Reported far behind the wrapped acked count (not a real count):
+	// not waited for.
+	e.delivered[AsyncEvents], e.acked[AsyncEvents] = 3, 3
+	if u, err := e.WaitAcked(ctx, top-10, 1); err != nil || u.Async != 0 {
+		t.Fatalf("wait for a count behind acked = %+v, %v", u, err)
+	}
+}
+
 func TestCountsNoAllocs(t *testing.T) {
 	var e Counts
 	testkit.NoAllocs(t, 5000, func() {
