@@ -240,7 +240,8 @@ func (q *CQ) GetWC(wcs []uverbs.WC) (int, error) {
 // (ctx.Err()), or the CQ is closed (rpma_cq_wait(3)). It keeps the CQ
 // armed and re-polls after every arm, so a completion that arrives
 // between a GetWC that found nothing and the arm is never slept through:
-// Wait returns at once if completions are waiting. Each event is
+// Wait returns at once if completions are waiting, reading and
+// acknowledging their event if it is queued and re-arming. Each event is
 // acknowledged as it is read; after an event Wait re-arms before it
 // returns. It may return when the completion it was woken for was already
 // consumed. It allocates nothing when ctx is the same across calls. Close
@@ -271,7 +272,10 @@ func (q *CQ) Wait(ctx context.Context) error {
 		}
 	}
 	if n, err := q.cq.Ready(); err != nil || n > 0 {
-		return err
+		if err != nil {
+			return err
+		}
+		return q.takeQueued()
 	}
 	for {
 		select {
@@ -296,6 +300,40 @@ func (q *CQ) Wait(ctx context.Context) error {
 			}
 		case <-wctx.Done():
 			return q.waitErr(ctx, wctx)
+		}
+	}
+}
+
+// takeQueued is Wait's end when completions are already waiting (the
+// caller holds q.wait): if q's event is queued too (q was armed when they
+// came), it reads and acknowledges it and re-arms q, as rpma_cq_wait(3)
+// always reads one event. Left unread, the event would keep Fd readable
+// for completions already served, and q, disarmed by it, would raise no
+// further event: a loop on an edge-triggered epoll would hang. It does
+// not wait: when another goroutine is reading the channel, that one hands
+// q's event on (q.signal, or needArm for q's next Wait).
+func (q *CQ) takeQueued() error {
+	select {
+	case <-q.signal: // read by another goroutine already
+		return q.rearm()
+	default:
+	}
+	select {
+	case q.ch.reader <- struct{}{}:
+	default:
+		return nil
+	}
+	defer func() { <-q.ch.reader }()
+	for {
+		mine, err := q.ch.readQueued(q)
+		if errors.Is(err, uverbs.ErrNoEvent) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if mine {
+			return q.rearm()
 		}
 	}
 }
@@ -362,6 +400,22 @@ func (ch *Channel) readOne(ctx context.Context, self *CQ) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return ch.dispatch(vcq, self)
+}
+
+// readQueued is readOne without waiting: uverbs.ErrNoEvent when no event
+// is queued.
+func (ch *Channel) readQueued(self *CQ) (bool, error) {
+	vcq, err := ch.ch.TryGetCQEvent()
+	if err != nil {
+		return false, err
+	}
+	return ch.dispatch(vcq, self)
+}
+
+// dispatch acknowledges vcq's event and reports whether it is self's;
+// another CQ's is handed to that CQ's waiter.
+func (ch *Channel) dispatch(vcq *uverbs.CQ, self *CQ) (bool, error) {
 	if err := vcq.AckEvents(1); err != nil {
 		return false, err
 	}

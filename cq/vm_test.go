@@ -14,6 +14,7 @@ import (
 	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/internal/testkit/rcstream"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 func open(t *testing.T) *uverbs.Context {
@@ -242,6 +243,73 @@ func TestVMFdUserEpoll(t *testing.T) {
 	}
 	if err := nilCQ.Wait(ctx); !errors.Is(err, uverbs.ErrInvalid) {
 		t.Fatalf("nil Wait = %v", err)
+	}
+}
+
+// TestVMFdEdgeTriggered: the seed's loop on an edge-triggered epoll
+// (as the Go runtime's poller is): readable, Wait, GetWC, three times
+// over. Wait must read the queued event and re-arm even though the
+// completion is already waiting: it once returned early on Ready, which
+// left the event queued (Fd readable for nothing) and the CQ disarmed,
+// so the second round's completion raised no edge and the loop hung.
+func TestVMFdEdgeTriggered(t *testing.T) {
+	c := open(t)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	a := newEnd(t, c, pd, nil, 8, 64)
+	b := newEnd(t, c, pd, nil, 8, 64)
+	connect(t, c, a.qp, b.qp.QPN())
+	connect(t, c, b.qp, a.qp.QPN())
+	fd, err := b.q.Fd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ep)
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(fd)}); err != nil {
+		t.Fatal(err)
+	}
+	edge := func(ms int) bool {
+		var out [1]unix.EpollEvent
+		for {
+			n, err := unix.EpollWait(ep, out[:], ms)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n > 0
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wcs := make([]uverbs.WC, 4)
+	for round := range 3 {
+		if err := b.qp.PostRecv([]uverbs.RecvWR{{ID: uint64(round), SGL: b.sge(0)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.qp.PostSend([]uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: a.sge(9)}}); err != nil {
+			t.Fatal(err)
+		}
+		if !edge(5000) {
+			t.Fatalf("round %d: no edge on Fd within 5 s of the completion", round)
+		}
+		if err := b.q.Wait(ctx); err != nil {
+			t.Fatalf("round %d: Wait = %v", round, err)
+		}
+		if n, err := b.q.GetWC(wcs); n != 1 || err != nil || wcs[0].ID != uint64(round) {
+			t.Fatalf("round %d: GetWC = %d %v %+v", round, n, err, wcs[0])
+		}
+		if ok, err := testkit.EpollReadable(fd, 0); ok || err != nil {
+			t.Fatalf("round %d: Fd still readable after Wait and GetWC (%v): the event was left unread", round, err)
+		}
 	}
 }
 
