@@ -143,7 +143,7 @@ func (d *rxeCQ) replace(nq rxeQueue, err error) error {
 		d.view.Store(&rxeCQView{prod: lostWord, mask: 1, base: uint32(d.consumed.Load()), lost: true})
 		return err
 	}
-	d.q, d.ring = nq, r
+	d.q, d.ring, d.lost = nq, r, false // a later resize can bring a lost CQ back
 	d.publish(new(rxeCQView))
 	return nil
 }
@@ -163,8 +163,13 @@ func (d *rxeCQ) poll(wcs []WC) (int, error) {
 		decodeWC(sys.Ptr[abi.IbUverbsWc](r.m, r.slot(i)), &wcs[i])
 	}
 	if n > 0 {
-		r.advance(n)
+		// consumed first: once advance hands the slots back the kernel may
+		// fill them, and empty, reading the producer index against a
+		// consumed count not yet moved, would see n+k new completions as
+		// none when n+k is the ring's size.
 		d.consumed.Add(uint64(n))
+		hook("cq:polled")
+		r.advance(n)
 	}
 	d.mu.Unlock()
 	return int(n), nil
@@ -173,7 +178,8 @@ func (d *rxeCQ) poll(wcs []WC) (int, error) {
 // empty compares the kernel's producer index with the consumer index of
 // the last poll: two loads through the view, no lock. A stale consumer
 // index or view can only make it answer false (the caller then polls under
-// the lock), or answer as of a moment before a concurrent resize.
+// the lock), or answer as of a moment before a concurrent resize: poll
+// counts what it consumed before it gives the slots back.
 func (d *rxeCQ) empty() bool {
 	v := d.view.Load()
 	return v.prod.Load()&v.mask == (uint32(d.consumed.Load())-v.base)&v.mask

@@ -356,6 +356,54 @@ func TestRxeEmpty(t *testing.T) {
 	testkit.NoAllocs(t, 2000, func() { d.empty() })
 }
 
+// TestRxeEmptyDuringPoll: the kernel may fill the slots a poll gives back
+// at once, while the poll still holds the lock. At that moment empty, which
+// takes no lock, must not see the new completion as none. The "kernel"
+// here writes into the slots its view of the consumer index frees (one
+// if any): with the ring's 3 polled and 1 more written, producer and
+// consumed count agree modulo the ring's 4 slots if the count lags the
+// index, which it did (poll advanced the index first).
+func TestRxeEmptyDuringPoll(t *testing.T) {
+	m := memRing(t, 4, 7) // mask 3
+	r, err := newRxeRing(m, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := testCQ(t, r)
+	m.Store32(rxeProdOff, 3) // 3 completions: the ring is full
+	fired := false
+	testHook = func(point string) {
+		if point != "cq:polled" {
+			return
+		}
+		fired = true
+		prod, cons := m.Load32(rxeProdOff)&3, m.Load32(rxeConsOff)&3
+		if free := 3 - (prod-cons)&3; free > 0 { // the kernel writes where it may
+			m.Store32(rxeProdOff, (prod+1)&3)
+			if d.empty() {
+				t.Errorf("empty with a completion waiting (producer %d, consumer %d, consumed %d)", (prod+1)&3, cons, d.consumed.Load())
+			}
+		} else if !d.empty() {
+			t.Errorf("not empty with the ring polled and nothing new (producer %d, consumer %d)", prod, cons)
+		}
+	}
+	defer func() { testHook = nil }()
+	wcs := make([]WC, 4)
+	if n := d.poll1(wcs); n != 3 || !fired {
+		t.Fatalf("poll = %d (hook fired %v)", n, fired)
+	}
+	testHook = nil
+	if n := d.poll1(wcs); n != 0 || !d.empty() {
+		t.Fatalf("after: poll = %d, empty %v", n, d.empty())
+	}
+	// With the consumer index published first the kernel wrote nothing in
+	// the hook; now it may.
+	m.Store32(rxeProdOff, 0)
+	if d.empty() || d.poll1(wcs) != 1 {
+		t.Fatal("the completion written after the poll is not seen")
+	}
+}
+
 func TestRxePostNoAllocs(t *testing.T) {
 	qp, d := testQP(t, QPTypeRC, 8)
 	sgl := []SGE{{Addr: 0x1000, Length: 64, LKey: 1}}
@@ -698,5 +746,22 @@ func TestRxeCQResizeModel(t *testing.T) {
 	}
 	if d.ready() != 0 {
 		t.Fatal("ready without a ring")
+	}
+	// A later resize that maps its ring brings the CQ back: the kernel
+	// copied the completions of the ring we never saw (it stayed lost once).
+	again := memRing(t, 8, 7)
+	put(again, 0, 300)
+	again.Store32(rxeProdOff, 1)
+	if err := d.replace(rxeQueue{m: again}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d.empty() || d.ready() != 1 {
+		t.Fatalf("after a good resize: empty %v, ready %d", d.empty(), d.ready())
+	}
+	if n, err := d.poll(wcs); n != 1 || err != nil || wcs[0].ID != 300 {
+		t.Fatalf("poll after a good resize = %d %v %+v", n, err, wcs[0])
+	}
+	if s, ok := d.snap(); !ok || d.moved(s) {
+		t.Fatalf("not watchable after a good resize: %+v %v", s, ok)
 	}
 }
