@@ -7,7 +7,11 @@ package uverbs
 // list: the *PostError names its index (bad_wr), the requests before it
 // are posted and will complete, the others are not. Errors wrap
 // ErrQueueFull (which matches unix.ENOMEM), ErrInvalid, ErrNotReady (QP
-// in RESET, INIT or RTR), or ErrClosed.
+// in RESET, INIT or RTR), or ErrClosed. If the doorbell itself fails (a
+// Modify below RTS raced the post, or the device is gone), the error
+// also wraps the doorbell's errno, and Index (len(wrs) when every request
+// was written) still follows the posted requests: they wait in the queue
+// for the next doorbell, or are flushed when the QP enters ERR.
 //
 // PostSend is safe for concurrent use; it allocates nothing, and keeps no
 // reference to wrs. Several goroutines posting to one QP are serialised on

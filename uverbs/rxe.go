@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 	"sync"
@@ -342,9 +343,18 @@ func (d *rxeQP) postSendLocked(qp *QP, wrs []SendWR) error {
 	}
 	r.advance(uint32(n))
 	if err := d.ring(qp); err != nil {
-		// The requests are in the ring; the kernel refused the doorbell
-		// (6.1 does before RTS). Report it against the first.
-		return &PostError{Op: "post_send", Index: 0, Err: qp.ctx.opErr("qp", "post_send", err)}
+		// The n requests are in the ring, where the kernel finds them at
+		// the next doorbell, or flushes them when the QP enters ERR: they
+		// are posted. The kernel refused the doorbell (rxe does below RTS:
+		// a Modify that raced this post), or the device is gone. librxe
+		// returns the doorbell's error and leaves bad_wr alone; here
+		// Index stays after the posted requests.
+		dbErr := qp.ctx.opErr("qp", "post_send", err)
+		if pe, ok := perr.(*PostError); ok {
+			pe.Err = errors.Join(pe.Err, dbErr)
+			return pe
+		}
+		return &PostError{Op: "post_send", Index: n, Err: dbErr}
 	}
 	return perr
 }

@@ -611,6 +611,39 @@ func TestRxeDoorbellBytes(t *testing.T) {
 	}
 }
 
+// TestRxeDoorbellFails: a doorbell the kernel refuses (here a command
+// fd on /dev/full: ENOSPC) comes after the requests were published. The
+// PostError's Index follows them (they run at the next doorbell or flush
+// in ERR), with the doorbell's errno; it once said 0, "none posted", and
+// an application reposting from there would run them twice. A request
+// refused in the list keeps its index and its error beside the doorbell's.
+func TestRxeDoorbellFails(t *testing.T) {
+	full, err := sys.Open("/dev/full", sys.O_RDWR)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer full.Close()
+	qp, d := testQP(t, QPTypeRC, 8)
+	qp.ctx = &Context{cmd: full}
+	qp.state.Store(uint32(QPStateRTS))
+	sge := []SGE{{Addr: 0x1000, Length: 64, LKey: 1}}
+	var pe *PostError
+	err = qp.PostSend([]SendWR{{ID: 1, Opcode: WRSend, SGL: sge}, {ID: 2, Opcode: WRSend, SGL: sge}})
+	if !errors.As(err, &pe) || pe.Index != 2 || !errors.Is(err, sys.ENOSPC) {
+		t.Fatalf("doorbell refused after 2 requests: %v", err)
+	}
+	if prod := d.sqRing.m.Load32(rxeProdOff); prod != 2 {
+		t.Fatalf("producer %d, want 2", prod)
+	}
+	err = qp.PostSend([]SendWR{{ID: 3, Opcode: WRSend, SGL: sge}, {ID: 4, Opcode: WRSend, SGL: make([]SGE, 10)}})
+	if !errors.As(err, &pe) || pe.Index != 1 || !errors.Is(err, ErrInvalid) || !errors.Is(err, sys.ENOSPC) {
+		t.Fatalf("one request refused, then the doorbell: %v", err)
+	}
+	if prod := d.sqRing.m.Load32(rxeProdOff); prod != 3 {
+		t.Fatalf("producer %d, want 3", prod)
+	}
+}
+
 // testCQ is an rxe CQ driver polling r (a ring in memory), as created
 // leaves it.
 func testCQ(tb testing.TB, r *rxeRing) *rxeCQ {
