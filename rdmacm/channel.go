@@ -38,13 +38,15 @@ type EventChannel struct {
 func Open() (*EventChannel, error) { return OpenPath(sys.UCMPath) }
 
 // OpenPath is Open on another device node (a container's bind mount). A
-// path that is not the rdma_cm device (a regular file, /dev/null) is
-// refused with an error matching ErrInvalid and ENOTTY, and nothing is
-// written to it.
+// path that is not the rdma_cm device (a regular file, /dev/null, a tty)
+// is refused with an error matching ErrInvalid and ENOTTY. Nothing is
+// written to a node whose device number is not a misc device's, nor, where
+// sysfs names the rdma_cm's number, the rdma_cm's.
 func OpenPath(path string) (*EventChannel, error) {
-	// A regular file would take the commands as data: look before
-	// opening. (A missing node gets open's own error below.)
-	if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeCharDevice == 0 {
+	// A regular file would take the commands as data, a tty would echo
+	// them: look before opening. (A missing node gets open's own error
+	// below.)
+	if fi, err := os.Stat(path); err == nil && (fi.Mode()&os.ModeCharDevice == 0 || sys.NotUCMNode(path)) {
 		return nil, notUCM(path)
 	}
 	u, err := sys.OpenUCM(path)
@@ -57,10 +59,10 @@ func OpenPath(path string) (*EventChannel, error) {
 		}
 		return nil, opErr("open", err)
 	}
-	// Another character device (/dev/null) would answer every command
-	// with success and a reply never written. The rdma_cm refuses a
+	// Another misc device, where sysfs does not say which is the
+	// rdma_cm, is told apart by its answer: the rdma_cm refuses a
 	// command number past its table with EINVAL before anything else.
-	if err := u.Command(^uint32(0), nil, -1, nil); err == nil {
+	if err := u.Command(^uint32(0), nil, -1, nil); !errors.Is(err, sys.EINVAL) {
 		u.Close()
 		return nil, notUCM(path)
 	}
@@ -350,7 +352,7 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 		// Named by the membership's uid and handle.
 		return ev, ch.mcastEvent(&ev, r)
 	}
-	id := lookup(r.Uid, r.Id)
+	id := lookup(ev.Type, r.Uid, r.Id)
 	if id == nil {
 		return ev, false
 	}
@@ -369,13 +371,20 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 		if id.qp() != nil {
 			if err := id.completeConnect(); err != nil {
 				ev.failed(EventConnectError, err)
+				id.connectError.Store(true)
 			} else {
 				ev.Type = EventEstablished
 			}
 		}
 	case EventEstablished, EventDisconnected:
+		if ev.Type == EventDisconnected && id.connectError.Load() {
+			return ev, false // the EventConnectError was its end
+		}
 		id.param(&ev, r)
 	case EventRejected, EventUnreachable, EventConnectError:
+		if ev.Type == EventRejected && id.connectError.Load() {
+			return ev, false
+		}
 		id.param(&ev, r)
 		if id.qpType != uverbs.QPTypeUD {
 			id.toErr()

@@ -22,6 +22,11 @@ type ID struct {
 	uid    uint64                       // ours, echoed in its events
 	ps     PortSpace
 	qpType uverbs.QPType // RC in PortSpaceTCP, UD in PortSpaceUDP and PortSpaceIPoIB, either in PortSpaceIB
+	// connectError: its connect response could not be completed (the QP's
+	// moves or the RTU failed) and EventConnectError was delivered; the
+	// REJECTED or DISCONNECTED the peer sends for it are dropped, as
+	// librdmacm's connect_error drops them.
+	connectError atomic.Bool
 
 	mu        sync.Mutex
 	dead      bool // destroyed, or its channel closed
@@ -378,7 +383,10 @@ func (id *ID) connParamToKern(op string, p *ConnParam, maxPriv int) (abi.RdmaUcm
 	} else if p != nil {
 		// A QP the caller created and moves itself (as librdmacm
 		// takes conn_param's qp_num and srq when id->qp is NULL).
-		k.QpNum = p.QPNum & 0xffffff
+		if p.QPNum > 0xffffff { // the CM's messages carry 24 bits: it would name another QP
+			return k, invalid(op, "QP number %#x is wider than 24 bits", p.QPNum)
+		}
+		k.QpNum = p.QPNum
 		k.Srq = b2u(p.SRQ)
 	}
 	if p == nil {

@@ -59,14 +59,21 @@ func unregister(id *ID) {
 	}
 }
 
-// lookup finds the ID an event names: by the uid the kernel echoes, else
-// by its handle. The uid is 0 for an ID of a connect request until Accept
-// gives it one, and on some old kernels (librdmacm allows for both).
-func lookup(uid uint64, handle uint32) *ID {
+// lookup finds the ID an event of type typ names: by the uid the kernel
+// echoes. A uid no ID has is an ID destroyed since the event was read:
+// its handle may already be a new ID's (the kernel hands out the lowest
+// free one), so the event is not looked up by it. The kernel queues no
+// event for an ID of a connect request before Accept gives it a uid, but
+// older kernels reported ESTABLISHED with uid 0: as librdmacm, that one
+// is found by its handle, and any other with uid 0 is dropped.
+func lookup(typ EventType, uid uint64, handle uint32) *ID {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	if id := reg.byUID[uid]; id != nil && uid != 0 {
-		return id
+	if uid != 0 {
+		return reg.byUID[uid]
+	}
+	if typ != EventEstablished {
+		return nil
 	}
 	return reg.byHandle[handle]
 }

@@ -271,7 +271,18 @@ func TestOpenNotRDMACM(t *testing.T) {
 	if err := os.WriteFile(f, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{f, "/dev/null", t.TempDir()} {
+	// /dev/full answers every write with ENOSPC, which the probe once
+	// took for the rdma_cm's EINVAL.
+	// A tty (5:0) is refused by its number, before it is opened; the tun
+	// device (10:200, a misc device as the rdma_cm is) by sysfs's number
+	// for the rdma_cm, or where that is absent by its answer.
+	paths := []string{f, "/dev/null", "/dev/full", "/dev/zero", t.TempDir()}
+	for _, p := range []string{"/dev/tty", "/dev/net/tun"} {
+		if _, err := os.Stat(p); err == nil {
+			paths = append(paths, p)
+		}
+	}
+	for _, p := range paths {
 		ch, err := OpenPath(p)
 		if err == nil {
 			ch.Close()
@@ -392,5 +403,78 @@ func TestPrivateDataLimits(t *testing.T) {
 		}
 		_, err := id.connParamToKern("connect", &ConnParam{PrivateData: make([]byte, c.connect+1)}, c.connect)
 		wantInvalid(t, fmt.Sprintf("%v: %d bytes of connect private data", c.qpType, c.connect+1), err)
+	}
+}
+
+// TestQPNumWidth: a caller's QP number is 24 bits on the wire; a wider
+// one is refused, not masked into another QP's (0x1000000 went out as QP
+// 0).
+func TestQPNumWidth(t *testing.T) {
+	id := newID(nil, 0, 0, PortSpaceTCP, uverbs.QPTypeRC)
+	k, err := id.connParamToKern("connect", &ConnParam{QPNum: 0xffffff}, maxConnectPrivate)
+	if err != nil || k.QpNum != 0xffffff {
+		t.Fatalf("QP number 0xffffff: %#x, %v", k.QpNum, err)
+	}
+	_, err = id.connParamToKern("accept", &ConnParam{QPNum: 0x1000000}, maxConnectPrivate)
+	wantInvalid(t, "QP number 0x1000000", err)
+}
+
+// TestStaleEventNotMisdelivered: an event read for ID A, processed after A
+// was destroyed and a new ID B got A's handle (the kernel reuses the
+// lowest free one), is dropped: B never sees A's event. An event whose
+// uid is 0 (an ID of a connect request before Accept) is still found by
+// its handle if it is ESTABLISHED (older kernels' bug, which librdmacm
+// allows for), and dropped otherwise, as librdmacm drops it. (A's event
+// once went to B through the handle.)
+func TestStaleEventNotMisdelivered(t *testing.T) {
+	ch, _ := fakeChannel(t)
+	const h = 5
+	a := register(newID(ch, h, newUID(), PortSpaceTCP, uverbs.QPTypeRC))
+	stale := a.uid
+	unregister(a)
+	b := register(newID(ch, h, newUID(), PortSpaceTCP, uverbs.QPTypeRC))
+	defer unregister(b)
+	for _, typ := range []EventType{EventDisconnected, EventRejected, EventEstablished} {
+		r := abi.RdmaUcmEventResp{Uid: stale, Id: h, Event: uint32(typ)}
+		if ev, ok := ch.process(&r); ok {
+			t.Errorf("%v of a destroyed ID delivered, to %p (B is %p)", typ, ev.ID, b)
+		}
+	}
+	r := abi.RdmaUcmEventResp{Uid: 0, Id: h, Event: uint32(EventEstablished)}
+	if ev, ok := ch.process(&r); !ok || ev.ID != b {
+		t.Errorf("ESTABLISHED with uid 0 is not found by its handle: %v %p", ok, ev.ID)
+	}
+	r = abi.RdmaUcmEventResp{Uid: 0, Id: h, Event: uint32(EventDisconnected)}
+	if ev, ok := ch.process(&r); ok {
+		t.Errorf("DISCONNECTED with uid 0 delivered, to %p", ev.ID)
+	}
+	r = abi.RdmaUcmEventResp{Uid: b.uid, Id: h, Event: uint32(EventDisconnected)}
+	if ev, ok := ch.process(&r); !ok || ev.ID != b {
+		t.Errorf("B's own event: %v %p", ok, ev.ID)
+	}
+}
+
+// TestConnectErrorEndsConnect: once an ID's connect response could not be
+// completed (EventConnectError delivered), the REJECTED the peer sends when
+// its wait for the RTU times out, and a DISCONNECTED, are not delivered a
+// second time for the same connect (librdmacm's connect_error); other IDs'
+// are.
+func TestConnectErrorEndsConnect(t *testing.T) {
+	ch, _ := fakeChannel(t)
+	a := register(newID(ch, 1, newUID(), PortSpaceTCP, uverbs.QPTypeUD)) // UD: no QP to move to ERR
+	defer unregister(a)
+	b := register(newID(ch, 2, newUID(), PortSpaceTCP, uverbs.QPTypeUD))
+	defer unregister(b)
+	a.connectError.Store(true)
+	for _, typ := range []EventType{EventRejected, EventDisconnected} {
+		if ev, ok := ch.process(&abi.RdmaUcmEventResp{Uid: a.uid, Id: a.handle, Event: uint32(typ)}); ok {
+			t.Errorf("%v after the connect error delivered: %+v", typ, ev)
+		}
+		if ev, ok := ch.process(&abi.RdmaUcmEventResp{Uid: b.uid, Id: b.handle, Event: uint32(typ)}); !ok || ev.ID != b {
+			t.Errorf("%v of another ID: %v %+v", typ, ok, ev)
+		}
+	}
+	if ev, ok := ch.process(&abi.RdmaUcmEventResp{Uid: a.uid, Id: a.handle, Event: uint32(EventUnreachable)}); !ok || ev.ID != a {
+		t.Errorf("UNREACHABLE after the connect error: %v %+v", ok, ev)
 	}
 }

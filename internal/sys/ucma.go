@@ -3,6 +3,8 @@ package sys
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -45,6 +47,28 @@ type UCM struct {
 	mu  sync.Mutex // serialises commands (cmd)
 	cmd *ucmBuf
 	ev  *ucmBuf // GetEvent's, under the reader's one-reader semaphore
+}
+
+// NotUCMNode reports whether the node at path is certainly not the
+// rdma_cm device, from its device number alone: the rdma_cm is a misc
+// device (major 10) whose number sysfs gives in
+// /sys/class/misc/rdma_cm/dev when it is mounted and the module loaded.
+// A path that cannot be examined is not judged here (false).
+func NotUCMNode(path string) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return false
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != 10 {
+		return true
+	}
+	var maj, mnr uint32
+	if b, err := os.ReadFile("/sys/class/misc/rdma_cm/dev"); err == nil {
+		if _, err := fmt.Sscanf(string(b), "%d:%d", &maj, &mnr); err == nil {
+			return maj != unix.Major(st.Rdev) || mnr != unix.Minor(st.Rdev)
+		}
+	}
+	return false
 }
 
 // OpenUCM opens path (UCMPath; tests may name another) O_RDWR|O_CLOEXEC,
