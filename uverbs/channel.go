@@ -181,6 +181,17 @@ func (noEvent) Error() string        { return "uverbs: no completion event queue
 func (noEvent) Is(target error) bool { return target == sys.EAGAIN }
 
 func (ch *CompChannel) readEvent(ctx context.Context, wait bool) (*CQ, error) {
+	for {
+		cq, err := ch.readOne(ctx, wait)
+		if cq != nil || err != nil {
+			return cq, err
+		}
+	}
+}
+
+// readOne reads one event; a nil CQ and nil error is an event of a CQ no
+// longer known, which the caller drops.
+func (ch *CompChannel) readOne(ctx context.Context, wait bool) (*CQ, error) {
 	// The record buffer is the channel's: one reader at a time reads into
 	// it and decodes it (recSem). A reader parked in GetCQEvent holds it:
 	// another waits for it only as long as its own ctx allows, and a try
@@ -229,8 +240,11 @@ func (ch *CompChannel) readEvent(ctx context.Context, wait bool) (*CQ, error) {
 	if cq == nil {
 		// The kernel drops the unread events of a destroyed CQ, and a CQ
 		// being destroyed stays in the map until its reported events are
-		// acknowledged (life.destroy), so this is not one of ours.
-		return nil, &OpError{Object: "comp_channel", Method: "get_cq_event", Err: fmt.Errorf("%w: event for unknown CQ user handle %d", ErrInvalid, uh)}
+		// acknowledged (life.destroy); unless that Destroy's context
+		// ended first (an UnackedError): then its event, read before
+		// the destroy, means nothing to anyone, and a reader waiting for
+		// another CQ's must not fail on it.
+		return nil, nil
 	}
 	ch.delivered(cq)
 	cq.counts.Delivered(core.CompEvents, 0)

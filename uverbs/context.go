@@ -449,13 +449,10 @@ func (c *Context) Close() error {
 	for _, o := range objs {
 		o.(killer).kill()
 	}
-	// Waiters in GetCQEvent wake with ErrClosed.
-	for ch := range chans {
-		ch.closeForContext()
-	}
 	// The command fd goes first: a create racing Close either finishes
-	// its ioctl (with the async fd still open) or fails with ErrClosed,
-	// never passes a stale async fd number.
+	// its ioctl (with the async fd and the completion channels still
+	// open) or fails with ErrClosed, never passes a stale fd number,
+	// which another open may have taken by then.
 	errs := []error{c.cmd.Close()}
 	c.asyncMu.Lock()
 	if c.async != nil {
@@ -464,6 +461,11 @@ func (c *Context) Close() error {
 		errs = append(errs, c.asyncFD.Close())
 	}
 	c.asyncMu.Unlock()
+	hook("context:cmd-closed")
+	// Waiters in GetCQEvent wake with ErrClosed.
+	for ch := range chans {
+		ch.closeForContext()
+	}
 	if i := c.cmd1.Swap(nil); i != nil {
 		cmdPool.Put(i) // for the next context
 	}

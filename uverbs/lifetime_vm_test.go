@@ -3,6 +3,7 @@ package uverbs_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -292,6 +293,68 @@ func TestVMCreateRacesClose(t *testing.T) {
 	}
 }
 
+// TestVMCreateCQRacesCloseChannel: a CreateCQ on a completion channel
+// whose ioctl comes while Close is half done. Close used to close the
+// channels before the command fd: the create then passed the channel's
+// closed fd number (free for any open to take; here /dev/null takes it)
+// and failed with EBADF, or with another context's channel bound it to
+// that one. Now the command fd goes first, and the create fails with
+// ErrClosed.
+func TestVMCreateCQRacesCloseChannel(t *testing.T) {
+	testkit.RequireVM(t)
+	base := testkit.Resources(t, testkit.RxeDev)
+	c, err := uverbs.OpenByName(testkit.RxeDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	halfClosed := make(chan struct{})
+	finish := make(chan struct{})
+	closed := make(chan error, 1)
+	var squat []*os.File
+	uverbs.SetHookForTest(func(p string) {
+		switch p {
+		case "cq:before-create":
+			go func() { closed <- c.Close() }()
+			select {
+			case <-halfClosed:
+			case <-time.After(10 * time.Second):
+				t.Error("Close did not reach the point between its fds")
+			}
+			for range 4 { // take the numbers Close freed, as another open would
+				if f, err := os.Open("/dev/null"); err == nil {
+					squat = append(squat, f)
+				}
+			}
+		case "context:cmd-closed":
+			close(halfClosed)
+			<-finish
+		}
+	})
+	defer uverbs.SetHookForTest(nil)
+	got, err := c.CreateCQ(4, &uverbs.CQOptions{Channel: ch})
+	close(finish)
+	if !errors.Is(err, uverbs.ErrClosed) || got != nil {
+		t.Errorf("CreateCQ racing Close = %v, %v; want nil, ErrClosed", got, err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, f := range squat {
+		f.Close()
+	}
+	if m := sys.OpenMappings(); len(m) != 0 {
+		t.Fatalf("mappings left behind: %v", m)
+	}
+	if f := sys.OpenFDs(); len(f) != 0 {
+		t.Fatalf("fds left behind: %v", f)
+	}
+	waitResources(t, base)
+}
+
 // TestVMDestroyRacesAsyncRead: the kernel counts an async event as
 // reported when read(2) returns it, before the reader maps its handle to
 // the object. A QP's Destroy that runs entirely between the two (kernel
@@ -494,6 +557,114 @@ func TestVMDestroyRacesChannelRead(t *testing.T) {
 	}
 	if err := <-destroyed; err != nil {
 		t.Fatalf("CQ Destroy after the ack: %v", err)
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Dealloc(); err != nil {
+		t.Fatal(err)
+	}
+	waitResources(t, base)
+}
+
+// TestVMDestroyGivesUpChannelRead: as TestVMDestroyRacesChannelRead, but
+// the CQ's Destroy gives up at once (its context has ended: an
+// UnackedError) and forgets the CQ while the reader holds its event. The
+// reader, waiting on a channel another CQ shares, drops that event and
+// returns the other CQ's next; it used to fail with ErrInvalid ("event
+// for unknown CQ user handle"), an error for a CQ it never asked about.
+func TestVMDestroyGivesUpChannelRead(t *testing.T) {
+	c := openRxe(t)
+	base := testkit.Resources(t, testkit.RxeDev)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := c.CreateCQ(16, &uverbs.CQOptions{Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.CreateCQ(16, &uverbs.CQOptions{Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp := chanQP(t, c, pd, gone, gone)
+	qp2 := chanQP(t, c, pd, other, other)
+
+	inLookup := make(chan struct{})
+	resume := make(chan struct{})
+	var once sync.Once
+	uverbs.SetHookForTest(func(p string) {
+		if p == "comp_channel:read" {
+			once.Do(func() {
+				close(inLookup)
+				<-resume
+			})
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	type result struct {
+		cq  *uverbs.CQ
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		cq, err := ch.GetCQEvent(ctx)
+		got <- result{cq, err}
+	}()
+	release := sync.OnceFunc(func() { close(resume) })
+	defer func() {
+		release()
+		uverbs.SetHookForTest(nil)
+	}()
+	post := func(cq *uverbs.CQ, qp *uverbs.QP) {
+		t.Helper()
+		if err := cq.ReqNotify(false); err != nil {
+			t.Fatal(err)
+		}
+		if err := qp.PostRecv([]uverbs.RecvWR{{ID: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	post(gone, qp)
+	select {
+	case <-inLookup:
+	case res := <-got:
+		t.Fatalf("GetCQEvent returned %v, %v without passing the hook", res.cq, res.err)
+	case <-ctx.Done():
+		t.Fatal("no completion event was read")
+	}
+	if err := qp.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ended, end := context.WithCancel(context.Background())
+	end()
+	var ue *uverbs.UnackedError
+	if err := gone.Destroy(ended); !errors.As(err, &ue) {
+		t.Fatalf("Destroy with its context ended and an event read = %v, want an UnackedError", err)
+	}
+	release()
+	post(other, qp2)
+	res := <-got
+	if res.err != nil || res.cq != other {
+		t.Fatalf("GetCQEvent after the given-up CQ's event = %p, %v; want the other CQ (%p)", res.cq, res.err, other)
+	}
+	if err := other.AckEvents(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := qp2.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Destroy(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if err := ch.Close(); err != nil {
 		t.Fatal(err)
