@@ -226,6 +226,11 @@ func (ch *CompChannel) readOne(ctx context.Context, wait bool) (*CQ, error) {
 		return nil, ErrNoEvent
 	case errors.Is(err, sys.ErrFileClosed):
 		return nil, closedErr("comp_channel", "get_cq_event")
+	case err == sys.EIO && ch.ctx.Closed():
+		// Context.Close closes the command fd before the channels; the
+		// kernel then marks the channel's event queue closed, and a
+		// parked read wakes with EIO before the channel's own close.
+		return nil, closedErr("comp_channel", "get_cq_event")
 	case err == context.Canceled || err == context.DeadlineExceeded:
 		return nil, err
 	case err != nil:
