@@ -59,15 +59,20 @@ type MWBindInfo struct {
 	Access Access
 }
 
-// check validates b as librxe does before it writes the bind.
-func (b *MWBindInfo) check(pd *PD) error {
+// check validates b as librxe does before it writes the bind, against
+// the MR's registration as it is now.
+func (b *MWBindInfo) check(pd *PD) error { return b.checkWith(pd, b.MR.state()) }
+
+// checkWith is check against st, the registration whose lkey the bind
+// then carries (read once, under the MR's hold, so that a Rereg between
+// the check and the write cannot pair one with the other's key).
+func (b *MWBindInfo) checkWith(pd *PD, st *mrState) error {
 	if b.MR == nil {
 		if b.Addr != 0 || b.Length != 0 {
 			return fmt.Errorf("%w: a bind without an MR must have no address and length", ErrInvalid)
 		}
 		return nil
 	}
-	st := b.MR.state()
 	if st.pd != pd {
 		return fmt.Errorf("%w: the MR belongs to another PD", ErrInvalid)
 	}

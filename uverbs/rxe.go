@@ -328,12 +328,17 @@ func (d *rxeQP) postSendLocked(qp *QP, wrs []SendWR) error {
 	var perr error
 	n := 0
 	for i := range wrs {
-		if uint32(n) == free {
-			perr = &PostError{Op: "post_send", Index: i, Err: ErrQueueFull}
-			break
-		}
+		// Validated before the room is checked, as librxe's
+		// post_one_send: an invalid request on a full queue is EINVAL,
+		// not ENOMEM. With none free, slot n is the one the ring always
+		// keeps empty (it holds at most mask requests), which the kernel
+		// does not read: writing there is harmless.
 		if err := d.writeSend(qp, r, uint32(n), &wrs[i], i); err != nil {
 			perr = err
+			break
+		}
+		if uint32(n) == free {
+			perr = &PostError{Op: "post_send", Index: i, Err: ErrQueueFull}
 			break
 		}
 		n++
@@ -498,8 +503,8 @@ func (d *rxeQP) writeBind(qp *QP, w *abi.RxeSendWqe, wr *SendWR, idx int) error 
 	if len(wr.SGL) != 0 || len(wr.Inline) != 0 {
 		return badWR("post_send", idx, "%v carries no data", wr.Opcode)
 	}
-	if err := b.check(qp.pd); err != nil {
-		return &PostError{Op: "post_send", Index: idx, Err: err}
+	if wr.ImmData != 0 {
+		return badWR("post_send", idx, "%v carries no immediate data", wr.Opcode)
 	}
 	if wr.BindRKey&^0xff != mw.rkey.Load()&^0xff {
 		return badWR("post_send", idx, "bind rkey %#x changes the window's index (its rkey is %#x): use IncRKey", wr.BindRKey, mw.rkey.Load())
@@ -508,13 +513,21 @@ func (d *rxeQP) writeBind(qp *QP, w *abi.RxeSendWqe, wr *SendWR, idx int) error 
 		return &PostError{Op: "post_send", Index: idx, Err: closedErr("mw", "bind")}
 	}
 	defer mw.drop()
+	// The MR is held first and its registration read once: the check and
+	// the lkey written are of the same one, which a Rereg (it waits for
+	// holders) cannot change in between.
 	var lkey uint32
+	st := &noMRState
 	if b.MR != nil {
 		if !b.MR.hold() {
 			return &PostError{Op: "post_send", Index: idx, Err: closedErr("mr", "bind")}
 		}
 		defer b.MR.drop()
-		lkey = b.MR.state().lkey
+		st = b.MR.state()
+		lkey = st.lkey
+	}
+	if err := b.checkWith(qp.pd, st); err != nil {
+		return &PostError{Op: "post_send", Index: idx, Err: err}
 	}
 	w.Wr.Wr.SetMw(abi.RxeSendWrWrMw{Addr: b.Addr, Length: b.Length, MrLkey: lkey, MwRkey: mw.rkey.Load(), Rkey: wr.BindRKey, Access: uint32(b.Access)})
 	if wr.Flags&^(SendFence|SendSignaled|SendSolicited) != 0 {

@@ -32,8 +32,8 @@ type rxeSRQ struct {
 	cmd   abi.RxeModifySrqCmd // MODIFY_SRQ driver payload, immutable
 	newMi abi.Mminfo          // written by the kernel on a resize
 
-	mu   sync.Mutex // serialises posters; guards ring
-	ring *rxeRing   // producer side of q.m, rebuilt after a resize
+	mu   sync.Mutex // serialises posters
+	ring rxeRing    // producer side of q.m, made with it (created, modified): posting allocates nothing
 }
 
 // postRecv writes receive WQEs to the SRQ's ring (librxe
@@ -50,14 +50,7 @@ func (d *rxeSRQ) postRecvLocked(srq *SRQ, wrs []RecvWR) error {
 	if d.q.m == nil {
 		return &PostError{Op: "post_srq_recv", Index: 0, Err: closedErr("srq", "post_recv")}
 	}
-	if d.ring == nil || d.ring.m != d.q.m {
-		r, err := newRxeRing(d.q.m, true)
-		if err != nil {
-			return &PostError{Op: "post_srq_recv", Index: 0, Err: err}
-		}
-		d.ring = r
-	}
-	n, err := postRecvRing(d.ring, srq.attr.MaxSGE, wrs, "post_srq_recv")
+	n, err := postRecvRing(&d.ring, srq.attr.MaxSGE, wrs, "post_srq_recv")
 	if n > 0 {
 		d.ring.advance(uint32(n))
 	}
@@ -70,7 +63,22 @@ func (d *rxeSRQ) srqNum() uint32   { return d.resp.SrqNum }
 
 func (d *rxeSRQ) created(c *Context) error {
 	d.q.mi = d.resp.Mi
-	return d.q.mapQueue(c, "srq", "srq ring")
+	if err := d.q.mapQueue(c, "srq", "srq ring"); err != nil {
+		return err
+	}
+	return d.useRing("create")
+}
+
+// useRing makes the producer side of the mapped ring (under the SRQ's
+// exclusive hold, or before it is published); a ring whose header is wrong
+// is dropped.
+func (d *rxeSRQ) useRing(method string) error {
+	if err := d.ring.init(d.q.m, true); err != nil {
+		d.q.unmap()
+		d.q, d.ring = rxeQueue{}, rxeRing{}
+		return &OpError{Object: "srq", Method: method, Err: err}
+	}
+	return nil
 }
 
 func (d *rxeSRQ) modifyIn(mask SRQAttrMask) []byte {
@@ -93,11 +101,11 @@ func (d *rxeSRQ) modified(c *Context, mask SRQAttrMask) error {
 	err := nq.mapQueue(c, "srq", "resized srq ring")
 	d.q.unmap()
 	if err != nil {
-		d.q = rxeQueue{}
+		d.q, d.ring = rxeQueue{}, rxeRing{}
 		return err
 	}
 	d.q = nq
-	return nil
+	return d.useRing("modify")
 }
 
 func (d *rxeSRQ) release() error { return d.q.unmap() }

@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -241,6 +242,7 @@ func TestRxeSendValidation(t *testing.T) {
 		{ud, dud, SendWR{Opcode: WRSend, SGL: sge}},                     // no AH
 		{ud, dud, SendWR{Opcode: WRSend, SGL: sge, AH: &AH{pd: &PD{}}}}, // another PD's AH
 		{qp, d, SendWR{Opcode: WRSend, SGL: []SGE{{Length: 1 << 31}, {Length: 1 << 31}}}},
+		{qp, d, SendWR{Opcode: WRBindMW, BindMW: &MW{pd: qp.pd}, ImmData: 1}}, // librxe: EINVAL
 	}
 	for i, c := range bad {
 		err := c.d.writeSend(c.qp, c.d.sqRing, 0, &c.wr, 5)
@@ -248,6 +250,48 @@ func TestRxeSendValidation(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !errors.As(err, &pe) || pe.Index != 5 {
 			t.Errorf("case %d (%v): %v, want a PostError at 5 wrapping ErrInvalid", i, c.wr.Opcode, err)
 		}
+	}
+}
+
+// TestRxeSendFullValidatesFirst: on a full send queue an invalid request
+// is refused as invalid (EINVAL), a valid one as ErrQueueFull (ENOMEM), as
+// librxe's post_one_send orders its checks (the full queue once won), and
+// neither touches a slot the kernel may read: the request goes into the
+// one slot the ring keeps empty.
+func TestRxeSendFullValidatesFirst(t *testing.T) {
+	qp, d := testQP(t, QPTypeRC, 8)
+	qp.state.Store(uint32(QPStateRTS))
+	r := d.sqRing
+	sge := []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}
+	for i := range uint32(7) { // 8 slots, 7 usable
+		if err := d.writeSend(qp, r, i, &SendWR{ID: 100 + uint64(i), Opcode: WRSend, SGL: sge}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.advance(7)
+	before := make([]byte, 8<<8)
+	r.m.ReadAt(before, rxeDataOff)
+	var pe *PostError
+	err := d.postSendLocked(qp, []SendWR{{Opcode: WRSend, SGL: make([]SGE, 10)}})
+	if !errors.As(err, &pe) || pe.Index != 0 || !errors.Is(err, ErrInvalid) || errors.Is(err, ErrQueueFull) {
+		t.Errorf("an invalid request on a full queue: %v, want ErrInvalid", err)
+	}
+	err = d.postSendLocked(qp, []SendWR{{ID: 9, Opcode: WRSend, SGL: sge}})
+	if !errors.As(err, &pe) || pe.Index != 0 || !errors.Is(err, ErrQueueFull) {
+		t.Errorf("a valid request on a full queue: %v, want ErrQueueFull", err)
+	}
+	after := make([]byte, 8<<8)
+	r.m.ReadAt(after, rxeDataOff)
+	for i := range 8 {
+		if i == 7 { // the empty slot, cons-1
+			continue
+		}
+		if a, b := before[i<<8:(i+1)<<8], after[i<<8:(i+1)<<8]; !bytes.Equal(a, b) {
+			t.Errorf("slot %d, in the kernel's part of the ring, changed", i)
+		}
+	}
+	if prod := r.m.Load32(rxeProdOff); prod != 7 {
+		t.Errorf("producer %d, want 7", prod)
 	}
 }
 
@@ -422,6 +466,36 @@ func TestRxePostNoAllocs(t *testing.T) {
 		d.rqRing.advance(1)
 		d.rqRing.m.Store32(rxeConsOff, d.rqRing.own)
 	})
+}
+
+// TestRxeSRQPostNoAllocs: an SRQ's ring is made with its mapping, so
+// its first post allocates nothing either (it was built lazily, one
+// allocation on the first post and after every resize); a ring with a bad
+// header fails the create, not a post.
+func TestRxeSRQPostNoAllocs(t *testing.T) {
+	d := &rxeSRQ{}
+	d.q.m = memRing(t, 8, 7)
+	if err := d.useRing("create"); err != nil {
+		t.Fatal(err)
+	}
+	srq := &SRQ{attr: SRQAttr{MaxWR: 7, MaxSGE: 2}, drv: d}
+	wrs := []RecvWR{{ID: 1, SGL: []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
+	post := func() {
+		if err := d.postRecv(srq, wrs); err != nil {
+			t.Fatal(err)
+		}
+		d.q.m.Store32(rxeConsOff, d.q.m.Load32(rxeProdOff)) // the kernel takes it
+	}
+	if n := testkit.FirstCallAllocs(t, post); n != 0 {
+		t.Errorf("the first post allocated %d objects", n)
+	}
+	testkit.NoAllocs(t, 1000, post)
+	bad := &rxeSRQ{}
+	bad.q.m = memRing(t, 8, 7)
+	bad.q.m.Store32(rxeMaskOff, 6)
+	if err := bad.useRing("create"); !errors.Is(err, ErrInvalid) || bad.q.m != nil {
+		t.Fatalf("a ring with a bad header: %v, mapping %v", err, bad.q.m)
+	}
 }
 
 // FuzzDecodeWC: any 48 bytes decode without panicking, and the fields

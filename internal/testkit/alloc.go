@@ -59,3 +59,23 @@ func NoAllocs(tb testing.TB, runs int, f func()) {
 		tb.Errorf("%d calls allocated %d objects, %d bytes (want none)", runs, n, b)
 	}
 }
+
+// FirstCallAllocs returns how many heap objects one call of f allocates,
+// with no warm-up: for what a value's first use must not allocate either
+// (NoAllocs warms up, which would hide a lazily built structure). Like
+// NoAllocs it skips under the race detector, and measures with
+// GOMAXPROCS(1) and the collector off.
+func FirstCallAllocs(tb testing.TB, f func()) uint64 {
+	tb.Helper()
+	if raceEnabled {
+		tb.Skip(RaceSkipMessage)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	runtime.GC()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.Mallocs - before.Mallocs
+}
