@@ -170,17 +170,21 @@ func (ch *EventChannel) mcastEvent(ev *Event, r *abi.RdmaUcmEventResp) bool {
 		return true
 	}
 	gid, lid := ev.UD.AH.DGID, ev.UD.AH.DLID
+	// The attach is made under m.mu and only while m is joined: a Leave
+	// that ran since the lookup above saw no attachment to undo, and one
+	// made now would stay for the QP's life.
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.left {
+		return false
+	}
 	m.gid, m.lid = gid, lid
-	m.mu.Unlock()
 	if qp := m.id.qp(); qp != nil && !m.send {
 		if err := qp.AttachMcast(gid, lid); err != nil {
 			ev.failed(EventMulticastError, err)
 			return true
 		}
-		m.mu.Lock()
 		m.attached = true
-		m.mu.Unlock()
 	}
 	return true
 }
