@@ -201,8 +201,8 @@ func lookupService(ctx context.Context, service string, stream bool) (uint16, in
 	if service == "" {
 		return 0, 0
 	}
-	if v, rest, ok := strtoul10(service); ok && rest == "" {
-		return uint16(v), 0
+	if port, ok := serviceNumber(service); ok {
+		return port, 0
 	}
 	network := "udp"
 	if stream {
@@ -215,19 +215,44 @@ func lookupService(ctx context.Context, service string, stream bool) (uint16, in
 	return uint16(p), 0
 }
 
-// strtoul10 reads a decimal number at the start of s as strtoul does
-// (saturating); ok is false without a digit.
-func strtoul10(s string) (v uint64, rest string, ok bool) {
+// serviceNumber reads service as glibc's getaddrinfo does before it
+// looks a name up: strtoul(service, &end, 10) must take the whole string
+// (leading white space and a sign included), and the value, stored in an
+// int, must not be negative; the port is its low 16 bits. So " 80" and
+// "+80" are port 80, "65616" is 80, and "-80" or "4294967295" are names.
+func serviceNumber(s string) (uint16, bool) {
 	i := 0
-	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-		d := uint64(s[i] - '0')
-		if v > (math.MaxUint64-d)/10 {
-			v = math.MaxUint64
-		} else {
-			v = v*10 + d
-		}
+	for i < len(s) && (s[i] == ' ' || s[i] >= '\t' && s[i] <= '\r') {
+		i++
 	}
-	return v, s[i:], i > 0
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	var v uint64
+	overflow := false
+	j := i
+	for ; j < len(s) && s[j] >= '0' && s[j] <= '9'; j++ {
+		d := uint64(s[j] - '0')
+		if v > (math.MaxUint64-d)/10 {
+			overflow = true
+		}
+		v = v*10 + d
+	}
+	if j == i || j != len(s) {
+		return 0, false
+	}
+	switch {
+	case overflow:
+		v = math.MaxUint64 // strtoul's ERANGE value, whatever the sign
+	case neg:
+		v = -v
+	}
+	if n := int32(uint32(v)); n >= 0 {
+		return uint16(n), true
+	}
+	return 0, false
 }
 
 // lookupNode reads node as glibc's getaddrinfo does (see GetAddrInfo).

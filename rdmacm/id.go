@@ -365,13 +365,30 @@ func ahFromKern(x *abi.IbUverbsAhAttr) uverbs.AHAttr {
 		SL: x.Sl, SrcPathBits: x.SrcPathBits, StaticRate: uverbs.Rate(x.StaticRate), PortNum: x.PortNum}
 }
 
+// validDepths refuses, in the TCP port space, an initiator depth or a
+// number of responder resources above the device's limit (0xff, "the
+// device's maximum", aside), as librdmacm's ucma_valid_param does with
+// EINVAL; other port spaces take them as given.
+func (id *ID) validDepths(op string, p *ConnParam, attr *uverbs.DeviceAttr) error {
+	if id.ps != PortSpaceTCP || p == nil {
+		return nil
+	}
+	if p.ResponderResources != 0xff && int(p.ResponderResources) > attr.MaxQPRdAtom {
+		return invalid(op, "%d responder resources, the device allows %d (max_qp_rd_atom)", p.ResponderResources, attr.MaxQPRdAtom)
+	}
+	if p.InitiatorDepth != 0xff && int(p.InitiatorDepth) > attr.MaxQPInitRdAtom {
+		return invalid(op, "initiator depth %d, the device allows %d (max_qp_init_rd_atom)", p.InitiatorDepth, attr.MaxQPInitRdAtom)
+	}
+	return nil
+}
+
 // depth resolves a ConnParam's 0xff ("the device's maximum") against the
 // device's limit.
 func depth(v uint8, max int) uint8 {
-	if v == 0xff || int(v) > max {
+	if v == 0xff {
 		return uint8(min(max, 0xff))
 	}
-	return v
+	return v // above max only outside the TCP port space: as librdmacm, taken as given
 }
 
 // connParamToKern builds the kernel's struct rdma_ucm_conn_param.
@@ -452,6 +469,9 @@ func (id *ID) Connect(p *ConnParam) error {
 	id.mu.Unlock()
 	if attr == nil {
 		return invalid(op, "the ID has no device: resolve the address and route first")
+	}
+	if err := id.validDepths(op, p, attr); err != nil {
+		return err
 	}
 	init, resp := uint8(0xff), uint8(0xff)
 	if p != nil {
@@ -535,6 +555,10 @@ func (id *ID) Accept(p *ConnParam) error {
 	if attr == nil {
 		id.mu.Unlock()
 		return invalid(op, "the ID has no device: accept the ID of a connect request")
+	}
+	if err := id.validDepths(op, p, attr); err != nil {
+		id.mu.Unlock()
+		return err
 	}
 	if p == nil || p.InitiatorDepth == 0xff {
 		id.initDepth = min(id.initDepth, uint8(min(attr.MaxQPInitRdAtom, 0xff)))

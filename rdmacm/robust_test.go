@@ -478,3 +478,83 @@ func TestConnectErrorEndsConnect(t *testing.T) {
 		t.Errorf("UNREACHABLE after the connect error: %v %+v", ok, ev)
 	}
 }
+
+// TestJoinEventAfterLeave: a join event looked up just before a Leave ran
+// (Leave found nothing attached, so detached nothing) is dropped when it
+// is completed, and attaches nothing for the QP's life; a membership not
+// left still gets its event.
+func TestJoinEventAfterLeave(t *testing.T) {
+	ch, _ := fakeChannel(t)
+	id := register(newID(ch, 3, newUID(), PortSpaceUDP, uverbs.QPTypeUD))
+	defer unregister(id)
+	for _, left := range []bool{true, false} {
+		m := &Multicast{id: id, uid: newUID(), left: left}
+		reg.mu.Lock()
+		reg.mcasts[m.uid] = m // Leave unregisters first, then marks: this is between
+		reg.mu.Unlock()
+		ev, ok := ch.process(&abi.RdmaUcmEventResp{Uid: m.uid, Id: id.handle, Event: uint32(EventMulticastJoin)})
+		if ok == left || (ok && ev.Multicast != m) || m.attached {
+			t.Errorf("left %v: delivered %v (%+v), attached %v", left, ok, ev, m.attached)
+		}
+		reg.mu.Lock()
+		delete(reg.mcasts, m.uid)
+		reg.mu.Unlock()
+	}
+}
+
+// TestDepthsTCP: in the TCP port space an initiator depth or a number of
+// responder resources above the device's limit is refused (librdmacm's
+// ucma_valid_param: EINVAL; they were clamped); 0xff means the device's
+// maximum, and other port spaces take what they are given.
+func TestDepthsTCP(t *testing.T) {
+	attr := &uverbs.DeviceAttr{MaxQPRdAtom: 16, MaxQPInitRdAtom: 8}
+	tcp := newID(nil, 0, 0, PortSpaceTCP, uverbs.QPTypeRC)
+	ib := newID(nil, 0, 0, PortSpaceIB, uverbs.QPTypeRC)
+	for _, c := range []struct {
+		id         *ID
+		init, resp uint8
+		ok         bool
+	}{
+		{tcp, 8, 16, true}, {tcp, 0xff, 0xff, true}, {tcp, 9, 16, false}, {tcp, 8, 17, false}, {tcp, 0xfe, 1, false},
+		{ib, 9, 17, true},
+	} {
+		err := c.id.validDepths("connect", &ConnParam{InitiatorDepth: c.init, ResponderResources: c.resp}, attr)
+		if c.ok && err != nil {
+			t.Errorf("%v: depth %d, resources %d: %v", c.id.ps, c.init, c.resp, err)
+		}
+		if !c.ok {
+			wantInvalid(t, fmt.Sprintf("%v: depth %d, resources %d", c.id.ps, c.init, c.resp), err)
+		}
+	}
+	if tcp.validDepths("connect", nil, attr) != nil {
+		t.Error("no ConnParam refused")
+	}
+	if d := depth(0xff, 300); d != 0xff {
+		t.Errorf("0xff against a limit of 300: %d", d)
+	}
+	if d := depth(0xff, 8); d != 8 {
+		t.Errorf("0xff against a limit of 8: %d", d)
+	}
+}
+
+// TestServiceNumber: services read as glibc's getaddrinfo reads them
+// (strtoul over the whole string, then an int that must not be negative,
+// of which htons keeps 16 bits). " 80" and "+80" were names before.
+func TestServiceNumber(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		port uint16
+		ok   bool
+	}{
+		{"80", 80, true}, {" 80", 80, true}, {"\t+80", 80, true}, {"0", 0, true}, {"65616", 80, true},
+		{"2147483647", 0xffff, true}, {"4294967376", 80, true}, {"-4294967216", 80, true},
+		{"-80", 0, false}, {"-1", 0, false}, {"2147483648", 0, false}, {"4294967295", 0, false},
+		{"99999999999999999999", 0, false}, {"-99999999999999999999", 0, false},
+		{"80 ", 0, false}, {"+", 0, false}, {" ", 0, false}, {"x80", 0, false}, {"0x50", 0, false}, {"ssh", 0, false},
+	} {
+		port, ok := serviceNumber(c.s)
+		if port != c.port || ok != c.ok {
+			t.Errorf("serviceNumber(%q) = %d, %v; want %d, %v", c.s, port, ok, c.port, c.ok)
+		}
+	}
+}

@@ -106,6 +106,13 @@ func TestVMFailures(t *testing.T) {
 		// resolves, as malloc's does (a heap slice was the runtime's
 		// fatal out of memory; sweep seed 114).
 		{"-s", testkit.RxeAddr, "-p", port(), "-S", "2147483647"}, {"-s", testkit.RxeAddr, "-p", port(), "-S-2147483649"},
+		// Services as glibc's getaddrinfo reads them: strtoul over the
+		// whole string (white space and a sign allowed), an int that
+		// must not be negative, of which 16 bits are the port; else a
+		// name of the services database (none of these is one).
+		{"-s", testkit.RxeAddr, "-p", "+" + port()}, {"-s", testkit.RxeAddr, "-p", " " + port()},
+		{"-s", testkit.RxeAddr, "-p", fmt.Sprint(65536 + atoi(port()))}, {"-s", testkit.RxeAddr, "-p", "-80"},
+		{"-s", testkit.RxeAddr, "-p", "4294967295"}, {"-s", testkit.RxeAddr, "-p", port() + " "},
 	} {
 		same(args)
 	}
