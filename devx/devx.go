@@ -49,6 +49,9 @@ const (
 	// MaxEvents is the most event numbers one Subscribe may name
 	// (the kernel's MAX_NUM_EVENTS).
 	MaxEvents = 16
+	// MaxEventNum is the largest event number the kernel subscribes to
+	// (its MAX_SUPP_EVENT_NUM: the PRM's event types are 8 bits).
+	MaxEventNum = 255
 )
 
 // Open opens dev with a DEVX user context, as mlx5dv_open_device(3) with

@@ -299,15 +299,15 @@ func (ch *EventChannel) close() error {
 
 // Subscribe subscribes the channel to events
 // (mlx5dv_devx_subscribe_devx_event(3)): the event numbers (1 to
-// MaxEvents of them, PRM event types; 0 is the completion event of a CQ
-// object) of obj, or device-level (unaffiliated) events when obj is nil.
-// Each event read from the channel carries cookie.
+// MaxEvents of them, PRM event types up to MaxEventNum; 0 is the
+// completion event of a CQ object) of obj, or device-level (unaffiliated)
+// events when obj is nil. Each event read from the channel carries cookie.
 func Subscribe(ch *EventChannel, obj *Obj, events []uint16, cookie uint64) error {
 	const method = "subscribe_event"
 	var list []byte
 	return subscribe(ch, obj, method, func() error {
-		if len(events) == 0 || len(events) > MaxEvents {
-			return invalid("devx", method, "%d event numbers (want 1 to %d)", len(events), MaxEvents)
+		if err := checkEvents(method, events); err != nil {
+			return err
 		}
 		list = eventList(events)
 		return nil
@@ -324,10 +324,30 @@ func Subscribe(ch *EventChannel, obj *Obj, events []uint16, cookie uint64) error
 // the eventfd. fd must be 0 to math.MaxInt32 (the kernel's s32).
 func SubscribeFd(ch *EventChannel, fd int, obj *Obj, event uint16) error {
 	const method = "subscribe_event_fd"
-	return subscribe(ch, obj, method, func() error { return checkEventFD(method, fd) },
+	return subscribe(ch, obj, method, func() error {
+		if err := checkEvents(method, []uint16{event}); err != nil {
+			return err
+		}
+		return checkEventFD(method, fd)
+	},
 		func(cmd *sys.Ioctl, drv uint32, chFD int, h uint32) {
 			buildSubscribeFd(cmd, drv, chFD, h, obj != nil, event, fd)
 		})
+}
+
+// checkEvents refuses what the kernel's SUBSCRIBE_EVENT refuses with
+// EINVAL before it looks at the device's event caps: no events, more than
+// MaxEvents, or a number above MaxEventNum.
+func checkEvents(method string, events []uint16) error {
+	if len(events) == 0 || len(events) > MaxEvents {
+		return invalid("devx", method, "%d event numbers (want 1 to %d)", len(events), MaxEvents)
+	}
+	for _, e := range events {
+		if e > MaxEventNum {
+			return invalid("devx", method, "event number %d (want 0 to %d)", e, MaxEventNum)
+		}
+	}
+	return nil
 }
 
 // checkEventFD refuses an fd the kernel's s32 FD_NUM cannot carry (a

@@ -63,6 +63,22 @@ func TestEventAccessorsOutOfRange(t *testing.T) {
 	}
 }
 
+// TestEventNumbers: the event lists SUBSCRIBE_EVENT refuses (EINVAL)
+// whatever the device: none, more than 16, a number above 255 (the PRM's
+// event types are 8 bits; such a number was sent).
+func TestEventNumbers(t *testing.T) {
+	for _, ev := range [][]uint16{nil, make([]uint16, MaxEvents+1), {1, 256}, {0xffff}} {
+		if err := checkEvents("subscribe_event", ev); !errors.Is(err, uverbs.ErrInvalid) {
+			t.Errorf("%v: %v, want ErrInvalid", ev, err)
+		}
+	}
+	for _, ev := range [][]uint16{{0}, {255}, make([]uint16, MaxEvents)} {
+		if err := checkEvents("subscribe_event", ev); err != nil {
+			t.Errorf("%v: %v", ev, err)
+		}
+	}
+}
+
 // TestEventFDRange: SubscribeFd's fd travels as the kernel's s32; an fd
 // beyond it is refused, not truncated to another descriptor.
 func TestEventFDRange(t *testing.T) {
