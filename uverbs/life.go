@@ -33,8 +33,22 @@ type life struct {
 	// gone mirrors dead for lock-free readers (the empty poll): set
 	// before the rings are released.
 	gone    atomic.Bool
-	release releaser    // unmaps the provider's rings; set before publish
-	counts  core.Counts // delivered/acked events (affiliated objects)
+	release releaser      // unmaps the provider's rings; set before publish
+	counts  core.Counts   // delivered/acked events (affiliated objects)
+	seq     atomic.Uint64 // the order holdAll takes it in; 0 until first needed
+}
+
+// lifeSeq numbers lives in the order holdAll first meets them.
+var lifeSeq atomic.Uint64
+
+// order returns l's place in the one order in which several lives are
+// held together.
+func (l *life) order() uint64 {
+	if s := l.seq.Load(); s != 0 {
+		return s
+	}
+	l.seq.CompareAndSwap(0, lifeSeq.Add(1)) // a racing caller's number may win: both read it
+	return l.seq.Load()
 }
 
 // releaser is the provider's part of an object (its rings). Held as an
@@ -74,16 +88,32 @@ func (l *life) kill() {
 // killer is implemented by every object the registry holds.
 type killer interface{ kill() }
 
-// holdAll holds each distinct object in order; on failure it drops what
-// it took and returns false. Distinctness matters: a second shared hold of
-// the same lock would deadlock against a waiting destroy.
+// holdAll holds each distinct object, in one order for the whole process
+// (order); on failure it drops what it took and returns false.
+// Distinctness matters: a second shared hold of the same lock would
+// deadlock against a waiting destroy. So does the order: a waiting
+// destroy blocks new shared holds, so two creates holding the same CQs in
+// opposite orders, each with a destroy waiting on the CQ it holds, would
+// wait for each other for ever.
 func holdAll(ls ...*life) bool {
+	var buf [4]*life
+	sorted := buf[:0]
 	for i, l := range ls {
 		if l == nil || seenBefore(ls[:i], l) {
 			continue
 		}
+		j := len(sorted)
+		sorted = append(sorted, l)
+		for ; j > 0 && sorted[j-1].order() > l.order(); j-- {
+			sorted[j] = sorted[j-1]
+		}
+		sorted[j] = l
+	}
+	for i, l := range sorted {
 		if !l.hold() {
-			dropAll(ls[:i]...)
+			for _, h := range sorted[:i] {
+				h.drop()
+			}
 			return false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/pureverbs/pureverbs/abi"
@@ -208,7 +209,8 @@ type QP struct {
 	uh     uint64
 	cap    QPCap
 	drv    qpDriver
-	state  atomic.Uint32 // QPState last set by Modify (for post checks)
+	state  atomic.Uint32 // QPState last set by Modify or read by Query (for post checks)
+	modMu  sync.Mutex    // serialises Modify and Query's state: state is the kernel's last
 	mcast  mcastSet      // groups attached (for Destroy's EBUSY)
 	life
 }
@@ -429,11 +431,24 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		}
 		return &OpError{Object: "qp", Method: "modify", Err: ErrNotSupported}
 	}
+	for _, p := range []struct {
+		bit QPAttrMask
+		ah  *AHAttr
+	}{{QPAttrAV, &attr.AH}, {QPAttrAltPath, &attr.AltAH}} {
+		if mask&p.bit != 0 && p.ah.FlowLabel >= 1<<20 { // as CreateAH; the kernel passes it on
+			return invalidErr("qp", "modify", "flow label %#x has more than 20 bits", p.ah.FlowLabel)
+		}
+	}
 	if !qp.hold() {
 		return closedErr("qp", "modify")
 	}
 	defer qp.drop()
 	req := attr.encode(qp.handle, mask)
+	// The command and the cached state change together: two Modifys at
+	// once could otherwise store their states in the other order than the
+	// kernel applied them, and the data path would trust the wrong one.
+	qp.modMu.Lock()
+	defer qp.modMu.Unlock()
 	if err := qp.ctx.execWrite(&sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_MODIFY_QP, Req: sys.AsBytes(&req)}, "qp", "modify"); err != nil {
 		return err
 	}

@@ -17,7 +17,9 @@ import (
 // kernel may fill more (rxe fills them all). Bits from QPAttrRateLimit up
 // need the extended command and return ErrNotSupported, as libibverbs
 // does. It sends the write command QUERY_QP and holds the QP (a
-// concurrent Destroy waits for it).
+// concurrent Destroy waits for it). With QPAttrState in mask, the state
+// read becomes the one PostSend and PostRecv check, as with
+// ibv_query_qp: after the kernel moved the QP to ERR, say.
 func (qp *QP) Query(mask QPAttrMask) (attr QPAttr, init QPInitAttr, err error) {
 	if qp == nil || qp.ctx == nil {
 		return attr, init, invalidErr("qp", "query", "nil QP")
@@ -35,10 +37,18 @@ func (qp *QP) Query(mask QPAttrMask) (attr QPAttr, init QPInitAttr, err error) {
 	req := abi.IbUverbsQueryQp{QpHandle: qp.handle, AttrMask: uint32(mask)}
 	var resp abi.IbUverbsQueryQpResp
 	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_QUERY_QP, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
+	qp.modMu.Lock()
 	if err := qp.ctx.execWrite(&w, "qp", "query"); err != nil {
+		qp.modMu.Unlock()
 		return attr, init, err
 	}
 	attr, caps, sigAll := decodeQueryQP(&resp)
+	if mask&QPAttrState != 0 {
+		// As ibv_query_qp: the kernel's state (ERR after a failed
+		// request, say) becomes the one the data path checks.
+		qp.state.Store(uint32(attr.State))
+	}
+	qp.modMu.Unlock()
 	init = QPInitAttr{Type: qp.typ, SendCQ: qp.sendCQ, RecvCQ: qp.recvCQ, SRQ: qp.srq, Cap: caps, SigAll: sigAll}
 	return attr, init, nil
 }
