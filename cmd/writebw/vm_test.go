@@ -80,6 +80,17 @@ func TestVMForever(t *testing.T) {
 // TestVMBidirectional: -b, Go against C both ways (bwtest.Bidirectional).
 func TestVMBidirectional(t *testing.T) { bwtest.Bidirectional(t, tool) }
 
+// TestVMWarmUp: --perform_warm_up, which write_bw.c honours as read_bw.c
+// does (the Go tool once took it and did nothing): Go against C both
+// ways at 64 KiB (a completion per write, where perftest's warm-up ends),
+// and Go against Go with -a and the default moderation (where perftest's
+// would wait for ever).
+func TestVMWarmUp(t *testing.T) {
+	testkit.OneKernel(t, testkit.Kernel61)
+	bwtest.MatrixOn(t, tool, "rxe0", pptest.BothWays, []int{65536}, 200, "--perform_warm_up")
+	bwtest.MatrixOn(t, tool, "rxelo", []pptest.Pair{{Server: pptest.Go, Client: pptest.Go}}, []int{64}, 5, "--perform_warm_up", "-a", "-b")
+}
+
 // TestVMUC: -c UC, Go against C both ways (bwtest.UC).
 func TestVMUC(t *testing.T) { bwtest.UC(t, tool) }
 

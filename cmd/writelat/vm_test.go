@@ -42,13 +42,16 @@ func TestVMAllSizes(t *testing.T) { bwtest.AllSizes(t, tool) }
 
 // TestVMReportOptions: -U, -H and -C print the samples around the table;
 // --output=latency the average alone; --latency_gap=200 keeps every
-// sample at least the gap (halved for a round trip); Go against C both
-// ways.
+// sample at least the gap (halved for a round trip); -w and -y change
+// nothing; Go against C both ways.
 func TestVMReportOptions(t *testing.T) {
 	testkit.OneKernel(t, testkit.Kernel612)
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "-U", "-H", "-C")
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "--output=latency")
 	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "--latency_gap=200")
+	// -w and -y are taken and checked by no latency test (a Go client
+	// once failed its run on them: "BW result is below bw limit").
+	bwtest.LatMatrixOn(t, tool, "rxe0", pptest.BothWays, []int{2}, 100, "-w", "0", "-y", "1")
 }
 
 // TestVMDuration: -D 4 (a second of margin each end), Go against Go:

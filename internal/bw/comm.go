@@ -364,9 +364,10 @@ func (t *test) watched(y *yielder, ev waiter, run func() error) func() error {
 // to mean "for ever" (rxe_completer decrements it only when it is not
 // 7). perftest sets 7 on every QP it connects itself; --retry_count
 // reaches the QPs only with -R, through the RDMA CM's connection
-// parameters.
+// parameters, cast to 8 bits, which the kernel's CM then clamps to 7
+// (cma_connect_ib: min(7, retry_count)): 8 to 255, and 263, are 7 too.
 func (t *test) retriesForever() bool {
-	return !t.o.rdmaCM || t.o.retryCount == 7
+	return !t.o.rdmaCM || uint8(t.o.retryCount) >= 7
 }
 
 // errPeerGone is a loop's error when its peer's connection closed and

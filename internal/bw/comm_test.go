@@ -516,3 +516,56 @@ func TestPortService(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestRetriesForeverClamp: with -R the retry count reaches the QP through
+// the CM, cast to 8 bits and clamped to 7 by the kernel (cma_connect_ib),
+// which rxe retries for ever: those runs are watched for a peer gone too
+// (8 and up were not, and polled for ever).
+func TestRetriesForeverClamp(t *testing.T) {
+	for rc, want := range map[string]bool{"7": true, "8": true, "15": true, "255": true, "263": true, "6": false, "256": false} {
+		o, err := ParseArgs(Write, []string{"-R", "--retry_count", rc, "host"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tt := &test{v: Write, o: o, client: true}
+		if got := tt.retriesForever(); got != want {
+			t.Errorf("-R --retry_count %s: retries for ever %v, want %v", rc, got, want)
+		}
+	}
+}
+
+// TestAllocTiming: the peak's timestamps are mapped before any resource,
+// on the sides that post: a run whose -n times -q is more than the machine
+// has fails as perftest's malloc does (" Cannot Allocate", "Couldn't
+// allocate context"; make([]int64) was the runtime's fatal out of
+// memory); a run without the peak, or a server's, maps none; what is
+// mapped is freed.
+func TestAllocTiming(t *testing.T) {
+	huge := &test{v: Write, client: true, o: Options{Tst: BW, Iters: 20000, QPs: 1 << 28}} // 80 TiB
+	err := huge.allocTiming()
+	if err == nil || !strings.Contains(err.Error(), " Cannot Allocate") || huge.tmBuf != nil {
+		t.Fatalf("a run of 2^28 QPs: %v", err)
+	}
+	ok := &test{v: Write, client: true, o: Options{Tst: BW, Iters: 1000, QPs: 3}}
+	if err := ok.allocTiming(); err != nil || ok.tmBuf == nil {
+		t.Fatalf("a run of 3000 messages: %v", err)
+	}
+	tm := ok.timing()
+	if len(tm.posted) != 3000 || len(tm.completed) != 3000 || cap(tm.posted) != 3000 {
+		t.Fatalf("timing of %d and %d (cap %d)", len(tm.posted), len(tm.completed), cap(tm.posted))
+	}
+	tm.posted[2999], tm.completed[0] = 1, 2
+	ok.freeTiming()
+	if ok.tmBuf != nil {
+		t.Fatal("not freed")
+	}
+	for _, c := range []*test{
+		{v: Write, client: true, o: Options{Tst: BW, Iters: 1000, QPs: 3, NoPeak: true}},
+		{v: Write, client: false, o: Options{Tst: BW, Iters: 1000, QPs: 3}},
+		{v: Write, client: true, o: Options{Tst: LAT, Iters: 1000, QPs: 1}},
+	} {
+		if err := c.allocTiming(); err != nil || c.tmBuf != nil {
+			t.Errorf("%+v: mapped %v (%v)", c.o, c.tmBuf != nil, err)
+		}
+	}
+}

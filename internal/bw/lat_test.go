@@ -635,3 +635,21 @@ func boundedIn(t *testing.T, d time.Duration, run func() error) error {
 		return nil
 	}
 }
+
+// TestLatLimits: the latency tools take -w and -y and never check them,
+// as perftest's *_lat.c; a run with -w 0 failed with "BW result is below
+// bw limit" (no latency line sets the verdict).
+func TestLatLimits(t *testing.T) {
+	for _, v := range []Verb{Write, Send, Read, Atomic} {
+		o, err := ParseTestArgs(LAT, v, []string{"-w", "0", "-y", "5", "host"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, client := range []bool{true, false} {
+			tt := &test{v: v, o: o, client: client}
+			if err := tt.limits(); err != nil {
+				t.Errorf("%v latency, client %v, -w 0: %v", v, client, err)
+			}
+		}
+	}
+}

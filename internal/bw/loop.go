@@ -473,7 +473,8 @@ func (l *sendLoop) run() error {
 	return nil
 }
 
-// warmUp is read_bw's --perform_warm_up (perform_warm_up), after setup
+// warmUp is --perform_warm_up (perform_warm_up: write_bw, read_bw and
+// atomic_bw), after setup
 // and before a size's run: it empties the CQ, then on each QP posts a
 // window of tx depth requests (or one post list) and waits until they
 // completed. perftest waits for a completion per request (per list) but
@@ -576,8 +577,11 @@ func (l *sendLoop) loop(iters uint64) error {
 			// and waits for an event that never comes when more
 			// completions are queued than one poll reads).
 			// (Nothing in flight between two bursts: no event to wait
-			// for.)
-			if l.events != nil && ne == 0 && l.scnt > l.ccnt {
+			// for. Nor, with the rate limiter holding the next burst
+			// back, may there be one: the requests in flight can all be
+			// unsignaled, their signaled one in a burst not yet posted;
+			// then the loop polls until the burst is due.)
+			if l.events != nil && ne == 0 && l.scnt > l.ccnt && (l.rate == nil || l.rate.sending) {
 				if err := l.events.wait(); err != nil {
 					if l.y.peerLost() {
 						return errPeerGone

@@ -1166,3 +1166,24 @@ func TestSWRateLimit(t *testing.T) {
 		t.Errorf("1 MiB/s of 1 MiB in bursts of 4: gap %v ns, want 4 s", got)
 	}
 }
+
+// TestSendLoopEventsRateLimited: -e with the SW rate limiter and the
+// default moderation of 100. A burst of 128 ends with the 28 requests
+// after the signaled one at index 99 in flight, all unsignaled: no event
+// comes until the next burst posts the next signaled one, so the loop
+// must not sleep on the channel between bursts (it did, for ever: readbw
+// -e --rate_limit=1).
+func TestSendLoopEventsRateLimited(t *testing.T) {
+	ev := &fakeEvents{armed: true}
+	f := &fakeSQ{perPoll: 16, ev: ev}
+	l := newSendLoop(f, Read, 1000, 128, 100, true)
+	l.events = ev
+	l.rate = &swRate{limit: 100000, units: unitPps, burst: 128}
+	l.setup(64)
+	if err := l.run(); err != nil {
+		t.Fatalf("scnt %d ccnt %d: %v", l.scnt, l.ccnt, err)
+	}
+	if f.posts != 1000 || l.ccnt < 1000 || ev.waits == 0 {
+		t.Fatalf("%d posts, ccnt %d, %d waits on the channel", f.posts, l.ccnt, ev.waits)
+	}
+}

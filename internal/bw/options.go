@@ -200,9 +200,10 @@ type Options struct {
 	// (uverbs.MapFileBuffer).
 	MmapFile   string
 	MmapOffset uint64
-	// WarmUp (--perform_warm_up): read BW tests post a window of reads
-	// on each QP and wait for them before each size's run (the other
-	// tests take the option and do nothing, as perftest's).
+	// WarmUp (--perform_warm_up): write, read and atomic BW tests post a
+	// window of requests on each QP and wait for them before each size's
+	// run (send and the latency tests take the option and do nothing, as
+	// perftest's).
 	WarmUp bool
 	QPs    int    // -q (1): QPs sharing the CQs, Iters messages each
 	Conn   Conn   // -c: RC, UC (write, send) or UD (send)

@@ -91,6 +91,7 @@ type test struct {
 	dev    *uverbs.Context
 	pd     *uverbs.PD
 	buf    *uverbs.Buffer
+	tmBuf  *sys.Buffer // the client's timestamps (allocTiming)
 	mem    []byte
 	mrs    []*uverbs.MR        // one, or one per QP (--mr_per_qp; see mrOf)
 	ch     *uverbs.CompChannel // -e
@@ -181,10 +182,11 @@ func Run(ctx context.Context, v Verb, o Options, stdout, stderr io.Writer) error
 // limits is the -w and -y verdict at the end of a run: perftest fails
 // when no line reached -w's bandwidth, or -y's message rate when -w is
 // given too (it checks is_limit_bw for both). The write and read
-// servers of a one-way test never check.
+// servers of a one-way test never check, nor does a latency test
+// (perftest's *_lat.c take -w and -y and change nothing).
 func (t *test) limits() error {
 	o := &t.o
-	if !o.HasLimitBW || (t.v != Send && !t.client && !o.Duplex) {
+	if !o.HasLimitBW || o.Tst == LAT || (t.v != Send && !t.client && !o.Duplex) {
 		return nil
 	}
 	if !t.bwPassed {
@@ -231,6 +233,9 @@ func (t *test) run(ctx context.Context) error {
 		return initFailed(err)
 	}
 	if err := t.exchangeParams(); err != nil {
+		return err
+	}
+	if err := t.allocTiming(); err != nil {
 		return err
 	}
 	if t.o.rdmaCM {
@@ -1212,6 +1217,45 @@ func (t *test) sizes() []uint64 {
 	return s
 }
 
+// allocTiming is alloc_ctx's arrays of timestamps for the peak (tposted,
+// tcompleted), on the sides that post, before any resource is made: a
+// bandwidth run keeps -n times -q of each (-n at most 20000; above, no
+// peak), which -q can make more than the machine has. They are mapped
+// outside the heap, so that such a run fails as malloc does (" Cannot
+// Allocate") instead of the runtime's fatal out of memory.
+func (t *test) allocTiming() error {
+	o := &t.o
+	if o.Tst != BW || o.NoPeak || !(t.client || o.Duplex) {
+		return nil
+	}
+	n := o.Iters * uint64(o.QPs)
+	b, err := sys.AllocBuffer(int(16*n), "bw timestamps")
+	if err != nil {
+		return msgError{" Cannot Allocate", "Couldn't allocate context"}
+	}
+	t.tmBuf = b
+	return nil
+}
+
+// timing is the run's timestamps: allocTiming's, else (no peak, or a
+// test's loop) newTiming's.
+func (t *test) timing() timing {
+	if t.tmBuf == nil {
+		return newTiming(t.o.Iters*uint64(t.o.QPs), t.o.NoPeak)
+	}
+	a := t.tmBuf.Int64s()
+	n := len(a) / 2
+	return timing{posted: a[:n:n], completed: a[n:]}
+}
+
+// freeTiming unmaps allocTiming's timestamps.
+func (t *test) freeTiming() {
+	if t.tmBuf != nil {
+		t.tmBuf.Free()
+		t.tmBuf = nil
+	}
+}
+
 // newTiming allocates the timestamps of a run of iters messages.
 func newTiming(iters uint64, noPeak bool) timing {
 	n := iters
@@ -1266,7 +1310,7 @@ func (t *test) runRDMA() error {
 	}
 	for _, size := range t.sizes() {
 		t.send.setup(size)
-		if t.o.WarmUp && t.v.ReadsBack() {
+		if t.o.WarmUp && t.v != Send { // write_bw.c, read_bw.c and atomic_bw.c; not send_bw.c
 			if err := t.send.warmUp(); err != nil {
 				return withLines(err, "Problems with warm up")
 			}
@@ -1627,7 +1671,7 @@ func (t *test) iters(sampled uint64) uint64 {
 func (t *test) initSend() {
 	t.send = sendLoop{qps: make([]sendQP, len(t.qps)), cq: t.sendCQ, verb: t.v, atomic: t.o.AtomicOp, iters: t.o.Iters, txDepth: uint64(t.o.TxDepth),
 		cqMod: uint64(t.o.CQMod), postList: uint64(t.o.PostList), noPeak: t.o.NoPeak, cycle: t.cycle, line: t.cacheLine,
-		base: t.base(), local: t.mem, inline: t.o.Inline, tm: newTiming(t.o.Iters*uint64(t.o.QPs), t.o.NoPeak)}
+		base: t.base(), local: t.mem, inline: t.o.Inline, tm: t.timing()}
 	if o := &t.o; o.rateType == rateSW {
 		t.send.rate = &swRate{limit: o.rateLimit, units: o.rateUnits, burst: uint64(o.burstSize)}
 	}
@@ -1752,6 +1796,7 @@ func (t *test) close() error {
 		t.ctrs.close()
 		t.ctrs = nil
 	}
+	t.freeTiming()
 	if t.buf != nil {
 		if err := t.buf.Close(); err != nil {
 			return msgError{"Couldn't free the work buf.", "  (" + err.Error() + ")"}
@@ -1776,6 +1821,7 @@ func (t *test) release() {
 		t.dev.Close()
 		t.dev = nil
 	}
+	t.freeTiming()
 	if t.buf != nil {
 		t.buf.Close()
 		t.buf = nil

@@ -226,6 +226,17 @@ func (b *Buffer) Bytes() []byte {
 	return unsafe.Slice((*byte)(b.base), b.size)
 }
 
+// Int64s returns the buffer as int64s (its length over 8; the mapping is
+// page-aligned), or nil after Free.
+func (b *Buffer) Int64s() []int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.base == nil {
+		return nil
+	}
+	return unsafe.Slice((*int64)(b.base), b.size/8)
+}
+
 // Len returns the requested length.
 func (b *Buffer) Len() int { return b.size }
 
