@@ -14,7 +14,6 @@ import (
 	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/internal/testkit/rcstream"
 	"github.com/pureverbs/pureverbs/uverbs"
-	"golang.org/x/sys/unix"
 )
 
 func open(t *testing.T) *uverbs.Context {
@@ -267,26 +266,17 @@ func TestVMFdEdgeTriggered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	w, err := testkit.NewEdgeWatch(fd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(ep)
-	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(fd)}); err != nil {
-		t.Fatal(err)
-	}
-	edge := func(ms int) bool {
-		var out [1]unix.EpollEvent
-		for {
-			n, err := unix.EpollWait(ep, out[:], ms)
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n > 0
+	defer w.Close()
+	edge := func(timeout time.Duration) bool {
+		ok, err := w.Wait(timeout)
+		if err != nil {
+			t.Fatal(err)
 		}
+		return ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -298,7 +288,7 @@ func TestVMFdEdgeTriggered(t *testing.T) {
 		if err := a.qp.PostSend([]uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: a.sge(9)}}); err != nil {
 			t.Fatal(err)
 		}
-		if !edge(5000) {
+		if !edge(5 * time.Second) {
 			t.Fatalf("round %d: no edge on Fd within 5 s of the completion", round)
 		}
 		if err := b.q.Wait(ctx); err != nil {

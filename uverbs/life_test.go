@@ -6,12 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 // TestHoldAllOneOrder: two creates holding the same two objects named in
@@ -43,8 +43,14 @@ func TestHoldAllOneOrder(t *testing.T) {
 			dropAll(&y, nil, &x, &y)
 		}
 	})
-	run(func() { x.rw.Lock(); x.rw.Unlock() }) // x's Destroy, refused (EBUSY)
-	run(func() { y.rw.Lock(); y.rw.Unlock() })
+	destroy := func(l *life) { // a Destroy the kernel refuses (EBUSY): exclusive, then nothing
+		l.rw.Lock()
+		dead := l.dead
+		l.rw.Unlock()
+		_ = dead
+	}
+	run(func() { destroy(&x) })
+	run(func() { destroy(&y) })
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -72,7 +78,7 @@ func TestHoldAllOneOrder(t *testing.T) {
 // refuses it, before anything is sent.
 func TestModifyStateOrder(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "verbs")
-	if err := syscall.Mkfifo(p, 0o600); err != nil {
+	if err := testkit.Mkfifo(p); err != nil {
 		t.Skip(err)
 	}
 	fd, err := sys.Open(p, sys.O_RDWR)
