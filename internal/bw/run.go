@@ -1567,11 +1567,18 @@ func (t *test) runSend() error {
 		}
 		// With -b each side prints the sum of both sides' lines, except
 		// with -D, where each prints its own (sends and receives).
-		if t.o.Duplex && t.o.Duration == 0 {
+		switch {
+		case t.o.Duplex && t.o.Duration == 0:
 			if err := t.reportBoth(r); err != nil {
 				return err
 			}
-		} else {
+		case t.o.Duplex:
+			// print_report_bw prints it, through print_full_bw_report
+			// without a remote line but with duplex set: a combination
+			// that checks no limit, so a -w or -y fails such a run
+			// whatever it measured, as send_bw's does.
+			t.writeLine(r)
+		default:
 			t.writeReport(r)
 		}
 		if t.o.All {

@@ -1202,6 +1202,44 @@ func Limits(t *testing.T, tool Tool) {
 	}
 }
 
+// DuplexDurationLimit is send_bw's -b -D with -w, Go against C both ways:
+// each side prints its own line through a path of perftest's that checks
+// no limit, so both fail the run with "BW result is below bw limit"
+// whatever they measured, as perftest's does (the Go tools once checked
+// the line and passed -w 0).
+func DuplexDurationLimit(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	const below = "Error: BW result is below bw limit"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, pair := range pptest.BothWays {
+		clockRetry(t, pair.String()+", -b -D 2 -w 0", func() string {
+			r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 100,
+				Extra: []string{"-b", "-D", "2", "-w", "0"}, Port: Port()}
+			srv := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), r.Args(false)...)
+			if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
+				t.Fatal(err)
+			}
+			cli := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), r.Args(true)...)
+			cerr, serr := cli.Wait(), srv.Wait()
+			r.Server, r.Client = srv.Output(), cli.Output()
+			if out := clockFlake(r.Server, r.Client); out != "" {
+				return out
+			}
+			for _, side := range []struct {
+				name string
+				err  error
+				out  string
+			}{{"client", cerr, r.Client}, {"server", serr, r.Server}} {
+				if side.err == nil || !strings.Contains(side.out, below) || len(bw.ParseReports(side.out)) != 1 {
+					t.Errorf("%s %s: exit %v; want its line, then %q:\n%s", pair, side.name, side.err, below, side.out)
+				}
+			}
+			return ""
+		})
+	}
+}
+
 // udMTU is the path MTU of rxe0 (over the dummy netdev d0): the largest
 // UD message there.
 const udMTU = 1024
