@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/pureverbs/pureverbs/internal/cmsync"
 	"github.com/pureverbs/pureverbs/rdmacm"
@@ -25,7 +24,7 @@ import (
 )
 
 func main() {
-	os.Exit(Main(context.Background(), filepath.Base(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(Main(context.Background(), os.Args[0], os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // Main runs the tool as prog with args and returns the exit status:
@@ -37,6 +36,9 @@ func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Wri
 
 // run is the C example's run: it returns 0, -1 or getaddrinfo's code.
 func run(ctx context.Context, server, port string, stdout, stderr io.Writer) int {
+	if cmsync.NoDevice() {
+		return cmsync.NoDeviceAddr(stdout)
+	}
 	ai, ret := cmsync.SimpleAddr(ctx, stdout, server, port, &rdmacm.AddrInfo{PortSpace: rdmacm.PortSpaceTCP})
 	if ai == nil {
 		return ret

@@ -18,7 +18,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/pureverbs/pureverbs/internal/cmexample"
@@ -29,7 +28,7 @@ import (
 )
 
 func main() {
-	os.Exit(Main(context.Background(), filepath.Base(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(Main(context.Background(), os.Args[0], os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // Main runs the tool as prog with args and returns the exit status: the C
@@ -139,7 +138,7 @@ func (t *test) runServer(ctx context.Context) int {
 	if ret := t.events(ctx, &t.ConnectsLeft, "connect"); ret != 0 {
 		return ret
 	}
-	if t.O.Count > 0 {
+	if t.O.Count != 0 { // "if (message_count)": a server of no nodes keeps a negative -C
 		t.Printf("initiating data transfers\n")
 		for i := range t.nodes {
 			if ret := t.postSends(&t.nodes[i]); ret != 0 {
@@ -372,6 +371,7 @@ func (t *test) initNode(n *node) int {
 		t.Perror("unable to create QP", err)
 		return cmexample.CMFailed
 	}
+	t.ZeroCount()
 	if t.O.Count == 0 {
 		return 0
 	}

@@ -113,6 +113,10 @@ func TestVMFailures(t *testing.T) {
 		{"-s", testkit.RxeAddr, "-p", "+" + port()}, {"-s", testkit.RxeAddr, "-p", " " + port()},
 		{"-s", testkit.RxeAddr, "-p", fmt.Sprint(65536 + atoi(port()))}, {"-s", testkit.RxeAddr, "-p", "-80"},
 		{"-s", testkit.RxeAddr, "-p", "4294967295"}, {"-s", testkit.RxeAddr, "-p", port() + " "},
+		// -S 0 zeroes -C only in create_message, after the CQ is made
+		// with it; a server of no nodes keeps a negative -C, which is
+		// "if (message_count)" true.
+		{"-s", testkit.RxeAddr, "-p", port(), "-S", "0", "-C", "-1"}, {"-c", "0", "-C", "-1", "-p", port()},
 	} {
 		same(args)
 	}

@@ -31,7 +31,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -43,7 +42,7 @@ import (
 )
 
 func main() {
-	os.Exit(Main(context.Background(), filepath.Base(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(Main(context.Background(), os.Args[0], os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // pause is mckey's sleep(3) between the joins and the transfer.
@@ -99,9 +98,6 @@ func Main(ctx context.Context, prog string, args []string, stdout, stderr io.Wri
 		return 1
 	}
 	t.ConnectsLeft = t.O.Connections
-	if t.O.Size == 0 {
-		t.O.Count = 0 // as create_message finds it
-	}
 	var err error
 	if t.Ch, err = cmsync.CreateFirstEventChannel(stderr); err != nil {
 		return 1

@@ -123,6 +123,9 @@ func TestVMFailures(t *testing.T) {
 		{"-m", group, "-b", b, "-s", "-o"}, {"-m", group, "-b", b, "-s", "-c", "2", "-C", "0"},
 		{"-m", "ff0e::1:2", "-s"}, {"-m", group, "-p", "0x2"}, {"-M", "ff0e::1:3", "-b", b, "-s"},
 		{"-m", group, "-b", ""}, {"-m", ""}, {"-m", "*"}, // getaddrinfo refuses "", and "*" with no service
+		// -S 0 zeroes -C only in create_message, after the CQ is made
+		// with it: a negative -C still fails the CQ.
+		{"-m", group, "-b", b, "-S", "0", "-C", "-1"},
 	} {
 		testkit.SameAsC(ctx, t, fmt.Sprintf("%q", args), append([]string{cTool}, args...), append([]string{goTool}, args...), text)
 	}

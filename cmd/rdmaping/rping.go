@@ -250,6 +250,7 @@ type session struct {
 	qp *uverbs.QP
 
 	recvBuf, sendBuf, rdmaBuf, startBuf []byte
+	rdmaMem, startMem                   *uverbs.Buffer // rdmaBuf's and startBuf's memory: outside the heap, so a huge -S fails as malloc does
 	recvMR, sendMR, rdmaMR, startMR     *uverbs.MR
 
 	recvWR [1]uverbs.RecvWR
@@ -610,7 +611,12 @@ func (s *session) setupBuffers() int {
 		s.freeBuffers()
 		return -enomem
 	}
-	s.rdmaBuf = make([]byte, size)
+	if s.rdmaMem, err = uverbs.AllocBuffer(size); err != nil { // -S 2147483647 -a ADDR
+		r.errf("rdma_buf malloc failed\n")
+		s.freeBuffers()
+		return -enomem
+	}
+	s.rdmaBuf = s.rdmaMem.Bytes()
 	if s.rdmaMR, err = s.pd.RegMR(s.rdmaBuf, remote); err != nil {
 		r.errf("rdma_buf reg_mr failed\n")
 		r.detail(err)
@@ -618,7 +624,12 @@ func (s *session) setupBuffers() int {
 		return retOf(err)
 	}
 	if !s.server {
-		s.startBuf = make([]byte, size)
+		if s.startMem, err = uverbs.AllocBuffer(size); err != nil {
+			r.errf("start_buf malloc failed\n")
+			s.freeBuffers()
+			return -enomem
+		}
+		s.startBuf = s.startMem.Bytes()
 		if s.startMR, err = s.pd.RegMR(s.startBuf, remote); err != nil {
 			r.errf("start_buf reg_mr failed\n")
 			r.detail(err)
@@ -645,6 +656,13 @@ func (s *session) freeBuffers() {
 			*mr = nil
 		}
 	}
+	for _, b := range []**uverbs.Buffer{&s.rdmaMem, &s.startMem} {
+		if *b != nil {
+			(*b).Close()
+			*b = nil
+		}
+	}
+	s.rdmaBuf, s.startBuf = nil, nil
 }
 
 func (s *session) postRecv() error { return s.qp.PostRecv(s.recvWR[:]) }

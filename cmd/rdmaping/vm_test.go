@@ -260,6 +260,10 @@ func TestVMBadArgs(t *testing.T) {
 		{"-S", "100", "-x", "-S", "5"}, {"-C", "5", "-S", "1"}, {"-d", "-p", "77", "-C", "-3", "-v", "-s"},
 		{"-a", "1.2.3.256", "-s"}, {"-a", "nosuchhost.invalid", "-c"}, {"-I", "", "-c"},
 		{"-a", "", "-c"}, {"-a", "*", "-c"}, // getaddrinfo refuses "", and "*" with no service
+		// A size past the limit that the later -a lets through, more than
+		// the guest has: the client's malloc of its buffers fails before
+		// it connects (a heap slice was the runtime's fatal out of memory).
+		{"-c", "-S", "2147483647", "-a", testkit.RxeAddr, "-C", "1"},
 	} {
 		var outs [2]string
 		var st [2]int

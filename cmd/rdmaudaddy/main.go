@@ -19,7 +19,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/pureverbs/pureverbs/internal/cmexample"
@@ -29,7 +28,7 @@ import (
 )
 
 func main() {
-	os.Exit(Main(context.Background(), filepath.Base(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(Main(context.Background(), os.Args[0], os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // port is udaddy's, fixed.

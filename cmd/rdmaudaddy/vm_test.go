@@ -84,6 +84,11 @@ func TestVMFailures(t *testing.T) {
 		// -p is the port space: one the kernel does not know is EINVAL,
 		// for a server and for a client.
 		{"-p", "21003"}, {"-s", testkit.RxeAddr, "-p", "7471"}, {"-p", "0"},
+		// -S 0 zeroes -C only in create_message, after the MTU check and
+		// the CQ: a negative -C still fails the CQ, and is a count for
+		// the MTU check; a server of no nodes keeps -C and prints the
+		// transfers' lines.
+		{"-s", testkit.RxeAddr, "-S", "0", "-C", "-1"}, {"-s", testkit.RxeAddr, "-C", "-1", "-S", "2000"}, {"-S", "0", "-c", "0"},
 	} {
 		testkit.SameAsC(ctx, t, fmt.Sprintf("%q", args), append([]string{cTool}, args...), append([]string{goTool}, args...), text)
 	}

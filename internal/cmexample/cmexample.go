@@ -107,9 +107,9 @@ func (e *Env) Printf(format string, args ...any) { fmt.Fprintf(e.Stdout, format,
 // "return status N". It returns the exit status (1 when the channel or
 // an ID cannot be made, as the C examples exit(1)).
 func (e *Env) Run(ctx context.Context, ids func() error, client, server func(context.Context) int, destroy func()) int {
-	if e.O.Size == 0 {
-		e.O.Count = 0
-	}
+	// -S 0 zeroes -C only where create_message does, per node (ZeroCount):
+	// the CQ of a node is sized, and the MTU checked, with -C as given,
+	// and a server of no nodes (-c 0) keeps it.
 	e.ConnectsLeft = e.O.Connections
 	var err error
 	if e.Ch, err = cmsync.CreateFirstEventChannel(e.Stderr); err != nil {
@@ -132,6 +132,15 @@ func (e *Env) Run(ctx context.Context, ids func() error, client, server func(con
 	e.Ch.Close()
 	e.Printf("return status %d\n", ret)
 	return ret & 0xff
+}
+
+// ZeroCount is the start of the examples' create_message: no messages
+// when they are empty (message_count is a global: every later node, and
+// the transfers, see the zero).
+func (e *Env) ZeroCount() {
+	if e.O.Size == 0 {
+		e.O.Count = 0
+	}
 }
 
 // MaxNodes bounds -c: the C examples malloc their nodes, which fails for

@@ -59,7 +59,7 @@ func (e *Env) InitUD(n *UDNode, flags uverbs.QPCreateFlags) (int, error) {
 	if err != nil {
 		return cmsync.ErrnoValue(err), nil // ibv_query_port's return
 	}
-	if mtu := pa.ActiveMTU.Bytes(); e.O.Count > 0 && e.O.Size > mtu {
+	if mtu := pa.ActiveMTU.Bytes(); e.O.Count != 0 && e.O.Size > mtu { // "message_count &&": a negative -C too
 		e.Printf("%s: message_size %d is larger than active mtu %d\n", e.Name, e.O.Size, mtu)
 		return -22, nil // -EINVAL
 	}
@@ -81,6 +81,7 @@ func (e *Env) InitUD(n *UDNode, flags uverbs.QPCreateFlags) (int, error) {
 		e.Perror("unable to create QP", err)
 		return CMFailed, err
 	}
+	e.ZeroCount()
 	if e.O.Count == 0 {
 		return 0, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/pureverbs/pureverbs/internal/getopt"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/rdmacm"
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 // Perror prints "what: strerror(errno)" as perror(3) does, with glibc's
@@ -138,6 +139,12 @@ func ErrnoValue(err error) int {
 // their line on w: "No RDMA devices were detected" for ENODEV, else
 // perror's "failed to create RDMA CM event channel".
 func CreateFirstEventChannel(w io.Writer) (*rdmacm.EventChannel, error) {
+	if NoDevice() {
+		// librdmacm's ucma_init, first in rdma_create_event_channel: no
+		// device, ENODEV (whether rdma_ucm is loaded or not).
+		fmt.Fprintf(w, "No RDMA devices were detected\n")
+		return nil, fmt.Errorf("%w: no RDMA device", sys.ENODEV)
+	}
 	ch, err := rdmacm.Open()
 	if err != nil {
 		if errors.Is(err, sys.ENODEV) {
@@ -147,6 +154,23 @@ func CreateFirstEventChannel(w io.Writer) (*rdmacm.EventChannel, error) {
 		}
 	}
 	return ch, err
+}
+
+// NoDevice reports whether the machine has no RDMA device, where
+// librdmacm's ucma_init fails every call that starts with it
+// (rdma_create_event_channel, rdma_getaddrinfo) with ENODEV.
+func NoDevice() bool {
+	devs, err := uverbs.Devices()
+	return err != nil || len(devs) == 0
+}
+
+// NoDeviceAddr is rdma_server's and rdma_client's rdma_getaddrinfo on a
+// machine without devices: ucma_init's failure is its -1, which their
+// line prints through gai_strerror (EAI_BADFLAGS's text); run returns it.
+func NoDeviceAddr(w io.Writer) int {
+	ge := rdmacm.GAIError{Code: rdmacm.EAIBadFlags}
+	fmt.Fprintf(w, "rdma_getaddrinfo: %s\n", ge.Reason())
+	return -1
 }
 
 // SimpleMain is the main of librdmacm's rdma_server and rdma_client: -s

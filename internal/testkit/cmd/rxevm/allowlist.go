@@ -51,6 +51,10 @@ var vmSkipAllowlist = []allowedSkip{
 		why: "host-only: checks the no-device failure, and the VM always has rxe0 and rxelo (vm_test.go runs the tool there)",
 	},
 	{
+		pkg: mod + "cmd/rdmacmatose", test: "TestMainNoDevice", reason: "this machine has RDMA devices",
+		why: "host-only: checks the no-device failure, and the VM always has rxe0 and rxelo (vm_test.go runs the tool there)",
+	},
+	{
 		pkg: mod + "internal/testkit/sweep", test: "TestVMSweep", reason: "the differential sweep runs with -sweep.n",
 		why: "make sweep runs it with its flags; make test leaves the package out (VMPKGS), and a plain run of it has nothing to do",
 	},
