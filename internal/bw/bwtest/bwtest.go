@@ -1178,13 +1178,7 @@ func Limits(t *testing.T, tool Tool) {
 		// client failed, maybe before its own verdict).
 		clockRetry(t, pair.String()+", -w 1000000", func() string {
 			r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 200, Extra: []string{"-w", "1000000"}, Port: Port()}
-			srv := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), r.Args(false)...)
-			if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
-				t.Fatal(err)
-			}
-			cli := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), r.Args(true)...)
-			cerr, serr := cli.Wait(), srv.Wait()
-			r.Server, r.Client = srv.Output(), cli.Output()
+			cerr, serr := r.both(ctx, t)
 			if out := clockFlake(r.Server, r.Client); out != "" {
 				return out
 			}
@@ -1202,6 +1196,21 @@ func Limits(t *testing.T, tool Tool) {
 	}
 }
 
+// both runs r's server, then (once it listens on r.Port) its client, to
+// their ends, both running to the end whatever the other does, and keeps
+// their outputs in r.
+func (r *Run) both(ctx context.Context, t *testing.T) (cerr, serr error) {
+	t.Helper()
+	srv := testkit.StartPeer(ctx, t, r.Tool.Bin(r.Pair.Server), r.Args(false)...)
+	if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
+		t.Fatal(err)
+	}
+	cli := testkit.StartPeer(ctx, t, r.Tool.Bin(r.Pair.Client), r.Args(true)...)
+	cerr, serr = cli.Wait(), srv.Wait()
+	r.Server, r.Client = srv.Output(), cli.Output()
+	return cerr, serr
+}
+
 // DuplexDurationLimit is send_bw's -b -D with -w, Go against C both ways:
 // each side prints its own line through a path of perftest's that checks
 // no limit, so both fail the run with "BW result is below bw limit"
@@ -1216,13 +1225,7 @@ func DuplexDurationLimit(t *testing.T, tool Tool) {
 		clockRetry(t, pair.String()+", -b -D 2 -w 0", func() string {
 			r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 100,
 				Extra: []string{"-b", "-D", "2", "-w", "0"}, Port: Port()}
-			srv := testkit.StartPeer(ctx, t, tool.Bin(pair.Server), r.Args(false)...)
-			if err := testkit.WaitTCPListen(ctx, r.Port); err != nil {
-				t.Fatal(err)
-			}
-			cli := testkit.StartPeer(ctx, t, tool.Bin(pair.Client), r.Args(true)...)
-			cerr, serr := cli.Wait(), srv.Wait()
-			r.Server, r.Client = srv.Output(), cli.Output()
+			cerr, serr := r.both(ctx, t)
 			if out := clockFlake(r.Server, r.Client); out != "" {
 				return out
 			}
