@@ -8,7 +8,6 @@ import (
 	"math/bits"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"sync"
 
@@ -46,7 +45,7 @@ func OpenPath(path string) (*EventChannel, error) {
 	// A regular file would take the commands as data, a tty would echo
 	// them: look before opening. (A missing node gets open's own error
 	// below.)
-	if fi, err := os.Stat(path); err == nil && (fi.Mode()&os.ModeCharDevice == 0 || sys.NotUCMNode(path)) {
+	if sys.NotUCMNode(path) {
 		return nil, notUCM(path)
 	}
 	u, err := sys.OpenUCM(path)
