@@ -17,7 +17,7 @@ import (
 // connection, or a listener.
 type ID struct {
 	chp    atomic.Pointer[EventChannel] // the channel its events come to (Migrate changes it)
-	mig    sync.Mutex                   // serialises Migrate
+	mig    sync.Mutex                   // serialises Migrate and Destroy
 	handle uint32                       // the kernel's id
 	uid    uint64                       // ours, echoed in its events
 	ps     PortSpace
@@ -640,6 +640,11 @@ func (id *ID) Destroy() error {
 	if id == nil || id.channel() == nil {
 		return invalid(op, "nil ID")
 	}
+	// Not while a Migrate moves the ID: the kernel finds an ID on the file
+	// its command came through (ucma_destroy_id), so a DESTROY_ID sent on
+	// the old file after the move would fail and leave the ID alive.
+	id.mig.Lock()
+	defer id.mig.Unlock()
 	id.mu.Lock()
 	if id.dead {
 		id.mu.Unlock()

@@ -22,14 +22,17 @@ import (
 // channel's GetEvent had already read is still delivered there, once.
 func (id *ID) Migrate(to *EventChannel) error {
 	const op = "migrate_id"
-	if err := id.live(op); err != nil {
-		return err
+	if id == nil || id.channel() == nil {
+		return invalid(op, "nil ID")
 	}
 	if err := to.valid(op); err != nil {
 		return err
 	}
 	id.mig.Lock()
 	defer id.mig.Unlock()
+	if err := id.live(op); err != nil { // under mig: a Destroy is before or after
+		return err
+	}
 	from := id.channel()
 	if from == to {
 		return nil

@@ -385,3 +385,35 @@ func TestVMMigrateWakesParkedReader(t *testing.T) {
 	}
 	noEvent(t, ch1, "the channel the listener left")
 }
+
+// TestVMDestroyRacesMigrate: a Destroy racing a Migrate of the same ID
+// destroys it, whichever runs first. rdma_destroy_id finds the ID on the
+// file it was sent on (ucma_destroy_id), so a DESTROY_ID sent on the old
+// file after the kernel moved the ID fails with EINVAL and leaves the ID
+// alive until its new channel closes.
+func TestVMDestroyRacesMigrate(t *testing.T) {
+	ch1, ch2 := openChannel(t), openChannel(t)
+	const rounds = 1000
+	for i := range rounds {
+		from, to := ch1, ch2
+		if i%2 == 1 {
+			from, to = ch2, ch1
+		}
+		id, err := from.CreateID(rdmacm.PortSpaceTCP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := make(chan struct{})
+		migrated, destroyed := make(chan error, 1), make(chan error, 1)
+		go func() { <-start; migrated <- id.Migrate(to) }()
+		go func() { <-start; destroyed <- id.Destroy() }()
+		close(start)
+		derr, merr := <-destroyed, <-migrated
+		if derr != nil {
+			t.Fatalf("round %d: Destroy racing Migrate: %v (Migrate: %v)", i, derr, merr)
+		}
+		if merr != nil && !errors.Is(merr, rdmacm.ErrClosed) {
+			t.Fatalf("round %d: Migrate racing Destroy: %v, want nil or ErrClosed", i, merr)
+		}
+	}
+}
