@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -268,14 +269,12 @@ func TestLatLoopAllocs(t *testing.T) {
 	if err := l.run(); err != nil || f.posts != 50 {
 		t.Fatalf("run: %v, %d posts", err, f.posts)
 	}
-	if n := testing.AllocsPerRun(5, func() {
+	testkit.NoAllocs(t, 5, func() {
 		f.posts, mem[f.recv] = 0, 1
 		if err := l.run(); err != nil {
 			t.Fatal(err)
 		}
-	}); n != 0 {
-		t.Errorf("%v allocations per run", n)
-	}
+	})
 	// A failed completion ends the run with perftest's lines.
 	f.fail, f.posts, mem[f.recv] = true, 0, 1
 	if err := l.run(); err == nil || !strings.Contains(err.Error(), " Completion with error at client") {
@@ -381,13 +380,11 @@ func TestLatSendLoop(t *testing.T) {
 	if err := l.run(); err != nil || f.sends != 50 || f.recvs != 50 || f.signaled != 7 || l.rcnt != 50 {
 		t.Errorf("run: %v, %d sends (%d signaled), %d receives, rcnt %d", err, f.sends, f.signaled, f.recvs, l.rcnt)
 	}
-	if n := testing.AllocsPerRun(5, func() {
+	testkit.NoAllocs(t, 5, func() {
 		if err := l.run(); err != nil {
 			t.Fatal(err)
 		}
-	}); n != 0 {
-		t.Errorf("%v allocations per run", n)
-	}
+	})
 	// Inline up to the inline size.
 	l.setup(64, mem, 0x10000, 0x10040, 0x11000, 5, 64, nil, 0, 0, 0)
 	if l.wr[0].Flags&uverbs.SendInline == 0 || len(l.wr[0].Inline) != 64 || &l.wr[0].Inline[0] != &mem[0x40] {
@@ -486,13 +483,11 @@ func TestLatSendLoopEvents(t *testing.T) {
 	if err := l.run(); err != nil || e.sends != 40 || e.signaledSends != 40 || l.rcnt != 40 || e.waits == 0 || e.waits > 80 {
 		t.Fatalf("run: %v, %d sends (%d signaled), rcnt %d, %d waits", err, e.sends, e.signaledSends, l.rcnt, e.waits)
 	}
-	if n := testing.AllocsPerRun(5, func() {
+	testkit.NoAllocs(t, 5, func() {
 		if err := l.run(); err != nil {
 			t.Fatal(err)
 		}
-	}); n != 0 {
-		t.Errorf("%v allocations per run", n)
-	}
+	})
 	// A wait that fails ends the run with perftest's line.
 	e.scq.armed, e.rcq.armed, e.queued = false, false, 0
 	if err := l.run(); err == nil || !strings.HasPrefix(err.Error(), " Failed to notify events to CQ\n") {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -76,13 +77,11 @@ func TestLatReadLoop(t *testing.T) {
 			t.Fatalf("stamps %v", l.posted)
 		}
 	}
-	if n := testing.AllocsPerRun(5, func() {
+	testkit.NoAllocs(t, 5, func() {
 		if err := l.run(); err != nil {
 			t.Fatal(err)
 		}
-	}); n != 0 {
-		t.Errorf("%v allocations per run", n)
-	}
+	})
 	// A failed read ends the run with perftest's lines.
 	f.fail = true
 	err := l.run()

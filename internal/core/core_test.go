@@ -310,9 +310,7 @@ func TestRegistryNoAllocs(t *testing.T) {
 	for range 1000 {
 		cycle()
 	}
-	if a := testing.AllocsPerRun(1000, cycle); a > 0.05 {
-		t.Fatalf("Reserve+Publish+Lookup+Remove allocated %.2f objects per object", a)
-	}
+	testkit.NoAllocs(t, 1000, cycle)
 }
 
 // TestRegistryHandlesNotReused: a freed slot is reused, but under a new

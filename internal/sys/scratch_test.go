@@ -3,6 +3,8 @@ package sys
 import (
 	"testing"
 	"unsafe"
+
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 // TestScratch: Scratch hands out a zeroed value inside the command,
@@ -25,9 +27,7 @@ func TestScratch(t *testing.T) {
 	if uintptr(unsafePointer(r))%8 != 0 {
 		t.Fatal("scratch not 8-byte aligned")
 	}
-	if n := testing.AllocsPerRun(100, func() { Scratch[resp](c).A++ }); n != 0 {
-		t.Errorf("Scratch allocates %v times", n)
-	}
+	testkit.NoAllocs(t, 100, func() { Scratch[resp](c).A++ })
 	defer func() {
 		if recover() == nil {
 			t.Error("a 257-byte type did not panic")
