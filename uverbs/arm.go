@@ -56,10 +56,13 @@ const armScan = 8
 
 // arming records that cq is about to be armed; it runs before the
 // REQ_NOTIFY_CQ command, so that an event of this arm is never queued
-// before the channel knows the arm.
-func (ch *CompChannel) arming(cq *CQ) {
+// before the channel knows the arm. When cq was armed already, it returns
+// the new snapshot and true: the caller hands them to rearmed after the
+// command.
+func (ch *CompChannel) arming(cq *CQ) (ringSnap, bool) {
 	s, ok := cq.drv.snap()
 	ch.armMu.Lock()
+	defer ch.armMu.Unlock()
 	a := &cq.arm
 	switch {
 	case !ok:
@@ -73,11 +76,30 @@ func (ch *CompChannel) arming(cq *CQ) {
 			ch.queued++
 		}
 		a.snap = s
+		return s, true
 	default:
 		a.snap = s
 		a.at = len(ch.armed)
 		ch.armed = append(ch.armed, cq)
 	}
+	return ringSnap{}, false
+}
+
+// rearmed runs after the REQ_NOTIFY_CQ command of a CQ that arming found
+// armed already, with arming's snapshot s. The earlier arm stayed live
+// until the command: a completion written after s and before the command
+// fired it (one event), and the new arm then waits for the next
+// completion (a second); the armed list counts only the second. So a ring
+// that moved since s counts one possible event more, erring towards
+// "maybe" when the completion came after the command (the kernel then
+// merged the two arms into one event).
+func (ch *CompChannel) rearmed(cq *CQ, s ringSnap) {
+	if !cq.drv.moved(s) {
+		return
+	}
+	ch.armMu.Lock()
+	cq.arm.queued++
+	ch.queued++
 	ch.armMu.Unlock()
 }
 

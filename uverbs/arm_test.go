@@ -176,6 +176,34 @@ func TestArmBookkeeping(t *testing.T) {
 	ch.delivered(a)
 	check("its event read", false, 0)
 
+	// Re-arming an armed CQ whose ring moves between the snapshot and the
+	// command: the old arm fires on that completion (one event) and the
+	// new one on the next (a second). Both are counted.
+	ch.arming(a)
+	check("armed", false, 0)
+	s, again := ch.arming(a)
+	if !again {
+		t.Fatal("arming an armed CQ: again = false")
+	}
+	fa.written++ // fires the old arm, before the command
+	ch.rearmed(a, s)
+	fa.written++ // fires the new arm
+	// (the armed list is not scanned while queued is above 0)
+	check("re-armed across a completion", true, 1)
+	ch.delivered(a)
+	check("the old arm's event read", true, 1)
+	ch.delivered(a)
+	check("the new arm's event read", false, 0)
+	// Re-armed with no completion in the window: nothing more.
+	ch.arming(a)
+	s, _ = ch.arming(a)
+	ch.rearmed(a, s)
+	check("re-armed, ring still", false, 0)
+	fa.written++
+	check("re-armed, fired", true, 1)
+	ch.delivered(a)
+	check("its event read", false, 0)
+
 	// A resize of an armed CQ: its snapshot describes the ring being
 	// replaced, so the arm counts as a possible event until one is read.
 	ch.arming(a)

@@ -286,11 +286,14 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	}
 	// The channel learns of the arm before the kernel: an event of it may
 	// be queued as soon as the command returns.
-	cq.ch.arming(cq)
+	snap, again := cq.ch.arming(cq)
 	// The command fd stays open while the CQ is held (Close kills the CQ
 	// first), so no fd lock is needed.
 	if err := sys.WriteHeldValue(cq.ctx.cmd, &cmd); err != nil {
 		return cq.ctx.opErr("cq", "req_notify", err)
+	}
+	if again {
+		cq.ch.rearmed(cq, snap)
 	}
 	return nil
 }
