@@ -160,8 +160,11 @@ func (q *CQ) Verbs() *uverbs.CQ {
 // ready (rpma_cq_get_fd(3)): the CQ's completion channel, shared with the
 // other CQs of its Channel. It is in non-blocking mode (the runtime poller
 // needs that): read(2) returns EAGAIN rather than blocking when nothing is
-// queued; do not switch it to blocking with fcntl(2), which would make
-// Wait hold an OS thread. As with librpma, when it polls readable call
+// queued. Do not switch it to blocking with fcntl(2) (librpma's default):
+// the descriptor is shared with the library, whose reads, made without the
+// runtime's system-call bookkeeping because they never block, would then
+// block in the kernel holding a runtime processor, which stalls the
+// garbage collector and with it the program, and no context could end them. As with librpma, when it polls readable call
 // Wait, which then returns at once (it reads and acknowledges the event
 // and re-arms the CQ), and then GetWC: an event left unread keeps the
 // descriptor readable, and a CQ not re-armed raises no further event.
@@ -227,11 +230,16 @@ func (q *CQ) waitErr(ctx, wctx context.Context) error {
 }
 
 // GetWC polls up to len(wcs) completions into wcs and returns how many
-// (rpma_cq_get_wc(3); 0 when none is ready). It makes no system call and
-// allocates nothing.
+// (rpma_cq_get_wc(3); 0 when none is ready). An empty wcs is an error
+// wrapping uverbs.ErrInvalid, as librpma refuses num_entries below 1. It
+// makes no system call and allocates nothing.
 func (q *CQ) GetWC(wcs []uverbs.WC) (int, error) {
 	if q == nil || q.cq == nil {
 		return 0, errNil("get_wc")
+	}
+	if len(wcs) == 0 {
+		// rpma_cq_get_wc(3): RPMA_E_INVAL for num_entries < 1.
+		return 0, &uverbs.OpError{Object: "cq", Method: "get_wc", Err: fmt.Errorf("%w: no room for a completion (len(wcs) is 0)", uverbs.ErrInvalid)}
 	}
 	return q.cq.Poll(wcs)
 }
@@ -280,12 +288,12 @@ func (q *CQ) Wait(ctx context.Context) error {
 	for {
 		select {
 		case <-q.signal:
-			return q.rearm()
+			return q.signalled()
 		default:
 		}
 		select {
 		case <-q.signal:
-			return q.rearm()
+			return q.signalled()
 		case q.ch.reader <- struct{}{}:
 			mine, err := q.ch.readOne(wctx, q)
 			<-q.ch.reader
@@ -315,7 +323,7 @@ func (q *CQ) Wait(ctx context.Context) error {
 func (q *CQ) takeQueued() error {
 	select {
 	case <-q.signal: // read by another goroutine already
-		return q.rearm()
+		return q.signalled()
 	default:
 	}
 	select {
@@ -339,6 +347,14 @@ func (q *CQ) takeQueued() error {
 }
 
 // rearm arms the CQ again after its event (under q.wait).
+// signalled re-arms q after another goroutine read its event and
+// signalled it (the caller holds q.wait); the flag that goroutine may have
+// set for the next Wait is taken as well, so q is armed once, not twice.
+func (q *CQ) signalled() error {
+	q.takeNeedArm()
+	return q.rearm()
+}
+
 func (q *CQ) rearm() error {
 	q.armed = false
 	if err := q.cq.ReqNotify(false); err != nil {
@@ -439,10 +455,20 @@ func (ch *Channel) dispatch(vcq *uverbs.CQ, self *CQ) (bool, error) {
 		default:
 		}
 	default:
+		// A Wait holds it. A CQ.Wait takes the signal and re-arms; a
+		// Channel.Wait's recheck may instead have found other armed and
+		// empty just before this event disarmed it, so other is flagged
+		// too, for the next recheck to re-arm.
+		ch.flagNeedArm(other)
 		select {
 		case other.signal <- struct{}{}:
 		default: // already signalled
 		}
+		select {
+		case ch.kick <- struct{}{}:
+		default:
+		}
+		hook("dispatch:busy", other)
 	}
 	return false, nil
 }
@@ -585,8 +611,7 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 		break
 	}
 	defer func() { <-ch.reader }()
-	var q *CQ
-	for q == nil {
+	for {
 		vcq, err := ch.ch.GetCQEvent(ctx)
 		if err != nil {
 			return nil, err
@@ -595,29 +620,41 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 			return nil, err
 		}
 		ch.mu.Lock()
-		q = ch.cqs[vcq] // nil: closed since; its event means nothing
+		q := ch.cqs[vcq] // nil: closed since; its event means nothing
 		ch.mu.Unlock()
-	}
-	var err error
-	// Re-arm under the CQ's own wait lock, and have the next Wait look at
-	// the CQ again: what came between the event and the arm raises none.
-	// The lock is taken only if free, never waited for while this
-	// goroutine holds the reader (a CQ.Wait on q holds q's lock and may
-	// be waiting for the reader): if it is held, q's next Wait re-arms it,
-	// and a CQ.Wait holding it is told of the event.
-	select {
-	case q.wait <- struct{}{}:
-		q.ch.markRecheck(q)
-		err = q.rearm()
-		<-q.wait
-	default:
-		ch.flagNeedArm(q)
-		select {
-		case q.signal <- struct{}{}:
-		default:
+		if q == nil {
+			continue
 		}
+		hook("event:found", q)
+		// Re-arm under the CQ's own wait lock, and have the next Wait look
+		// at the CQ again: what came between the event and the arm raises
+		// none. The lock is taken only if free, never waited for while
+		// this goroutine holds the reader (a CQ.Wait on q holds q's lock
+		// and may be waiting for the reader): if it is held, q's next Wait
+		// re-arms it, and a CQ.Wait holding it is told of the event.
+		select {
+		case q.wait <- struct{}{}:
+			q.ch.markRecheck(q)
+			err = q.rearm()
+			closed := errors.Is(err, uverbs.ErrClosed)
+			if closed {
+				q.ch.unmarkRecheck(q)
+			}
+			<-q.wait
+			if closed {
+				// Closed since the lookup: its event means nothing, as
+				// for one closed before it; the channel is fine.
+				continue
+			}
+		default:
+			ch.flagNeedArm(q)
+			select {
+			case q.signal <- struct{}{}:
+			default:
+			}
+		}
+		return q, err
 	}
-	return q, err
 }
 
 // recheckOne arms q if it is not, and reports whether completions are
@@ -655,8 +692,22 @@ func (q *CQ) recheckOne(ctx context.Context) (bool, error) {
 		q.ch.markRecheck(q) // to the end: the others' turn first next time
 		return true, nil
 	}
+	// An event read now by another goroutine's Wait finds q's lock held;
+	// that Wait flags q for re-arming, which keeps q on the list.
+	hook("recheck:empty", q)
 	q.ch.unmarkRecheck(q)
 	return false, nil
+}
+
+// testHook, when a test sets it (before any Wait runs), is called at named
+// points of the waits, so that a test can interleave two of them
+// deterministically.
+var testHook func(point string, q *CQ)
+
+func hook(point string, q *CQ) {
+	if testHook != nil {
+		testHook(point, q)
+	}
 }
 
 // SetWaitMode sets how waits on the channel wait (uverbs.WaitPoller, the

@@ -1002,3 +1002,144 @@ func TestVMAllNilContext(t *testing.T) {
 		t.Errorf("All(nil) yielded %d times, want 1", n)
 	}
 }
+
+// TestVMRecheckRacesEvent: a CQ's event that a CQ.Wait (on another CQ of
+// the channel) reads while a Channel.Wait's recheck holds the CQ, after
+// the recheck found it armed and empty, is not lost: the CQ is re-armed
+// and Channel.Wait reports it. The old code only signalled the CQ's own
+// waiter; the recheck then took the CQ off its list as armed, although
+// the event had disarmed it, and Channel.Wait never reported it again.
+func TestVMRecheckRacesEvent(t *testing.T) {
+	c, pd, ch := sharedChannel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
+	b := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
+	connect(t, c, a.qp, a.qp.QPN())
+	connect(t, c, b.qp, b.qp.QPN())
+	complete := func(e *end) {
+		t.Helper()
+		if err := e.qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: e.sge(0)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: e.sge(9)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drain := func(e *end) {
+		t.Helper()
+		wcs := make([]uverbs.WC, 8)
+		for got := 0; got < 2; {
+			n, err := e.q.GetWC(wcs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got += n; ctx.Err() != nil {
+				t.Fatalf("%d of 2 completions: %v", got, ctx.Err())
+			}
+		}
+	}
+	// b on Channel.Wait's recheck list, armed and empty.
+	complete(b)
+	if q, err := ch.Wait(ctx); err != nil || q != b.q {
+		t.Fatalf("Channel.Wait = %p, %v; want b's CQ %p", q, err, b.q)
+	}
+	drain(b)
+
+	busy := make(chan struct{})
+	var once sync.Once
+	cq.SetHookForTest(func(point string, q *cq.CQ) {
+		switch {
+		case point == "recheck:empty" && q == b.q:
+			once.Do(func() {
+				// b's next completion comes now, and a's Wait reads
+				// its event while this recheck holds b.
+				complete(b)
+				select {
+				case <-busy:
+				case <-ctx.Done():
+					t.Error("a's Wait did not read b's event")
+				}
+			})
+		case point == "dispatch:busy" && q == b.q:
+			select {
+			case busy <- struct{}{}:
+			default:
+			}
+		}
+	})
+	actx, stopA := context.WithCancel(ctx)
+	aDone := make(chan error, 1)
+	go func() { aDone <- a.q.Wait(actx) }()
+	defer func() {
+		stopA()
+		if err := <-aDone; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("a's Wait: %v", err)
+		}
+		cq.SetHookForTest(nil)
+	}()
+
+	short, cancelShort := context.WithTimeout(ctx, 10*time.Second)
+	q, err := ch.Wait(short)
+	cancelShort()
+	if err != nil || q != b.q {
+		t.Fatalf("Channel.Wait after the racing event = %p, %v; want b's CQ %p", q, err, b.q)
+	}
+	drain(b)
+}
+
+// TestVMChannelWaitCQClosedAfterLookup: a CQ closed between Channel.Wait's
+// read of its event and the re-arm is skipped like one closed before the
+// read: Wait goes on to the next event instead of failing with ErrClosed,
+// which a server loop would take for the channel's own close.
+func TestVMChannelWaitCQClosedAfterLookup(t *testing.T) {
+	c, pd, ch := sharedChannel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
+	b := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
+	connect(t, c, a.qp, a.qp.QPN())
+	connect(t, c, b.qp, b.qp.QPN())
+	complete := func(e *end) {
+		t.Helper()
+		if err := e.qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: e.sge(0)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: e.sge(9)}}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if n, err := e.q.Verbs().Ready(); err != nil || n == 2 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return // its event is queued: the kernel queues it as it writes the completion
+			}
+			if ctx.Err() != nil {
+				t.Fatal(ctx.Err())
+			}
+		}
+	}
+	complete(b) // b's event first, then a's
+	complete(a)
+	closed := false
+	cq.SetHookForTest(func(point string, q *cq.CQ) {
+		if point == "event:found" && q == b.q && !closed {
+			closed = true
+			if err := b.qp.Destroy(ctx); err != nil {
+				t.Errorf("QP Destroy: %v", err)
+			}
+			if err := b.q.Close(ctx); err != nil {
+				t.Errorf("CQ Close: %v", err)
+			}
+		}
+	})
+	defer cq.SetHookForTest(nil)
+	q, err := ch.Wait(ctx)
+	if err != nil || q != a.q {
+		t.Fatalf("Channel.Wait = %p, %v; want a's CQ %p (b's %p closed after its event was read)", q, err, a.q, b.q)
+	}
+	if !closed {
+		t.Fatal("b's event never reached the hook")
+	}
+}
