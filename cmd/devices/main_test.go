@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 
@@ -33,7 +34,13 @@ func TestFormat(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			rc := run(func() ([]uverbs.Device, error) { return tc.devs, nil }, &out, &errb)
+			rc := run(func() ([]uverbs.Device, error) {
+				if tc.devs == nil {
+					// What uverbs.Devices says when there is none.
+					return nil, fmt.Errorf("%w: no RDMA devices found in /sys/class/infiniband_verbs", uverbs.ErrNoDevice)
+				}
+				return tc.devs, nil
+			}, &out, &errb)
 			if rc != 0 || out.String() != tc.want || errb.Len() != 0 {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 0, %q, nothing", rc, out.String(), errb.String(), tc.want)
 			}

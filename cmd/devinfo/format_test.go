@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -305,6 +306,32 @@ func TestParseArgs(t *testing.T) {
 		o, status, done := parseArgs("devinfo", c.args, &out, &errb)
 		if done || status != 0 || *o != c.want || out.Len() != 0 || errb.Len() != 0 {
 			t.Errorf("parseArgs(%q) = %+v, %d, %v (stdout %q, stderr %q); want %+v", c.args, o, status, done, out.String(), errb.String(), c.want)
+		}
+	}
+}
+
+// TestRunNoDevice: on a machine without RDMA devices (the host) devinfo
+// ends as ibv_devinfo does there, for which libibverbs lists no device:
+// -l prints "0 HCAs found:" and a blank line (status 0), the report "No IB
+// devices found" (255), -d its not-found line (255). It printed the
+// library's "no RDMA device" error instead.
+func TestRunNoDevice(t *testing.T) {
+	if _, err := uverbs.Devices(); !errors.Is(err, uverbs.ErrNoDevice) {
+		t.Skip("this machine has RDMA devices") // the VM has; vm_test.go runs the tool there
+	}
+	for _, c := range []struct {
+		args           []string
+		status         int
+		stdout, stderr string
+	}{
+		{[]string{"-l"}, 0, "0 HCAs found:\n\n", ""},
+		{nil, 255, "", "No IB devices found\n"},
+		{[]string{"-v"}, 255, "", "No IB devices found\n"},
+		{[]string{"-d", "rxe0"}, 255, "", "IB device 'rxe0' wasn't found\n"},
+	} {
+		var out, errb bytes.Buffer
+		if rc := run("devinfo", c.args, &out, &errb); rc != c.status || out.String() != c.stdout || errb.String() != c.stderr {
+			t.Errorf("run(%q) without devices: %d, stdout %q, stderr %q; want %d, %q, %q", c.args, rc, out.String(), errb.String(), c.status, c.stdout, c.stderr)
 		}
 	}
 }

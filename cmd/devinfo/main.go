@@ -114,6 +114,11 @@ func list(stdout, stderr io.Writer) int {
 // line) when the list cannot be read.
 func devices(stderr io.Writer) ([]uverbs.Device, bool) {
 	devs, err := uverbs.Devices()
+	if errors.Is(err, uverbs.ErrNoDevice) {
+		// libibverbs lists no device: -l prints "0 HCAs found:", the
+		// report "No IB devices found".
+		return nil, true
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "Failed to get IB devices list: %v\n", err)
 		return nil, false

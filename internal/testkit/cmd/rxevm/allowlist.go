@@ -51,6 +51,10 @@ var vmSkipAllowlist = []allowedSkip{
 		why: "host-only: checks the no-device failure, and the VM always has rxe0 and rxelo (vm_test.go runs the tool there)",
 	},
 	{
+		pkg: mod + "cmd/devinfo", test: "TestRunNoDevice", reason: "this machine has RDMA devices",
+		why: "host-only: checks the no-device output, and the VM always has rxe0 and rxelo (vm_test.go runs the tool there)",
+	},
+	{
 		pkg: mod + "cmd/rdmacmatose", test: "TestMainNoDevice", reason: "this machine has RDMA devices",
 		why: "host-only: checks the no-device failure, and the VM always has rxe0 and rxelo (vm_test.go runs the tool there)",
 	},
