@@ -8,6 +8,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/pureverbs/pureverbs/internal/getopt"
 )
 
 // msgError is a failure reported the way the C tools report it: the
@@ -165,9 +167,11 @@ func (x *exchange) sendAll(conn net.Conn) error {
 
 // NetHost reads a host operand as getaddrinfo(3) reads the C tools'
 // servername, where the net package reads it otherwise: "" names no host
-// (EAI_NONAME; net.Dial would take the local system), and "*" is glibc's
-// NULL node, the local host (net.Dial would look "*" up). It returns the
-// host to give the net package, or a *net.DNSError that GAIText reads as
+// (EAI_NONAME; net.Dial would take the local system), "*" is glibc's
+// NULL node, the local host (net.Dial would look "*" up), and the numeric
+// forms inet_aton(3) takes ("127.1", "0x7f000001") are addresses (the
+// net package would look them up as names). It returns the host to give
+// the net package, or a *net.DNSError that GAIText reads as
 // getaddrinfo's.
 func NetHost(host string) (string, error) {
 	switch host {
@@ -175,6 +179,9 @@ func NetHost(host string) (string, error) {
 		return "", &net.DNSError{Err: "empty host name", Name: host, IsNotFound: true}
 	case "*":
 		return "", nil
+	}
+	if a, ok := getopt.InetAton(host); ok {
+		return a.String(), nil
 	}
 	return host, nil
 }

@@ -203,7 +203,7 @@ func (c *pp) init(dev uverbs.Device, nqp int) error {
 		return fail("Couldn't get context for "+dev.Name, err)
 	}
 	if c.k == UD {
-		pa, err := c.dev.QueryPort(o.IBPort)
+		pa, err := c.dev.QueryPort(int(uint8(o.IBPort))) // ibv_query_port's port_num is a uint8_t
 		if err != nil {
 			return fail(fmt.Sprintf("Unable to query port info for port %d", o.IBPort), err)
 		}
@@ -417,7 +417,7 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 			return fail("Couldn't request CQ notification", err)
 		}
 	}
-	pa, err := c.dev.QueryPort(o.IBPort)
+	pa, err := c.dev.QueryPort(int(uint8(o.IBPort))) // ibv_query_port's port_num is a uint8_t
 	if err != nil {
 		return fail("Couldn't get port info", err)
 	}
@@ -426,7 +426,7 @@ func (c *pp) pingPong(ctx context.Context, nqp int) error {
 		// ibv_query_gid: an empty entry is the zero GID, as in C.
 		// ibv_srq_pingpong asks once per QP, so -q 0 asks for no GID
 		// (and never fails on the index).
-		gid, err = c.dev.GID(o.IBPort, o.GIDIndex)
+		gid, err = c.dev.GID(int(uint8(o.IBPort)), o.GIDIndex) // ibv_query_gid's too
 		if err != nil {
 			if c.k == RC || c.k == UC {
 				return fail(fmt.Sprintf("can't read sgid of index %d", o.GIDIndex), err)

@@ -312,6 +312,9 @@ var BadArgs = [][]string{
 	{"-m", "9999"}, {"-m", "512"},
 	{"-g", "99"}, {"-g", "5000"}, {"-g", "-1"},
 	{"-i", "0"}, {"-i", "2"},
+	// ibv_query_port and ibv_query_gid take the port as a uint8_t: 257 is
+	// port 1 (the run goes on to the connect), 256 port 0.
+	{"-i", "257"}, {"-i", "256"}, {"-i", "0x101"},
 	{"-p", "70000"}, {"-l", "16"},
 	{"-z"}, {"-h"},
 	// In order: a bad port before an unknown option ends the run first.
@@ -366,7 +369,8 @@ func CompareOperands(t *testing.T, goBin, cBin string, lead func() []string, cas
 // NULL node: the local host, where nothing listens on the case's port;
 // net would look "*" up), and a name that does not resolve (the guest
 // has no DNS server: EAI_AGAIN). SameAsC runs them after its cases.
-var HostOperands = [][]string{{""}, {"*"}, {"nosuchhost.invalid"}}
+// "127.1" and "0x7f000001" are 127.0.0.1 to getaddrinfo (inet_aton's forms).
+var HostOperands = [][]string{{""}, {"*"}, {"nosuchhost.invalid"}, {"127.1"}, {"0x7f000001"}}
 
 // compareWithC is CompareWithC with the operand after each case ("" for
 // none: the case has its own).
