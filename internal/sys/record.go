@@ -323,6 +323,10 @@ func (r *RecordReader) forgetEnded() {
 	r.mu.Unlock()
 }
 
+// testCloseSignalled, when a test sets it, runs in Close between the
+// wake-up of a ReadThread and the file's close.
+var testCloseSignalled func()
+
 func (r *RecordReader) mapErr(err error) error {
 	select {
 	case <-r.closed:
@@ -341,7 +345,10 @@ func (r *RecordReader) Close() error {
 	var err error
 	r.closeOnce.Do(func() {
 		close(r.closed)
-		r.signal()           // wakes a ReadThread in ppoll
+		r.signal() // wakes a ReadThread in ppoll
+		if testCloseSignalled != nil {
+			testCloseSignalled()
+		}
 		err = r.file.Close() // wakes a parked Read
 		// Then, once no Read runs, unregister the context watch so the
 		// reader does not stay reachable from a long-lived context.

@@ -188,3 +188,58 @@ func TestRecordReaderWakeFDZero(t *testing.T) {
 		zeroOpen = false
 	}
 }
+
+// TestRecordReaderCloseBeforeFirstWakeFD: a Close that marks the reader
+// closed and signals before the first ReadThread has made its wake-up
+// eventfd (the signal then has nothing to write) does not leave that
+// ReadThread asleep in ppoll: it ends with ErrFileClosed, and Close,
+// which waits for it, returns. The ReadThread used to go on to ppoll on an
+// eventfd nobody would write, and Close waited for it for ever.
+func TestRecordReaderCloseBeforeFirstWakeFD(t *testing.T) {
+	r, w, err := NewRecordReaderPipe("rr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	readDone := make(chan error, 1)
+	closeDone := make(chan error, 1)
+	old := newWakeFD
+	defer func() { newWakeFD = old }()
+	newWakeFD = func() (int, error) {
+		// Close runs up to its signal (no eventfd yet) and waits in the
+		// hook below, before the file's close.
+		go func() { closeDone <- r.Close() }()
+		<-r.closed
+		return old()
+	}
+	testCloseSignalled = func() {
+		// Let the ReadThread reach its ppoll (the old code) or return (the
+		// fixed one) before the file's close, which waits for it.
+		select {
+		case <-readDone:
+			readDone <- nil // for the check below, which reads it again
+		case <-time.After(2 * time.Second):
+		}
+	}
+	defer func() { testCloseSignalled = nil }()
+	var readErr error
+	go func() {
+		_, err := r.ReadThread(context.Background(), make([]byte, 8))
+		readErr = err
+		readDone <- err
+	}()
+	select {
+	case err := <-closeDone:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Close did not return: the ReadThread sleeps in ppoll")
+		r.signal() // let both end
+		<-closeDone
+	}
+	<-readDone
+	if !errors.Is(readErr, ErrFileClosed) {
+		t.Errorf("ReadThread = %v, want ErrFileClosed", readErr)
+	}
+}

@@ -164,7 +164,15 @@ func (r *RecordReader) wakeFD() error {
 		}
 		r.mu.Lock()
 		r.wake = fd
+		// Close marks the reader closed, then signals under mu: if its
+		// signal came before this, it found no eventfd to write, and a
+		// ppoll now would sleep through the Close (which then waits for
+		// it). Close closes the eventfd once this returns.
+		closed := r.isClosed()
 		r.mu.Unlock()
+		if closed {
+			return ErrFileClosed
+		}
 		return nil
 	}
 }
