@@ -17,9 +17,14 @@ const MulticastQPN = 0xffffff
 
 // AttachMcast attaches the UD QP qp to the multicast group gid
 // (ibv_attach_mcast(3)), so that datagrams sent to the group are delivered
-// to its receive queue. lid is the group's multicast LID on InfiniBand and
-// ignored on RoCE (rxe). Attaching a QP to a group it is in already
-// succeeds and changes nothing. The kernel refuses, with unix.EINVAL, a QP
+// to its receive queue. lid is the group's multicast LID on InfiniBand;
+// RoCE (rxe) does not route by it, but the kernel keeps each (gid, lid)
+// pair as an attachment of its own (ib_uverbs_attach_mcast), so detach
+// with the lid the QP was attached with. Attaching a QP again with the
+// same gid and lid succeeds and changes nothing. Use one lid per gid (0 on
+// RoCE): on rxe (Linux 6.1 and 6.12) a second lid for a gid makes the
+// kernel count two attachments where rxe keeps one membership, the second
+// detach then fails, and Destroy of the QP fails with EBUSY from then on. The kernel refuses, with unix.EINVAL, a QP
 // that is not UD and a GID that is not a multicast address (ff00::/8, or
 // an IPv4-mapped 224.0.0.0/4); with unix.ENOMEM a group that already holds
 // DeviceAttr.MaxMcastQPAttach QPs. The kernel refuses to destroy a QP
@@ -39,7 +44,8 @@ func (qp *QP) AttachMcast(gid GID, lid uint16) error {
 }
 
 // DetachMcast detaches qp from the multicast group gid (ibv_detach_mcast(3)).
-// Detaching a QP that is not attached to the group fails with unix.EINVAL.
+// Detaching a QP that is not attached to the group with that lid fails
+// with unix.EINVAL.
 func (qp *QP) DetachMcast(gid GID, lid uint16) error {
 	return qp.mcastCmd(abi.IB_USER_VERBS_CMD_DETACH_MCAST, "detach mcast", gid, lid)
 }
@@ -58,31 +64,46 @@ func (qp *QP) mcastCmd(cmd uint32, method string, gid GID, lid uint16) error {
 	defer qp.drop()
 	// ib_uverbs_attach_mcast and ib_uverbs_detach_mcast have one layout.
 	req := abi.IbUverbsAttachMcast{Gid: gid, QpHandle: qp.handle, Mlid: lid}
-	if err := qp.ctx.execWrite(&sys.WriteCmd{Cmd: cmd, Req: sys.AsBytes(&req)}, "qp", method); err != nil {
-		return err
+	err := qp.ctx.execWrite(&sys.WriteCmd{Cmd: cmd, Req: sys.AsBytes(&req)}, "qp", method)
+	attach := cmd == abi.IB_USER_VERBS_CMD_ATTACH_MCAST
+	switch {
+	case err == nil:
+		qp.mcast.update(mcastKey{gid, lid}, attach)
+	case !attach && errors.Is(err, sys.EINVAL):
+		// ib_uverbs_detach_mcast drops its entry before the driver's
+		// detach, whose failure it returns: rxe keeps one membership per
+		// GID, so detaching the second LID of a GID fails there, but
+		// the entry is gone all the same (and when there was none, there
+		// is none here either).
+		qp.mcast.update(mcastKey{gid, lid}, false)
 	}
-	qp.mcast.update(gid, cmd == abi.IB_USER_VERBS_CMD_ATTACH_MCAST)
-	return nil
+	return err
 }
 
-// mcastSet is the multicast groups a QP is attached to, as the kernel
-// keeps them (one entry per GID; attaching again changes nothing).
+// mcastSet is the multicast attachments of a QP, as the kernel keeps them
+// (one entry per GID and LID; attaching again changes nothing).
 type mcastSet struct {
 	mu     sync.Mutex
-	groups map[GID]struct{}
+	groups map[mcastKey]struct{}
 }
 
-func (m *mcastSet) update(gid GID, attached bool) {
+// mcastKey is what the kernel's list of a QP's attachments compares.
+type mcastKey struct {
+	gid GID
+	lid uint16
+}
+
+func (m *mcastSet) update(k mcastKey, attached bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !attached {
-		delete(m.groups, gid)
+		delete(m.groups, k)
 		return
 	}
 	if m.groups == nil {
-		m.groups = make(map[GID]struct{})
+		m.groups = make(map[mcastKey]struct{})
 	}
-	m.groups[gid] = struct{}{}
+	m.groups[k] = struct{}{}
 }
 
 // busyErr turns the kernel's EBUSY for destroying a QP that is attached to

@@ -8,7 +8,8 @@ import (
 	"github.com/pureverbs/pureverbs/internal/sys"
 )
 
-// TestMcastSetBusy: the set keeps one entry per group as the kernel does,
+// TestMcastSetBusy: the set keeps one entry per group and LID as the
+// kernel does,
 // and only a kernel EBUSY while groups are attached gains the hint.
 func TestMcastSetBusy(t *testing.T) {
 	var m mcastSet
@@ -16,12 +17,16 @@ func TestMcastSetBusy(t *testing.T) {
 	if err := m.busyErr(busy); err != busy {
 		t.Errorf("no groups: %v, want the kernel's error unchanged", err)
 	}
-	g1, g2 := GID{0: 0xff, 15: 1}, GID{0: 0xff, 15: 2}
+	g1, g2 := mcastKey{GID{0: 0xff, 15: 1}, 0}, mcastKey{GID{0: 0xff, 15: 2}, 0}
 	m.update(g1, true)
 	m.update(g1, true)
 	m.update(g2, true)
 	m.update(g2, false)
 	m.update(g2, false)
+	// Another LID on g1 is another attachment, as in the kernel's list.
+	g1b := mcastKey{g1.gid, 7}
+	m.update(g1b, true)
+	m.update(g1b, false)
 	err := m.busyErr(busy)
 	var oe *OpError
 	if !errors.Is(err, sys.EBUSY) || !errors.As(err, &oe) || oe.Method != "destroy" ||

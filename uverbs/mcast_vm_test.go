@@ -65,6 +65,12 @@ func TestVMMulticastAttach(t *testing.T) {
 		}
 	}
 	einval("detaching a group the QP left", ud.DetachMcast(g6, 0), "detach mcast")
+	// The kernel keeps each (GID, LID) pair as an attachment of its own:
+	// a detach with another LID finds none, and ud stays attached.
+	einval("detaching with a LID the QP did not attach with", ud.DetachMcast(g4, 9), "detach mcast")
+	if err := ud.Destroy(bg(t)); !errors.Is(err, sys.EBUSY) || !strings.Contains(err.Error(), "attached to 1 multicast group") {
+		t.Errorf("Destroy after a detach with another LID: %v, want EBUSY naming the group", err)
+	}
 	einval("attaching an RC QP", rc.AttachMcast(g6, 0), "attach mcast")
 	einval("attaching to a unicast GID", ud.AttachMcast(own.GID, 0), "attach mcast")
 	einval("attaching to the zero GID", ud.AttachMcast(uverbs.GID{}, 0), "attach mcast")
@@ -131,9 +137,9 @@ func TestVMMulticastAttach(t *testing.T) {
 	if err := c2.Close(); err != nil {
 		t.Fatalf("Close with an attached QP: %v", err)
 	}
-	for _, q := range append(qps[1:], ud, rc, extra) {
+	for i, q := range append(qps[1:], ud, rc, extra) {
 		if err := q.Destroy(bg(t)); err != nil {
-			t.Fatal(err)
+			t.Fatalf("QP %d of %d (then ud, rc, extra): %v", i, len(qps)-1, err)
 		}
 	}
 	if err := cq.Destroy(bg(t)); err != nil {

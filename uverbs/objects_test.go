@@ -203,11 +203,11 @@ func TestObjectArgumentErrors(t *testing.T) {
 	if err := qp.Modify(nil, QPAttrState); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Modify(nil) = %v", err)
 	}
-	if err := qp.Modify(&QPAttr{}, QPAttrRateLimit); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("Modify RATE_LIMIT = %v, want ErrNotSupported", err)
-	}
-	if err := qp.Modify(&QPAttr{}, 1<<30); !errors.Is(err, ErrInvalid) {
-		t.Errorf("Modify unknown bit = %v, want ErrInvalid", err)
+	// EOPNOTSUPP for every bit past IBV_QP_DEST_QPN, as libibverbs.
+	for _, m := range []QPAttrMask{QPAttrRateLimit, 1 << 21, 1 << 30, QPAttrState | 1<<24} {
+		if err := qp.Modify(&QPAttr{}, m); !errors.Is(err, ErrNotSupported) || !errors.Is(err, sys.EOPNOTSUPP) {
+			t.Errorf("Modify(%#x) = %v, want ErrNotSupported and EOPNOTSUPP", uint32(m), err)
+		}
 	}
 	qp.dead = true
 	if err := qp.Modify(&QPAttr{}, QPAttrState); !errors.Is(err, ErrClosed) {

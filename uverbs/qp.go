@@ -419,17 +419,17 @@ func (qp *QP) Destroy(ctx context.Context) error {
 
 // Modify changes the QP's attributes selected by mask (ibv_modify_qp(3)),
 // e.g. the RESET→INIT→RTR→RTS transitions. It sends the write command
-// MODIFY_QP, as libibverbs does for rxe. Mask bits from QPAttrRateLimit
-// up need the extended command and return ErrNotSupported.
+// MODIFY_QP, as libibverbs does for rxe. Mask bits past QPAttrDestQPN
+// (QPAttrRateLimit needs the extended command) return an error matching
+// ErrNotSupported and unix.EOPNOTSUPP, as with libibverbs.
 func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if qp == nil || qp.ctx == nil || attr == nil {
 		return invalidErr("qp", "modify", "nil QP or attributes")
 	}
 	if mask&^qpAttrMaskWrite != 0 {
-		if mask&^(QPAttrRateLimit<<1-1) != 0 {
-			return invalidErr("qp", "modify", "unknown attribute mask bits %#x", uint32(mask&^(QPAttrRateLimit<<1-1)))
-		}
-		return &OpError{Object: "qp", Method: "modify", Err: ErrNotSupported}
+		// ibv_cmd_modify_qp refuses bits from IBV_QP_RATE_LIMIT up, and the
+		// kernel those past IB_QP_ATTR_STANDARD_BITS, with EOPNOTSUPP.
+		return &OpError{Object: "qp", Method: "modify", Err: fmt.Errorf("attribute mask bits %#x: %w", uint32(mask&^qpAttrMaskWrite), notSupported{sys.EOPNOTSUPP})}
 	}
 	for _, p := range []struct {
 		bit QPAttrMask

@@ -1,6 +1,8 @@
 package uverbs
 
 import (
+	"fmt"
+
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
 )
@@ -25,10 +27,9 @@ func (qp *QP) Query(mask QPAttrMask) (attr QPAttr, init QPInitAttr, err error) {
 		return attr, init, invalidErr("qp", "query", "nil QP")
 	}
 	if mask&^qpAttrMaskWrite != 0 {
-		if mask&^(QPAttrRateLimit<<1-1) != 0 {
-			return attr, init, invalidErr("qp", "query", "unknown attribute mask bits %#x", uint32(mask&^(QPAttrRateLimit<<1-1)))
-		}
-		return attr, init, &OpError{Object: "qp", Method: "query", Err: ErrNotSupported}
+		// ibv_cmd_query_qp refuses bits from IBV_QP_RATE_LIMIT up with
+		// EOPNOTSUPP, and the kernel answers the rest no differently.
+		return attr, init, &OpError{Object: "qp", Method: "query", Err: fmt.Errorf("attribute mask bits %#x: %w", uint32(mask&^qpAttrMaskWrite), notSupported{sys.EOPNOTSUPP})}
 	}
 	if !qp.hold() {
 		return attr, init, closedErr("qp", "query")

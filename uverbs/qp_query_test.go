@@ -61,11 +61,11 @@ func TestQueryQPArgumentErrors(t *testing.T) {
 		t.Errorf("nil QP Query = %v", err)
 	}
 	qp := &QP{ctx: &Context{driverID: abi.RDMA_DRIVER_UNKNOWN}}
-	if _, _, err := qp.Query(QPAttrRateLimit); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("Query RATE_LIMIT = %v, want ErrNotSupported", err)
-	}
-	if _, _, err := qp.Query(1 << 30); !errors.Is(err, ErrInvalid) {
-		t.Errorf("Query unknown bit = %v, want ErrInvalid", err)
+	// EOPNOTSUPP for every bit past IBV_QP_DEST_QPN, as libibverbs.
+	for _, m := range []QPAttrMask{QPAttrRateLimit, 1 << 21, 1 << 30, QPAttrState | 1<<24} {
+		if _, _, err := qp.Query(m); !errors.Is(err, ErrNotSupported) || !errors.Is(err, sys.EOPNOTSUPP) {
+			t.Errorf("Query(%#x) = %v, want ErrNotSupported and EOPNOTSUPP", uint32(m), err)
+		}
 	}
 	qp.dead = true
 	if _, _, err := qp.Query(QPAttrState); !errors.Is(err, ErrClosed) {
