@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+	"weak"
 
 	"golang.org/x/sys/unix"
 )
@@ -165,6 +166,13 @@ func unmapRegions(b []region) {
 		if unix.MunmapPtr(base, end-uintptr(base)) != nil {
 			deadMunmapErrs.Add(1) // a range that was not ours: a bug
 		}
+		if tracing.Load() {
+			mapMu.Lock()
+			for _, r := range b[i:j] {
+				delete(ranges, uintptr(r.base))
+			}
+			mapMu.Unlock()
+		}
 		deadReturned.Add(int64(j - i))
 		deadMunmaps.Add(1)
 		i = j
@@ -215,7 +223,18 @@ var retiredBytes, retiredCount atomic.Int64
 var (
 	mapMu  sync.Mutex
 	mapped = map[*Mapping]string{}
+	// ranges: every range a Mapping took, by base address, until it is
+	// munmapped; mapped forgets a Mapping at Unmap or Retire, when its
+	// range is still the process's (a placeholder or a retired ring).
+	ranges = map[uintptr]tracedRange{}
 )
+
+// tracedRange is a range in ranges: its Mapping, weakly (the range is
+// due back once the Mapping is collected), and its description.
+type tracedRange struct {
+	m    weak.Pointer[Mapping]
+	desc string
+}
 
 // Mmap maps size bytes at offset of fd read/write and shared. name says
 // which ring it is ("cq ring"); reports add the fd's name.
@@ -250,6 +269,7 @@ func newMapping(p unsafe.Pointer, size int, fd *FD, name string) *Mapping {
 		buf = buf[:runtime.Stack(buf, false)]
 		mapMu.Lock()
 		mapped[m] = string(buf)
+		ranges[uintptr(p)] = tracedRange{weak.Make(m), fmt.Sprintf("range of %s (%d bytes) created at:\n%s", m.desc(), size, buf)}
 		mapMu.Unlock()
 	}
 	return m
@@ -461,6 +481,27 @@ func OpenMappings() []string {
 	var out []string
 	for m, stack := range mapped {
 		out = append(out, fmt.Sprintf("mapping %s (%d bytes) created at:\n%s", m.desc(), m.size, stack))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// OpenRanges lists, with leak tracing on, the address ranges whose
+// Mapping the garbage collector has reclaimed but which are not yet
+// returned to the kernel (munmap), each with the stack that mapped it.
+// Unmap, Retire and the fd's Close leave a range to the Mapping's
+// finalizer, which hands it to the returner after a collection; a range
+// listed here for long was lost on that way and stays a VMA of the
+// process for good. (A range whose Mapping is still reachable, say from a
+// test's cleanup list, is not listed: OpenMappings lists it while mapped.)
+func OpenRanges() []string {
+	mapMu.Lock()
+	defer mapMu.Unlock()
+	var out []string
+	for _, r := range ranges {
+		if r.m.Value() == nil {
+			out = append(out, "collected, not returned: "+r.desc)
+		}
 	}
 	sort.Strings(out)
 	return out
