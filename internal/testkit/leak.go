@@ -219,9 +219,24 @@ func (base snapshot) processDiff(now snapshot) string {
 	for _, id := range ids {
 		fmt.Fprintf(&b, "goroutine started during the test still runs:\n%s\n", indent(now.goroutines[id]))
 	}
-	if len(now.devMaps) > len(base.devMaps) {
-		fmt.Fprintf(&b, "%d mappings of /dev/infiniband before, %d now:\n%s\n", len(base.devMaps), len(now.devMaps),
-			indent(strings.Join(now.devMaps, "\n")))
+	// Compared as sets of lines (address range, offset, node), not as
+	// counts: a test that releases a mapping it found and leaks another
+	// must not pass.
+	was := map[string]int{}
+	for _, l := range base.devMaps {
+		was[l]++
+	}
+	var extra []string
+	for _, l := range now.devMaps {
+		if was[l] > 0 {
+			was[l]--
+			continue
+		}
+		extra = append(extra, l)
+	}
+	if len(extra) > 0 {
+		fmt.Fprintf(&b, "%d mappings of /dev/infiniband before, %d now; new:\n%s\n", len(base.devMaps), len(now.devMaps),
+			indent(strings.Join(extra, "\n")))
 	}
 	for _, r := range slices.Sorted(maps.Keys(now.traced)) {
 		if now.traced[r] > base.traced[r] {
