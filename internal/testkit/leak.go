@@ -425,16 +425,32 @@ func resourceDevices(js []byte) ([]string, error) {
 // act only once a reader sleeps. It looks every millisecond until ctx
 // ends.
 func WaitParked(ctx context.Context, frame string) error {
+	return waitState(ctx, frame, "parked on the poller", "[IO wait")
+}
+
+// WaitBlocked is WaitParked for a goroutine that waits in the library
+// (internal/sys) any of its ways: parked on the runtime poller, blocked in
+// a system call on its own thread (the opt-in WaitThread modes' ppoll), or
+// in a select for a watcher's word (the async reader).
+func WaitBlocked(ctx context.Context, frame string) error {
+	return waitState(ctx, frame, "blocked in internal/sys", "[IO wait", "[syscall", "[select")
+}
+
+func waitState(ctx context.Context, frame, what string, states ...string) error {
+	lib := len(states) > 1 // WaitBlocked's: the wait must be the library's
 	for {
 		for _, g := range goroutines() {
 			head, _, _ := strings.Cut(g, "\n")
-			if strings.Contains(head, "[IO wait") && strings.Contains(g, frame) {
-				return nil
+			for _, st := range states {
+				if strings.Contains(head, st) && strings.Contains(g, frame) &&
+					(!lib || strings.Contains(g, "pureverbs/internal/sys.")) {
+					return nil
+				}
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("no goroutine parked on the poller in %s: %w", frame, ctx.Err())
+			return fmt.Errorf("no goroutine %s in %s: %w", what, frame, ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/pureverbs/pureverbs/async"
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/devx"
+	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -70,10 +71,17 @@ func TestVMCloseWhileBlocked(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() { done <- wait(ctx) }()
+			// Close must find the wait blocked, not about to begin.
+			bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
+			err := testkit.WaitBlocked(bctx, "faults_test.TestVMCloseWhileBlocked.")
+			bcancel()
 			select {
 			case err := <-done:
 				t.Fatalf("returned with nothing to wait for: %v", err)
-			case <-time.After(200 * time.Millisecond):
+			default:
+			}
+			if err != nil {
+				t.Fatal(err)
 			}
 			closed := time.Now()
 			if err := c.Close(); err != nil {

@@ -332,6 +332,12 @@ func (e *End) Stream(ctx context.Context, n, window int, waitFirst bool) error {
 
 // forceErr records the stalled QP's state and moves it to ERR.
 func (e *End) forceErr() error {
+	// A Wait that timed out with completions already in the ring slept
+	// past them (a lost event, a missed re-arm): the library's failure,
+	// which forcing the QP to ERR would hide behind the kernel's.
+	if n, err := e.q.Verbs().Ready(); err == nil && n > 0 {
+		return fmt.Errorf("%s: Wait timed out with %d completions ready in the CQ: it slept past them; %s", e.Name, n, e.State())
+	}
 	e.Forced, e.StalledOut = true, len(e.out)
 	attr, _, err := e.QP.Query(uverbs.QPAttrState)
 	if err != nil {

@@ -338,9 +338,12 @@ func filled(n int, seed byte) []byte {
 
 // servePeer is the peer role: it serves one driver connection until bye.
 func servePeer(t *testing.T) {
+	// ThisHost first: it starts the leak check, which must see the
+	// side's objects made and released.
+	me := testkit.ThisHost(t)
 	s := newSide(t)
 	port := os.Getenv(opcodesPortEnv)
-	l, err := net.Listen("tcp", net.JoinHostPort(testkit.ThisHost(t).Addr, port))
+	l, err := net.Listen("tcp", net.JoinHostPort(me.Addr, port))
 	if err != nil {
 		t.Fatal(err)
 	}
