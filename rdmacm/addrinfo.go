@@ -153,11 +153,14 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfo) (*A
 	ai := &AddrInfo{Flags: h.Flags & AIPassive, Family: h.Family, QPType: h.QPType, PortSpace: h.PortSpace}
 	// The socket type (stream for RC, datagram for UD) and protocol
 	// (TCP, UDP) librdmacm asks getaddrinfo for, and what it reads back.
+	// The UDP and IPoIB port spaces ask for UDP (ucma_convert_to_ai), TCP
+	// for TCP, and IB for what the QP type says.
+	udp := h.PortSpace == PortSpaceUDP || h.PortSpace == PortSpaceIPoIB
 	stream := h.QPType != uverbs.QPTypeUD
 	if h.QPType == 0 {
-		stream = h.PortSpace != PortSpaceUDP
+		stream = !udp
 	}
-	if h.QPType != 0 && h.PortSpace != 0 && h.PortSpace != PortSpaceIB && (h.PortSpace == PortSpaceUDP) == stream {
+	if h.QPType != 0 && h.PortSpace != 0 && h.PortSpace != PortSpaceIB && udp == stream {
 		return nil, &GAIError{Code: EAISockType, Node: node, Service: service}
 	}
 	if ai.QPType == 0 {

@@ -32,6 +32,8 @@ func TestGetAddrInfo(t *testing.T) {
 		{"10.0.0.2", "7174", &AddrInfo{PortSpace: PortSpaceUDP}, udp(AddrInfo{Family: FamilyInet, Dst: ap("10.0.0.2:7174")})},
 		{"10.0.0.2", "7174", &AddrInfo{QPType: uverbs.QPTypeUD}, udp(AddrInfo{Family: FamilyInet, Dst: ap("10.0.0.2:7174")})},
 		{"10.0.0.2", "1", &AddrInfo{PortSpace: PortSpaceIB}, AddrInfo{Family: FamilyInet, QPType: uverbs.QPTypeRC, PortSpace: PortSpaceIB, Dst: ap("10.0.0.2:1")}},
+		// The IPoIB port space asks getaddrinfo for UDP (ucma_convert_to_ai): UD.
+		{"10.0.0.2", "7471", &AddrInfo{PortSpace: PortSpaceIPoIB}, AddrInfo{Family: FamilyInet, QPType: uverbs.QPTypeUD, PortSpace: PortSpaceIPoIB, Dst: ap("10.0.0.2:7471")}},
 		{"10.0.0.2", "1", &AddrInfo{Src: ap("10.0.0.1:0")}, tcp(AddrInfo{Family: FamilyInet, Src: ap("10.0.0.1:0"), Dst: ap("10.0.0.2:1")})},
 		{"", "7471", &AddrInfo{Flags: AIPassive}, tcp(AddrInfo{Flags: AIPassive, Family: FamilyInet6, Src: ap("[::]:7471")})},
 		{"", "7471", &AddrInfo{Flags: AIPassive, Family: FamilyInet}, tcp(AddrInfo{Flags: AIPassive, Family: FamilyInet, Src: ap("0.0.0.0:7471")})},
@@ -74,6 +76,7 @@ func TestGetAddrInfoErrors(t *testing.T) {
 		{"::1", "1", &AddrInfo{Family: FamilyInet}, EAIAddrFamily, "Address family for hostname not supported"},
 		{"10.0.0.1", "1", &AddrInfo{Family: 1}, EAIFamily, "ai_family not supported"},
 		{"10.0.0.1", "1", &AddrInfo{QPType: uverbs.QPTypeUD, PortSpace: PortSpaceTCP}, EAISockType, "ai_socktype not supported"},
+		{"10.0.0.1", "1", &AddrInfo{QPType: uverbs.QPTypeRC, PortSpace: PortSpaceIPoIB}, EAISockType, "ai_socktype not supported"},
 		// "*" is glibc's NULL node: with no service, getaddrinfo has neither.
 		{"*", "", nil, EAINoName, "Name or service not known"},
 		{"*", "", &AddrInfo{Flags: AIPassive}, EAINoName, "Name or service not known"},

@@ -385,7 +385,10 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 			return ev, false
 		}
 		id.param(&ev, r)
-		if id.qpType != uverbs.QPTypeUD {
+		// Only a reject moves the QP to ERR, as rdma_get_cm_event does
+		// (ucma_modify_qp_err); after UNREACHABLE or the kernel's
+		// CONNECT_ERROR the QP stays as it was, its receives posted.
+		if ev.Type == EventRejected && id.qpType != uverbs.QPTypeUD {
 			id.toErr()
 		}
 	}

@@ -2,6 +2,7 @@ package rdmacm
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/netip"
 	"sync"
@@ -201,19 +202,25 @@ func millis(op string, d time.Duration) (uint32, error) {
 
 // Listen listens for connection requests on the bound address
 // (rdma_listen(3)); each arrives as EventConnectRequest with a new ID.
-// A backlog of 0, or one at or above the kernel's limit (the rdma_ucm
-// module's max_backlog, net.rdma_ucm.max_backlog: 1024 by default), is
-// that limit.
+// A backlog of 0 or less, or one at or above the kernel's limit (the
+// rdma_ucm module's max_backlog, net.rdma_ucm.max_backlog: 1024 by
+// default), is that limit (the kernel reads it as a __u32). An ID not
+// bound yet is bound by the kernel to the wildcard address and a free
+// port, which LocalAddr then reports, as rdma_listen queries the address
+// after the command.
 func (id *ID) Listen(backlog int) error {
 	const op = "listen"
 	if err := id.live(op); err != nil {
 		return err
 	}
 	if backlog < 0 {
-		return invalid(op, "backlog %d", backlog)
+		backlog = 0 // a negative int is a __u32 past the limit: the limit
 	}
 	req := abi.RdmaUcmListen{Id: id.handle, Backlog: uint32(min(backlog, math.MaxInt32))}
-	return id.channel().command(op, abi.RDMA_USER_CM_CMD_LISTEN, sys.AsBytes(&req), -1, nil)
+	if err := id.channel().command(op, abi.RDMA_USER_CM_CMD_LISTEN, sys.AsBytes(&req), -1, nil); err != nil {
+		return err
+	}
+	return opErr(op, id.queryAddr())
 }
 
 // queryAddr asks the kernel where the ID is bound (RDMA_USER_CM_QUERY_ADDR):
@@ -247,7 +254,9 @@ func (id *ID) queryAddr() error {
 // zero. An RC QP then goes to RTR and RTS in Connect or
 // Accept, to ERR in Disconnect or on a reject; a UD QP goes to RTS at
 // once (with the port space's Q_Key). The caller destroys the QP after
-// the ID's connection ends (Destroy does not).
+// the ID's connection ends with DestroyQP (Destroy does not); a QP
+// destroyed through QP().Destroy stays the ID's, and a second CreateQP is
+// refused.
 func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error) {
 	const op = "create_qp"
 	if err := id.live(op); err != nil {
@@ -293,6 +302,33 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error
 	id.qpp = qp
 	id.mu.Unlock()
 	return qp, nil
+}
+
+// DestroyQP destroys the ID's QP and forgets it (rdma_destroy_qp(3)), so
+// that CreateQP may make another; ctx bounds the destroy's wait for the
+// QP's unacknowledged async events (uverbs.QP.Destroy). An ID without a
+// QP gives an error wrapping ErrInvalid. A destroy that failed leaves the
+// QP the ID's.
+func (id *ID) DestroyQP(ctx context.Context) error {
+	const op = "destroy_qp"
+	if id == nil || id.channel() == nil {
+		return invalid(op, "nil ID")
+	}
+	id.mu.Lock()
+	qp := id.qpp
+	id.mu.Unlock()
+	if qp == nil {
+		return invalid(op, "the ID has no QP")
+	}
+	if err := qp.Destroy(ctx); err != nil && !errors.Is(err, uverbs.ErrClosed) {
+		return opErr(op, err)
+	}
+	id.mu.Lock()
+	if id.qpp == qp {
+		id.qpp = nil
+	}
+	id.mu.Unlock()
+	return nil
 }
 
 // InitQPAttr returns the attributes and mask that move a QP of the ID's

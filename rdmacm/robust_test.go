@@ -323,7 +323,6 @@ func TestBadArguments(t *testing.T) {
 	for _, d := range []time.Duration{0, -1, time.Duration(math.MaxInt64)} {
 		wantInvalid(t, fmt.Sprint("ResolveRoute ", d), id.ResolveRoute(d))
 	}
-	wantInvalid(t, "Listen(-1)", id.Listen(-1))
 	if cmds, _ := sentCommands(t, r); len(cmds) != 0 {
 		t.Errorf("commands %v sent for refused arguments", cmds)
 	}

@@ -649,3 +649,96 @@ func TestVMPeerKilled(t *testing.T) {
 	listen.Destroy()
 	server.close()
 }
+
+// TestVMListenUnbound: rdma_listen on an ID never bound: the kernel binds
+// it to the wildcard address and a free port, which LocalAddr reports
+// after Listen (rdma_listen queries the address); a client connects to
+// that port. A negative backlog is the kernel's limit, as the __u32 C
+// passes makes it.
+func TestVMListenUnbound(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch, cch := openChannel(t), openChannel(t)
+	listen := newID(t, ch, rdmacm.PortSpaceTCP, 0)
+	defer listen.Destroy()
+	if err := listen.Listen(-1); err != nil {
+		t.Fatalf("Listen(-1) on an unbound ID: %v", err)
+	}
+	la := listen.LocalAddr()
+	if !la.IsValid() || !la.Addr().IsUnspecified() || la.Port() == 0 {
+		t.Fatalf("LocalAddr after Listen = %v, want the wildcard address and the port the kernel chose", la)
+	}
+	client := resolve(ctx, t, cch, netip.AddrPortFrom(rxeAddr, la.Port()))
+	defer client.Destroy()
+	if err := client.Connect(&rdmacm.ConnParam{QPNum: 0x123, RetryCount: 7, RNRRetryCount: 7}); err != nil {
+		t.Fatal(err)
+	}
+	ev := want(ctx, t, ch, rdmacm.EventConnectRequest)
+	if err := ev.ID.Reject(nil); err != nil {
+		t.Fatal(err)
+	}
+	ev.ID.Destroy()
+}
+
+// TestVMDestroyQP: rdma_destroy_qp. The ID forgets its QP, so a second
+// CreateQP makes a new one (the old code kept the destroyed QP and refused
+// it), and the connection uses the new QP: a Connect advertises its
+// number. An ID without a QP refuses DestroyQP; a QP destroyed directly is
+// forgotten by DestroyQP too.
+func TestVMDestroyQP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch, cch := openChannel(t), openChannel(t)
+	listen := listener(t, ch, rdmacm.PortSpaceTCP, 0)
+	defer listen.Destroy()
+	cid := resolve(ctx, t, cch, listen.LocalAddr())
+	defer cid.Destroy()
+	if err := cid.DestroyQP(ctx); !errors.Is(err, rdmacm.ErrInvalid) {
+		t.Errorf("DestroyQP without a QP: %v, want ErrInvalid", err)
+	}
+	e := newEnd(t, cid)
+	if err := cid.DestroyQP(ctx); err != nil {
+		t.Fatalf("DestroyQP: %v", err)
+	}
+	if cid.QP() != nil {
+		t.Fatal("the ID still has its QP after DestroyQP")
+	}
+	qp, err := cid.CreateQP(e.pd, endQPAttr(e.cq))
+	if err != nil {
+		t.Fatalf("CreateQP after DestroyQP: %v", err)
+	}
+	e.qp = qp
+	defer e.close()
+	if err := cid.Connect(&rdmacm.ConnParam{RetryCount: 7, RNRRetryCount: 7}); err != nil {
+		t.Fatal(err)
+	}
+	ev := want(ctx, t, ch, rdmacm.EventConnectRequest)
+	if ev.Param.QPNum != qp.QPN() {
+		t.Errorf("the request carries QP %#x, want the new QP %#x", ev.Param.QPNum, qp.QPN())
+	}
+	if err := ev.ID.Reject(nil); err != nil {
+		t.Fatal(err)
+	}
+	ev.ID.Destroy()
+	if ev, err := cch.GetEvent(ctx); err != nil || ev.Type != rdmacm.EventRejected {
+		t.Fatalf("client event %v (%v), want a reject", &ev, err)
+	}
+	// Destroyed directly, the QP is still forgotten by DestroyQP.
+	other := resolve(ctx, t, cch, listen.LocalAddr())
+	defer other.Destroy()
+	f := newEnd(t, other)
+	if err := f.qp.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.DestroyQP(ctx); err != nil {
+		t.Errorf("DestroyQP of a QP destroyed directly: %v", err)
+	}
+	if other.QP() != nil {
+		t.Error("the ID still has the QP destroyed directly")
+	}
+	f.qp, err = other.CreateQP(f.pd, endQPAttr(f.cq))
+	if err != nil {
+		t.Fatalf("CreateQP after that: %v", err)
+	}
+	f.close()
+}
