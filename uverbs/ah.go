@@ -95,7 +95,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	var resp abi.IbUverbsCreateAhResp
 	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_CREATE_AH, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp), UdataOut: drv.udataOut()}
 	if err := c.execWrite(&w, "ah", "create"); err != nil {
-		return nil, c.limitErr(err, "ah")
+		return nil, c.limitErr(err, "ah", nil)
 	}
 	ah := &AH{ctx: c, pd: pd, handle: resp.AhHandle, attr: attr}
 	num, err := drv.created()

@@ -3,6 +3,8 @@ package uverbs_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"strings"
 	"testing"
 
 	"github.com/pureverbs/pureverbs/async"
@@ -118,6 +120,10 @@ func TestVMBadInput(t *testing.T) {
 					t.Fatalf("panic: %v", p)
 				}
 			}()
+			// Nothing half-created: the kernel's counts of every kind
+			// are compared with the context open (its close would
+			// destroy anything left behind before the test looked).
+			before := testkit.Resources(t, testkit.RxeDev)
 			err := tc.call()
 			if err == nil {
 				t.Fatal("no error")
@@ -127,8 +133,29 @@ func TestVMBadInput(t *testing.T) {
 					t.Errorf("%v does not match %v", err, w)
 				}
 			}
+			if after := testkit.Resources(t, testkit.RxeDev); !maps.Equal(before, after) {
+				t.Errorf("kernel objects before %v, after the refused call %v", before, after)
+			}
 			t.Logf("%v", err)
 		})
+	}
+	// The hint of a refused create names the limit the request broke, not
+	// the device's count of objects.
+	for _, h := range []struct {
+		name string
+		err  error
+		says string
+	}{
+		{"CQ beyond max_cqe", func() error { _, err := c.CreateCQ(1<<30, nil); return err }(), "cqe 1073741824 is above"},
+		{"QP beyond max_sge", func() error {
+			_, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1 << 10, MaxRecvSGE: 1}})
+			return err
+		}(), "max_send_sge 1024 is above"},
+		{"SRQ beyond max_srq_wr", func() error { _, err := pd.CreateSRQ(uverbs.SRQAttr{MaxWR: 1 << 30, MaxSGE: 1}); return err }(), "max_wr 1073741824 is above"},
+	} {
+		if h.err == nil || !strings.Contains(h.err.Error(), h.says) || strings.Contains(h.err.Error(), "limit was reached") {
+			t.Errorf("%s: %v; want a hint saying %q, not the object count", h.name, h.err, h.says)
+		}
 	}
 	// The unregistered-memory case completes with an error, not a fault.
 	if err := qp.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
@@ -141,11 +168,11 @@ func TestVMBadInput(t *testing.T) {
 		t.Logf("send from unregistered memory: %v", wc.Status)
 	}
 	ctx := context.Background()
-	qp.Destroy(ctx)
-	mr.Dereg()
-	cq.Destroy(ctx)
-	pd.Dealloc()
-	c.Close()
+	for _, err := range []error{qp.Destroy(ctx), mr.Dereg(), cq.Destroy(ctx), pd.Dealloc(), c.Close()} {
+		if err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	}
 	if m := sys.OpenMappings(); len(m) != 0 {
 		t.Fatalf("mappings left: %v", m)
 	}

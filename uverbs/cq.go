@@ -110,7 +110,9 @@ func (c *Context) CreateCQ(cqe int, opts *CQOptions) (*CQ, error) {
 	if err != nil {
 		cq.detach()
 		c.reg.Abort(uh)
-		return nil, c.limitErr(c.opErr("cq", "create", err), "cq")
+		return nil, c.limitErr(c.opErr("cq", "create", err), "cq", func(a *DeviceAttr) string {
+			return c.overLimit(limitCheck{"cqe", cqe, a.MaxCQE, "max_cqe", "DeviceAttr.MaxCQE"})
+		})
 	}
 
 	if err := drv.created(c); err != nil {

@@ -65,16 +65,23 @@ func memlockErr(err error, size int) error {
 }
 
 // limitErr explains EINVAL or ENOSPC from creating an object of kind
-// ("pd", "ah", "cq", "qp", "srq", "mr"), which is what a device at its
-// limit for that kind answers (rxe: EINVAL): it names the limit from
-// QueryDevice. Other errors are returned as they are.
-func (c *Context) limitErr(err error, kind string) error {
+// ("pd", "ah", "cq", "qp", "srq", "mr", "mw"), which is what a device at
+// its limit for that kind answers (rxe: EINVAL): it names the limit from
+// QueryDevice. When over (if not nil) finds the request itself past one
+// of the device's limits for one object (a CQ's cqe above max_cqe), the
+// hint names that limit instead. Other errors are returned as they are.
+func (c *Context) limitErr(err error, kind string, over func(a *DeviceAttr) string) error {
 	if !errors.Is(err, sys.EINVAL) && !errors.Is(err, sys.ENOSPC) {
 		return err
 	}
 	a, qerr := c.QueryDevice()
 	if qerr != nil {
 		return err
+	}
+	if over != nil {
+		if why := over(a); why != "" {
+			return withHint(err, why)
+		}
 	}
 	var limit int
 	var noun, field string
@@ -91,9 +98,30 @@ func (c *Context) limitErr(err error, kind string) error {
 		limit, noun, field = a.MaxSRQ, "shared receive queues", "max_srq, DeviceAttr.MaxSRQ"
 	case "mr":
 		limit, noun, field = a.MaxMR, "memory regions", "max_mr, DeviceAttr.MaxMR"
+	case "mw":
+		limit, noun, field = a.MaxMW, "memory windows", "max_mw, DeviceAttr.MaxMW"
 	default:
 		return err
 	}
 	return withHint(err, fmt.Sprintf("if the device's limit was reached: %s allows %d %s (%s), "+
 		"counting every process's; destroy those no longer used", c.dev.Name, limit, noun, field))
+}
+
+// overLimit names the first of checks whose value is above its device
+// limit ("cqe 70000 is above rxe0's max_cqe 32767 (DeviceAttr.MaxCQE)"),
+// "" when none is.
+func (c *Context) overLimit(checks ...limitCheck) string {
+	for _, k := range checks {
+		if k.v > k.limit {
+			return fmt.Sprintf("%s %d is above %s's %s %d (%s)", k.what, k.v, c.dev.Name, k.field, k.limit, k.attr)
+		}
+	}
+	return ""
+}
+
+// limitCheck is a requested value against a device limit of DeviceAttr.
+type limitCheck struct {
+	what        string // the request's name for it: "cqe", "max_send_wr"
+	v, limit    int
+	field, attr string // the limit's: "max_cqe", "DeviceAttr.MaxCQE"
 }

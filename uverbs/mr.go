@@ -168,7 +168,7 @@ func (pd *PD) regMR(buf []byte, iova uint64, iovaSet bool, access Access) (*MR, 
 	var resp abi.IbUverbsRegMrResp
 	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_REG_MR, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
 	if err := c.execWrite(&w, "mr", "reg"); err != nil {
-		return nil, c.limitErr(memlockErr(err, len(buf)), "mr")
+		return nil, c.limitErr(memlockErr(err, len(buf)), "mr", nil)
 	}
 	mr.handle, mr.first.lkey, mr.first.rkey = resp.MrHandle, resp.Lkey, resp.Rkey
 	pd.users.mr.Add(1)

@@ -114,7 +114,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 	var resp abi.IbUverbsAllocMwResp
 	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_ALLOC_MW, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
 	if err := c.execWrite(&w, "mw", "alloc"); err != nil {
-		return nil, c.limitErr(err, "mw")
+		return nil, c.limitErr(err, "mw", nil)
 	}
 	mw := &MW{ctx: c, pd: pd, handle: resp.MwHandle, typ: typ}
 	mw.rkey.Store(resp.Rkey)

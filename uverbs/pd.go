@@ -32,7 +32,7 @@ func (c *Context) AllocPD() (*PD, error) {
 	var resp abi.IbUverbsAllocPdResp
 	w := sys.WriteCmd{Cmd: abi.IB_USER_VERBS_CMD_ALLOC_PD, Req: sys.AsBytes(&req), Resp: sys.AsBytes(&resp)}
 	if err := c.execWrite(&w, "pd", "alloc"); err != nil {
-		return nil, c.limitErr(err, "pd")
+		return nil, c.limitErr(err, "pd", nil)
 	}
 	return &PD{ctx: c, handle: resp.PdHandle}, nil
 }

@@ -349,7 +349,13 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	c.put(cmd)
 	if err != nil {
 		c.reg.Abort(uh)
-		return nil, c.limitErr(c.opErr("qp", "create", err), "qp")
+		return nil, c.limitErr(c.opErr("qp", "create", err), "qp", func(a *DeviceAttr) string {
+			return c.overLimit(
+				limitCheck{"max_send_wr", attr.Cap.MaxSendWR, a.MaxQPWR, "max_qp_wr", "DeviceAttr.MaxQPWR"},
+				limitCheck{"max_recv_wr", attr.Cap.MaxRecvWR, a.MaxQPWR, "max_qp_wr", "DeviceAttr.MaxQPWR"},
+				limitCheck{"max_send_sge", attr.Cap.MaxSendSGE, a.MaxSGE, "max_sge", "DeviceAttr.MaxSGE"},
+				limitCheck{"max_recv_sge", attr.Cap.MaxRecvSGE, a.MaxSGE, "max_sge", "DeviceAttr.MaxSGE"})
+		})
 	}
 	qp.qpn = qpn
 	qp.cap = capFromABI(&capOut)

@@ -165,7 +165,11 @@ func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
 	c.put(cmd)
 	if err != nil {
 		c.reg.Abort(uh)
-		return nil, c.limitErr(c.opErr("srq", "create", err), "srq")
+		return nil, c.limitErr(c.opErr("srq", "create", err), "srq", func(a *DeviceAttr) string {
+			return c.overLimit(
+				limitCheck{"max_wr", attr.MaxWR, a.MaxSRQWR, "max_srq_wr", "DeviceAttr.MaxSRQWR"},
+				limitCheck{"max_sge", attr.MaxSGE, a.MaxSRQSGE, "max_srq_sge", "DeviceAttr.MaxSRQSGE"})
+		})
 	}
 	srq.attr = SRQAttr{MaxWR: int(maxWR), MaxSGE: int(maxSGE), Limit: attr.Limit}
 	srq.srqn = drv.srqNum()

@@ -214,6 +214,20 @@ func TestVMTooManyObjects(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, s)
 				}
 			}
+			// The kernel's resource counts have no AHs: that the
+			// destroys reached it shows in the pool, full until
+			// they ran, taking a new AH after them.
+			for _, ah := range ahs {
+				if err := ah.Destroy(); err != nil {
+					t.Fatalf("Destroy: %v", err)
+				}
+			}
+			ahs = nil
+			ah, err := pd.CreateAH(ahAttr)
+			if err != nil {
+				t.Fatalf("CreateAH after destroying the %d AHs of a full pool: %v", attr.MaxAH, err)
+			}
+			ahs = append(ahs, ah)
 			return
 		}
 		ahs = append(ahs, ah)
