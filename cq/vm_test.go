@@ -982,7 +982,7 @@ func TestVMMixedWaits(t *testing.T) {
 
 // TestVMAllNilContext: All on an empty CQ with a nil context yields one
 // ErrInvalid and ends (it used to panic, asking the nil ctx why its Wait
-// failed).
+// failed); GetWC with no room is ErrInvalid too.
 func TestVMAllNilContext(t *testing.T) {
 	c := open(t)
 	q, err := cq.New(c, 4, nil)
@@ -1000,6 +1000,12 @@ func TestVMAllNilContext(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("All(nil) yielded %d times, want 1", n)
+	}
+	// rpma_cq_get_wc refuses num_entries below 1 (RPMA_E_INVAL).
+	for _, wcs := range [][]uverbs.WC{nil, make([]uverbs.WC, 0, 4)} {
+		if k, err := q.GetWC(wcs); k != 0 || !errors.Is(err, uverbs.ErrInvalid) {
+			t.Errorf("GetWC(%d of cap %d) = %d, %v; want 0 and ErrInvalid", len(wcs), cap(wcs), k, err)
+		}
 	}
 }
 
