@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -189,14 +189,8 @@ func retOf(err error) int {
 	return -1
 }
 
-// strerror is glibc's text for n (Go's, capitalised as glibc's is).
-func strerror(n syscall.Errno) string {
-	s := n.Error()
-	if s != "" && s[0] >= 'a' && s[0] <= 'z' {
-		s = strings.ToUpper(s[:1]) + s[1:]
-	}
-	return s
-}
+// strerror is glibc's text for n.
+func strerror(n syscall.Errno) string { return sys.Strerror(n) }
 
 // die ends the run as the C tool's cm thread does with exit(status):
 // every wait returns, nothing more is printed, and the teardown follows.

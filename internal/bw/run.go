@@ -549,11 +549,7 @@ func strerror(err error) string {
 	var en sys.Errno
 	switch {
 	case errors.As(err, &en):
-		s := en.Error()
-		if s != "" {
-			s = strings.ToUpper(s[:1]) + s[1:]
-		}
-		return s
+		return sys.Strerror(en)
 	case errors.Is(err, uverbs.ErrInvalid):
 		return "Invalid argument"
 	}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/pureverbs/pureverbs/internal/getopt"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -42,19 +41,8 @@ func Errno(err error) (sys.Errno, bool) {
 	return 0, false
 }
 
-// Strerror is glibc's text for n (Go's, capitalised as glibc's is;
-// "Unknown error N" for a number neither knows, such as the kernel's
-// internal ENOTSUPP, 524).
-func Strerror(n sys.Errno) string {
-	s := n.Error()
-	if strings.HasPrefix(s, "errno ") {
-		return "Unknown error " + s[len("errno "):]
-	}
-	if s != "" && s[0] >= 'a' && s[0] <= 'z' {
-		s = strings.ToUpper(s[:1]) + s[1:]
-	}
-	return s
-}
+// Strerror is glibc's text for n (sys.Strerror).
+func Strerror(n sys.Errno) string { return sys.Strerror(n) }
 
 // Host is a host option of the C examples: a char * that stays NULL until
 // the option is given, and may then be "". getaddrinfo(3) refuses ""

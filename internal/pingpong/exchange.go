@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/pureverbs/pureverbs/internal/getopt"
+	"github.com/pureverbs/pureverbs/internal/sys"
 )
 
 // msgError is a failure reported the way the C tools report it: the
@@ -27,11 +28,17 @@ func withLines(err error, more ...string) msgError {
 	return append(msgError{err.Error()}, more...)
 }
 
-// perror formats "what: reason" as perror(3) does, with a Go error as
-// the reason (an EOF, which has no errno, reads as the short read it is).
+// perror formats "what: reason" as perror(3) does: glibc's text of the
+// errno the error wraps ("Connection reset by peer"), else the Go error
+// (an EOF, after which C prints whatever errno held, reads as the short
+// read it is).
 func perror(what string, err error) string {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return what + ": connection closed by peer"
+	}
+	var n sys.Errno
+	if errors.As(err, &n) && n != 0 {
+		return what + ": " + sys.Strerror(n)
 	}
 	return what + ": " + err.Error()
 }

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pureverbs/pureverbs/internal/sys"
 )
 
 func freePort(t *testing.T) uint32 {
@@ -226,5 +229,22 @@ func TestGaiText(t *testing.T) {
 	}
 	if got := GAIText(&net.DNSError{Err: "read udp: connection refused", Name: "x.invalid"}); got != "Temporary failure in name resolution" {
 		t.Errorf("no resolver: %q", got)
+	}
+}
+
+// TestPerror: a failed read or write prints glibc's text of its errno, as
+// perror(3) in the C tools does ("Connection reset by peer", not Go's
+// "read tcp ...: connection reset by peer").
+func TestPerror(t *testing.T) {
+	reset := sys.Errno(104) // ECONNRESET
+	err := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", reset)}
+	if got, want := perror("client read/write", err), "client read/write: Connection reset by peer"; got != want {
+		t.Errorf("perror = %q, want %q", got, want)
+	}
+	if got, want := perror("server read", io.EOF), "server read: connection closed by peer"; got != want {
+		t.Errorf("perror(EOF) = %q, want %q", got, want)
+	}
+	if got, want := perror("x", sys.Errno(524)), "x: Unknown error 524"; got != want {
+		t.Errorf("perror(524) = %q, want %q", got, want)
 	}
 }
