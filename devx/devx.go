@@ -60,8 +60,8 @@ const (
 // A device that is not mlx5 fails with an error matching
 // uverbs.ErrNotSupported before anything is opened; an mlx5 device whose
 // firmware has no DEVX support fails with an error matching both
-// uverbs.ErrNotSupported and the kernel's errno. (uverbs.Open opens an
-// mlx5 device without DEVX.)
+// uverbs.ErrNotSupported and the kernel's errno. (uverbs.Open and
+// OpenPreferred ask for DEVX and fall back to a plain context.)
 func Open(dev uverbs.Device) (*uverbs.Context, error) {
 	x, err := core.Open(dev, core.OpenOptions{DEVX: true})
 	if err != nil {
@@ -76,8 +76,8 @@ func Open(dev uverbs.Device) (*uverbs.Context, error) {
 
 // OpenPreferred opens dev as ibv_open_device(3) does on mlx5: with a
 // DEVX user context when the device grants one, and otherwise with a
-// plain one (Available then reports ErrNotSupported). A device that is not
-// mlx5 is opened as uverbs.Open does.
+// plain one (Available then reports ErrNotSupported); uverbs.Open does
+// the same. A device that is not mlx5 is opened as uverbs.Open does.
 func OpenPreferred(dev uverbs.Device) (*uverbs.Context, error) {
 	x, err := core.Open(dev, core.OpenOptions{DEVX: true, DEVXOptional: true})
 	if err != nil {

@@ -158,8 +158,13 @@ func OpenByName(name string) (*Context, error) {
 // (DEVICE/GET_CONTEXT) and the asynchronous event fd (ASYNC_EVENT/ALLOC).
 // Kernels without the ioctl interface get the write() GET_CONTEXT, which
 // creates the async fd itself. An mlx5 device gets libmlx5's
-// GET_CONTEXT request without DEVX (devx.Open asks for DEVX).
-func Open(dev Device) (*Context, error) { return open(dev, core.OpenOptions{}) }
+// GET_CONTEXT request, asking for a DEVX user context first and, refused
+// that (firmware without DEVX), a plain one, as ibv_open_device does
+// (mlx5_alloc_context's always_devx): the devx package works on the
+// context in the first case.
+func Open(dev Device) (*Context, error) {
+	return open(dev, core.OpenOptions{DEVX: true, DEVXOptional: true})
+}
 
 func open(dev Device, o core.OpenOptions) (*Context, error) {
 	if o.DEVX && o.DEVXOptional && driverIDFor(dev) != abi.RDMA_DRIVER_MLX5 {
