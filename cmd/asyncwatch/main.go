@@ -15,7 +15,9 @@
 // (the descriptor number is this process's own, so it may differ from the C
 // tool's). Without -d it watches the first device, as ibv_asyncwatch does.
 // Each event is acknowledged after its line is written; SIGINT or SIGTERM
-// ends the program with status 0.
+// closes the device and then kills the program with that signal, as it
+// kills ibv_asyncwatch, which installs no handler (a shell shows 130 or
+// 143).
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/pureverbs/pureverbs/async"
 	"github.com/pureverbs/pureverbs/internal/getopt"
@@ -33,9 +36,41 @@ import (
 
 func main() {
 	prog = os.Args[0]
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, sigterm)
+	sigs := make(chan os.Signal, 1)
+	for _, sig := range []os.Signal{os.Interrupt, sigterm} {
+		if !signal.Ignored(sig) { // started ignoring it (nohup, &): C keeps ignoring it
+			signal.Notify(sigs, sig)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var got os.Signal
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case got = <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	cancel()
+	<-done
+	if got != nil {
+		// ibv_asyncwatch installs no handler and dies of the signal (a
+		// shell shows 130 or 143): so does this, once the context is
+		// closed and the events read are acknowledged.
+		signal.Reset(got)
+		if s, ok := got.(syscall.Signal); ok {
+			syscall.Kill(os.Getpid(), s)
+			// The runtime's handler, no longer notifying, dies of it
+			// (its default for SIGINT and SIGTERM) on whichever thread
+			// takes it; this waits for that, and is the shell's status
+			// if it somehow does not come.
+			time.Sleep(5 * time.Second)
+			os.Exit(128 + int(s))
+		}
+	}
 	os.Exit(code)
 }
 

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -240,4 +242,67 @@ func TestVMSameAsC(t *testing.T) {
 		{"-ib-dev=" + testkit.RxeDev}, {"-d", "nosuchdev9"}, {"--ib", "nosuchdev9"},
 		{"-d", ""}, {"--ib-dev="},
 	}, nil)
+}
+
+// TestVMSignalEnds: SIGINT and SIGTERM end a watching asyncwatch as they
+// end ibv_asyncwatch, which installs no handler: killed by the signal
+// (a shell's 130 or 143), not exit status 0. Ours closes its context
+// first.
+func TestVMSignalEnds(t *testing.T) {
+	testkit.RequireVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		for _, bin := range []string{"asyncwatch", "ibv_asyncwatch"} {
+			// On a terminal: C's stdout to a pipe is block-buffered,
+			// and the header is how the test knows the tool watches.
+			hw := &headerWriter{seen: make(chan struct{})}
+			pty, err := testkit.OpenPTY(hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.CommandContext(ctx, bin, "-d", testkit.RxeDev)
+			cmd.Stdout, cmd.Stderr = pty.Slave, pty.Slave
+			if err := cmd.Start(); err != nil {
+				pty.Finish()
+				t.Fatal(err)
+			}
+			select {
+			case <-hw.seen:
+			case <-ctx.Done():
+				cmd.Process.Kill()
+				cmd.Wait()
+				pty.Finish()
+				t.Fatalf("%s: no header: %v", bin, ctx.Err())
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			err = cmd.Wait()
+			pty.Finish()
+			ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if !ok || !ws.Signaled() || ws.Signal() != sig {
+				t.Errorf("%s after %v: %v (%v), want killed by %v", bin, sig, cmd.ProcessState, err, sig)
+			}
+		}
+	}
+}
+
+// headerWriter closes seen once asyncwatch's header has been written.
+type headerWriter struct {
+	mu   sync.Mutex
+	buf  []byte
+	seen chan struct{}
+	done bool
+}
+
+func (w *headerWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	if !w.done && strings.Contains(string(w.buf), "async event FD") && strings.Contains(string(w.buf), "\n") {
+		w.done = true
+		close(w.seen)
+	}
+	return len(p), nil
 }
