@@ -34,8 +34,9 @@ const (
 // Errors wrap ErrInvalid: grh shorter than GRHSize, a message sent to a
 // multicast address (no GID of the port to answer from), no GID of the
 // port equal to the destination, a header that is neither IPv4 nor IPv6
-// (also sys.EPROTONOSUPPORT, as libibverbs' errno), or a port out of
-// range; errors of the GID table query are returned as they are.
+// or an IPv6 header whose next header is neither UDP nor IB (both also
+// match unix.EPROTONOSUPPORT, libibverbs' errno), or a port out of range;
+// errors of the GID table query are returned as they are.
 func (c *Context) AHAttrFromWC(port int, wc *WC, grh []byte) (AHAttr, error) {
 	if c == nil {
 		return AHAttr{}, errNilContext

@@ -58,8 +58,8 @@ const (
 	// WaitPoller parks the goroutine on the Go runtime poller (the
 	// default): no OS thread is held, any number of goroutines may wait.
 	// An event not yet queued costs the futex sleep and wake-up and the
-	// read; the read that fails first is left out when the channel's arm
-	// bookkeeping (arm.go) proves nothing can be queued.
+	// read; the read that fails first is left out when the channel's
+	// record of its CQs' arms proves nothing can be queued.
 	WaitPoller WaitMode = iota
 	// WaitThread blocks the calling goroutine's OS thread in ppoll(2) on
 	// the channel (and a wake-up eventfd for its context and Close), then

@@ -189,7 +189,8 @@ func (cq *CQ) CQE() int {
 // MaxCQE, is the kernel's EINVAL, and the CQ is left as it was. Resize
 // waits for the CQ's uses in flight (polls, arms) to end and blocks new
 // ones while it runs. On a completion channel an armed CQ stays armed;
-// the channel's next wait reads before it parks (arm.go).
+// the channel's next wait reads the channel before it parks, since its
+// record of the arm describes the old ring.
 func (cq *CQ) Resize(cqe int) error {
 	if cq == nil || cq.ctx == nil {
 		return invalidErr("cq", "resize", "nil CQ")

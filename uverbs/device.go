@@ -13,48 +13,6 @@ import (
 	"github.com/pureverbs/pureverbs/abi"
 )
 
-// Device discovery from sysfs.
-//
-// This mirrors what libibverbs does when netlink is unavailable
-// (rdma-core libibverbs/init.c find_sysfs_devs, setup_sysfs_dev,
-// check_abi_version), reading only regular sysfs files:
-//
-//	/sys/class/infiniband_verbs/abi_version           core uverbs ABI (must be 6)
-//	/sys/class/infiniband_verbs/uverbsN/ibdev         ibdev name, e.g. "rxe0"
-//	/sys/class/infiniband_verbs/uverbsN/abi_version   driver ABI (rxe 2, mlx5 1)
-//	/sys/class/infiniband_verbs/uverbsN/dev           "major:minor" (optional)
-//	/sys/class/infiniband/<ibdev>/{node_guid,sys_image_guid,node_type,
-//	                                fw_ver,node_desc,ports/N,device/driver,parent}
-//
-// Error policy: a malformed tree is reported, not skipped. If any uverbsN
-// entry is broken, DevicesAt fails with an error wrapping ErrSysfs that
-// names the file and the bad value, so the problem is visible instead of a
-// device silently missing from the list. (libibverbs skips such devices.)
-//
-// Driver ids. Every RDMA_VERBS_IOCTL header must carry the device's
-// enum rdma_driver_id or the kernel answers EINVAL. sysfs does not show it,
-// so DevicesAt derives it from the kernel driver's name (driverIDs, a small
-// table). Devices and DeviceByName, the entry points for the running
-// system, then ask RDMA netlink, as libibverbs' find_sysfs_devs_nl does:
-// one RDMA_NLDEV_CMD_GET dump and one RDMA_NLDEV_CMD_GET_CHARDEV
-// (CHARDEV_TYPE "uverbs") per device, whose reply carries
-// RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, the kernel's own value. It overrides
-// the table for every device whose netlink ibdev name and uverbs char
-// device name match the sysfs entry. When netlink is unusable (no
-// NETLINK_RDMA, kernels before 5.0 without GET_CHARDEV or
-// UVERBS_DRIVER_ID, EPERM/EOPNOTSUPP, a timeout) the sysfs value stays,
-// silently: discovery never fails because of netlink.
-//
-// Device order. Devices lists the devices in the order libibverbs'
-// ibv_get_device_list gives them (so devinfo -l prints what ibv_devinfo -l
-// prints): the order of the RDMA netlink device dump, which is creation
-// order, or, when netlink is unusable, the readdir order of
-// /sys/class/infiniband_verbs; see device_nl.go for the derivation from
-// rdma-core's source. DevicesAt, which reads a sysfs tree given by its
-// root (often a fake one in tests), sorts by Name instead: readdir order
-// depends on the file system holding the tree, and DevicesAt's result must
-// not.
-
 // Default roots used by Devices and DeviceByName.
 const (
 	DefaultSysfsRoot = "/sys"
@@ -115,7 +73,7 @@ type Device struct {
 	NodeGUID     uint64   // node_guid "0011:2233:4455:6677" read as one big-endian number: 0x0011223344556677
 	SysImageGUID uint64   // sys_image_guid, same encoding
 	NodeType     NodeType // from node_type "1: CA"
-	Driver       string   // see deriveDriver: kernel driver of device/driver ("mlx5_core"), or "rxe"/"siw" for software devices; "" if unknown
+	Driver       string   // basename of the ibdev's device/driver link, the kernel driver of its parent device ("mlx5_core", "efa"), or "rxe"/"siw" for software devices (told by rxe's parent attribute, else by the name prefix); "" if unknown
 	DriverID     uint32   // enum rdma_driver_id (RDMA_DRIVER_RXE 14, RDMA_DRIVER_MLX5 1, ...): from RDMA netlink in Devices/DeviceByName when the kernel reports it, else from Driver's table entry, else 0 (RDMA_DRIVER_UNKNOWN)
 	FWVersion    string   // fw_ver, "" if absent or empty (rxe)
 	NumPorts     int      // len(Ports)
@@ -128,15 +86,19 @@ type Device struct {
 // of ibv_get_device_list in a new process: the RDMA netlink device dump's
 // order, which is the order the devices were created in, or when netlink
 // is unusable the readdir order of /sys/class/infiniband_verbs), with
-// DriverID taken from RDMA netlink where the kernel reports it (see the
-// notes above and in device_nl.go; netlink failures fall back to sysfs
-// silently).
+// DriverID and Index taken from RDMA netlink where the kernel reports
+// them (see the package documentation; netlink failures fall back to
+// sysfs silently). The netlink part may take up to 5 seconds when the
+// kernel does not answer before Devices gives up on it.
 func Devices() ([]Device, error) {
 	return devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkDevices)
 }
 
 // DeviceByName returns the device whose ibdev name is name, with DriverID
-// from RDMA netlink as in Devices.
+// and Index from RDMA netlink as in Devices, which it calls: it too may
+// wait up to 5 seconds for netlink. It returns an error wrapping
+// ErrNoDevice when no device has that name, and any error Devices
+// returns.
 func DeviceByName(name string) (Device, error) {
 	devs, err := devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkDevices)
 	return findDevice(devs, err, name)
