@@ -88,9 +88,11 @@ func (noEvent) Unwrap() error        { return nil }
 type Event struct {
 	// Type is the event type.
 	Type EventType
-	// Element is the CQ, QP, SRQ or WQ an affiliated event concerns, or
-	// nil for port and device events, or when the object is unknown to
-	// this process (never created through this library, or destroyed).
+	// Element is the CQ, QP or SRQ an affiliated event concerns, or nil:
+	// for port and device events, for WQ events (this library creates no
+	// WQs, so their events come with no object), and when the object is
+	// unknown to this process (never created through this library, or
+	// destroyed).
 	Element uverbs.Affiliated
 	// Port is the element as a port number, as libibverbs fills
 	// element.port_num: the port for port events (Type.Element() ==
@@ -187,9 +189,10 @@ func (r *Reader) Fd() int {
 var errNilReader = fmt.Errorf("%w: nil async.Reader (use NewReader)", uverbs.ErrInvalid)
 
 // Get waits for the next event, parking the goroutine on the runtime
-// poller, and returns it. It returns ctx.Err() when ctx ends, and an error
-// matching uverbs.ErrClosed once the Context is closed. Several goroutines
-// may call Get at once; each event is returned to exactly one of them.
+// poller, and returns it (ibv_get_async_event(3)). It returns ctx.Err()
+// when ctx ends, and an error matching uverbs.ErrClosed once the Context
+// is closed. Several goroutines may call Get at once; each event is
+// returned to exactly one of them.
 func (r *Reader) Get(ctx context.Context) (Event, error) {
 	if r == nil || r.file == nil {
 		return Event{}, errNilReader
@@ -210,7 +213,8 @@ func (r *Reader) Get(ctx context.Context) (Event, error) {
 }
 
 // TryGet returns the next queued event without blocking, or ErrNoEvent
-// (which matches unix.EAGAIN) when there is none.
+// (which matches unix.EAGAIN) when there is none (ibv_get_async_event(3)
+// on a non-blocking async_fd).
 func (r *Reader) TryGet() (Event, error) {
 	if r == nil || r.file == nil {
 		return Event{}, errNilReader

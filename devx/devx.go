@@ -91,7 +91,8 @@ func OpenPreferred(dev uverbs.Device) (*uverbs.Context, error) {
 }
 
 // OpenByName opens the device with the given ibdev name (e.g. "mlx5_0")
-// with a DEVX user context.
+// with a DEVX user context. It finds the device with
+// uverbs.DeviceByName, so it may wait up to 5 seconds for RDMA netlink.
 func OpenByName(name string) (*uverbs.Context, error) {
 	dev, err := uverbs.DeviceByName(name)
 	if err != nil {

@@ -87,10 +87,12 @@ func (e *GAIError) Reason() string {
 	return "Unknown error"
 }
 
+// Error names the node, the service and Reason's text.
 func (e *GAIError) Error() string {
 	return fmt.Sprintf("rdmacm: getaddrinfo %q %q: %s", e.Node, e.Service, e.Reason())
 }
 
+// Unwrap returns the resolver's error, if any.
 func (e *GAIError) Unwrap() error { return e.Err }
 
 // GetAddrInfo resolves a node (a host name or an address) and a service

@@ -551,6 +551,15 @@ func getComp(ctx context.Context, op string, cq *uverbs.CQ, cc *uverbs.CompChann
 // in another goroutine (GetRequest, a completion wait, Connect) returns
 // an error wrapping ErrClosed. It returns the first error; everything is
 // released whatever happens. Destroying twice is ErrClosed.
+//
+// Destroying the QP and the endpoint's CQs waits, 10 seconds at most for
+// all of them, until every event of theirs that was read has been
+// acknowledged: async events read with an async.Reader and not yet passed
+// to its Ack, and completion events read from the endpoint's completion
+// channels and not acknowledged with CQ.AckEvents (the endpoint's own
+// completion waits acknowledge theirs). When the 10 seconds run out,
+// Destroy goes on releasing and returns the *uverbs.UnackedError naming
+// the events (the objects are destroyed regardless).
 func (ep *Endpoint) Destroy() error {
 	if ep == nil {
 		return invalid("destroy_ep", "nil Endpoint")

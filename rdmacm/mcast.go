@@ -64,13 +64,13 @@ func (id *ID) JoinMulticast(addr netip.Addr, sendOnly bool) (*Multicast, error) 
 	return id.join(op, addr, func(s *abi.KernelSockaddrStorage) uint16 { return putSockaddr(s, netip.AddrPortFrom(addr, 0)) }, sendOnly)
 }
 
-// JoinMulticastGID joins the multicast group of GID mgid given as an
-// AF_IB address (a struct sockaddr_ib with the GID and no P_Key, service
-// ID or scope), as librdmacm joins one: for IB devices, whose groups need
-// not have an IP address. The kernel's connection manager has no AF_IB
-// groups on RoCE: on rxe the join fails with errno 524 (the kernel's
-// ENOTSUPP), as mckey -M shows. Multicast.Addr is then the GID as an IPv6
-// address.
+// JoinMulticastGID joins the multicast group of GID mgid
+// (rdma_join_multicast_ex(3)) given as an AF_IB address (a struct
+// sockaddr_ib with the GID and no P_Key, service ID or scope), as
+// librdmacm joins one: for IB devices, whose groups need not have an IP
+// address. The kernel's connection manager has no AF_IB groups on RoCE:
+// on rxe the join fails with errno 524 (the kernel's ENOTSUPP), as
+// mckey -M shows. Multicast.Addr is then the GID as an IPv6 address.
 func (id *ID) JoinMulticastGID(mgid uverbs.GID, sendOnly bool) (*Multicast, error) {
 	return id.join("join_multicast", netip.AddrFrom16(mgid), func(s *abi.KernelSockaddrStorage) uint16 {
 		b := sys.AsBytes(s)

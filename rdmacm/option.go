@@ -9,30 +9,31 @@ import (
 // one SET_OPTION command; the kernel checks when an option may change
 // and refuses with its errno (errors.Is(err, unix.EINVAL)).
 
-// SetTOS sets the type of service of the ID's traffic (RDMA_OPTION_ID_TOS):
-// on RoCE the GRH's traffic class, taken by the route, so set it before
-// ResolveRoute (a client) or Listen (a server).
+// SetTOS sets the type of service of the ID's traffic (rdma_set_option(3),
+// RDMA_OPTION_ID_TOS): on RoCE the GRH's traffic class, taken by the
+// route, so set it before ResolveRoute (a client) or Listen (a server).
 func (id *ID) SetTOS(tos uint8) error {
 	return id.setOption("set_option tos", abi.RDMA_OPTION_ID_TOS, []byte{tos})
 }
 
 // SetReuseAddr lets the ID bind a port another ID holds
-// (RDMA_OPTION_ID_REUSEADDR, SO_REUSEADDR's counterpart); set before
-// BindAddr.
+// (rdma_set_option(3), RDMA_OPTION_ID_REUSEADDR, SO_REUSEADDR's
+// counterpart); set before BindAddr.
 func (id *ID) SetReuseAddr(on bool) error {
 	return id.setOption("set_option reuseaddr", abi.RDMA_OPTION_ID_REUSEADDR, int32Bytes(on))
 }
 
 // SetAFOnly makes an ID bound to an IPv6 address take IPv6 only
-// (RDMA_OPTION_ID_AFONLY, IPV6_V6ONLY's counterpart); set before
-// BindAddr.
+// (rdma_set_option(3), RDMA_OPTION_ID_AFONLY, IPV6_V6ONLY's
+// counterpart); set before BindAddr.
 func (id *ID) SetAFOnly(on bool) error {
 	return id.setOption("set_option afonly", abi.RDMA_OPTION_ID_AFONLY, int32Bytes(on))
 }
 
 // SetAckTimeout sets the QP's local ACK timeout, 4.096 µs * 2^t
-// (RDMA_OPTION_ID_ACK_TIMEOUT), which the connection then gives the QP
-// at RTS in place of the one the CM computes from the path; at most 31.
+// (rdma_set_option(3), RDMA_OPTION_ID_ACK_TIMEOUT), which the connection
+// then gives the QP at RTS in place of the one the CM computes from the
+// path; at most 31.
 func (id *ID) SetAckTimeout(t uint8) error {
 	if t > 31 {
 		return invalid("set_option ack_timeout", "timeout %d, at most 31", t)

@@ -11,14 +11,14 @@
 // (JoinMulticast) over IPv4 and IPv6 addresses, on an asynchronous
 // EventChannel as in rdma_create_event_channel(3):
 //
-//	active side                        passive side
-//	ch.CreateID(PortSpaceTCP)          ch.CreateID(PortSpaceTCP)
-//	id.ResolveAddr(nil, dst, 2s)       id.BindAddr(addr); id.Listen(n)
-//	  -> EventAddrResolved             ...
-//	id.ResolveRoute(2s)                  -> EventConnectRequest (ev.ID new)
-//	  -> EventRouteResolved            ev.ID.CreateQP(pd, attr)
-//	id.CreateQP(pd, attr)              ev.ID.Accept(nil)
-//	id.Connect(nil)                      -> EventEstablished
+//	active side                                 passive side
+//	ch.CreateID(PortSpaceTCP)                   ch.CreateID(PortSpaceTCP)
+//	id.ResolveAddr(netip.AddrPort{}, dst, 2s)   id.BindAddr(addr); id.Listen(n)
+//	  -> EventAddrResolved                      ...
+//	id.ResolveRoute(2s)                           -> EventConnectRequest (ev.ID new)
+//	  -> EventRouteResolved                     ev.ID.CreateQP(pd, attr)
+//	id.CreateQP(pd, attr)                       ev.ID.Accept(nil)
+//	id.Connect(nil)                               -> EventEstablished
 //	  -> EventEstablished
 //	id.Disconnect()  -> EventDisconnected on both sides
 //	id.Destroy()
@@ -65,7 +65,10 @@ type OpError struct {
 	Err error
 }
 
+// Error returns "rdmacm: <op>: <error>".
 func (e *OpError) Error() string { return "rdmacm: " + e.Op + ": " + e.Err.Error() }
+
+// Unwrap returns Err, so that errors.Is matches the errno.
 func (e *OpError) Unwrap() error { return e.Err }
 
 func opErr(op string, err error) error {
@@ -108,6 +111,7 @@ const (
 // rdma_cma.h; the kernel's include/rdma/rdma_cm.h has the same values).
 type EventType uint32
 
+// Event types, the values of enum rdma_cm_event_type (RDMA_CM_EVENT_*).
 const (
 	EventAddrResolved    EventType = 0
 	EventAddrError       EventType = 1
@@ -195,6 +199,8 @@ type Event struct {
 	Multicast *Multicast
 }
 
+// String returns the event's type and status, e.g.
+// "RDMA_CM_EVENT_ESTABLISHED status 0".
 func (e *Event) String() string {
 	if e == nil {
 		return "<nil>"

@@ -144,7 +144,9 @@ func driverIDFor(d Device) uint32 {
 	return abi.RDMA_DRIVER_UNKNOWN
 }
 
-// OpenByName opens the device with the given ibdev name (e.g. "rxe0").
+// OpenByName opens the device with the given ibdev name (e.g. "rxe0"):
+// DeviceByName, then Open (ibv_open_device(3)). Like DeviceByName it may
+// wait up to 5 seconds for RDMA netlink.
 func OpenByName(name string) (*Context, error) {
 	d, err := DeviceByName(name)
 	if err != nil {
@@ -153,15 +155,15 @@ func OpenByName(name string) (*Context, error) {
 	return Open(d)
 }
 
-// Open opens dev: it opens the uverbs character device O_RDWR|O_CLOEXEC,
-// allocates the kernel user context over the ioctl interface
-// (DEVICE/GET_CONTEXT) and the asynchronous event fd (ASYNC_EVENT/ALLOC).
-// Kernels without the ioctl interface get the write() GET_CONTEXT, which
-// creates the async fd itself. An mlx5 device gets libmlx5's
-// GET_CONTEXT request, asking for a DEVX user context first and, refused
-// that (firmware without DEVX), a plain one, as ibv_open_device does
-// (mlx5_alloc_context's always_devx): the devx package works on the
-// context in the first case.
+// Open opens dev (ibv_open_device(3)): it opens the uverbs character
+// device O_RDWR|O_CLOEXEC, allocates the kernel user context over the
+// ioctl interface (DEVICE/GET_CONTEXT) and the asynchronous event fd
+// (ASYNC_EVENT/ALLOC). Kernels without the ioctl interface get the write()
+// GET_CONTEXT, which creates the async fd itself. An mlx5 device gets
+// libmlx5's GET_CONTEXT request, asking for a DEVX user context first
+// and, refused that (firmware without DEVX), a plain one, as
+// ibv_open_device does (mlx5_alloc_context's always_devx): the devx
+// package works on the context in the first case.
 func Open(dev Device) (*Context, error) {
 	return open(dev, core.OpenOptions{DEVX: true, DEVXOptional: true})
 }
@@ -421,12 +423,17 @@ func (c *Context) execWrite(w *sys.WriteCmd, object, method string) error {
 	return nil
 }
 
-// Close releases the context (ibv_close_device(3)): every live CQ and QP
-// is marked destroyed after the uses in flight and its rings are unmapped
-// (the kernel destroys the objects when the command fd closes), waiters
-// in Destroy are released, the command fd and then the async event file
-// are closed (waking blocked readers with ErrClosed). A create racing
-// Close returns ErrClosed and leaves nothing behind. Close is idempotent.
+// Close releases the context (ibv_close_device(3)), in this order: what
+// other packages of this module keep on the context is closed first (devx
+// event channels and command completions, whose waiters wake with
+// ErrClosed); every live CQ, QP and SRQ is marked destroyed after the
+// uses in flight and its rings are unmapped (the kernel destroys the
+// objects when the command fd closes), and waiters in their Destroy are
+// released; the command fd and then the async event file are closed
+// (waking blocked async readers with ErrClosed); last, every completion
+// channel of the context is closed: its Fd returns -1 and waiters in
+// GetCQEvent wake with ErrClosed. A create racing Close returns ErrClosed
+// and leaves nothing behind. Close is idempotent.
 func (c *Context) Close() error {
 	if c == nil {
 		return errNilContext
@@ -487,6 +494,7 @@ func (c *Context) Closed() bool {
 	return c.closed
 }
 
+// String returns "uverbs.Context(<device name>)".
 func (c *Context) String() string {
 	if c == nil {
 		return "uverbs.Context(<nil>)"

@@ -36,8 +36,10 @@ type OpError struct {
 	Err    error
 }
 
+// Error returns "uverbs: <object> <method>: <error>".
 func (e *OpError) Error() string {
 	return fmt.Sprintf("uverbs: %s %s: %v", e.Object, e.Method, e.Err)
 }
 
+// Unwrap returns Err, so that errors.Is matches the errno.
 func (e *OpError) Unwrap() error { return e.Err }

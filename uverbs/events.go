@@ -64,7 +64,9 @@ var eventNames = [...]string{
 }
 
 // String returns the IBV_EVENT_* name, or "IBV_EVENT_UNKNOWN(n)" for a
-// type this library does not know (e.g. from a newer kernel).
+// type this library does not know (e.g. from a newer kernel). These are
+// the names ibv_asyncwatch prints; libibverbs' ibv_event_type_str(3)
+// returns a description ("port active") instead.
 func (t EventType) String() string {
 	if int(t) < len(eventNames) {
 		return eventNames[t]
@@ -78,6 +80,8 @@ func (t EventType) Known() bool { return int(t) < len(eventNames) }
 // ElementKind says what an event's element refers to.
 type ElementKind int
 
+// Element kinds: what the element of struct ibv_async_event names for
+// each event type.
 const (
 	ElementPort   ElementKind = iota // port events: the element is a port number
 	ElementDevice                    // DEVICE_FATAL and unknown types
@@ -89,6 +93,8 @@ const (
 
 var elementNames = [...]string{"port", "device", "cq", "qp", "srq", "wq"}
 
+// String returns "port", "device", "cq", "qp", "srq" or "wq", or
+// "element(n)" for other values.
 func (k ElementKind) String() string {
 	if int(k) < len(elementNames) && k >= 0 {
 		return elementNames[k]
@@ -138,6 +144,8 @@ type UnackedError struct {
 	Err     error       // the context's error
 }
 
+// Error names the object, the counts of unacknowledged events and their
+// types, and the context's error.
 func (u *UnackedError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "uverbs: destroy %s: %d async and %d completion events still unacknowledged", u.Object, u.Async, u.Comp)
@@ -155,6 +163,8 @@ func (u *UnackedError) Error() string {
 	return b.String()
 }
 
+// Unwrap returns the context's error (ctx.Err():
+// context.DeadlineExceeded or context.Canceled).
 func (u *UnackedError) Unwrap() error { return u.Err }
 
 // waitAcked waits, bounded by ctx, until the events the kernel reported

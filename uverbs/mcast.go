@@ -24,9 +24,10 @@ const MulticastQPN = 0xffffff
 // same gid and lid succeeds and changes nothing. Use one lid per gid (0 on
 // RoCE): on rxe (Linux 6.1 and 6.12) a second lid for a gid makes the
 // kernel count two attachments where rxe keeps one membership, the second
-// detach then fails, and Destroy of the QP fails with EBUSY from then on. The kernel refuses, with unix.EINVAL, a QP
-// that is not UD and a GID that is not a multicast address (ff00::/8, or
-// an IPv4-mapped 224.0.0.0/4); with unix.ENOMEM a group that already holds
+// detach then fails, and Destroy of the QP fails with EBUSY from then on.
+// The kernel refuses, with unix.EINVAL, a QP that is not UD and a GID
+// that is not a multicast address (ff00::/8, or an IPv4-mapped
+// 224.0.0.0/4); with unix.ENOMEM a group that already holds
 // DeviceAttr.MaxMcastQPAttach QPs. The kernel refuses to destroy a QP
 // that is attached to a group (QP.Destroy fails with an error wrapping
 // unix.EBUSY that counts the groups): detach it first. Closing the
@@ -37,8 +38,10 @@ const MulticastQPN = 0xffffff
 // measured across two hosts) datagrams to the group reach attached QPs
 // only while the host is an IP member of the group on the rxe netdev, as a
 // UDP socket that joined it makes the host (net.ListenMulticastUDP, or
-// IP_ADD_MEMBERSHIP / IPV6_JOIN_GROUP). rxe never loops a group's
-// datagrams back to QPs of the sending device.
+// IP_ADD_MEMBERSHIP / IPV6_JOIN_GROUP). The IP layer then also loops
+// the group's datagrams back to the sending host, so QPs of the sending
+// device that are attached to the group receive them too (a QP on rxe0
+// receives what another QP on rxe0 sends to the group).
 func (qp *QP) AttachMcast(gid GID, lid uint16) error {
 	return qp.mcastCmd(abi.IB_USER_VERBS_CMD_ATTACH_MCAST, "attach mcast", gid, lid)
 }

@@ -36,6 +36,9 @@ const (
 
 var accessNames = [...]string{"LOCAL_WRITE", "REMOTE_WRITE", "REMOTE_READ", "REMOTE_ATOMIC", "MW_BIND", "ZERO_BASED", "ON_DEMAND", "HUGETLB"}
 
+// String returns the flags' names, without their IBV_ACCESS_ prefix,
+// joined by "|" ("LOCAL_WRITE|REMOTE_READ"), with unknown bits in hex; "0"
+// for none.
 func (a Access) String() string {
 	if a == 0 {
 		return "0"

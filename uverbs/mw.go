@@ -21,6 +21,8 @@ const (
 	MWType2 MWType = 2
 )
 
+// String returns "IBV_MW_TYPE_1" or "IBV_MW_TYPE_2", or "MWType(n)" for
+// other values.
 func (t MWType) String() string {
 	switch t {
 	case MWType1:

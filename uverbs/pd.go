@@ -19,8 +19,9 @@ type PD struct {
 	life         // held by the creates of QPs, MRs, AHs and SRQs in it
 }
 
-// AllocPD allocates a protection domain. Like libibverbs it uses the write
-// command ALLOC_PD (through the INVOKE_WRITE ioctl when the kernel has it).
+// AllocPD allocates a protection domain (ibv_alloc_pd(3)). Like
+// libibverbs it uses the write command ALLOC_PD (through the INVOKE_WRITE
+// ioctl when the kernel has it).
 func (c *Context) AllocPD() (*PD, error) {
 	if c == nil {
 		return nil, invalidErr("pd", "alloc", "nil context")

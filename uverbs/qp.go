@@ -21,6 +21,7 @@ const (
 	QPTypeUD QPType = abi.IB_UVERBS_QPT_UD // unreliable datagram
 )
 
+// String returns "RC", "UC" or "UD", or "QPType(n)" for other values.
 func (t QPType) String() string {
 	switch t {
 	case QPTypeRC:
@@ -36,6 +37,7 @@ func (t QPType) String() string {
 // QPState is a QP state (enum ibv_qp_state).
 type QPState uint8
 
+// QP states, the values of enum ibv_qp_state.
 const (
 	QPStateReset QPState = 0
 	QPStateInit  QPState = 1
@@ -48,6 +50,8 @@ const (
 
 var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
 
+// String returns the state's name without its prefix ("RTS" for
+// IBV_QPS_RTS), or "QPState(n)" for other values.
 func (s QPState) String() string {
 	if int(s) < len(qpStateNames) {
 		return qpStateNames[s]
@@ -59,6 +63,7 @@ func (s QPState) String() string {
 // ibv_qp_attr_mask).
 type QPAttrMask uint32
 
+// QP attribute mask bits, the values of enum ibv_qp_attr_mask (IBV_QP_*).
 const (
 	QPAttrState            QPAttrMask = 1 << 0
 	QPAttrCurState         QPAttrMask = 1 << 1
@@ -588,13 +593,15 @@ func (qp *QP) PD() *PD {
 	return qp.pd
 }
 
-// SendCQ and RecvCQ return the QP's completion queues.
+// SendCQ returns the completion queue of the QP's send queue.
 func (qp *QP) SendCQ() *CQ {
 	if qp == nil {
 		return nil
 	}
 	return qp.sendCQ
 }
+
+// RecvCQ returns the completion queue of the QP's receive queue.
 func (qp *QP) RecvCQ() *CQ {
 	if qp == nil {
 		return nil

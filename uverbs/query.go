@@ -100,9 +100,9 @@ type DeviceAttr struct {
 	CQModMaxPeriod   uint16
 }
 
-// QueryDevice returns the device attributes. Like libibverbs it sends the
-// extended QUERY_DEVICE and falls back to the legacy command when the
-// kernel does not implement the extended one.
+// QueryDevice returns the device attributes (ibv_query_device_ex(3)).
+// Like libibverbs it sends the extended QUERY_DEVICE and falls back to the
+// legacy command when the kernel does not implement the extended one.
 func (c *Context) QueryDevice() (*DeviceAttr, error) {
 	if c == nil {
 		return nil, errNilContext
@@ -218,6 +218,7 @@ func be64(v uint64) uint64 {
 // PortState is enum ibv_port_state.
 type PortState uint8
 
+// Port states, the values of enum ibv_port_state.
 const (
 	PortNOP         PortState = 0
 	PortDown        PortState = 1
@@ -229,7 +230,9 @@ const (
 
 var portStateNames = [...]string{"PORT_NOP", "PORT_DOWN", "PORT_INIT", "PORT_ARMED", "PORT_ACTIVE", "PORT_ACTIVE_DEFER"}
 
-// String returns the name ibv_port_state_str(3) gives, e.g. "PORT_ACTIVE".
+// String returns the state's name as ibv_devinfo(1) prints it, e.g.
+// "PORT_ACTIVE", or "invalid state" for other values.
+// (ibv_port_state_str(3) returns a description, "active", instead.)
 func (s PortState) String() string {
 	if int(s) < len(portStateNames) {
 		return portStateNames[s]
@@ -251,12 +254,15 @@ func (m MTU) Bytes() int {
 // LinkLayer is the port's link layer (IBV_LINK_LAYER_*).
 type LinkLayer uint8
 
+// Link layers, the values of IBV_LINK_LAYER_*.
 const (
 	LinkLayerUnspecified LinkLayer = 0
 	LinkLayerInfiniBand  LinkLayer = 1
 	LinkLayerEthernet    LinkLayer = 2
 )
 
+// String returns the name ibv_devinfo(1) prints: "InfiniBand" (also for
+// LinkLayerUnspecified, as ibv_devinfo does), "Ethernet", or "Unknown".
 func (l LinkLayer) String() string {
 	switch l {
 	case LinkLayerInfiniBand, LinkLayerUnspecified:
@@ -294,16 +300,16 @@ type PortAttr struct {
 	PortCapFlags2 uint16
 }
 
-// QueryPort returns the attributes of port (1-based), using the
-// DEVICE/QUERY_PORT ioctl and falling back to the write() command. It
-// allocates nothing.
+// QueryPort returns the attributes of port, numbered from 1
+// (ibv_query_port(3)), using the DEVICE/QUERY_PORT ioctl and falling back
+// to the write() command. It allocates nothing.
 func (c *Context) QueryPort(port int) (PortAttr, error) {
 	var pa PortAttr
 	err := c.QueryPortInto(port, &pa)
 	return pa, err
 }
 
-// QueryPortInto is QueryPort writing into *pa.
+// QueryPortInto is QueryPort writing into *pa (ibv_query_port(3)).
 func (c *Context) QueryPortInto(port int, pa *PortAttr) error {
 	if c == nil {
 		return errNilContext
@@ -348,12 +354,15 @@ func (c *Context) QueryPortInto(port int, pa *PortAttr) error {
 // GIDType is the type of a GID table entry (IBV_GID_TYPE_*).
 type GIDType uint32
 
+// GID types, the values of IBV_GID_TYPE_*.
 const (
 	GIDTypeIB     GIDType = 0
 	GIDTypeRoCEv1 GIDType = 1
 	GIDTypeRoCEv2 GIDType = 2
 )
 
+// String returns "IB", "RoCE v1" or "RoCE v2", or "GIDType(n)" for other
+// values.
 func (t GIDType) String() string {
 	switch t {
 	case GIDTypeIB:
@@ -502,7 +511,11 @@ func (c *Context) GID(port, index int) (GID, error) {
 }
 
 // QueryGIDTable returns every valid GID entry of every port
-// (ibv_query_gid_table(3)).
+// (ibv_query_gid_table(3)), with the DEVICE/QUERY_GID_TABLE ioctl. Unlike
+// QueryGID it has no sysfs fallback: on a kernel without that method it
+// returns an *OpError matching ErrNotSupported (unix.EPROTONOSUPPORT), or,
+// on a kernel without the ioctl interface, wrapping unix.ENOTTY. There,
+// call QueryGID for each index below the port's PortAttr.GIDTblLen.
 func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 	if c == nil {
 		return nil, errNilContext

@@ -42,6 +42,7 @@ const (
 var wrOpcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ", "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD",
 	"LOCAL_INV", "BIND_MW", "SEND_WITH_INV"}
 
+// String returns the IBV_WR_* name, or "WROpcode(n)" for other values.
 func (o WROpcode) String() string {
 	if int(o) < len(wrOpcodeNames) {
 		return "IBV_WR_" + wrOpcodeNames[o]
@@ -164,6 +165,7 @@ func (s WCStatus) String() string {
 // WCOpcode is the operation a completion reports (enum ibv_wc_opcode).
 type WCOpcode uint32
 
+// Completion opcodes, the values of enum ibv_wc_opcode.
 const (
 	WCSend            WCOpcode = 0
 	WCRDMAWrite       WCOpcode = 1
@@ -176,6 +178,7 @@ const (
 	WCRecvRDMAWithImm WCOpcode = 129
 )
 
+// String returns the IBV_WC_* name, or "WCOpcode(n)" for other values.
 func (o WCOpcode) String() string {
 	switch o {
 	case WCSend:
@@ -209,7 +212,7 @@ type WCFlags uint32
 const (
 	WCGRH            WCFlags = 1 << 0 // the first 40 bytes of a UD receive hold the GRH
 	WCWithImm        WCFlags = 1 << 1 // ImmData is valid
-	WCWithInvalidate WCFlags = 1 << 2 // InvalidatedRKey is valid
+	WCWithInvalidate WCFlags = 1 << 2 // ImmData holds the rkey the sender invalidated (ibv_wc.invalidated_rkey)
 )
 
 // WC is a work completion (struct ibv_wc).
@@ -255,10 +258,12 @@ type PostError struct {
 	Err   error
 }
 
+// Error names the post, the index of the work request and the reason.
 func (e *PostError) Error() string {
 	return fmt.Sprintf("uverbs: %s: work request %d: %v", e.Op, e.Index, e.Err)
 }
 
+// Unwrap returns Err.
 func (e *PostError) Unwrap() error { return e.Err }
 
 // badWR builds a PostError whose error wraps ErrInvalid.

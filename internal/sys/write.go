@@ -176,8 +176,9 @@ func IsCharDevice(fd *FD) (bool, error) {
 	return st.Mode&unix.S_IFMT == unix.S_IFCHR, nil
 }
 
-// Write issues one write(2) of b on fd (EINTR retried), e.g. rxe's send
-// doorbell. It allocates nothing.
+// Write issues one write(2) of b on fd (EINTR retried) while holding the
+// fd's in-use lock. It allocates nothing. (rxe's send doorbell goes
+// through WriteHeldValue instead.)
 func Write(fd *FD, b []byte) (int, error) {
 	raw, ok := fd.acquire()
 	if !ok {
@@ -195,8 +196,9 @@ func writeRaw(fd int, b []byte) (int, error) { return rwRaw(unix.SYS_WRITE, fd, 
 func rwRaw(trap uintptr, fd int, b []byte) (int, error) { return rw(unix.Syscall, trap, fd, b) }
 
 // rwQuick is rwRaw for calls that never block: reads of non-blocking
-// event fds and the rxe doorbell and REQ_NOTIFY writes, which return
-// after bounded kernel work. It uses RawSyscall, skipping the runtime's
+// event fds and the rdma_cm GET_EVENT write, which return after bounded
+// kernel work (the rxe doorbell and REQ_NOTIFY writes make the same raw
+// call through WriteHeldValue). It uses RawSyscall, skipping the runtime's
 // entersyscall/exitsyscall: with those, a doorbell that takes a while (on
 // 6.1 rxe does the whole send inside it) let the scheduler hand the P to
 // another thread and cost the ping-pong tools hundreds of context switches

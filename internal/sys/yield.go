@@ -21,7 +21,8 @@ import (
 // every P idle. What ends that sleep is a goroutine entering or leaving a
 // system call through the runtime (entersyscall) or a timer; a P woken by
 // the poller does not, and the library's data path makes its system calls
-// raw (rwQuick: no entersyscall, which is what keeps a doorbell cheap).
+// raw (WriteHeldValue, rwQuick: no entersyscall, which is what keeps a
+// doorbell cheap).
 // So a loop that starts spinning after an idle wait could keep a poller
 // goroutine from running for up to 60 s: a perftest port's watch of its
 // rdma_cm peer (docs/testing.md, "Faults") saw the disconnect 59 s late
