@@ -76,7 +76,13 @@ func (b *MWBindInfo) checkWith(pd *PD, st *mrState) error {
 		return nil
 	}
 	if st.pd != pd {
-		return fmt.Errorf("%w: the MR belongs to another PD", ErrInvalid)
+		// ibv_bind_mw answers EPERM here.
+		return fmt.Errorf("%w: the MR belongs to another PD (%w)", ErrInvalid, sys.EPERM)
+	}
+	if b.Length == 0 {
+		// The kernel unbinds on a zero length and looks no further at
+		// the MR (rxe_check_bind_mw); neither does librxe.
+		return nil
 	}
 	if st.access&AccessMWBind == 0 {
 		return fmt.Errorf("%w: the MR was registered without AccessMWBind", ErrInvalid)
@@ -204,10 +210,13 @@ func IncRKey(rkey uint32) uint32 { return rkey&^0xff | (rkey+1)&0xff }
 // bind work request with id and flags on qp (RC or UC, in mw's PD), and
 // returns the window's new rkey, IncRKey of the old one, which peers may
 // use once the bind completes (a completion with WCBindMW when flags has
-// SendSignaled; ordered before later requests of the QP). An MR of nil
-// and a zero Length unbind the window. Errors: those of PostSend, and
-// ErrInvalid for a type 2 window, a window or MR of another PD, an MR
-// without AccessMWBind, or a range outside the MR.
+// SendSignaled; ordered before later requests of the QP). A zero Length
+// (with an MR of nil, or of the window's PD) unbinds the window. Errors:
+// those of PostSend, and ErrInvalid for a type 2 window, a window or MR of
+// another PD (the MR's also matching unix.EPERM, as ibv_bind_mw's), and,
+// checked before posting where librxe leaves them to the kernel's bind
+// (a completion with WCMWBindErr), an MR without AccessMWBind or a range
+// outside the MR.
 func (qp *QP) BindMW(mw *MW, id uint64, flags SendFlags, info MWBindInfo) (uint32, error) {
 	if qp == nil || qp.ctx == nil || mw == nil || mw.ctx == nil {
 		return 0, invalidErr("qp", "bind_mw", "nil QP or MW")

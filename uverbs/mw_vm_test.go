@@ -250,8 +250,27 @@ func TestVMMemoryWindows(t *testing.T) {
 			t.Errorf("%v on a UD QP: %v", op, err)
 		}
 	}
+	// An MR of another PD: ibv_bind_mw's EPERM.
+	otherMR, err := other.RegMR(make([]byte, 4096), uverbs.AccessLocalWrite|uverbs.AccessMWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.qp.BindMW(mw1, 1, 0, uverbs.MWBindInfo{MR: otherMR, Addr: otherMR.Addr(), Length: 64, Access: uverbs.AccessRemoteWrite}); !errors.Is(err, uverbs.ErrInvalid) || !errors.Is(err, sys.EPERM) {
+		t.Errorf("MR of another PD: %v, want ErrInvalid and EPERM", err)
+	}
+	if err := otherMR.Dereg(); err != nil {
+		t.Fatal(err)
+	}
 	if n, _ := b.cq.Poll(make([]uverbs.WC, 4)); n != 0 {
 		t.Fatalf("%d completions of requests that were refused", n)
+	}
+	// A zero length unbinds, whatever the MR's access (the kernel looks
+	// no further at it): accepted, and it completes.
+	if _, err := b.qp.BindMW(mw1, 0x77, uverbs.SendSignaled, uverbs.MWBindInfo{MR: plain}); err != nil {
+		t.Fatalf("unbind naming an MR without MW_BIND: %v", err)
+	}
+	if wc := pollN(t, b.cq, 1)[0]; wc.ID != 0x77 || wc.Status != uverbs.WCSuccess || wc.Opcode != uverbs.WCBindMW {
+		t.Fatalf("the unbind's completion: %+v", wc)
 	}
 
 	// The PD is busy while windows live; Dealloc twice.

@@ -223,6 +223,14 @@ func TestVMOpcodes(t *testing.T) {
 		if wc.Status != uverbs.WCSuccess || le.Uint64(r.bufA[16:]) != 1234 || le.Uint64(r.bufB[64:]) != 77 {
 			t.Fatalf("cmp-swap hit: %+v original %d now %d", wc, le.Uint64(r.bufA[16:]), le.Uint64(r.bufB[64:]))
 		}
+		// The original value over two 4-byte SGEs, as librxe allows
+		// (8 bytes in all): low half first.
+		clear(r.bufA[32:48])
+		wc = one(t, r.a, r.cqa, uverbs.SendWR{ID: 9, Opcode: uverbs.WRAtomicFetchAndAdd, SGL: []uverbs.SGE{sge(r.mrA, 32, 4), sge(r.mrA, 40, 4)},
+			RemoteAddr: r.mrB.Addr() + 64, RKey: r.mrB.RKey(), CompareAdd: 1 << 32})
+		if wc.Status != uverbs.WCSuccess || le.Uint32(r.bufA[32:]) != 77 || le.Uint32(r.bufA[40:]) != 0 || le.Uint64(r.bufB[64:]) != 77+1<<32 {
+			t.Fatalf("fetch-add into two SGEs: %+v, halves %d %d, now %d", wc, le.Uint32(r.bufA[32:]), le.Uint32(r.bufA[40:]), le.Uint64(r.bufB[64:]))
+		}
 	})
 
 	t.Run("unsignaled", func(t *testing.T) {

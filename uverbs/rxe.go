@@ -419,8 +419,14 @@ func (d *rxeQP) writeSend(qp *QP, r *rxeRing, i uint32, wr *SendWR, idx int) err
 		if wr.RemoteAddr%8 != 0 {
 			return badWR("post_send", idx, "atomic remote address %#x is not 8-byte aligned", wr.RemoteAddr)
 		}
-		if len(wr.SGL) != 1 || wr.SGL[0].Length < 8 || wr.Flags&SendInline != 0 {
-			return badWR("post_send", idx, "an atomic takes one SGE of at least 8 bytes for the original value")
+		// librxe wants at least 8 bytes for the original value, over
+		// the SGEs together (validate_send_wr).
+		var n uint64
+		for _, g := range wr.SGL {
+			n += uint64(g.Length)
+		}
+		if n < 8 || wr.Flags&SendInline != 0 {
+			return badWR("post_send", idx, "an atomic takes SGEs of at least 8 bytes in all for the original value, not inline data")
 		}
 		w.Wr.Wr.SetAtomic(abi.RxeSendWrWrAtomic{RemoteAddr: wr.RemoteAddr, CompareAdd: wr.CompareAdd, Swap: wr.Swap, Rkey: wr.RKey})
 		w.Iova = wr.RemoteAddr
