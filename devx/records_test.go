@@ -140,7 +140,7 @@ func TestEventRecordsBothModes(t *testing.T) {
 				}
 				got <- ev
 			}()
-			time.Sleep(20 * time.Millisecond)
+			waitBlocked(t, "TestEventRecordsBothModes.") // the wait has begun, not about to
 			write(t, w, eventRec(99, !omit, 1, 0))
 			if ev := <-got; ev.Cookie != 99 {
 				t.Errorf("woken GetEvent cookie %d", ev.Cookie)
@@ -255,7 +255,7 @@ func TestEventChannelCloseAndContext(t *testing.T) {
 			errc <- err
 		}()
 	}
-	time.Sleep(30 * time.Millisecond)
+	waitBlocked(t, "TestEventChannelCloseAndContext.") // the wait has begun, not about to
 	if err := ch.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestCmdCompRecords(t *testing.T) {
 	// Close wakes a blocked Get.
 	errc := make(chan error)
 	go func() { _, err := cc.Get(context.Background(), make([]byte, 64)); errc <- err }()
-	time.Sleep(20 * time.Millisecond)
+	waitBlocked(t, "TestCmdCompRecords.") // the wait has begun, not about to
 	cc.Close()
 	if err := <-errc; !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("Get woken by Close: %v", err)
@@ -389,7 +389,7 @@ func TestEventFDSignalled(t *testing.T) {
 		}
 		got <- n
 	}()
-	time.Sleep(20 * time.Millisecond)
+	waitBlocked(t, "TestEventFDSignalled.") // the wait has begun, not about to
 	if err := e.Signal(1); err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func TestEventFDSignalled(t *testing.T) {
 	}
 	errc := make(chan error)
 	go func() { _, err := e.Wait(context.Background()); errc <- err }()
-	time.Sleep(20 * time.Millisecond)
+	waitBlocked(t, "TestEventFDSignalled.") // the wait has begun, not about to
 	e.Close()
 	if err := <-errc; !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("Wait woken by Close: %v", err)
@@ -658,5 +658,18 @@ func TestEventChannelConcurrentReaders(t *testing.T) {
 				mustNoEvent(t, ch)
 			})
 		}
+	}
+}
+
+// waitBlocked waits until a goroutine of the test whose name frame
+// contains ("TestX.") is blocked in internal/sys (parked on the poller,
+// in ppoll, or in a select for a watcher), for at most 10 s: a wake-up
+// test must wake a wait that has begun, not one about to begin.
+func waitBlocked(t *testing.T, frame string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := testkit.WaitBlocked(ctx, frame); err != nil {
+		t.Fatal(err)
 	}
 }

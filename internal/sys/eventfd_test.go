@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,7 +39,7 @@ func TestEventFD(t *testing.T) {
 		}
 		done <- binary.LittleEndian.Uint64(b)
 	}()
-	time.Sleep(20 * time.Millisecond)
+	waitBlocked(t, "TestEventFD.") // the wait has begun, not about to
 	if err := r.SignalEventFD(1); err != nil {
 		t.Fatal(err)
 	}
