@@ -1,6 +1,7 @@
 package devx
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -548,13 +549,15 @@ func FuzzEventChannel(f *testing.F) {
 	f.Add(eventRec(1, true, 2, 3), false, uint8(72))
 	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9}, true, uint8(3))
 	f.Add([]byte{}, true, uint8(0))
+	f.Add(bytes.Repeat([]byte{7}, 600), true, uint8(0))   // one read's worth and more of cookies
+	f.Add(bytes.Repeat([]byte{9}, 1300), false, uint8(0)) // past a data read's buffer
 	f.Fuzz(func(t *testing.T, b []byte, omit bool, split uint8) {
 		if len(b) > 4096 {
 			return
 		}
 		r, w, err := sys.NewRecordReaderPipe("fuzz")
 		if err != nil {
-			t.Skip(err)
+			t.Fatal(err)
 		}
 		ch := newEventChannel(nil, r, omit)
 		defer ch.Close()
@@ -564,32 +567,67 @@ func FuzzEventChannel(f *testing.F) {
 		if split > 0 && len(b)/int(split) >= 64 {
 			split = uint8(min(255, len(b)/64+1))
 		}
-		recs := 0
+		// What each record must give, worked out from the record format
+		// alone: a read takes one record, cut at the read's buffer
+		// (whole records of the kernel's fit it); in it, each event is
+		// an 8-byte cookie and, with data, up to 64 EQE bytes; bytes
+		// after the last whole cookie are a short record.
+		type want struct {
+			cookie uint64
+			data   []byte
+			short  bool
+		}
+		var wants []want
+		readSize := dataReadSize
+		if omit {
+			readSize = omitReadSize
+		}
 		for rest := b; ; {
 			n := len(rest)
 			if split > 0 && int(split) < n {
 				n = int(split)
 			}
 			if _, err := sys.Write(w, rest[:n]); err != nil {
-				t.Skip(err)
+				t.Fatal(err)
 			}
-			recs++
+			rec := rest[:min(n, readSize)]
+			if len(rec) == 0 {
+				// A read of 0 bytes: short (the kernel writes none).
+				wants = append(wants, want{short: true})
+			}
+			for len(rec) > 0 {
+				if len(rec) < EventHeaderSize {
+					wants = append(wants, want{short: true})
+					break
+				}
+				e := want{cookie: binary.LittleEndian.Uint64(rec)}
+				rec = rec[EventHeaderSize:]
+				if !omit {
+					k := min(len(rec), EQESize)
+					e.data, rec = rec[:k], rec[k:]
+				}
+				wants = append(wants, e)
+			}
 			rest = rest[n:]
 			if len(rest) == 0 {
 				break
 			}
 		}
-		for i := 0; ; i++ {
-			if i > len(b)+recs+1 {
-				t.Fatal("more results than bytes and records")
+		for i, wt := range wants {
+			ev, err := ch.TryGetEvent()
+			switch {
+			case wt.short:
+				if !errors.Is(err, ErrShortRecord) {
+					t.Fatalf("result %d: %+v, %v; want ErrShortRecord", i, ev, err)
+				}
+			case err != nil:
+				t.Fatalf("result %d: %v; want the event with cookie %#x", i, err, wt.cookie)
+			case ev.Cookie != wt.cookie || ev.Len != len(wt.data) || !bytes.Equal(ev.EQE[:ev.Len], wt.data):
+				t.Fatalf("result %d: cookie %#x, %d bytes; want %#x, % x", i, ev.Cookie, ev.Len, wt.cookie, wt.data)
 			}
-			_, err := ch.TryGetEvent()
-			if errors.Is(err, ErrNoEvent) {
-				break
-			}
-			if err != nil && !errors.Is(err, ErrShortRecord) {
-				t.Fatalf("unexpected error %v", err)
-			}
+		}
+		if ev, err := ch.TryGetEvent(); !errors.Is(err, ErrNoEvent) {
+			t.Fatalf("after the %d results: %+v, %v; want the channel empty (ErrNoEvent)", len(wants), ev, err)
 		}
 	})
 }

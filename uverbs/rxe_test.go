@@ -498,11 +498,16 @@ func TestRxeSRQPostNoAllocs(t *testing.T) {
 	}
 }
 
-// FuzzDecodeWC: any 48 bytes decode without panicking, and the fields
-// come from their offsets.
+// FuzzDecodeWC: any 48 bytes decode without panicking, and every field
+// comes from its offset (immediate data big-endian, an invalidated rkey
+// in host order).
 func FuzzDecodeWC(f *testing.F) {
 	f.Add(make([]byte, 48))
 	f.Add([]byte("0123456789abcdef0123456789abcdef0123456789abcdef"))
+	inv := make([]byte, 48)
+	binary.LittleEndian.PutUint32(inv[36:], uint32(WCWithInvalidate))
+	binary.LittleEndian.PutUint32(inv[24:], 0x12345678)
+	f.Add(inv)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) < 48 {
 			return
@@ -511,12 +516,23 @@ func FuzzDecodeWC(f *testing.F) {
 		copy(sys.AsBytes(&c), b)
 		var wc WC
 		decodeWC(&c, &wc)
+		// Every field from its offset in struct ib_uverbs_wc, read here
+		// independently of the generated layout.
 		le := binary.LittleEndian
-		if wc.ID != le.Uint64(b) || uint32(wc.Status) != le.Uint32(b[8:]) || wc.QPNum != le.Uint32(b[28:]) || wc.PortNum != b[46] {
-			t.Fatalf("decode mismatch %+v", wc)
+		flags := le.Uint32(b[36:])
+		want := WC{
+			ID: le.Uint64(b), Status: WCStatus(le.Uint32(b[8:])), Opcode: WCOpcode(le.Uint32(b[12:])),
+			VendorErr: le.Uint32(b[16:]), ByteLen: le.Uint32(b[20:]), QPNum: le.Uint32(b[28:]), SrcQP: le.Uint32(b[32:]),
+			Flags: WCFlags(flags), PKeyIndex: le.Uint16(b[40:]), SLID: le.Uint16(b[42:]), SL: b[44], DLIDPathBits: b[45], PortNum: b[46],
 		}
-		if wc.Flags&WCWithImm != 0 && wc.ImmData != binary.BigEndian.Uint32(b[24:]) {
-			t.Fatalf("imm %#x from % x", wc.ImmData, b[24:28])
+		switch {
+		case flags&uint32(WCWithImm) != 0:
+			want.ImmData = binary.BigEndian.Uint32(b[24:]) // big-endian on the wire and in the CQE
+		case flags&uint32(WCWithInvalidate) != 0:
+			want.ImmData = le.Uint32(b[24:]) // invalidate_rkey, host order
+		}
+		if wc != want {
+			t.Fatalf("decoded %+v, want %+v from % x", wc, want, b[:48])
 		}
 		_ = wc.Status.String()
 		_ = wc.Opcode.String()
