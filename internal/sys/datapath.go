@@ -20,10 +20,7 @@ import (
 func WriteHeldValue[T any](fd *FD, v *T) error {
 	size := unsafe.Sizeof(*v)
 	for {
-		n, e := rawSyscall3(unix.SYS_WRITE, uintptr(fd.raw), uintptr(unsafe.Pointer(v)), size)
-		// rawSyscall3 is a Go function off amd64, where the compiler's
-		// keep-alive of pointer arguments converted in the call does
-		// not apply.
+		n, e := rawSyscallPtr(unix.SYS_WRITE, uintptr(fd.raw), unsafe.Pointer(v), size)
 		runtime.KeepAlive(v)
 		runtime.KeepAlive(fd)
 		switch {

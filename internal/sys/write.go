@@ -212,7 +212,7 @@ func rwQuick(trap uintptr, fd int, b []byte) (int, error) {
 		p = unsafe.Pointer(&b[0])
 	}
 	for {
-		n, e := rawSyscall3(trap, uintptr(fd), uintptr(p), uintptr(len(b)))
+		n, e := rawSyscallPtr(trap, uintptr(fd), p, uintptr(len(b)))
 		runtime.KeepAlive(b)
 		switch unix.Errno(e) {
 		case 0:
