@@ -7,6 +7,9 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pureverbs/pureverbs/internal/getopt"
@@ -165,6 +168,16 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfo) (*A
 	if h.QPType != 0 && h.PortSpace != 0 && h.PortSpace != PortSpaceIB && udp == stream {
 		return nil, &GAIError{Code: EAISockType, Node: node, Service: service}
 	}
+	// With neither a QP type nor a port space hinted, librdmacm asks
+	// getaddrinfo for any socket type, which tries TCP then UDP: a
+	// service only UDP knows makes the answer UD.
+	port, code := lookupService(service, stream, h.QPType == 0 && h.PortSpace == 0, servicesPath)
+	if code == 0 && port.udpOnly {
+		stream = false
+	}
+	if code != 0 {
+		return nil, &GAIError{Code: code, Node: node, Service: service}
+	}
 	if ai.QPType == 0 {
 		ai.QPType = uverbs.QPTypeRC
 		if !stream {
@@ -177,10 +190,6 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfo) (*A
 			ai.PortSpace = PortSpaceUDP
 		}
 	}
-	port, code := lookupService(ctx, service, stream)
-	if code != 0 {
-		return nil, &GAIError{Code: code, Node: node, Service: service}
-	}
 	addr, code, err := lookupNode(ctx, node, h.Family, h.Flags)
 	if code != 0 {
 		return nil, &GAIError{Code: code, Node: node, Service: service, Err: err}
@@ -190,9 +199,9 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfo) (*A
 		ai.Family = FamilyInet
 	}
 	if h.Flags&AIPassive != 0 {
-		ai.Src = netip.AddrPortFrom(addr, port)
+		ai.Src = netip.AddrPortFrom(addr, port.port)
 	} else {
-		ai.Dst = netip.AddrPortFrom(addr, port)
+		ai.Dst = netip.AddrPortFrom(addr, port.port)
 	}
 	if !ai.Src.IsValid() && h.Src.IsValid() {
 		ai.Src = h.Src
@@ -200,25 +209,69 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfo) (*A
 	return ai, nil
 }
 
+// servicePort is lookupService's answer: the port, and whether only the
+// UDP entry of the services database had it (an unconstrained lookup).
+type servicePort struct {
+	port    uint16
+	udpOnly bool
+}
+
+// servicesPath is the services database getaddrinfo reads (a variable
+// for tests).
+var servicesPath = "/etc/services"
+
 // lookupService is getaddrinfo's service: empty is port 0, digits a
-// number (strtoul's, the low 16 bits as htons keeps them), else a name
-// of the services database for TCP (stream) or UDP.
-func lookupService(ctx context.Context, service string, stream bool) (uint16, int) {
+// number (strtoul's, the low 16 bits as htons keeps them), else a name of
+// the services database (path), as glibc's files backend reads it: the
+// name or an alias, case-sensitive, for TCP (stream) or UDP; with any
+// set, TCP first, then UDP. A database that cannot be read knows no name
+// (glibc has no built-in table, unlike Go's net.LookupPort).
+func lookupService(service string, stream, any bool, path string) (servicePort, int) {
 	if service == "" {
-		return 0, 0
+		return servicePort{}, 0
 	}
 	if port, ok := serviceNumber(service); ok {
-		return port, 0
+		return servicePort{port: port}, 0
 	}
-	network := "udp"
-	if stream {
-		network = "tcp"
+	protos := []string{"udp"}
+	switch {
+	case any:
+		protos = []string{"tcp", "udp"}
+	case stream:
+		protos = []string{"tcp"}
 	}
-	p, err := net.DefaultResolver.LookupPort(ctx, network, service)
+	db, err := os.ReadFile(path)
 	if err != nil {
-		return 0, EAIService
+		return servicePort{}, EAIService
 	}
-	return uint16(p), 0
+	for i, proto := range protos {
+		if p, ok := findService(db, service, proto); ok {
+			return servicePort{port: p, udpOnly: any && i == 1}, 0
+		}
+	}
+	return servicePort{}, EAIService
+}
+
+// findService looks name up for proto in a services file: lines of
+// "name port/proto [aliases...]", '#' to the end of a line a comment.
+func findService(db []byte, name, proto string) (uint16, bool) {
+	for line := range strings.Lines(string(db)) {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		num, pr, ok := strings.Cut(f[1], "/")
+		if !ok || pr != proto || !slices.Contains(append(f[:1:1], f[2:]...), name) {
+			continue
+		}
+		if v, err := strconv.ParseUint(num, 10, 16); err == nil {
+			return uint16(v), true
+		}
+	}
+	return 0, false
 }
 
 // serviceNumber reads service as glibc's getaddrinfo does before it

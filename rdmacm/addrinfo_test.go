@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,7 +29,6 @@ func TestGetAddrInfo(t *testing.T) {
 		{"10.1", "7471", nil, tcp(AddrInfo{Family: FamilyInet, Dst: ap("10.0.0.1:7471")})},
 		{"10.99.0.1", "7471", &AddrInfo{Flags: AIPassive}, tcp(AddrInfo{Flags: AIPassive, Family: FamilyInet, Src: ap("10.99.0.1:7471")})},
 		{"fe80::1%lo", "", nil, tcp(AddrInfo{Family: FamilyInet6, Dst: ap("[fe80::1%lo]:0")})},
-		{"10.0.0.2", "ssh", nil, tcp(AddrInfo{Family: FamilyInet, Dst: ap("10.0.0.2:22")})},
 		{"10.0.0.2", "70000", nil, tcp(AddrInfo{Family: FamilyInet, Dst: ap("10.0.0.2:4464")})}, // htons(70000)
 		{"10.0.0.2", "7174", &AddrInfo{PortSpace: PortSpaceUDP}, udp(AddrInfo{Family: FamilyInet, Dst: ap("10.0.0.2:7174")})},
 		{"10.0.0.2", "7174", &AddrInfo{QPType: uverbs.QPTypeUD}, udp(AddrInfo{Family: FamilyInet, Dst: ap("10.0.0.2:7174")})},
@@ -98,5 +99,71 @@ func TestGetAddrInfoErrors(t *testing.T) {
 	}
 	if _, err := GetAddrInfo(ctx, "fe80::1", "1", &AddrInfo{Flags: AIFamily | AINumericHost, Family: familyIB}); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("AF_IB: %v, want ErrNotSupported", err)
+	}
+}
+
+// TestGetAddrInfoServices: service names are read from the services
+// database as glibc's getaddrinfo reads it: name or alias, case-sensitive,
+// TCP for RC or the TCP port space, UDP for UD or the UDP port space, and
+// with no hint TCP then UDP, a UDP-only service making the answer UD.
+// Without the database no name is known (Go's net.LookupPort would fall
+// back to a built-in table and fold case).
+func TestGetAddrInfoServices(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	db := filepath.Join(t.TempDir(), "services")
+	if err := os.WriteFile(db, []byte("# services\nssh\t\t22/tcp\nwebby\t8080/tcp  www-alt  # an alias\nwebby\t8081/udp\ntftp\t\t69/udp\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := servicesPath
+	servicesPath = db
+	defer func() { servicesPath = old }()
+	rc := func(p string) AddrInfo {
+		return AddrInfo{Family: FamilyInet, QPType: uverbs.QPTypeRC, PortSpace: PortSpaceTCP, Dst: ap("10.0.0.2:" + p)}
+	}
+	ud := func(p string) AddrInfo {
+		return AddrInfo{Family: FamilyInet, QPType: uverbs.QPTypeUD, PortSpace: PortSpaceUDP, Dst: ap("10.0.0.2:" + p)}
+	}
+	for _, c := range []struct {
+		service string
+		hints   *AddrInfo
+		want    AddrInfo
+	}{
+		{"ssh", nil, rc("22")},
+		{"www-alt", nil, rc("8080")},
+		{"webby", nil, rc("8080")},
+		{"webby", &AddrInfo{PortSpace: PortSpaceUDP}, ud("8081")},
+		{"tftp", nil, ud("69")},
+		{"tftp", &AddrInfo{QPType: uverbs.QPTypeUD}, ud("69")},
+	} {
+		got, err := GetAddrInfo(context.Background(), "10.0.0.2", c.service, c.hints)
+		if err != nil {
+			t.Errorf("GetAddrInfo(%q, %+v): %v", c.service, c.hints, err)
+			continue
+		}
+		if d := cmp.Diff(c.want, *got, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); d != "" {
+			t.Errorf("GetAddrInfo(%q, %+v) (-want +got):\n%s", c.service, c.hints, d)
+		}
+	}
+	for _, c := range []struct {
+		service string
+		hints   *AddrInfo
+	}{
+		{"SSH", nil}, // case-sensitive
+		{"tftp", &AddrInfo{PortSpace: PortSpaceTCP}}, // UDP only
+		{"ssh", &AddrInfo{QPType: uverbs.QPTypeUD}},  // TCP only
+		{"http", nil}, // not in this database (Go knows it built in)
+	} {
+		var ge *GAIError
+		if _, err := GetAddrInfo(context.Background(), "10.0.0.2", c.service, c.hints); !errors.As(err, &ge) || ge.Code != EAIService {
+			t.Errorf("GetAddrInfo(%q, %+v): %v, want EAI_SERVICE", c.service, c.hints, err)
+		}
+	}
+	servicesPath = filepath.Join(t.TempDir(), "none")
+	var ge *GAIError
+	if _, err := GetAddrInfo(context.Background(), "10.0.0.2", "ssh", nil); !errors.As(err, &ge) || ge.Code != EAIService {
+		t.Errorf("a name without a services database: %v, want EAI_SERVICE", err)
+	}
+	if got, err := GetAddrInfo(context.Background(), "10.0.0.2", "22", nil); err != nil || got.Dst != ap("10.0.0.2:22") {
+		t.Errorf("a number without a services database: %+v, %v", got, err)
 	}
 }
