@@ -75,6 +75,30 @@ func newEnd(t *testing.T, c *uverbs.Context, pd *uverbs.PD, opts *cq.Options, de
 	return e
 }
 
+// selfPair is a shared channel with two ends on it, a and b, each QP
+// connected to itself.
+func selfPair(t *testing.T) (*cq.Channel, *end, *end) {
+	t.Helper()
+	c, pd, ch := sharedChannel(t)
+	a := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
+	b := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
+	connect(t, c, a.qp, a.qp.QPN())
+	connect(t, c, b.qp, b.qp.QPN())
+	return ch, a, b
+}
+
+// sendToSelf posts a receive and a signaled send on e's QP, connected to
+// itself: two completions on e's CQ.
+func (e *end) sendToSelf(t *testing.T) {
+	t.Helper()
+	if err := e.qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: e.sge(0)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: e.sge(9)}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (e *end) sge(i int) []uverbs.SGE {
 	return []uverbs.SGE{{Addr: e.mr.Addr() + uint64(i*e.slot), Length: uint32(e.slot), LKey: e.mr.LKey()}}
 }
@@ -867,22 +891,10 @@ func TestVMSharedChannelCloseWakesWait(t *testing.T) {
 // CQ's Wait reads for another CQ is left for Channel.Wait, which reports
 // that CQ at once.
 func TestVMMixedWaits(t *testing.T) {
-	c, pd, ch := sharedChannel(t)
+	ch, a, b := selfPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
-	b := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
-	connect(t, c, a.qp, a.qp.QPN())
-	connect(t, c, b.qp, b.qp.QPN())
-	complete := func(e *end) {
-		t.Helper()
-		if err := e.qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: e.sge(0)}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: e.sge(9)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	complete := func(e *end) { t.Helper(); e.sendToSelf(t) }
 	drain := func(e *end) {
 		t.Helper()
 		wcs := make([]uverbs.WC, 8)
@@ -1016,22 +1028,10 @@ func TestVMAllNilContext(t *testing.T) {
 // waiter; the recheck then took the CQ off its list as armed, although
 // the event had disarmed it, and Channel.Wait never reported it again.
 func TestVMRecheckRacesEvent(t *testing.T) {
-	c, pd, ch := sharedChannel(t)
+	ch, a, b := selfPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
-	b := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
-	connect(t, c, a.qp, a.qp.QPN())
-	connect(t, c, b.qp, b.qp.QPN())
-	complete := func(e *end) {
-		t.Helper()
-		if err := e.qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: e.sge(0)}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: e.sge(9)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	complete := func(e *end) { t.Helper(); e.sendToSelf(t) }
 	drain := func(e *end) {
 		t.Helper()
 		wcs := make([]uverbs.WC, 8)
@@ -1099,21 +1099,12 @@ func TestVMRecheckRacesEvent(t *testing.T) {
 // read: Wait goes on to the next event instead of failing with ErrClosed,
 // which a server loop would take for the channel's own close.
 func TestVMChannelWaitCQClosedAfterLookup(t *testing.T) {
-	c, pd, ch := sharedChannel(t)
+	ch, a, b := selfPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
-	b := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
-	connect(t, c, a.qp, a.qp.QPN())
-	connect(t, c, b.qp, b.qp.QPN())
 	complete := func(e *end) {
 		t.Helper()
-		if err := e.qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: e.sge(0)}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: e.sge(9)}}); err != nil {
-			t.Fatal(err)
-		}
+		e.sendToSelf(t)
 		for {
 			if n, err := e.q.Verbs().Ready(); err != nil || n == 2 {
 				if err != nil {

@@ -141,7 +141,7 @@ func TestEventRecordsBothModes(t *testing.T) {
 				}
 				got <- ev
 			}()
-			waitBlocked(t, "TestEventRecordsBothModes.") // the wait has begun, not about to
+			testkit.MustBlock(t, "TestEventRecordsBothModes.") // the wait has begun, not about to
 			write(t, w, eventRec(99, !omit, 1, 0))
 			if ev := <-got; ev.Cookie != 99 {
 				t.Errorf("woken GetEvent cookie %d", ev.Cookie)
@@ -256,7 +256,7 @@ func TestEventChannelCloseAndContext(t *testing.T) {
 			errc <- err
 		}()
 	}
-	waitBlocked(t, "TestEventChannelCloseAndContext.") // the wait has begun, not about to
+	testkit.MustBlock(t, "TestEventChannelCloseAndContext.") // the wait has begun, not about to
 	if err := ch.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestCmdCompRecords(t *testing.T) {
 	// Close wakes a blocked Get.
 	errc := make(chan error)
 	go func() { _, err := cc.Get(context.Background(), make([]byte, 64)); errc <- err }()
-	waitBlocked(t, "TestCmdCompRecords.") // the wait has begun, not about to
+	testkit.MustBlock(t, "TestCmdCompRecords.") // the wait has begun, not about to
 	cc.Close()
 	if err := <-errc; !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("Get woken by Close: %v", err)
@@ -390,7 +390,7 @@ func TestEventFDSignalled(t *testing.T) {
 		}
 		got <- n
 	}()
-	waitBlocked(t, "TestEventFDSignalled.") // the wait has begun, not about to
+	testkit.MustBlock(t, "TestEventFDSignalled.") // the wait has begun, not about to
 	if err := e.Signal(1); err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestEventFDSignalled(t *testing.T) {
 	}
 	errc := make(chan error)
 	go func() { _, err := e.Wait(context.Background()); errc <- err }()
-	waitBlocked(t, "TestEventFDSignalled.") // the wait has begun, not about to
+	testkit.MustBlock(t, "TestEventFDSignalled.") // the wait has begun, not about to
 	e.Close()
 	if err := <-errc; !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("Wait woken by Close: %v", err)
@@ -696,18 +696,5 @@ func TestEventChannelConcurrentReaders(t *testing.T) {
 				mustNoEvent(t, ch)
 			})
 		}
-	}
-}
-
-// waitBlocked waits until a goroutine of the test whose name frame
-// contains ("TestX.") is blocked in internal/sys (parked on the poller,
-// in ppoll, or in a select for a watcher), for at most 10 s: a wake-up
-// test must wake a wait that has begun, not one about to begin.
-func waitBlocked(t *testing.T, frame string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := testkit.WaitBlocked(ctx, frame); err != nil {
-		t.Fatal(err)
 	}
 }

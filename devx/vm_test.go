@@ -168,7 +168,7 @@ func TestVMContextCloseClosesChannels(t *testing.T) {
 	ch.remove = remove
 	errc := make(chan error)
 	go func() { _, err := ch.GetEvent(context.Background()); errc <- err }()
-	waitBlocked(t, "TestVMContextCloseClosesChannels.") // the wait has begun, not about to
+	testkit.MustBlock(t, "TestVMContextCloseClosesChannels.") // the wait has begun, not about to
 	c.Close()
 	select {
 	case err := <-errc:

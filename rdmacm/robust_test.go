@@ -236,7 +236,7 @@ func TestCloseWakesGetEvent(t *testing.T) {
 		_, err := ch.GetEvent(context.Background())
 		done <- err
 	}()
-	waitBlocked(t, "TestCloseWakesGetEvent.") // the wait has begun, not about to
+	testkit.MustBlock(t, "TestCloseWakesGetEvent.") // the wait has begun, not about to
 	if err := ch.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -556,18 +556,5 @@ func TestServiceNumber(t *testing.T) {
 		if port != c.port || ok != c.ok {
 			t.Errorf("serviceNumber(%q) = %d, %v; want %d, %v", c.s, port, ok, c.port, c.ok)
 		}
-	}
-}
-
-// waitBlocked waits until a goroutine of the test whose name frame
-// contains ("TestX.") is blocked in internal/sys (parked on the poller,
-// in ppoll, or in a select for a watcher), for at most 10 s: a wake-up
-// test must wake a wait that has begun, not one about to begin.
-func waitBlocked(t *testing.T, frame string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := testkit.WaitBlocked(ctx, frame); err != nil {
-		t.Fatal(err)
 	}
 }

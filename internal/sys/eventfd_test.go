@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/pureverbs/pureverbs/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,7 +40,7 @@ func TestEventFD(t *testing.T) {
 		}
 		done <- binary.LittleEndian.Uint64(b)
 	}()
-	waitBlocked(t, "TestEventFD.") // the wait has begun, not about to
+	testkit.MustBlock(t, "TestEventFD.") // the wait has begun, not about to
 	if err := r.SignalEventFD(1); err != nil {
 		t.Fatal(err)
 	}

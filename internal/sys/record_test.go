@@ -40,7 +40,7 @@ func TestRecordReaderBasics(t *testing.T) {
 		}
 		got <- string(b[:n])
 	}()
-	waitBlocked(t, "TestRecordReaderBasics.") // the wait has begun, not about to
+	testkit.MustBlock(t, "TestRecordReaderBasics.") // the wait has begun, not about to
 	Write(w, []byte("12345678"))
 	if s := <-got; s != "12345678" {
 		t.Fatalf("Read = %q", s)
@@ -76,7 +76,7 @@ func TestRecordReaderContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { _, err := r.Read(ctx, buf); done <- err }()
-	waitBlocked(t, "TestRecordReaderContext.") // the wait has begun, not about to
+	testkit.MustBlock(t, "TestRecordReaderContext.") // the wait has begun, not about to
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Read = %v", err)
@@ -91,7 +91,7 @@ func TestRecordReaderCloseWakes(t *testing.T) {
 	defer w.Close()
 	done := make(chan error)
 	go func() { _, err := r.Read(context.Background(), make([]byte, 8)); done <- err }()
-	waitBlocked(t, "TestRecordReaderCloseWakes.") // the wait has begun, not about to
+	testkit.MustBlock(t, "TestRecordReaderCloseWakes.") // the wait has begun, not about to
 	r.Close()
 	if err := <-done; !errors.Is(err, ErrFileClosed) {
 		t.Fatalf("Read across Close = %v", err)
@@ -260,7 +260,7 @@ func TestRecordReaderThread(t *testing.T) {
 		}
 		got <- string(buf[:n])
 	}()
-	waitBlocked(t, "TestRecordReaderThread.") // the wait has begun, not about to
+	testkit.MustBlock(t, "TestRecordReaderThread.") // the wait has begun, not about to
 	Write(w, []byte("thread!!"))
 	if s := <-got; s != "thread!!" {
 		t.Fatalf("ReadThread = %q", s)
@@ -290,7 +290,7 @@ func TestRecordReaderThread(t *testing.T) {
 		t.Fatalf("after cancel: %d %v", n, err)
 	}
 	go func() { _, err := r.ReadThread(context.Background(), buf); done <- err }()
-	waitBlocked(t, "TestRecordReaderThread.") // the wait has begun, not about to
+	testkit.MustBlock(t, "TestRecordReaderThread.") // the wait has begun, not about to
 	r.Close()
 	select {
 	case err := <-done:
@@ -546,18 +546,5 @@ func TestRecordReaderKick(t *testing.T) {
 	cancel()
 	if _, err := r.Read(ctx, make([]byte, 8)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Read with an ended context after a Kick = %v", err)
-	}
-}
-
-// waitBlocked waits until a goroutine of the test whose name frame
-// contains ("TestX.") is blocked in internal/sys (parked on the poller,
-// in ppoll, or in a select for a watcher), for at most 10 s: a wake-up
-// test must wake a wait that has begun, not one about to begin.
-func waitBlocked(t *testing.T, frame string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := testkit.WaitBlocked(ctx, frame); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -436,6 +436,19 @@ func WaitBlocked(ctx context.Context, frame string) error {
 	return waitState(ctx, frame, "blocked in internal/sys", "[IO wait", "[syscall", "[select")
 }
 
+// MustBlock is WaitBlocked for tb, bounded at 10 s: it fails tb unless a
+// goroutine whose stack has frame (the test's own: "TestX.") is blocked
+// in internal/sys by then. A wake-up test calls it before it writes or
+// closes, so that it wakes a wait that has begun, not one about to.
+func MustBlock(tb testing.TB, frame string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := WaitBlocked(ctx, frame); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 func waitState(ctx context.Context, frame, what string, states ...string) error {
 	lib := len(states) > 1 // WaitBlocked's: the wait must be the library's
 	for {
