@@ -27,7 +27,8 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOFMT     = $(if $(filter /%,$(GO)),$(dir $(GO))gofmt,gofmt)
 KERNEL   ?= all
 # Packages run in the VM: all but the generator and abi, whose tests need the
-# host headers and gcc (they run on the host in make unit).
+# host headers and gcc (they run on the host in make unit), and the sweep,
+# which make sweep runs with its flags.
 VMPKGS   ?= $(shell $(GO) list ./... | grep -v -e /abi$$ -e /cmd/abigen -e /internal/testkit/sweep$$)
 RUN      ?=
 VMFLAGS  ?=
