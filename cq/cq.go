@@ -164,10 +164,11 @@ func (q *CQ) Verbs() *uverbs.CQ {
 // the descriptor is shared with the library, whose reads, made without the
 // runtime's system-call bookkeeping because they never block, would then
 // block in the kernel holding a runtime processor, which stalls the
-// garbage collector and with it the program, and no context could end them. As with librpma, when it polls readable call
-// Wait, which then returns at once (it reads and acknowledges the event
-// and re-arms the CQ), and then GetWC: an event left unread keeps the
-// descriptor readable, and a CQ not re-armed raises no further event.
+// garbage collector and with it the program, and no context could end
+// them. As with librpma, when it polls readable call Wait, which then
+// returns at once (it reads and acknowledges the event and re-arms the
+// CQ), and then GetWC: an event left unread keeps the descriptor
+// readable, and a CQ not re-armed raises no further event.
 // A nil or closed CQ gives an error wrapping uverbs.ErrInvalid or
 // uverbs.ErrClosed, and -1.
 func (q *CQ) Fd() (int, error) {
@@ -346,7 +347,6 @@ func (q *CQ) takeQueued() error {
 	}
 }
 
-// rearm arms the CQ again after its event (under q.wait).
 // signalled re-arms q after another goroutine read its event and
 // signalled it (the caller holds q.wait); the flag that goroutine may have
 // set for the next Wait is taken as well, so q is armed once, not twice.
@@ -355,6 +355,7 @@ func (q *CQ) signalled() error {
 	return q.rearm()
 }
 
+// rearm arms the CQ again after its event (under q.wait).
 func (q *CQ) rearm() error {
 	q.armed = false
 	if err := q.cq.ReqNotify(false); err != nil {
