@@ -894,7 +894,6 @@ func TestVMMixedWaits(t *testing.T) {
 	ch, a, b := selfPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	complete := func(e *end) { t.Helper(); e.sendToSelf(t) }
 	drain := func(e *end) {
 		t.Helper()
 		wcs := make([]uverbs.WC, 8)
@@ -931,7 +930,7 @@ func TestVMMixedWaits(t *testing.T) {
 		t.Fatalf("a's Wait returned with nothing to wait for: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	complete(a)
+	a.sendToSelf(t)
 	select {
 	case r := <-rc:
 		if r.err != nil || r.q != a.q {
@@ -972,7 +971,7 @@ func TestVMMixedWaits(t *testing.T) {
 		}
 		break
 	}
-	complete(b)
+	b.sendToSelf(t)
 	short, cancelShort := context.WithTimeout(ctx, 10*time.Second)
 	q, err := ch.Wait(short)
 	cancelShort()
@@ -980,7 +979,7 @@ func TestVMMixedWaits(t *testing.T) {
 		t.Fatalf("Channel.Wait = %p, %v; want b's CQ %p", q, err, b.q)
 	}
 	drain(b)
-	complete(a)
+	a.sendToSelf(t)
 	select {
 	case err := <-ra:
 		if err != nil {
@@ -1031,7 +1030,6 @@ func TestVMRecheckRacesEvent(t *testing.T) {
 	ch, a, b := selfPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	complete := func(e *end) { t.Helper(); e.sendToSelf(t) }
 	drain := func(e *end) {
 		t.Helper()
 		wcs := make([]uverbs.WC, 8)
@@ -1046,7 +1044,7 @@ func TestVMRecheckRacesEvent(t *testing.T) {
 		}
 	}
 	// b on Channel.Wait's recheck list, armed and empty.
-	complete(b)
+	b.sendToSelf(t)
 	if q, err := ch.Wait(ctx); err != nil || q != b.q {
 		t.Fatalf("Channel.Wait = %p, %v; want b's CQ %p", q, err, b.q)
 	}
@@ -1060,7 +1058,7 @@ func TestVMRecheckRacesEvent(t *testing.T) {
 			once.Do(func() {
 				// b's next completion comes now, and a's Wait reads
 				// its event while this recheck holds b.
-				complete(b)
+				b.sendToSelf(t)
 				select {
 				case <-busy:
 				case <-ctx.Done():

@@ -314,9 +314,7 @@ func (id *ID) DestroyQP(ctx context.Context) error {
 	if id == nil || id.channel() == nil {
 		return invalid(op, "nil ID")
 	}
-	id.mu.Lock()
-	qp := id.qpp
-	id.mu.Unlock()
+	qp := id.qp()
 	if qp == nil {
 		return invalid(op, "the ID has no QP")
 	}
