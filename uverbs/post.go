@@ -44,6 +44,12 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 // (ibv_post_recv(3)): ring writes only, no system call. Errors as for
 // PostSend; a QP in RESET refuses receives (ErrNotReady), and a QP that
 // takes its receives from an SRQ has no receive queue (ErrInvalid).
+//
+// On rxe, as with rdma-core's librxe, a receive posted after the QP
+// entered ERR is not flushed by the kernel on its own: nothing tells it
+// the ring moved. Modify to QPStateErr again (what applications do to
+// drain a QP) flushes it; so, on 6.12, does a PostSend. docs/rxe.md has
+// the measurements.
 func (qp *QP) PostRecv(wrs []RecvWR) error {
 	if qp == nil || qp.ctx == nil {
 		return invalidErr("qp", "post_recv", "nil QP")

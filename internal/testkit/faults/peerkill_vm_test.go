@@ -154,8 +154,7 @@ func peerKilled(t *testing.T, sending bool) {
 			t.Fatalf("%d requests never completed", e.Outstanding())
 		}
 		if e.Forced {
-			t.Logf("the kernel left %d requests unflushed for %v (QP state %v): moved the QP to ERR, which flushed them",
-				e.StalledOut, rcstream.FlushStall, e.StalledState)
+			t.Logf("%s: moved the QP to ERR, which flushed them", e.Stall())
 			attr.State = e.StalledState
 		}
 		if attr.State != uverbs.QPStateErr {

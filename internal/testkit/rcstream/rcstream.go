@@ -104,11 +104,14 @@ type End struct {
 	Bad []uverbs.WC
 	// Forced: after a failure, requests stayed outstanding for
 	// FlushStall and Stream moved the QP to ERR itself to flush them;
-	// StalledState and StalledOut are the QP's state then and how many
-	// requests the kernel had not flushed.
+	// StalledState is the QP's state then, StalledOut how many requests
+	// the kernel had not flushed, StalledSends and StalledRecvs the
+	// same by queue.
 	Forced       bool
 	StalledState uverbs.QPState
 	StalledOut   int
+	StalledSends int
+	StalledRecvs int
 
 	// Watchdog, if set (nanoseconds; another goroutine may set it while
 	// Stream runs), bounds each wait of an end that has seen no failure
@@ -223,8 +226,9 @@ const FlushStall = 2 * time.Second
 //   - n >= 0: n sends and n receives completed successfully, or
 //   - a completion carried an error status: then it stops posting and
 //     drains until every request it posted has completed (flushed). If
-//     the kernel leaves requests unflushed for FlushStall (6.1's rxe
-//     does with receives), it moves the QP to ERR, as applications do.
+//     the kernel leaves requests unflushed for FlushStall (rxe does
+//     with receives posted once the QP is in ERR, 6.1's with others
+//     too), it moves the QP to ERR, as applications do.
 //
 // With n < 0 only the second ends it. With waitFirst it sends nothing
 // until the first receive completed (a peer that must not talk to a QP
@@ -339,6 +343,14 @@ func (e *End) forceErr() error {
 		return fmt.Errorf("%s: Wait timed out with %d completions ready in the CQ: it slept past them; %s", e.Name, n, e.State())
 	}
 	e.Forced, e.StalledOut = true, len(e.out)
+	e.StalledSends, e.StalledRecvs = 0, 0
+	for id := range e.out {
+		if Kind(id) == KindSend {
+			e.StalledSends++
+		} else {
+			e.StalledRecvs++
+		}
+	}
 	attr, _, err := e.QP.Query(uverbs.QPAttrState)
 	if err != nil {
 		return fmt.Errorf("%s: Query: %w", e.Name, err)
@@ -348,6 +360,13 @@ func (e *End) forceErr() error {
 		return fmt.Errorf("%s: Modify to ERR: %w", e.Name, err)
 	}
 	return nil
+}
+
+// Stall describes what forceErr found: how many sends and receives the
+// kernel had left unflushed, and the QP's state.
+func (e *End) Stall() string {
+	return fmt.Sprintf("the kernel left %d sends and %d receives unflushed for %v (QP state %v)",
+		e.StalledSends, e.StalledRecvs, FlushStall, e.StalledState)
 }
 
 // State describes the counts and what is outstanding, for messages.

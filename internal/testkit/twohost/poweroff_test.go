@@ -195,8 +195,7 @@ func TestTwoHostPowerOffMidTransfer(t *testing.T) {
 			t.Fatalf("Query: %v", err)
 		}
 		if snd.Forced {
-			t.Logf("the kernel left %d requests unflushed for %v (QP state %v): moved the QP to ERR, which flushed them",
-				snd.StalledOut, rcstream.FlushStall, snd.StalledState)
+			t.Logf("%s: moved the QP to ERR, which flushed them", snd.Stall())
 			attr.State = snd.StalledState
 		}
 		if attr.State != uverbs.QPStateErr {
