@@ -42,6 +42,11 @@ type Endpoint struct {
 	attr   *uverbs.QPInitAttr // a listener's, for its requests' QPs
 	last   Event              // the event of the last synchronous call
 
+	// connected: a Connect or Accept of a connected (not UD) endpoint
+	// succeeded and no Disconnect has been sent since; Disconnect then
+	// waits for EventDisconnected.
+	connected atomic.Bool
+
 	destroyed atomic.Bool // the fields above stay as they are: other goroutines may be in a call
 
 	// Scratch of the post and completion helpers, so that they
@@ -331,7 +336,11 @@ func (ep *Endpoint) Accept(ctx context.Context, p *ConnParam) error {
 	if ep.id.qpType == uverbs.QPTypeUD {
 		return nil // a SIDR reply has no answer
 	}
-	return ep.complete(ctx, "accept")
+	if err := ep.complete(ctx, "accept"); err != nil {
+		return err
+	}
+	ep.connected.Store(true)
+	return nil
 }
 
 // Connect is rdma_connect(3) on a synchronous ID: it returns once the
@@ -343,15 +352,36 @@ func (ep *Endpoint) Connect(ctx context.Context, p *ConnParam) error {
 	if err := ep.id.Connect(p); err != nil {
 		return err
 	}
-	return ep.complete(ctx, "connect")
+	if err := ep.complete(ctx, "connect"); err != nil {
+		return err
+	}
+	ep.connected.Store(ep.id.qpType != uverbs.QPTypeUD)
+	return nil
 }
 
-// Disconnect is rdma_disconnect(3).
-func (ep *Endpoint) Disconnect() error {
-	if ep == nil {
-		return invalid("disconnect", "nil Endpoint")
+// Disconnect is rdma_disconnect(3) on a synchronous ID: the QP goes to ERR,
+// the connection's end goes to the peer, and, if Connect or Accept
+// established it, Disconnect returns once the endpoint's
+// EventDisconnected has arrived (Event returns it), or fails with its
+// status (ETIMEDOUT when the peer never answered) or when ctx ends first.
+// The event comes when the peer disconnects too or destroys its endpoint
+// (the IB CM's DREP), or, if it does neither, after the CM's timeout; if
+// the peer disconnected first, it is already there.
+//
+// librdmacm waits in every case, which never returns on a UD endpoint or
+// one that was never connected, where no event comes: Disconnect does not
+// wait there.
+func (ep *Endpoint) Disconnect(ctx context.Context) error {
+	if err := ep.check("disconnect", ctx); err != nil {
+		return err
 	}
-	return ep.id.Disconnect()
+	if err := ep.id.Disconnect(); err != nil {
+		return err
+	}
+	if !ep.connected.Swap(false) {
+		return nil
+	}
+	return ep.complete(ctx, "disconnect")
 }
 
 // RegMsgs is rdma_reg_msgs(3): buf registered for local writes (sends

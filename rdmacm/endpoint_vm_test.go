@@ -67,6 +67,7 @@ func TestVMExchange(t *testing.T) {
 	listen := listenEP(ctx, t, epAddr(t, ctx, true, port), &attr)
 
 	serverDone := make(chan error, 1)
+	exchanged := make(chan struct{}, 1)
 	go func() {
 		serverDone <- func() error {
 			id, err := listen.GetRequest(ctx)
@@ -89,7 +90,6 @@ func TestVMExchange(t *testing.T) {
 			if err := id.Accept(ctx, nil); err != nil {
 				return err
 			}
-			defer id.Disconnect()
 			var wc uverbs.WC
 			if _, err := id.GetRecvComp(ctx, &wc); err != nil {
 				return err
@@ -105,6 +105,16 @@ func TestVMExchange(t *testing.T) {
 			}
 			if wc.Status != uverbs.WCSuccess || wc.ID != 8 {
 				return errors.New("server's send: " + wc.Status.String())
+			}
+			exchanged <- struct{}{}
+			// Both ends disconnect at about the same time, as
+			// rdma_server and rdma_client do: each waits for its
+			// EventDisconnected.
+			if err := id.Disconnect(ctx); err != nil {
+				return fmt.Errorf("server's Disconnect: %w", err)
+			}
+			if ev := id.Event(); ev.Type != rdmacm.EventDisconnected {
+				return fmt.Errorf("server's Disconnect returned on %v", ev)
 			}
 			return nil
 		}()
@@ -149,11 +159,23 @@ func TestVMExchange(t *testing.T) {
 	if string(recv) != "server to client" {
 		t.Errorf("client got %q", recv)
 	}
+	select {
+	case <-exchanged:
+	case err := <-serverDone:
+		t.Fatalf("server: %v", err)
+	}
+	if err := ep.Disconnect(ctx); err != nil {
+		t.Errorf("Disconnect: %v", err)
+	}
+	if ev := ep.Event(); ev.Type != rdmacm.EventDisconnected {
+		t.Errorf("Disconnect returned on %v, want EventDisconnected", ev)
+	}
 	if err := <-serverDone; err != nil {
 		t.Fatalf("server: %v", err)
 	}
-	if err := ep.Disconnect(); err != nil {
-		t.Errorf("Disconnect: %v", err)
+	// Sent, and no connection to wait for: it returns.
+	if err := ep.Disconnect(ctx); err != nil {
+		t.Errorf("second Disconnect: %v", err)
 	}
 }
 
@@ -256,7 +278,7 @@ func TestVMEndpointRDMA(t *testing.T) {
 			if err := id.Accept(ctx, nil); err != nil {
 				return err
 			}
-			defer id.Disconnect()
+			defer id.Disconnect(ctx)
 			areas <- [2]area{{wmr.Addr(), wmr.RKey()}, {rmr.Addr(), rmr.RKey()}}
 			var wc uverbs.WC
 			if _, err := id.GetRecvComp(ctx, &wc); err != nil {
@@ -325,6 +347,9 @@ func TestVMEndpointRDMA(t *testing.T) {
 		t.Fatal(err)
 	}
 	comp("send", 3)
+	if err := ep.Disconnect(ctx); err != nil { // the server's waits for it
+		t.Errorf("Disconnect: %v", err)
+	}
 	if err := <-serverDone; err != nil {
 		t.Fatal(err)
 	}

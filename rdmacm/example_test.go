@@ -116,7 +116,7 @@ func ExampleCreateEP() {
 		fmt.Println(err) // errors.Is(err, unix.ECONNREFUSED) when nobody listens
 		return
 	}
-	defer ep.Disconnect()
+	defer ep.Disconnect(ctx) // waits for the server's end
 	if err := ep.PostSend(2, []byte("hello, server"), nil, uverbs.SendInline); err != nil {
 		fmt.Println(err)
 		return

@@ -36,8 +36,9 @@
 // the last of them, as librdmacm keeps one ibv_context per device.
 //
 // Endpoint is the synchronous style of rdma_create_ep(3): CreateEP
-// resolves within the call and makes the QP, GetRequest, Connect and
-// Accept return once their event has come, and rdma_verbs.h's helpers
+// resolves within the call and makes the QP, GetRequest, Connect,
+// Accept and Disconnect return once their event has come, and
+// rdma_verbs.h's helpers
 // post and wait for completions; see ExampleCreateEP.
 package rdmacm
 

@@ -163,7 +163,7 @@ func TestNilAndZeroValues(t *testing.T) {
 			wantInvalid(t, name+" Endpoint GetRequest", err)
 			wantInvalid(t, name+" Endpoint Accept", ep.Accept(ctx, nil))
 			wantInvalid(t, name+" Endpoint Connect", ep.Connect(ctx, nil))
-			wantInvalid(t, name+" Endpoint Disconnect", ep.Disconnect())
+			wantInvalid(t, name+" Endpoint Disconnect", ep.Disconnect(ctx))
 			buf := make([]byte, 8)
 			for what, reg := range map[string]func([]byte) (*uverbs.MR, error){
 				"RegMsgs": ep.RegMsgs, "RegRead": ep.RegRead, "RegWrite": ep.RegWrite} {
@@ -209,6 +209,7 @@ func TestNilContext(t *testing.T) {
 	wantInvalid(t, "GetRequest(nil)", err)
 	wantInvalid(t, "Endpoint Connect(nil)", ep.Connect(nilCtx, &ConnParam{QPNum: 1}))
 	wantInvalid(t, "Endpoint Accept(nil)", ep.Accept(nilCtx, &ConnParam{QPNum: 1}))
+	wantInvalid(t, "Endpoint Disconnect(nil)", ep.Disconnect(nilCtx))
 	if cmds, _ := sentCommands(t, r); len(cmds) != 0 {
 		t.Errorf("commands %v sent before the nil context was refused", cmds)
 	}

@@ -82,7 +82,7 @@ func run(ctx context.Context, server, port string, stdout, stderr io.Writer) int
 		cmsync.Perror(stderr, "rdma_connect", err)
 		return -1
 	}
-	defer id.Disconnect()
+	defer id.Disconnect(ctx)
 	if err := id.PostSend(0, sendMsg, sendMR, sendFlags); err != nil {
 		cmsync.Perror(stderr, "rdma_post_send", err)
 		return -1

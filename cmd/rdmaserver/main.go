@@ -91,7 +91,7 @@ func run(ctx context.Context, server, port string, stdout, stderr io.Writer) int
 		cmsync.Perror(stderr, "rdma_accept", err)
 		return -1
 	}
-	defer id.Disconnect()
+	defer id.Disconnect(ctx)
 	var wc uverbs.WC
 	if _, err := id.GetRecvComp(ctx, &wc); err != nil {
 		cmsync.Perror(stderr, "rdma_get_recv_comp", err)
