@@ -23,10 +23,6 @@ func ByDesign(c Case, goOut, cOut, cErr string) string {
 	case strings.Contains(goOut, "Post List size") && (optValue(c.Args, "-l", belowOne) ||
 		optValue(c.Args, "--post_list", belowOne) || optValue(c.Args, "--recv_post_list", belowOne)):
 		return "a post list below 1 in a bandwidth test: perftest hangs, the Go tools say why"
-	case c.Go == "rdmacmatose" && strings.Contains(goOut, "set ack timeout option failed") && optValue(c.Args, "-a", func(v string) bool {
-		return uint8(getopt.Strtoul(v)) > 31
-	}):
-		return "SetAckTimeout refuses a timeout above 31, which the kernel takes as it comes"
 	case c.Go == "udpingpong" && strings.Contains(goOut, "Couldn't allocate work buf.") && optValue(c.Args, "-s", func(v string) bool {
 		return getopt.Strtoul(v) >= 1<<32-40
 	}):
