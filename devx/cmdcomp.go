@@ -46,10 +46,11 @@ type CmdComp struct {
 }
 
 // NewCmdComp creates a command completion fd (mlx5dv_devx_create_cmd_comp(3)).
-// Closing the context closes it too.
+// Closing the context closes it too. The kernel needs no DEVX uid for it
+// (though Obj.QueryAsync, which uses it, does).
 func NewCmdComp(c *uverbs.Context) (*CmdComp, error) {
 	const object, method = "devx_cmd_comp", "create"
-	sh, err := shared(c, object, method)
+	sh, err := mlx5Shared(c, object, method)
 	if err != nil {
 		return nil, err
 	}

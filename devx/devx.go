@@ -15,17 +15,26 @@
 // back and does not interpret them, except to check the minimum sizes the
 // kernel enforces.
 //
-// On any device that is not mlx5 (rdma_rxe, siw, ...), or an mlx5 context
-// opened without DEVX, every call fails with an error matching
-// uverbs.ErrNotSupported that names the device and its driver, and
-// nothing is sent to the kernel. Errors of the kernel are *uverbs.OpError
-// values wrapping the errno (errors.Is(err, unix.EINVAL)); arguments the
-// kernel would refuse are rejected first with uverbs.ErrInvalid.
+// On any device that is not mlx5 (rdma_rxe, siw, ...) every call fails
+// with an error matching uverbs.ErrNotSupported that names the device and
+// its driver, and nothing is sent to the kernel. An mlx5 context opened
+// without DEVX (OpenPreferred's and uverbs.Open's fallback) has no DEVX
+// uid: the calls whose kernel handlers need one (CreateObj, Obj.Query,
+// Obj.Modify, Obj.QueryAsync, RegUmem, Subscribe, SubscribeFd, and
+// GeneralCmd with any command but QUERY_HCA_CAP, QUERY_HCA_VPORT_CONTEXT,
+// QUERY_ESW_VPORT_CONTEXT and QUERY_ESW_FUNCTIONS) fail the same way, with
+// nothing sent; the others (GeneralCmd with one of those commands,
+// QueryEQN, QueryUAR, NewCmdComp, NewEventChannel, Obj.Destroy,
+// Umem.Dereg) are sent and the kernel answers. Errors of the kernel are
+// *uverbs.OpError values wrapping the errno (errors.Is(err, unix.EINVAL));
+// arguments the kernel would refuse are rejected first with
+// uverbs.ErrInvalid.
 //
 // See docs/devx.md for what is proved without ConnectX hardware and how.
 package devx
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -101,9 +110,11 @@ func OpenByName(name string) (*uverbs.Context, error) {
 	return Open(dev)
 }
 
-// Available returns nil when c has a DEVX user context, and otherwise the
-// error every DEVX call on c returns (matching uverbs.ErrNotSupported,
-// uverbs.ErrClosed or uverbs.ErrInvalid).
+// Available returns nil when c has a DEVX user context (a DEVX uid), and
+// otherwise the error the calls that need one return on c (matching
+// uverbs.ErrNotSupported, uverbs.ErrClosed or uverbs.ErrInvalid). On an
+// mlx5 context without DEVX the calls the kernel serves without a uid
+// (see the package documentation) may still work.
 func Available(c *uverbs.Context) error {
 	_, err := shared(c, "devx", "check")
 	return err
@@ -113,35 +124,65 @@ func Available(c *uverbs.Context) error {
 // refused calls send none).
 var execs atomic.Uint64
 
-// shared returns c's internals once c is known to have a DEVX context.
-func shared(c *uverbs.Context, object, method string) (*core.Shared, error) {
+// sharedOf is core.Of; host tests replace it to give devx the state of an
+// mlx5 context without DEVX, which no device here can provide.
+var sharedOf = core.Of
+
+// mlx5Shared returns c's internals once c is known to be an open context
+// of an mlx5 device: all that the methods whose kernel handlers need no
+// DEVX uid ask for (MLX5_IB_METHOD_DEVX_QUERY_EQN, _QUERY_UAR, the
+// ASYNC_CMD_FD and ASYNC_EVENT_FD allocations, the destroys, and OTHER
+// with a whitelisted command).
+func mlx5Shared(c *uverbs.Context, object, method string) (*core.Shared, error) {
 	if c == nil {
 		return nil, &uverbs.OpError{Object: object, Method: method, Err: fmt.Errorf("%w: nil *uverbs.Context", uverbs.ErrInvalid)}
 	}
-	sh, ok := core.Of(c)
+	sh, ok := sharedOf(c)
 	if !ok {
 		return nil, &uverbs.OpError{Object: object, Method: method, Err: fmt.Errorf("%w: context unknown to uverbs", uverbs.ErrInvalid)}
 	}
 	if sh.Closed() {
 		return nil, &uverbs.OpError{Object: object, Method: method, Err: uverbs.ErrClosed}
 	}
-	d := c.Device()
 	if sh.DriverID != abi.RDMA_DRIVER_MLX5 {
+		d := c.Device()
 		return nil, &uverbs.OpError{Object: object, Method: method, Err: fmt.Errorf(
 			"%w: DEVX needs an mlx5 device; %s has driver %q (driver id %d)",
 			uverbs.ErrNotSupported, d.Name, d.Driver, sh.DriverID)}
 	}
+	return sh, nil
+}
+
+// shared returns c's internals once c is also known to hold a DEVX uid,
+// for the methods whose kernel handlers refuse a context without one
+// with a bare EINVAL: devx_get_uid in OBJ_CREATE, OBJ_MODIFY, OBJ_QUERY
+// and OBJ_ASYNC_QUERY (no whitelisted command is an object command), and
+// the c->devx_uid checks of UMEM_REG and SUBSCRIBE_EVENT.
+func shared(c *uverbs.Context, object, method string) (*core.Shared, error) {
+	sh, err := mlx5Shared(c, object, method)
+	if err != nil {
+		return nil, err
+	}
 	if !sh.DEVX {
-		return nil, &uverbs.OpError{Object: object, Method: method, Err: fmt.Errorf(
-			"%w: %s (driver %q) was opened without DEVX: open it with devx.Open",
-			uverbs.ErrNotSupported, d.Name, d.Driver)}
+		return nil, noDEVX(c, object, method, "")
 	}
 	return sh, nil
 }
 
-// run sends one DEVX command over sh (from shared: the device check
-// comes before any argument check, so every call on a device without
-// DEVX reports that).
+// noDEVX is the refusal of a call that needs a DEVX uid on an mlx5
+// context without one; why, when not empty, is added to the message.
+func noDEVX(c *uverbs.Context, object, method, why string) error {
+	d := c.Device()
+	return &uverbs.OpError{Object: object, Method: method, Err: fmt.Errorf(
+		"%w: %s (driver %q) was opened without DEVX: open it with devx.Open%s",
+		uverbs.ErrNotSupported, d.Name, d.Driver, why)}
+}
+
+// run sends one DEVX command over sh (from mlx5Shared or shared: the
+// device checks come before any argument check, so every call on a
+// device that is not mlx5, and every call that needs a DEVX uid on a
+// context without one, reports that; GeneralCmd alone checks its buffers
+// first, as it needs the command's opcode).
 func run(sh *core.Shared, object, method string, build func(cmd *sys.Ioctl, drv uint32), read func(*sys.Ioctl)) error {
 	execs.Add(1)
 	drv := sh.DriverID
@@ -177,27 +218,79 @@ func checkCmdIn(object, method string, in []byte) error {
 	return nil
 }
 
+// PRM opcodes (mlx5_ifc.h) the kernel runs through GeneralCmd on a
+// context without a DEVX uid: devx_is_whitelist_cmd's list, which
+// devx_get_uid tags with the device's own uid (devx_whitelist_uid).
+const (
+	opQueryHCACap          = 0x100 // MLX5_CMD_OP_QUERY_HCA_CAP
+	opQueryESWFunctions    = 0x740 // MLX5_CMD_OP_QUERY_ESW_FUNCTIONS
+	opQueryESWVportContext = 0x752 // MLX5_CMD_OP_QUERY_ESW_VPORT_CONTEXT
+	opQueryHCAVportContext = 0x762 // MLX5_CMD_OP_QUERY_HCA_VPORT_CONTEXT
+
+	whitelistNames = "QUERY_HCA_CAP, QUERY_HCA_VPORT_CONTEXT, QUERY_ESW_VPORT_CONTEXT and QUERY_ESW_FUNCTIONS"
+)
+
+// opcode returns a PRM command's opcode: its first 16 bits, big-endian
+// (general_obj_in_cmd_hdr.opcode); 0 for a command too short to have one.
+func opcode(in []byte) uint16 {
+	if len(in) < 2 {
+		return 0
+	}
+	return binary.BigEndian.Uint16(in)
+}
+
+// uidFree reports whether the kernel runs the general command in without
+// a DEVX uid: devx_get_uid refuses every other command with EINVAL when
+// the context has none. The first three are mainline's list;
+// QUERY_ESW_FUNCTIONS was added by a 2022 rdma-next patch ("IB/mlx5:
+// Support querying eswitch functions from DEVX") that some kernels carry
+// and the mainline sources read do not: it is sent, and a kernel without
+// it answers EINVAL.
+func uidFree(in []byte) bool {
+	switch opcode(in) {
+	case opQueryHCACap, opQueryHCAVportContext, opQueryESWVportContext, opQueryESWFunctions:
+		return true
+	}
+	return false
+}
+
 // GeneralCmd runs a PRM command that creates no object
 // (mlx5dv_devx_general_cmd(3)), such as QUERY_HCA_CAP: in is the command,
 // out receives the device's response. The kernel refuses commands that
 // create, modify or destroy objects here (EINVAL); a firmware error comes
 // back as the kernel's errno with the PRM status and syndrome in out.
+//
+// On an mlx5 context without DEVX the kernel runs only QUERY_HCA_CAP,
+// QUERY_HCA_VPORT_CONTEXT and QUERY_ESW_VPORT_CONTEXT (and, on some
+// kernels, QUERY_ESW_FUNCTIONS), under the device's own DEVX uid, as
+// libmlx5 relies on to read the device's capabilities on every context;
+// those are sent (a kernel without that uid answers EOPNOTSUPP, and one
+// on firmware without DEVX EPROTONOSUPPORT: both match
+// uverbs.ErrNotSupported), and any other command is refused with
+// uverbs.ErrNotSupported, nothing sent. Buffer sizes are checked before
+// that.
 func GeneralCmd(c *uverbs.Context, in, out []byte) error {
 	const object, method = "devx", "general_cmd"
-	sh, err := shared(c, object, method)
+	sh, err := mlx5Shared(c, object, method)
 	if err != nil {
 		return err
 	}
 	if err := checkCmd(object, method, in, out); err != nil {
 		return err
 	}
+	if !sh.DEVX && !uidFree(in) {
+		return noDEVX(c, object, method, fmt.Sprintf(
+			" (without it the kernel runs only %s here, not opcode %#x)",
+			whitelistNames, opcode(in)))
+	}
 	return run(sh, object, method, func(cmd *sys.Ioctl, drv uint32) { buildGeneral(cmd, drv, in, out) }, nil)
 }
 
 // QueryEQN returns the device EQ number serving completion vector vector
-// (mlx5dv_devx_query_eqn(3)), for CQs created with DEVX.
+// (mlx5dv_devx_query_eqn(3)), for CQs created with DEVX. The kernel needs
+// no DEVX uid for it.
 func QueryEQN(c *uverbs.Context, vector uint32) (uint32, error) {
-	sh, err := shared(c, "devx", "query_eqn")
+	sh, err := mlx5Shared(c, "devx", "query_eqn")
 	if err != nil {
 		return 0, err
 	}
@@ -208,9 +301,10 @@ func QueryEQN(c *uverbs.Context, vector uint32) (uint32, error) {
 
 // QueryUAR returns the device's index of the context's user access
 // region page userIdx (MLX5_IB_METHOD_DEVX_QUERY_UAR, which
-// mlx5dv_devx_alloc_uar(3) uses for statically allocated UARs).
+// mlx5dv_devx_alloc_uar(3) uses for statically allocated UARs). The
+// kernel needs no DEVX uid for it.
 func QueryUAR(c *uverbs.Context, userIdx uint32) (uint32, error) {
-	sh, err := shared(c, "devx", "query_uar")
+	sh, err := mlx5Shared(c, "devx", "query_uar")
 	if err != nil {
 		return 0, err
 	}

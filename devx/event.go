@@ -131,10 +131,11 @@ type EventChannel struct {
 
 // NewEventChannel creates an event channel
 // (mlx5dv_devx_create_event_channel(3)), with flags 0 or OmitData.
-// Closing the context closes it too.
+// Closing the context closes it too. The kernel needs no DEVX uid for it
+// (though Subscribe and SubscribeFd do).
 func NewEventChannel(c *uverbs.Context, flags ChannelFlags) (*EventChannel, error) {
 	const object, method = "devx_event_channel", "create"
-	sh, err := shared(c, object, method)
+	sh, err := mlx5Shared(c, object, method)
 	if err != nil {
 		return nil, err
 	}
@@ -302,6 +303,7 @@ func (ch *EventChannel) close() error {
 // MaxEvents of them, PRM event types up to MaxEventNum; 0 is the
 // completion event of a CQ object) of obj, or device-level (unaffiliated)
 // events when obj is nil. Each event read from the channel carries cookie.
+// It needs a context with DEVX: the kernel refuses any other (EINVAL).
 func Subscribe(ch *EventChannel, obj *Obj, events []uint16, cookie uint64) error {
 	const method = "subscribe_event"
 	var list []byte
@@ -321,7 +323,8 @@ func Subscribe(ch *EventChannel, obj *Obj, events []uint16, cookie uint64) error
 // (mlx5dv_devx_subscribe_devx_event_fd(3)): the kernel signals fd, which
 // must be an eventfd (see NewEventFD), each time the event occurs, and
 // queues nothing on the channel. The kernel keeps its own reference to
-// the eventfd. fd must be 0 to math.MaxInt32 (the kernel's s32).
+// the eventfd. fd must be 0 to math.MaxInt32 (the kernel's s32). It needs
+// a context with DEVX, as Subscribe.
 func SubscribeFd(ch *EventChannel, fd int, obj *Obj, event uint16) error {
 	const method = "subscribe_event_fd"
 	return subscribe(ch, obj, method, func() error {
@@ -359,8 +362,9 @@ func checkEventFD(method string, fd int) error {
 	return nil
 }
 
-// subscribe checks the device, then the arguments (check), holds the
-// channel and the object, and sends the command.
+// subscribe checks the device and the DEVX uid (SUBSCRIBE_EVENT refuses a
+// context without one), then the arguments (check), holds the channel and
+// the object, and sends the command.
 func subscribe(ch *EventChannel, obj *Obj, method string, check func() error, build func(cmd *sys.Ioctl, drv uint32, chFD int, h uint32)) error {
 	const object = "devx"
 	if ch == nil || ch.r == nil {

@@ -19,7 +19,7 @@ type Obj struct {
 // CreateObj runs the PRM create command in (mlx5dv_devx_obj_create(3)),
 // out receiving the device's response (with the new object's id), and
 // returns the object. The kernel accepts only commands that create an
-// object it knows how to destroy.
+// object it knows how to destroy, on a context with DEVX.
 func CreateObj(c *uverbs.Context, in, out []byte) (*Obj, error) {
 	const object, method = "devx_obj", "create"
 	sh, err := shared(c, object, method)
@@ -57,7 +57,9 @@ func (o *Obj) Context() *uverbs.Context {
 	return o.ctx
 }
 
-// use checks the device, then holds the object for one command.
+// use checks the device and the DEVX uid (the kernel's OBJ_QUERY,
+// OBJ_MODIFY and OBJ_ASYNC_QUERY refuse a context without one), then
+// holds the object for one command.
 func (o *Obj) use(method string) (*core.Shared, error) {
 	if o == nil || o.ctx == nil {
 		return nil, invalid("devx_obj", method, "nil *devx.Obj")
@@ -105,13 +107,14 @@ func (o *Obj) Modify(in, out []byte) error {
 // Destroy destroys the object (mlx5dv_devx_obj_destroy(3)) once the
 // commands in flight on it are done. A refusal of the kernel (EBUSY while
 // other objects use it) leaves it usable; a destroyed object returns
-// errors matching uverbs.ErrClosed.
+// errors matching uverbs.ErrClosed. The kernel runs the destroy command
+// it stored at creation and needs no DEVX uid for it.
 func (o *Obj) Destroy() error {
 	const method = "destroy"
 	if o == nil || o.ctx == nil {
 		return invalid("devx_obj", method, "nil *devx.Obj")
 	}
-	sh, err := shared(o.ctx, "devx_obj", method)
+	sh, err := mlx5Shared(o.ctx, "devx_obj", method)
 	if err != nil {
 		return err
 	}
@@ -186,7 +189,7 @@ type UmemOptions struct {
 // kernel allows no others). buf stays referenced until Dereg; memory from
 // uverbs.AllocBuffer keeps it out of the Go heap. Without opts the page
 // sizes are DefaultPageSizes, sent as an optional attribute older kernels
-// ignore.
+// ignore. It needs a context with DEVX: the kernel refuses any other.
 func RegUmem(c *uverbs.Context, buf []byte, access uverbs.Access, opts *UmemOptions) (*Umem, error) {
 	const object, method = "devx_umem", "reg"
 	sh, err := shared(c, object, method)
@@ -239,13 +242,14 @@ func (u *Umem) Handle() uint32 {
 }
 
 // Dereg deregisters the memory (mlx5dv_devx_umem_dereg(3)); the kernel
-// refuses (EBUSY) while DEVX objects use it, leaving it registered.
+// refuses (EBUSY) while DEVX objects use it, leaving it registered. As
+// for Obj.Destroy, the kernel needs no DEVX uid for it.
 func (u *Umem) Dereg() error {
 	const method = "dereg"
 	if u == nil || u.ctx == nil {
 		return invalid("devx_umem", method, "nil *devx.Umem")
 	}
-	sh, err := shared(u.ctx, "devx_umem", method)
+	sh, err := mlx5Shared(u.ctx, "devx_umem", method)
 	if err != nil {
 		return err
 	}
