@@ -507,7 +507,8 @@ func (q *CQ) All(ctx context.Context, buf []uverbs.WC) iter.Seq2[uverbs.WC, erro
 	}
 }
 
-// Close destroys the CQ (after the QPs that use it: the kernel refuses
+// Close destroys the CQ (ibv_destroy_cq(3), as librpma's internal
+// rpma_cq_delete does; after the QPs that use it: the kernel refuses
 // with EBUSY before, and the CQ stays usable) and, if it had its own
 // channel, closes that. ctx bounds the destroy's wait for the application
 // to acknowledge the asynchronous events naming the CQ that it read

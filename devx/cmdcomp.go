@@ -124,7 +124,8 @@ func (cc *CmdComp) Get(ctx context.Context, buf []byte) (CmdResp, error) {
 	return cc.done(buf, n, err)
 }
 
-// TryGet is Get without waiting: when no completion is queued, or
+// TryGet is Get without waiting (mlx5dv_devx_get_async_cmd_comp(3) on a
+// non-blocking fd): when no completion is queued, or
 // another goroutine is waiting in Get (which takes the next one), it
 // fails with ErrNoEvent (which matches unix.EAGAIN).
 func (cc *CmdComp) TryGet(buf []byte) (CmdResp, error) {

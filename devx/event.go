@@ -228,7 +228,8 @@ func (ch *EventChannel) GetEvent(ctx context.Context) (Event, error) {
 	return ev, err
 }
 
-// TryGetEvent is GetEvent without waiting: when no event is queued (or
+// TryGetEvent is GetEvent without waiting (mlx5dv_devx_get_event(3) on
+// a non-blocking channel): when no event is queued (or
 // another goroutine is waiting in GetEvent) it fails with ErrNoEvent,
 // which matches unix.EAGAIN.
 func (ch *EventChannel) TryGetEvent() (Event, error) {

@@ -27,7 +27,7 @@ var (
 	errEventFDClosed = closed("eventfd", "wait")
 )
 
-// NewEventFD creates a counter at 0.
+// NewEventFD creates a counter at 0 (eventfd(2), with EFD_CLOEXEC).
 func NewEventFD() (*EventFD, error) {
 	r, err := sys.NewEventFD("devx eventfd")
 	if err != nil {

@@ -290,8 +290,9 @@ func (ch *EventChannel) GetEvent(ctx context.Context) (Event, error) {
 	}
 }
 
-// TryGetEvent is GetEvent without the wait: an error wrapping EAGAIN when
-// no event is queued.
+// TryGetEvent is GetEvent without the wait (rdma_get_cm_event(3) on a
+// non-blocking channel): an error wrapping EAGAIN when no event is
+// queued.
 func (ch *EventChannel) TryGetEvent() (Event, error) {
 	if err := ch.valid("get_event"); err != nil {
 		return Event{}, err

@@ -67,7 +67,7 @@ type OpError struct {
 }
 
 // Error returns "rdmacm: <op>: <error>".
-func (e *OpError) Error() string { return "rdmacm: " + e.Op + ": " + e.Err.Error() }
+func (e *OpError) Error() string { return fmt.Sprintf("rdmacm: %s: %v", e.Op, e.Err) }
 
 // Unwrap returns Err, so that errors.Is matches the errno.
 func (e *OpError) Unwrap() error { return e.Err }

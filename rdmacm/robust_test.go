@@ -99,6 +99,11 @@ func sentCommands(t *testing.T, r *os.File) (cmds []uint32, reqs [][]byte) {
 // matching ErrInvalid (or a zero result for a getter), never panics.
 func TestNilAndZeroValues(t *testing.T) {
 	ctx := context.Background()
+	mustNotPanic(t, "zero OpError", func() {
+		if got := (&OpError{}).Error(); got != "rdmacm: : <nil>" {
+			t.Errorf("zero OpError: %q", got)
+		}
+	})
 	for name, ch := range map[string]*EventChannel{"nil": nil, "zero": {}} {
 		mustNotPanic(t, name+" EventChannel", func() {
 			if fd := ch.Fd(); fd != -1 {

@@ -162,7 +162,8 @@ func (ch *CompChannel) GetCQEvent(ctx context.Context) (*CQ, error) {
 	return ch.readEvent(ctx, true)
 }
 
-// TryGetCQEvent returns the next queued completion event without waiting,
+// TryGetCQEvent is ibv_get_cq_event(3) on a non-blocking channel: it
+// returns the next queued completion event without waiting,
 // or an error matching ErrNoEvent (and unix.EAGAIN) when none is queued.
 func (ch *CompChannel) TryGetCQEvent() (*CQ, error) {
 	if ch == nil || ch.r == nil {

@@ -82,8 +82,8 @@ type Device struct {
 	Index        int      // ibv_get_device_index(3): the kernel's device index (RDMA netlink's DEV_INDEX, as `rdma dev` numbers devices) in Devices/DeviceByName; -1 when netlink does not answer, and always from the *At functions (sysfs has no index)
 }
 
-// Devices lists the uverbs devices under /sys in libibverbs' order (that
-// of ibv_get_device_list in a new process: the RDMA netlink device dump's
+// Devices lists the uverbs devices (ibv_get_device_list(3)) under /sys in
+// libibverbs' order (that of ibv_get_device_list in a new process: the RDMA netlink device dump's
 // order, which is the order the devices were created in, or when netlink
 // is unusable the readdir order of /sys/class/infiniband_verbs), with
 // DriverID and Index taken from RDMA netlink where the kernel reports
