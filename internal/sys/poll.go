@@ -38,6 +38,8 @@ type EventFile struct {
 	// testAfterEAGAIN, when set by a test, runs between a waiter's EAGAIN
 	// and its wait: the window in which a wakeup could be lost.
 	testAfterEAGAIN func()
+	// testRead, when set by a test, replaces TryRead's read(2).
+	testRead func(fd int, b []byte) (int, error)
 
 	mu       sync.Mutex
 	ready    chan struct{} // closed (and replaced) when the fd may be readable
@@ -84,9 +86,24 @@ func (e *EventFile) TryRead(buf []byte) (int, error) {
 	if !e.acquire() {
 		return 0, ErrFileClosed
 	}
-	n, err := readRaw(e.raw, buf)
+	var n int
+	var err error
+	if e.testRead != nil {
+		n, err = e.testRead(e.raw, buf)
+	} else {
+		n, err = readRaw(e.raw, buf)
+	}
 	e.inUse.RUnlock()
 	return n, err
+}
+
+// ended is queueEnded on the file, while it stays open.
+func (e *EventFile) ended() bool {
+	if !e.acquire() {
+		return false // the next TryRead reports ErrFileClosed
+	}
+	defer e.inUse.RUnlock()
+	return queueEnded(e.raw)
 }
 
 func (e *EventFile) acquire() bool {
@@ -98,10 +115,11 @@ func (e *EventFile) acquire() bool {
 	return true
 }
 
-// Read blocks until one record is read into buf, ctx ends (ctx.Err()), or
-// the file is closed (ErrFileClosed).
+// Read blocks until one record is read into buf, ctx ends (ctx.Err()),
+// the file is closed (ErrFileClosed), or the kernel ended the queue
+// (unix.EIO, as a blocking read(2) reports it; see queueEnded).
 func (e *EventFile) Read(ctx context.Context, buf []byte) (int, error) {
-	for {
+	for woken := false; ; woken = true {
 		// Take the current readiness generation before trying, so that a
 		// record arriving after our EAGAIN wakes us.
 		e.mu.Lock()
@@ -114,6 +132,10 @@ func (e *EventFile) Read(ctx context.Context, buf []byte) (int, error) {
 			e.leave()
 			return n, err
 		}
+		if woken && e.ended() {
+			e.leave()
+			return 0, unix.EIO
+		}
 		if e.testAfterEAGAIN != nil {
 			e.testAfterEAGAIN()
 		}
@@ -122,6 +144,11 @@ func (e *EventFile) Read(ctx context.Context, buf []byte) (int, error) {
 		case <-ready:
 			e.leave()
 			if err := e.pollErr(); err != nil {
+				if e.ended() {
+					// The runtime poller reports a bare EPOLLERR (a
+					// uverbs queue the kernel closed) as "not pollable".
+					return 0, unix.EIO
+				}
 				return 0, err
 			}
 		case <-ctx.Done():
@@ -212,6 +239,27 @@ func pollReadable(fd int) bool {
 			continue
 		}
 		return err != nil || n > 0
+	}
+}
+
+// queueEnded reports whether fd, whose read just failed with EAGAIN,
+// polls as a queue that will never have input again: the uverbs event
+// files (async events, completion channels) report EPOLLERR once their
+// queue is closed and empty (ib_uverbs_event_poll; the kernel closes it
+// when the device is disassociated or the context destroyed), a DEVX
+// event channel EPOLLIN|EPOLLRDHUP once destroyed (devx_async_event_poll).
+// Their non-blocking read keeps failing with EAGAIN there, where a
+// blocking read would fail with EIO; a waiter that went by readiness
+// alone would wake and read for ever. Waiters ask this only after a
+// wake-up found nothing, which on a live queue is rare.
+func queueEnded(fd int) bool {
+	pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+	for {
+		n, err := unix.Poll(pfd[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n > 0 && pfd[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLRDHUP) != 0
 	}
 }
 

@@ -45,6 +45,7 @@ type RecordReader struct {
 	readFn func(uintptr) bool // r.read as a method value, made once
 	hint   func() bool        // SetHint's; nil: always read first
 	hinted bool               // this Read has yet to ask hint
+	woke   bool               // read ran before in this RawConn.Read: a wait came between
 	tryFn  func(uintptr) bool // r.try, likewise
 	stop   func() bool
 
@@ -108,6 +109,8 @@ func (r *RecordReader) SetHint(mayHave func() bool) { r.hint = mayHave }
 // poller to wait for readiness. RawConn.Read calls it after resetting the
 // poller's readiness, so the hint (first call only) is asked after that.
 func (r *RecordReader) read(fd uintptr) bool {
+	woke := r.woke
+	r.woke = true
 	if r.hinted {
 		r.hinted = false
 		if !r.hint() {
@@ -119,7 +122,15 @@ func (r *RecordReader) read(fd uintptr) bool {
 	} else {
 		r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf) // non-blocking fd
 	}
-	return r.err != unix.EAGAIN
+	if r.err != unix.EAGAIN {
+		return true
+	}
+	if woke && queueEnded(int(fd)) {
+		// Woken, and nothing to read: the kernel ended the queue.
+		r.n, r.err = 0, unix.EIO
+		return true
+	}
+	return false
 }
 
 // SetOp replaces the read(2) of Read and TryRead with op, which gets the
@@ -171,14 +182,18 @@ func (r *RecordReader) TryRead(buf []byte) (int, error) {
 	cerr := r.rawRead(context.Background(), r.tryFn)
 	r.buf = nil
 	if cerr != nil {
+		if !errors.Is(cerr, os.ErrDeadlineExceeded) && r.ended() {
+			return 0, unix.EIO // "not pollable": see Read
+		}
 		return 0, r.mapErr(cerr)
 	}
 	return r.n, r.err
 }
 
 // Read waits, parked on the runtime poller, until one record is read into
-// buf, ctx ends (ctx.Err()), or the reader is closed (ErrFileClosed). A
-// nil ctx fails with unix.EINVAL.
+// buf, ctx ends (ctx.Err()), the reader is closed (ErrFileClosed), or the
+// kernel ended the queue (unix.EIO, as a blocking read(2) reports it; see
+// queueEnded). A nil ctx fails with unix.EINVAL.
 func (r *RecordReader) Read(ctx context.Context, buf []byte) (int, error) {
 	if err := r.acquire(ctx); err != nil {
 		return 0, err
@@ -197,10 +212,21 @@ func (r *RecordReader) Read(ctx context.Context, buf []byte) (int, error) {
 			if cerr := ctx.Err(); cerr != nil {
 				return 0, cerr
 			}
+		} else if r.ended() {
+			// The runtime poller reports a bare EPOLLERR (a uverbs
+			// queue the kernel closed) as "not pollable".
+			return 0, unix.EIO
 		}
 		return 0, r.mapErr(err)
 	}
 	return r.n, r.err
+}
+
+// ended is queueEnded on the descriptor, while it stays open.
+func (r *RecordReader) ended() bool {
+	ended := false
+	r.rc.Control(func(fd uintptr) { ended = queueEnded(int(fd)) })
+	return ended
 }
 
 // acquire takes the one-reader semaphore, unless ctx ends or the reader
@@ -286,6 +312,7 @@ func (r *RecordReader) Kick() {
 // returned.
 func (r *RecordReader) rawRead(ctx context.Context, fn func(uintptr) bool) error {
 	for {
+		r.woke = false
 		err := r.rc.Read(fn)
 		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || ctx.Err() != nil || !r.unkick() {
 			return err

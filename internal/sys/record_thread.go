@@ -2,6 +2,8 @@ package sys
 
 import (
 	"context"
+	"errors"
+	"os"
 	"runtime"
 	"time"
 
@@ -55,6 +57,9 @@ func (r *RecordReader) ReadThread(ctx context.Context, buf []byte) (int, error) 
 	r.buf, r.tctx = nil, nil
 	r.hinted = false
 	if cerr != nil {
+		if !errors.Is(cerr, os.ErrDeadlineExceeded) && r.ended() {
+			return 0, unix.EIO // "not pollable": see Read
+		}
 		return 0, r.mapErr(cerr)
 	}
 	if r.err == errWoken {
@@ -91,7 +96,7 @@ func (r *RecordReader) thread(fd uintptr) bool {
 	if r.read(fd) {
 		return true
 	}
-	fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(r.wake), Events: unix.POLLIN}}
+	fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}, {Fd: int32(r.wake), Events: unix.POLLIN}}
 	var ts *unix.Timespec
 	var tsv unix.Timespec
 	for {
@@ -129,6 +134,12 @@ func (r *RecordReader) thread(fd uintptr) bool {
 				r.n, r.err = rwQuick(unix.SYS_READ, int(fd), r.buf)
 			}
 			if r.err != unix.EAGAIN {
+				return true
+			}
+			if fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLRDHUP) != 0 {
+				// The kernel ended the queue (see queueEnded): ppoll
+				// would report it at once for ever.
+				r.n, r.err = 0, unix.EIO
 				return true
 			}
 			fds[0].Revents = 0 // another reader (a read(2) on Fd) took it
