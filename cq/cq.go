@@ -88,6 +88,10 @@ type Channel struct {
 	// and at no other CQ, so a call costs O(len(recheck)), not O(CQs). A
 	// CQ joins and leaves it only while its wait lock is held.
 	recheck []*CQ
+	// spare holds the Channel.Wait calls' copies of recheck between
+	// calls (one per concurrent caller at most), so that a long list
+	// costs no allocation once a copy of its length exists.
+	spare [][]*CQ
 }
 
 // NewChannel creates a completion channel for several CQs
@@ -583,19 +587,9 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 	if ctx == nil {
 		return nil, &uverbs.OpError{Object: "cq_channel", Method: "wait", Err: fmt.Errorf("%w: nil context.Context", uverbs.ErrInvalid)}
 	}
-	var buf [16]*CQ
 	for {
-		ch.mu.Lock()
-		cqs := append(buf[:0], ch.recheck...)
-		ch.mu.Unlock()
-		for _, q := range cqs {
-			ready, err := q.recheckOne(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if ready {
-				return q, nil
-			}
+		if q, err := ch.recheckAll(ctx); q != nil || err != nil {
+			return q, err
 		}
 		select {
 		case ch.reader <- struct{}{}:
@@ -657,6 +651,36 @@ func (ch *Channel) Wait(ctx context.Context) (*CQ, error) {
 		}
 		return q, err
 	}
+}
+
+// recheckAll runs recheckOne over a copy of the recheck list (taken
+// under mu; recheckOne changes the list) until a CQ is ready, and
+// returns it, or nil when none is.
+func (ch *Channel) recheckAll(ctx context.Context) (*CQ, error) {
+	ch.mu.Lock()
+	var cqs []*CQ
+	if n := len(ch.spare); n > 0 {
+		cqs, ch.spare = ch.spare[n-1], ch.spare[:n-1]
+	}
+	cqs = append(cqs[:0], ch.recheck...)
+	ch.mu.Unlock()
+	var ready *CQ
+	var err error
+	for _, q := range cqs {
+		var ok bool
+		if ok, err = q.recheckOne(ctx); err != nil {
+			break
+		}
+		if ok {
+			ready = q
+			break
+		}
+	}
+	clear(cqs) // no references kept to CQs closed since
+	ch.mu.Lock()
+	ch.spare = append(ch.spare, cqs[:0])
+	ch.mu.Unlock()
+	return ready, err
 }
 
 // recheckOne arms q if it is not, and reports whether completions are

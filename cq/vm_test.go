@@ -517,6 +517,66 @@ func TestVMWaitGetWCNoAllocs(t *testing.T) {
 	}
 }
 
+// TestVMChannelWaitLongRecheck: with 20 CQs on the recheck list, all
+// holding completions the application leaves there, Channel.Wait hands
+// them out in turn (each goes to the end of the list) and allocates
+// nothing, however long the list (it copied the list into a 16-entry
+// array, which a longer list outgrew on every call).
+func TestVMChannelWaitLongRecheck(t *testing.T) {
+	c, pd, ch := sharedChannel(t)
+	const n = 20
+	ends := make([]*end, n)
+	for i := range ends {
+		e := newEnd(t, c, pd, &cq.Options{Channel: ch}, 2, 64)
+		connect(t, c, e.qp, e.qp.QPN())
+		e.sendToSelf(t)
+		ends[i] = e
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, e := range ends {
+		for {
+			k, err := e.q.Verbs().Ready()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a loopback send and receive made %d completions in 10s", k)
+			}
+			runtime.Gosched()
+		}
+		e.q.MarkRecheckForTest()
+	}
+	if k := cq.RecheckLenForTest(ch); k != n {
+		t.Fatalf("recheck list of %d CQs, want %d", k, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seen := map[*cq.CQ]int{}
+	for range 2 * n {
+		q, err := ch.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[q]++
+	}
+	for i, e := range ends {
+		if seen[e.q] != 2 {
+			t.Errorf("CQ %d returned %d times in %d Waits, want 2 (in turn)", i, seen[e.q], 2*n)
+		}
+	}
+	testkit.NoAllocs(t, 100, func() {
+		if _, err := ch.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if k := cq.RecheckLenForTest(ch); k != n {
+		t.Errorf("recheck list of %d CQs after the Waits, want %d", k, n)
+	}
+}
+
 // TestVMAllIterator: ranging over All yields every completion once, Waits
 // in between, and ends quietly when its context is cancelled.
 func TestVMAllIterator(t *testing.T) {
