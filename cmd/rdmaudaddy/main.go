@@ -254,10 +254,12 @@ func (t *test) pollCQs(ctx context.Context) int {
 		if !n.Connected {
 			continue
 		}
-		if ret := t.Poll(ctx, n.CQ, t.O.Count, func(wc *uverbs.WC) {
-			if n.AH == nil {
-				t.replyAH(n, wc)
+		if ret := t.Poll(ctx, n.CQ, t.O.Count, func(wc *uverbs.WC) int {
+			if n.AH == nil && !t.replyAH(n, wc) {
+				t.Printf("udaddy: failed to create reply AH\n")
+				return -1
 			}
+			return 0
 		}); ret != 0 {
 			return ret
 		}
@@ -267,11 +269,21 @@ func (t *test) pollCQs(ctx context.Context) int {
 
 // replyAH answers the sender of wc: an address handle from the completion
 // and the GRH at the start of the buffer, its QP number from the
-// immediate data, and this QP's own Q_Key.
-func (t *test) replyAH(n *node, wc *uverbs.WC) {
-	n.AH, _ = n.PD.CreateAHFromWC(n.ID.Port(), wc, n.Mem[:cmexample.GRHLen])
-	n.RemoteQPN = wc.ImmData
-	if a, _, err := n.QP.Query(uverbs.QPAttrQKey); err == nil {
-		n.RemoteQKey = a.QKey
+// immediate data, and this QP's own Q_Key (create_reply_ah). It reports
+// whether all of them were had: C's fails on the AH's creation (an
+// error completion carries no GRH flag, and RoCE wants a GRH) and on the
+// query.
+func (t *test) replyAH(n *node, wc *uverbs.WC) bool {
+	ah, err := n.PD.CreateAHFromWC(n.ID.Port(), wc, n.Mem[:cmexample.GRHLen])
+	if err != nil {
+		return false
 	}
+	n.AH = ah
+	n.RemoteQPN = wc.ImmData
+	a, _, err := n.QP.Query(uverbs.QPAttrQKey)
+	if err != nil {
+		return false
+	}
+	n.RemoteQKey = a.QKey
+	return true
 }

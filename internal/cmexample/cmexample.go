@@ -278,9 +278,10 @@ func IsError(ev *rdmacm.Event) bool {
 }
 
 // Poll busy-polls cq for count completions (poll_cqs' inner loop);
-// first, if not nil, sees the first batch's first completion. ctx bounds
+// first, if not nil, sees the first completion of every batch polled, and
+// a non-zero return from it ends the poll with that status. ctx bounds
 // the wait (the C examples spin for ever).
-func (e *Env) Poll(ctx context.Context, cq *uverbs.CQ, count int, first func(*uverbs.WC)) int {
+func (e *Env) Poll(ctx context.Context, cq *uverbs.CQ, count int, first func(*uverbs.WC) int) int {
 	var wc [8]uverbs.WC
 	for done := 0; done < count; {
 		if err := ctx.Err(); err != nil {
@@ -293,7 +294,9 @@ func (e *Env) Poll(ctx context.Context, cq *uverbs.CQ, count int, first func(*uv
 			return -cmsync.ErrnoValue(err)
 		}
 		if got > 0 && first != nil {
-			first(&wc[0])
+			if ret := first(&wc[0]); ret != 0 {
+				return ret
+			}
 		}
 		done += got
 	}
