@@ -421,9 +421,14 @@ func (r *runner) connectRequest(ev rdmacm.Event) {
 	}
 	root.mu.Unlock()
 	if busy {
-		// The C tool's cm thread would wait here for good (its
-		// accept_ready semaphore is posted in persistent mode only);
-		// this one turns the request down.
+		// v44's cm thread takes the request over the running session
+		// (it overwrites child_cm_id and posts the semaphore): that
+		// session fails, its disconnect goes to the new, unconnected
+		// ID, and server and first client hang in the CQ thread's
+		// join; the second client waits out the CM's timeout. (Later
+		// rdma-core holds the thread on an accept_ready semaphore.)
+		// This one turns the request down, a deliberate difference
+		// (docs/testing.md).
 		r.debugf("rejecting a second connection request: cma %p\n", ev.ID)
 		if err := ev.ID.Reject(nil); err != nil {
 			r.debugf("rdma_reject: %v\n", err)
