@@ -152,6 +152,10 @@ func TestVMLimits(t *testing.T) {
 // (bwtest.DuplexDurationLimit).
 func TestVMDuplexDurationLimit(t *testing.T) { bwtest.DuplexDurationLimit(t, tool) }
 
+// TestVMDuplexDurationBoth: -b -D --report-both prints both blocks, as
+// send_bw does (bwtest.DuplexDurationBoth).
+func TestVMDuplexDurationBoth(t *testing.T) { bwtest.DuplexDurationBoth(t, tool) }
+
 // TestVMRecvPostList: --recv_post_list, Go against C both ways (bwtest.RecvPostList).
 func TestVMRecvPostList(t *testing.T) { bwtest.RecvPostList(t, tool) }
 

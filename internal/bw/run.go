@@ -1438,6 +1438,13 @@ func (t *test) reportBoth(my Report) error {
 	sum.Avg += rem.Avg
 	sum.MsgRate += rem.MsgRate
 	t.writeReport(sum)
+	t.bothBlocks(my, rem)
+	return nil
+}
+
+// bothBlocks prints --report-both's "Local results" and "Remote results"
+// blocks of a bidirectional run (not with -a).
+func (t *test) bothBlocks(my, rem Report) {
 	if t.o.Both && !t.o.All {
 		for _, side := range []struct {
 			name string
@@ -1454,7 +1461,6 @@ func (t *test) reportBoth(my Report) error {
 			t.writeLine(side.r)
 		}
 	}
-	return nil
 }
 
 // closeConn ends the connection after a successful write or read run.
@@ -1574,6 +1580,10 @@ func (t *test) runSend() error {
 			// that checks no limit, so a -w or -y fails such a run
 			// whatever it measured, as send_bw's does.
 			t.writeLine(r)
+			// send_bw prints --report-both's blocks here too, the
+			// remote one from a report it never exchanged
+			// (uninitialised memory): ours is zero but for the size.
+			t.bothBlocks(r, Report{Size: r.Size})
 		default:
 			t.writeReport(r)
 		}
@@ -1585,10 +1595,19 @@ func (t *test) runSend() error {
 	}
 	t.rule()
 	if err := t.c.closeConn(&t.my[0], withGID); err != nil {
-		return withLines(err, " Failed to close connection between server and client")
+		// send_bw goes on to free its side and exits 0 (unlike
+		// write_bw and read_bw, which fail).
+		t.closeFailed(err, " Failed to close connection between server and client")
+		return nil
 	}
 	t.c = nil
 	return nil
+}
+
+// closeFailed prints the send tools' complaint when the closing
+// handshake fails, after which they free their side and carry on.
+func (t *test) closeFailed(err error, first string) {
+	fmt.Fprintln(t.stderr, withLines(err, first, " Trying to close this side resources"))
 }
 
 // failed17 is the exit status 17 that send_bw (after any failed run),

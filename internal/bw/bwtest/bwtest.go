@@ -1243,6 +1243,51 @@ func DuplexDurationLimit(t *testing.T, tool Tool) {
 	}
 }
 
+// DuplexDurationBoth: -b -D 1 --report-both, C-C then Go against C both
+// ways. Every side exits 0 and prints what C-C's does: its own line, then
+// the "Local results" and "Remote results" blocks, each once. (send_bw's
+// remote block under -D reads a report it never exchanged, so only the
+// structure is compared, not the numbers.)
+func DuplexDurationBoth(t *testing.T, tool Tool) {
+	testkit.RequireVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	shape := func(out string) string {
+		return fmt.Sprintf("%d lines, %d Local results, %d Remote results", len(bw.ParseReports(out)),
+			strings.Count(out, " Local results:"), strings.Count(out, " Remote results:"))
+	}
+	var want [2]string
+	for i, pair := range append([]pptest.Pair{{Server: pptest.C, Client: pptest.C}}, pptest.BothWays...) {
+		clockRetry(t, pair.String()+", -b -D 1 --report-both", func() string {
+			r := &Run{Tool: tool, Pair: pair, Dev: testkit.RxeDev, Host: testkit.RxeAddr, Size: 4096, Iters: 100,
+				Extra: []string{"-b", "-D", "1", "--report-both"}, Port: Port()}
+			cerr, serr := r.both(ctx, t)
+			if out := clockFlake(r.Server, r.Client); out != "" {
+				return out
+			}
+			for j, side := range []struct {
+				name string
+				err  error
+				out  string
+			}{{"client", cerr, r.Client}, {"server", serr, r.Server}} {
+				got := shape(side.out)
+				switch {
+				case side.err != nil:
+					t.Errorf("%s %s: exit %v:\n%s", pair, side.name, side.err, side.out)
+				case i == 0:
+					want[j] = got
+					if !strings.Contains(got, "1 Local results, 1 Remote results") {
+						t.Errorf("C-C %s: %s; want each block once:\n%s", side.name, got, side.out)
+					}
+				case got != want[j]:
+					t.Errorf("%s %s: %s, C-C's %s:\n%s", pair, side.name, got, want[j], side.out)
+				}
+			}
+			return ""
+		})
+	}
+}
+
 // udMTU is the path MTU of rxe0 (over the dummy netdev d0): the largest
 // UD message there.
 const udMTU = 1024
