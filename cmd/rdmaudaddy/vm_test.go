@@ -65,6 +65,43 @@ func TestVMAgainstC(t *testing.T) {
 	}
 }
 
+// TestVMReplyAHFails: a C client sending 500-byte messages to a server
+// posting 100-byte receives (plus the GRH): the server's receives
+// complete with an error, which carries no GRH flag, so the reply AH
+// cannot be built on RoCE. The Go server ends as the C one does (its
+// output and status); the client, left waiting for replies, is stopped.
+// 6.1 only: 6.12's rxe drops such a message without a completion, and
+// both servers wait for ever.
+func TestVMReplyAHFails(t *testing.T) {
+	testkit.RequireTools(t, []string{goTool}, []string{cTool})
+	if testkit.KernelAtLeast(6, 12) {
+		t.Skip("6.12's rxe completes no receive for a UD message longer than it")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var want string
+	var wantStatus int
+	for i, server := range []string{cTool, goTool} {
+		srv := testkit.StartCMServer(ctx, t, udaddyPort, server, "-S", "100")
+		cli := testkit.StartPeer(ctx, t, cTool, "-s", testkit.RxeAddr, "-S", "500")
+		serr := srv.Wait()
+		cli.Stop()
+		cli.Wait()
+		got, status := text(srv.Output()), testkit.ExitStatus(serr)
+		if i == 0 {
+			want, wantStatus = got, status
+			t.Logf("C server (status %d):\n%s\nclient:\n%s", status, got, cli.Output())
+			if !strings.Contains(got, "failed to create reply AH") {
+				t.Fatalf("the C server did not fail on the reply AH: status %d\n%s", status, got)
+			}
+			continue
+		}
+		if got != want || status != wantStatus {
+			t.Errorf("Go server (status %d):\n%s\nC server (status %d):\n%s", status, got, wantStatus, want)
+		}
+	}
+}
+
 // TestVMFailures: both clients end alike where they fail: a bad command
 // line, a message larger than rxe0's active MTU (checked once the route
 // is resolved), a server nobody runs (the SIDR request is unreachable),
