@@ -178,6 +178,11 @@ func (c *pp) qpLabel(i int) string {
 // init is pp_init_ctx: buffer, device, PD, MR, CQ, SRQ, QPs in INIT.
 func (c *pp) init(dev uverbs.Device, nqp int) error {
 	o := &c.o
+	if int32(o.Size) < 0 {
+		// pp_init_ctx takes the size as an int: from 2^31 up it is
+		// negative, and memalign of it (as a size_t) fails.
+		return fail("Couldn't allocate work buf.", fmt.Errorf("-s %d is negative as the C tools' int", o.Size))
+	}
 	size := int(o.Size)
 	n := size
 	c.recvLen = size
@@ -248,8 +253,11 @@ func (c *pp) init(dev uverbs.Device, nqp int) error {
 		return fail("Couldn't register MR", err)
 	}
 	if c.k == RC && o.Prefetch {
-		// ibv_advise_mr failing is only a warning in the C tool too.
-		fmt.Fprintln(c.stderr, "Couldn't prefetch MR (pureverbs has no ibv_advise_mr). Continue anyway")
+		// ibv_advise_mr failing is only a warning in the C tool too;
+		// librxe has no advise_mr, so libibverbs answers EOPNOTSUPP
+		// (95), which is what C prints on rxe. (This port has no
+		// ibv_advise_mr at all.)
+		fmt.Fprintln(c.stderr, "Couldn't prefetch MR(95). Continue anyway")
 	}
 	// The C tools pass rx_depth to pp_init_ctx as an int and add in int:
 	// -r -1 with the SRQ tool's 16 QPs asks for a CQ of 15 and fails at

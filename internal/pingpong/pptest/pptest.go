@@ -308,6 +308,8 @@ func SameFailure(t *testing.T, tool Tool, want string, args ...string) {
 // argument cannot be among them: it would take the server operand.)
 var BadArgs = [][]string{
 	{"-s", "0"}, {"-s", "abc"}, {"-s", "-100"}, {"-s", "2000000000"},
+	// From 2^31 up the C tools' int size is negative: memalign fails.
+	{"-s", "2147483648"}, {"-s", "3000000000"},
 	{"-n", "0"}, {"-r", "0"}, {"-r", "100000"},
 	{"-m", "9999"}, {"-m", "512"},
 	{"-g", "99"}, {"-g", "5000"}, {"-g", "-1"},
