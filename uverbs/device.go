@@ -89,7 +89,10 @@ type Device struct {
 // DriverID and Index taken from RDMA netlink where the kernel reports
 // them (see the package documentation; netlink failures fall back to
 // sysfs silently). The netlink part may take up to 5 seconds when the
-// kernel does not answer before Devices gives up on it.
+// kernel does not answer before Devices gives up on it. The errors are
+// DevicesAt's; when the kernel has no RDMA support at all (RDMA netlink
+// unusable and no /sys/class/infiniband_verbs) the ErrNoDevice also
+// matches unix.ENOSYS, libibverbs' errno there.
 func Devices() ([]Device, error) {
 	return devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkDevices)
 }

@@ -2,6 +2,11 @@ package uverbs
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -101,6 +106,14 @@ func netlinkDevices() ([]nlDevice, error) {
 func devicesNetlink(sysRoot, devRoot string, nl func() ([]nlDevice, error)) ([]Device, error) {
 	devs, err := sysfsDevices(sysRoot, devRoot, false)
 	if err != nil {
+		if errors.Is(err, ErrNoDevice) && noRDMA(sysRoot, nl) {
+			// libibverbs' ibv_get_device_list fails here (NULL, errno
+			// ENOSYS: find_sysfs_devs cannot open the class directory
+			// after netlink failed), where a kernel with the RDMA core
+			// but no device gives an empty list.
+			return nil, fmt.Errorf("%w (%w): no RDMA netlink and no %s: this kernel has no RDMA support loaded (modprobe ib_uverbs; see docs/rxe.md)",
+				ErrNoDevice, sys.ENOSYS, filepath.Join(sysRoot, "class", "infiniband_verbs"))
+		}
 		return nil, err
 	}
 	if dump, err := nl(); err == nil {
@@ -108,6 +121,17 @@ func devicesNetlink(sysRoot, devRoot string, nl func() ([]nlDevice, error)) ([]D
 		orderByDump(devs, dump)
 	}
 	return devs, nil
+}
+
+// noRDMA reports whether the kernel has no RDMA support at all, as
+// libibverbs finds it: RDMA netlink unusable and no
+// sysRoot/class/infiniband_verbs directory.
+func noRDMA(sysRoot string, nl func() ([]nlDevice, error)) bool {
+	if _, err := os.Stat(filepath.Join(sysRoot, "class", "infiniband_verbs")); !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	_, err := nl()
+	return err != nil
 }
 
 // applyNetlink sets Index from the first dump entry with the device's

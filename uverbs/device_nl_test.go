@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -139,14 +140,35 @@ func TestDevicesNetlinkDriverIDs(t *testing.T) {
 		})
 	}
 
-	// The netlink step is skipped when sysfs already fails.
+	// When sysfs has no uverbs class: with RDMA netlink answering (the
+	// RDMA core, no device) libibverbs lists nothing; without it
+	// ibv_get_device_list fails with ENOSYS. Both are ErrNoDevice.
+	for _, nlWorks := range []bool{true, false} {
+		called := false
+		_, err := devicesNetlink(t.TempDir(), "/dev", func() ([]nlDevice, error) {
+			called = true
+			if !nlWorks {
+				return nil, sys.EPROTONOSUPPORT
+			}
+			return nil, nil
+		})
+		if !errors.Is(err, ErrNoDevice) || !called || errors.Is(err, sys.ENOSYS) == nlWorks {
+			t.Errorf("no uverbs class, netlink works %v: err %v, netlink called %v, want ENOSYS %v", nlWorks, err, called, !nlWorks)
+		}
+	}
+	// The class directory without abi_version (or without devices): no
+	// ENOSYS, and netlink is not asked.
+	root = t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "class", "infiniband_verbs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	called := false
-	_, err := devicesNetlink(t.TempDir(), "/dev", func() ([]nlDevice, error) {
+	_, err := devicesNetlink(root, "/dev", func() ([]nlDevice, error) {
 		called = true
-		return nil, nil
+		return nil, sys.EPROTONOSUPPORT
 	})
-	if !errors.Is(err, ErrNoDevice) || called {
-		t.Errorf("empty sysfs: err %v, netlink called %v", err, called)
+	if !errors.Is(err, ErrNoDevice) || errors.Is(err, sys.ENOSYS) || called {
+		t.Errorf("class directory alone: err %v, netlink called %v", err, called)
 	}
 }
 

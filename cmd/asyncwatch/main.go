@@ -22,6 +22,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/async"
 	"github.com/pureverbs/pureverbs/internal/getopt"
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -118,6 +120,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	dev, err := pickDevice(devName, devSet)
+	if errors.Is(err, syscall.ENOSYS) {
+		// No RDMA support in the kernel: ibv_get_device_list fails.
+		fmt.Fprintf(stderr, "Failed to get IB devices list: %s\n", sys.Strerror(syscall.ENOSYS))
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "IB device %s not found\n", devName)
 		fmt.Fprintf(stderr, "  (%v)\n", err) // the library's detail, as the ping-pong tools give it

@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -28,6 +29,11 @@ func main() {
 // or a fake in tests); it returns the exit status.
 func run(list func() ([]uverbs.Device, error), stdout, stderr io.Writer) int {
 	devs, err := list()
+	if errors.Is(err, sys.ENOSYS) {
+		// No RDMA support in the kernel: ibv_get_device_list fails.
+		fmt.Fprintf(stderr, "Failed to get IB devices list: %s\n", sys.Strerror(sys.ENOSYS))
+		return 1
+	}
 	if errors.Is(err, uverbs.ErrNoDevice) {
 		// libibverbs lists no device (and ibv_devices prints the header
 		// alone) where the library says there is none.

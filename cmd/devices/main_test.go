@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/internal/testkit/leakmain"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -52,6 +53,20 @@ func TestListError(t *testing.T) {
 	var out, errb bytes.Buffer
 	rc := run(func() ([]uverbs.Device, error) { return nil, errors.New("no uverbs here") }, &out, &errb)
 	if rc != 1 || out.Len() != 0 || errb.String() != "Failed to get IB devices list: no uverbs here\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", rc, out.String(), errb.String())
+	}
+}
+
+// TestNoRDMA: a kernel without RDMA support at all (uverbs.Devices'
+// error matches ENOSYS as well as ErrNoDevice): ibv_get_device_list
+// fails there, and ibv_devices prints perror's line and exits 1 (Debian
+// 12's, run on such a host), not the empty list.
+func TestNoRDMA(t *testing.T) {
+	var out, errb bytes.Buffer
+	rc := run(func() ([]uverbs.Device, error) {
+		return nil, fmt.Errorf("%w (%w): no RDMA netlink and no /sys/class/infiniband_verbs", uverbs.ErrNoDevice, sys.ENOSYS)
+	}, &out, &errb)
+	if rc != 1 || out.Len() != 0 || errb.String() != "Failed to get IB devices list: Function not implemented\n" {
 		t.Errorf("exit %d, stdout %q, stderr %q", rc, out.String(), errb.String())
 	}
 }

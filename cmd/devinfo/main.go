@@ -26,6 +26,7 @@ import (
 	"syscall"
 
 	"github.com/pureverbs/pureverbs/internal/getopt"
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -114,6 +115,11 @@ func list(stdout, stderr io.Writer) int {
 // line) when the list cannot be read.
 func devices(stderr io.Writer) ([]uverbs.Device, bool) {
 	devs, err := uverbs.Devices()
+	if errors.Is(err, syscall.ENOSYS) {
+		// No RDMA support in the kernel: ibv_get_device_list fails.
+		fmt.Fprintf(stderr, "Failed to get IB devices list: %s\n", sys.Strerror(syscall.ENOSYS))
+		return nil, false
+	}
 	if errors.Is(err, uverbs.ErrNoDevice) {
 		// libibverbs lists no device: -l prints "0 HCAs found:", the
 		// report "No IB devices found".

@@ -74,9 +74,8 @@ func TestByDesign(t *testing.T) {
 		{"post list empty", Case{Go: "writebw", Args: []string{"--post_list="}}, "Send Post List size should be positive", "", "", true},
 		{"post list two words", Case{Go: "sendbw", Args: []string{"--recv_post_list", "0"}}, "Receive Post List size must be positive", "", "", true},
 		{"post list 5", Case{Go: "writebw", Args: []string{"-l", "5"}}, "Send Post List size should be positive", "", "", false},
-		{"ack timeout", Case{Go: "rdmacmatose", Args: []string{"-a", "64"}}, "cmatose: set ack timeout option failed: Invalid argument", "", "", true},
-		{"ack timeout 2^31-1", Case{Go: "rdmacmatose", Args: []string{"-a", "2147483647"}}, "cmatose: set ack timeout option failed: Invalid argument", "", "", true},
-		{"ack timeout 31", Case{Go: "rdmacmatose", Args: []string{"-a", "31"}}, "cmatose: set ack timeout option failed: Invalid argument", "", "", false},
+		// SetAckTimeout passes any value on, as librdmacm: no excuse.
+		{"ack timeout", Case{Go: "rdmacmatose", Args: []string{"-a", "64"}}, "cmatose: set ack timeout option failed: Invalid argument", "", "", false},
 		{"ack timeout elsewhere", Case{Go: "writebw", Args: []string{"-a", "64"}}, "set ack timeout option failed", "", "", false},
 		{"udpingpong -s", ud, "Couldn't allocate work buf.", "Couldn't connect to 127.0.0.1:18999", "", true},
 		{"udpingpong -s 64", Case{Go: "udpingpong", Args: []string{"-s", "64"}}, "Couldn't allocate work buf.", "", "", false},
