@@ -92,9 +92,33 @@ type Device struct {
 // kernel does not answer before Devices gives up on it. The errors are
 // DevicesAt's; when the kernel has no RDMA support at all (RDMA netlink
 // unusable and no /sys/class/infiniband_verbs) the ErrNoDevice also
-// matches unix.ENOSYS, libibverbs' errno there.
+// matches unix.ENOSYS, libibverbs' errno there. Unlike DevicesAt, and as
+// libibverbs, it leaves out a device whose sysfs entry cannot be read or
+// whose /dev node does not exist; none left is ErrNoDevice.
 func Devices() ([]Device, error) {
-	return devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkDevices)
+	return withNodes(devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkDevices))
+}
+
+// withNodes drops the devices whose /dev node does not exist, as
+// libibverbs' try_access_device does (a container without
+// /dev/infiniband lists none); none left is ErrNoDevice.
+func withNodes(devs []Device, err error) ([]Device, error) {
+	if err != nil {
+		return nil, err
+	}
+	kept := devs[:0]
+	var missing []string
+	for _, d := range devs {
+		if _, err := os.Stat(d.DevPath); err != nil {
+			missing = append(missing, d.DevPath)
+			continue
+		}
+		kept = append(kept, d)
+	}
+	if len(kept) == 0 {
+		return nil, fmt.Errorf("%w: no device node (%s): is /dev/infiniband there (a container needs it passed in)?", ErrNoDevice, strings.Join(missing, ", "))
+	}
+	return kept, nil
 }
 
 // DeviceByName returns the device whose ibdev name is name, with DriverID
@@ -103,7 +127,7 @@ func Devices() ([]Device, error) {
 // ErrNoDevice when no device has that name, and any error Devices
 // returns.
 func DeviceByName(name string) (Device, error) {
-	devs, err := devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkDevices)
+	devs, err := withNodes(devicesNetlink(DefaultSysfsRoot, DefaultDevRoot, netlinkDevices))
 	return findDevice(devs, err, name)
 }
 
@@ -156,6 +180,15 @@ func DevicesAt(sysRoot, devRoot string) ([]Device, error) {
 // the file system; otherwise in directory (readdir) order, the order
 // libibverbs' find_sysfs_devs gives them.
 func sysfsDevices(sysRoot, devRoot string, sorted bool) ([]Device, error) {
+	return sysfsDevicesMode(sysRoot, devRoot, sorted, false)
+}
+
+// sysfsDevicesMode is sysfsDevices; with lenient (Devices' path) a device
+// whose entry is unreadable or malformed is left out, as libibverbs'
+// setup_sysfs_dev leaves it (one being removed while the list is read,
+// say), and only when no device is left do the errors come back, as
+// ErrNoDevice's detail.
+func sysfsDevicesMode(sysRoot, devRoot string, sorted, lenient bool) ([]Device, error) {
 	classDir := filepath.Join(sysRoot, "class", "infiniband_verbs")
 	abiPath := filepath.Join(classDir, "abi_version")
 	abiText, err := os.ReadFile(abiPath)
@@ -191,8 +224,11 @@ func sysfsDevices(sysRoot, devRoot string, sorted bool) ([]Device, error) {
 		}
 		devs = append(devs, d)
 	}
-	if len(errs) > 0 {
+	if len(errs) > 0 && !lenient {
 		return nil, errors.Join(errs...)
+	}
+	if len(devs) == 0 && len(errs) > 0 {
+		return nil, fmt.Errorf("%w: every device's sysfs entry failed: %w", ErrNoDevice, errors.Join(errs...))
 	}
 	if len(devs) == 0 {
 		return nil, fmt.Errorf("%w: no RDMA devices found in %s: load rdma_rxe and add a link, see docs/rxe.md", ErrNoDevice, classDir)

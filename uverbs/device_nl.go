@@ -104,7 +104,7 @@ func netlinkDevices() ([]nlDevice, error) {
 // nl answers, applies the netlink driver ids and orders the devices by the
 // dump (orderByDump). An nl error leaves the sysfs order and driver ids.
 func devicesNetlink(sysRoot, devRoot string, nl func() ([]nlDevice, error)) ([]Device, error) {
-	devs, err := sysfsDevices(sysRoot, devRoot, false)
+	devs, err := sysfsDevicesMode(sysRoot, devRoot, false, true)
 	if err != nil {
 		if errors.Is(err, ErrNoDevice) && noRDMA(sysRoot, nl) {
 			// libibverbs' ibv_get_device_list fails here (NULL, errno

@@ -281,3 +281,53 @@ func TestDevicesOrder(t *testing.T) {
 		t.Errorf("without netlink: want directory order %q (-want +got):\n%s", entries, diff)
 	}
 }
+
+// TestDevicesSkipsBrokenEntries: Devices' path leaves out a device whose
+// sysfs entry cannot be read (libibverbs' setup_sysfs_dev skips it, as
+// when it is being removed while the list is read) and lists the rest;
+// DevicesAt still reports it; with every entry broken the error is
+// ErrNoDevice with the entries' errors.
+func TestDevicesSkipsBrokenEntries(t *testing.T) {
+	tr := tree{files: map[string]string{"class/infiniband_verbs/abi_version": "6\n"}}
+	for k, v := range softDevice("uverbs0", "rxe0", "1: CA\n", true) {
+		tr.files[k] = v
+	}
+	tr.files["class/infiniband_verbs/uverbs1/ibdev"] = "rxe1\n" // no class/infiniband/rxe1
+	tr.files["class/infiniband_verbs/uverbs1/abi_version"] = "1\n"
+	root := tr.write(t)
+	noNL := func() ([]nlDevice, error) { return nil, sys.EPROTONOSUPPORT }
+	devs, err := devicesNetlink(root, "/dev", noNL)
+	if err != nil || len(devs) != 1 || devs[0].Name != "rxe0" {
+		t.Errorf("devicesNetlink: %v, %v; want rxe0 alone", devNames(devs), err)
+	}
+	if _, err := DevicesAt(root, "/dev"); !errors.Is(err, ErrSysfs) {
+		t.Errorf("DevicesAt: %v, want ErrSysfs naming rxe1's entry", err)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "class", "infiniband", "rxe0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := devicesNetlink(root, "/dev", noNL); !errors.Is(err, ErrNoDevice) || !errors.Is(err, ErrSysfs) {
+		t.Errorf("every entry broken: %v, want ErrNoDevice with the ErrSysfs details", err)
+	}
+}
+
+// TestWithNodes: Devices drops a device whose /dev node is missing, as
+// libibverbs' try_access_device does; none left is ErrNoDevice.
+func TestWithNodes(t *testing.T) {
+	dir := t.TempDir()
+	there := filepath.Join(dir, "uverbs0")
+	if err := os.WriteFile(there, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	devs := []Device{{Name: "rxe0", DevPath: there}, {Name: "rxe1", DevPath: filepath.Join(dir, "uverbs1")}}
+	got, err := withNodes(devs, nil)
+	if err != nil || len(got) != 1 || got[0].Name != "rxe0" {
+		t.Errorf("withNodes: %v, %v; want rxe0 alone", devNames(got), err)
+	}
+	if _, err := withNodes([]Device{{Name: "rxe1", DevPath: filepath.Join(dir, "uverbs1")}}, nil); !errors.Is(err, ErrNoDevice) {
+		t.Errorf("no node at all: %v, want ErrNoDevice", err)
+	}
+	if _, err := withNodes(nil, ErrSysfs); err != ErrSysfs {
+		t.Errorf("an error passes through: %v", err)
+	}
+}
