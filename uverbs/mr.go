@@ -357,7 +357,8 @@ func (mr *MR) IOVA() uint64 { return mr.state().ioVA() }
 // or length negative, length above math.MaxUint32, off+length or the
 // address overflowing) and a nil MR give an SGE of Length math.MaxUint32, which
 // PostSend and PostRecv refuse with an error matching ErrInvalid (a
-// message is at most 2 GiB), rather than a silently truncated one.
+// message is at most 2 GiB, a receive's buffers total less than 4 GiB),
+// rather than a silently truncated one.
 func (mr *MR) SGE(off, length int) SGE {
 	if mr == nil || off < 0 || length < 0 || uint64(length) > math.MaxUint32 || off > math.MaxInt-length {
 		return SGE{Length: math.MaxUint32}

@@ -13,6 +13,13 @@ package uverbs
 // was written) still follows the posted requests: they wait in the queue
 // for the next doorbell, or are flushed when the QP enters ERR.
 //
+// ErrInvalid covers, besides malformed requests, opcodes the QP's type
+// has no use for (RDMA writes on UD, RDMA reads and atomics off RC,
+// SEND_WITH_INV and LOCAL_INV on UC or UD, an inline RDMA read). librxe
+// posts those, and the kernel then completes them with
+// IBV_WC_LOC_QP_OP_ERR and moves the QP to ERR; here the post fails and
+// the QP stays as it was.
+//
 // PostSend is safe for concurrent use; it allocates nothing, and keeps no
 // reference to wrs. Several goroutines posting to one QP are serialised on
 // the QP's send queue only.

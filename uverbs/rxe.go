@@ -3,6 +3,7 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -455,7 +456,7 @@ func (d *rxeQP) writeSend(qp *QP, r *rxeRing, i uint32, wr *SendWR, idx int) err
 	if wr.Opcode == WRSendWithImm || wr.Opcode == WRRDMAWriteWithImm {
 		w.Wr.Ex.SetImmData(bits.ReverseBytes32(wr.ImmData)) // big-endian bytes
 	}
-	if wr.Flags&^(SendFence|SendSignaled|SendSolicited|SendInline) != 0 {
+	if wr.Flags&^(SendFence|SendSignaled|SendSolicited|SendInline|SendIPCsum) != 0 {
 		return badWR("post_send", idx, "unknown send flags %#x", uint32(wr.Flags))
 	}
 	room := r.slotSize() - rxeSendWQEHdr
@@ -580,8 +581,13 @@ func postRecvRing(r *rxeRing, maxSGE int, wrs []RecvWR, op string) (int, error) 
 			*sys.Ptr[abi.RxeSge](r.m, off+rxeRecvWQEHdr+j*rxeSGESize) = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
 			total += uint64(s.Length)
 		}
-		if total > 1<<31 {
-			return i, badWR(op, i, "receive buffers of %d bytes exceed 2 GiB", total)
+		if total >= math.MaxUint32 {
+			// A receive larger than the largest message (2 GiB) is
+			// legal, as librxe posts it, up to what the WQE's 32-bit
+			// length holds (librxe's sum would wrap past it); a total
+			// of MaxUint32 is also MR.SGE's mark of an SGE it could
+			// not express.
+			return i, badWR(op, i, "receive buffers of %d bytes: the WQE's 32-bit length holds less than 4 GiB", total)
 		}
 		w := sys.Ptr[abi.RxeRecvWqe](r.m, off)
 		*w = abi.RxeRecvWqe{WrId: wr.ID}

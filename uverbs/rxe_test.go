@@ -243,6 +243,11 @@ func TestRxeSendValidation(t *testing.T) {
 		{ud, dud, SendWR{Opcode: WRSend, SGL: sge, AH: &AH{pd: &PD{}}}}, // another PD's AH
 		{qp, d, SendWR{Opcode: WRSend, SGL: []SGE{{Length: 1 << 31}, {Length: 1 << 31}}}},
 		{qp, d, SendWR{Opcode: WRBindMW, BindMW: &MW{pd: qp.pd}, ImmData: 1}}, // librxe: EINVAL
+		{qp, d, SendWR{Opcode: WRSend, Flags: 1 << 5}},                        // no such ibv_send_flags bit
+	}
+	// IBV_SEND_IP_CSUM, which librxe passes on and rxe ignores, posts.
+	if err := d.writeSend(qp, d.sqRing, 0, &SendWR{Opcode: WRSend, Flags: SendSignaled | SendIPCsum, SGL: sge}, 0); err != nil {
+		t.Errorf("a send with IBV_SEND_IP_CSUM: %v", err)
 	}
 	for i, c := range bad {
 		err := c.d.writeSend(c.qp, c.d.sqRing, 0, &c.wr, 5)
@@ -319,6 +324,29 @@ func TestRxeRecvEncodingAndFull(t *testing.T) {
 	if _, err := postRecvRing(r, 1, wrs[:1], "post_srq_recv"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("too many SGEs: %v", err)
 	}
+	// A receive larger than the largest message posts, as librxe's does,
+	// while its total fits the WQE's 32-bit length.
+	for _, c := range []struct {
+		sgl []SGE
+		ok  bool
+	}{
+		{[]SGE{{Addr: 0x1000, Length: 0xC0000000, LKey: 1}}, true},
+		{[]SGE{{Length: 0x80000000}, {Length: 0x7ffffffe}}, true},
+		{[]SGE{{Length: 0x80000000}, {Length: 0x7fffffff}}, false}, // MR.SGE's mark
+		{[]SGE{{Length: 0x80000000}, {Length: 0x80000000}}, false}, // wraps
+	} {
+		r2 := testQPRecvRing(t)
+		_, err := postRecvRing(r2, 5, []RecvWR{{SGL: c.sgl}}, "post_recv")
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrInvalid)) {
+			t.Errorf("receive into %+v: %v, want ok %v", c.sgl, err, c.ok)
+		}
+	}
+}
+
+// testQPRecvRing is a fresh RC QP's receive ring.
+func testQPRecvRing(t *testing.T) *rxeRing {
+	_, d := testQP(t, QPTypeRC, 8)
+	return d.rqRing
 }
 
 func TestRxePollDecode(t *testing.T) {

@@ -58,6 +58,10 @@ const (
 	SendSignaled  SendFlags = 1 << 1 // generate a completion (always, with QPInitAttr.SigAll)
 	SendSolicited SendFlags = 1 << 2 // set the solicited-event bit
 	SendInline    SendFlags = 1 << 3 // copy SendWR.Inline into the work queue
+	// SendIPCsum asks for checksum offload (IBV_SEND_IP_CSUM), which only
+	// raw packet QPs of some devices do: rxe ignores it, as librxe passes
+	// it on, so a C program's flags port unchanged.
+	SendIPCsum SendFlags = 1 << 4
 )
 
 // SendWR is a send work request (struct ibv_send_wr). One value can be
