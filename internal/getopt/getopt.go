@@ -6,6 +6,7 @@ package getopt
 
 import (
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -45,10 +46,14 @@ func (e *Error) Error() string { return e.Msg }
 // that caused it: a C tool acts on each option as getopt_long hands it
 // over, so one of those may end the program before the complaint. A nil
 // longs is plain getopt(3): "--" still ends the options, and "--name" is
-// refused as glibc refuses it ("invalid option -- '-'").
+// refused as glibc refuses it ("invalid option -- '-'"). With
+// POSIXLY_CORRECT in the environment, or short starting with '+', the
+// first operand ends the options, as in glibc's REQUIRE_ORDER mode.
 func Parse(args []string, short string, longs []Long) ([]Opt, []string, error) {
 	var opts []Opt
 	var operands []string
+	inOrder := strings.HasPrefix(short, "+") || os.Getenv("POSIXLY_CORRECT") != ""
+	short = strings.TrimPrefix(short, "+")
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -94,6 +99,8 @@ func Parse(args []string, short string, longs []Long) ([]Opt, []string, error) {
 				}
 				opts = append(opts, Opt{Val: c})
 			}
+		case inOrder:
+			return opts, append(operands, args[i:]...), nil
 		default:
 			operands = append(operands, a)
 		}

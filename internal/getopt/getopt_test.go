@@ -3,6 +3,7 @@ package getopt
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -129,5 +130,28 @@ func TestParsePlainGetopt(t *testing.T) {
 		if !reflect.DeepEqual(opts, c.opts) || !reflect.DeepEqual(operands, c.operands) {
 			t.Errorf("Parse(%q) = %v %q, want %v %q", c.args, opts, operands, c.opts, c.operands)
 		}
+	}
+}
+
+// TestParseRequireOrder: with POSIXLY_CORRECT set (or a '+' before the
+// short options) the first operand ends the options, as glibc's getopt
+// does: `POSIXLY_CORRECT=1 ibv_devinfo foo -i 0` takes "-i" and "0" as
+// operands.
+func TestParseRequireOrder(t *testing.T) {
+	check := func(name, short string) {
+		t.Helper()
+		opts, operands, err := Parse([]string{"-v", "foo", "-i", "0"}, short, nil)
+		if err != nil || len(opts) != 1 || opts[0].Val != 'v' || strings.Join(operands, " ") != "foo -i 0" {
+			t.Errorf("%s: %+v %q %v", name, opts, operands, err)
+		}
+	}
+	check("'+'", "+vi:")
+	t.Setenv("POSIXLY_CORRECT", "1")
+	check("POSIXLY_CORRECT", "vi:")
+	// Without either, operands are permuted past the options.
+	t.Setenv("POSIXLY_CORRECT", "")
+	opts, operands, err := Parse([]string{"-v", "foo", "-i", "0"}, "vi:", nil)
+	if err != nil || len(opts) != 2 || strings.Join(operands, " ") != "foo" {
+		t.Errorf("permuting: %+v %q %v", opts, operands, err)
 	}
 }
