@@ -190,8 +190,10 @@ var errNilReader = fmt.Errorf("%w: nil async.Reader (use NewReader)", uverbs.Err
 
 // Get waits for the next event, parking the goroutine on the runtime
 // poller, and returns it (ibv_get_async_event(3)). It returns ctx.Err()
-// when ctx ends, and an error matching uverbs.ErrClosed once the Context
-// is closed. Several goroutines may call Get at once; each event is
+// when ctx ends (once an event is read, it is returned even if ctx ends
+// while it waits for the create of the object it names, as TryGet
+// says), and an error matching uverbs.ErrClosed once the Context is
+// closed. Several goroutines may call Get at once; each event is
 // returned to exactly one of them.
 func (r *Reader) Get(ctx context.Context) (Event, error) {
 	if r == nil || r.file == nil {
@@ -214,7 +216,11 @@ func (r *Reader) Get(ctx context.Context) (Event, error) {
 
 // TryGet returns the next queued event without blocking, or ErrNoEvent
 // (which matches unix.EAGAIN) when there is none (ibv_get_async_event(3)
-// on a non-blocking async_fd).
+// on a non-blocking async_fd). It does not wait for an event, but an
+// event that names an object whose create is still in flight in another
+// goroutine (its handle reserved, the object not yet published) waits
+// for that create to finish or fail, as Get does: one kernel command and
+// its ring mapping, not an unbounded wait.
 func (r *Reader) TryGet() (Event, error) {
 	if r == nil || r.file == nil {
 		return Event{}, errNilReader

@@ -147,7 +147,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if err := watch(ctx, r, stdout); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		// ibv_asyncwatch returns 1 without a word when
+		// ibv_get_async_event fails; the library's detail line only.
+		fmt.Fprintf(stderr, "  (%v)\n", err)
 		return 1
 	}
 	return 0
