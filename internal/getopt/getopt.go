@@ -52,7 +52,8 @@ func (e *Error) Error() string { return e.Msg }
 func Parse(args []string, short string, longs []Long) ([]Opt, []string, error) {
 	var opts []Opt
 	var operands []string
-	inOrder := strings.HasPrefix(short, "+") || os.Getenv("POSIXLY_CORRECT") != ""
+	_, posix := os.LookupEnv("POSIXLY_CORRECT") // set at all, as glibc reads it
+	inOrder := strings.HasPrefix(short, "+") || posix
 	short = strings.TrimPrefix(short, "+")
 	for i := 0; i < len(args); i++ {
 		a := args[i]

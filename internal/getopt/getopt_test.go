@@ -2,6 +2,7 @@ package getopt
 
 import (
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -148,8 +149,10 @@ func TestParseRequireOrder(t *testing.T) {
 	check("'+'", "+vi:")
 	t.Setenv("POSIXLY_CORRECT", "1")
 	check("POSIXLY_CORRECT", "vi:")
+	t.Setenv("POSIXLY_CORRECT", "") // set, if empty: glibc only asks whether it is there
+	check("POSIXLY_CORRECT empty", "vi:")
 	// Without either, operands are permuted past the options.
-	t.Setenv("POSIXLY_CORRECT", "")
+	os.Unsetenv("POSIXLY_CORRECT") // t.Setenv restores it after the test
 	opts, operands, err := Parse([]string{"-v", "foo", "-i", "0"}, "vi:", nil)
 	if err != nil || len(opts) != 2 || strings.Join(operands, " ") != "foo" {
 		t.Errorf("permuting: %+v %q %v", opts, operands, err)

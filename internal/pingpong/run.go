@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -145,6 +146,10 @@ func start(ctx context.Context, k Kind, o Options, stdout, stderr io.Writer) (c 
 // "" is looked for as the C tools look for it, and not found.
 func pickDevice(name string, set bool) (uverbs.Device, error) {
 	devs, err := uverbs.Devices()
+	if errors.Is(err, sys.ENOSYS) {
+		// No RDMA support in the kernel: ibv_get_device_list fails.
+		return uverbs.Device{}, msgError{"Failed to get IB devices list: " + sys.Strerror(sys.ENOSYS)}
+	}
 	if err != nil && !errors.Is(err, uverbs.ErrNoDevice) {
 		return uverbs.Device{}, msgError{"Failed to get IB devices list: " + err.Error()}
 	}

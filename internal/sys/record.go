@@ -160,7 +160,8 @@ func (r *RecordReader) try(fd uintptr) bool {
 }
 
 // TryRead reads one record without waiting: unix.EAGAIN when none is
-// queued, ErrFileClosed after Close. It never waits for a concurrent Read
+// queued, ErrFileClosed after Close, unix.EIO once the runtime poller has
+// seen the kernel end the queue (see Read). It never waits for a concurrent Read
 // (or ReadThread): while one holds the reader, TryRead returns
 // unix.EAGAIN at once, and that reader takes the next record. It
 // allocates nothing.
