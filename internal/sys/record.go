@@ -314,25 +314,40 @@ func (r *RecordReader) Kick() {
 func (r *RecordReader) rawRead(ctx context.Context, fn func(uintptr) bool) error {
 	for {
 		r.woke = false
+		if testBeforeRawRead != nil {
+			testBeforeRawRead()
+		}
 		err := r.rc.Read(fn)
-		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || ctx.Err() != nil || !r.unkick() {
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || ctx.Err() != nil || !r.unkick(ctx) {
 			return err
 		}
 	}
 }
 
-// unkick undoes a Kick's deadline, reporting whether there was one.
-func (r *RecordReader) unkick() bool {
+// testBeforeRawRead, when a test sets it, runs in rawRead before each
+// RawConn.Read.
+var testBeforeRawRead func()
+
+// unkick undoes a deadline that is not ctx's to report, reporting
+// whether there was one: a Kick's, or the one an earlier Read's context
+// set when it ended after forgetEnded looked (a TryRead or ReadThread
+// would otherwise fail with a timeout of a context that is not theirs).
+func (r *RecordReader) unkick(ctx context.Context) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.kicked {
-		return false
-	}
+	undone := r.kicked
 	r.kicked = false
-	if !r.expired {
+	if r.expired && r.ctx != ctx {
+		// r.ctx is that earlier Read's, and it has ended: forget it as
+		// forgetEnded would have.
+		r.ctx = nil
+		r.expired = false
+		undone = true
+	}
+	if undone && !r.expired {
 		r.file.SetReadDeadline(time.Time{})
 	}
-	return true
+	return undone
 }
 
 // forgetEnded drops the context of an earlier Read that has ended since

@@ -57,7 +57,13 @@ func (r *RecordReader) ReadThread(ctx context.Context, buf []byte) (int, error) 
 	r.buf, r.tctx = nil, nil
 	r.hinted = false
 	if cerr != nil {
-		if !errors.Is(cerr, os.ErrDeadlineExceeded) && r.ended() {
+		if errors.Is(cerr, os.ErrDeadlineExceeded) {
+			// An earlier poller-mode Read's context ended as this one
+			// did (rawRead undoes that deadline while ctx lives).
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+		} else if r.ended() {
 			return 0, unix.EIO // "not pollable": see Read
 		}
 		return 0, r.mapErr(cerr)
@@ -122,7 +128,7 @@ func (r *RecordReader) thread(fd uintptr) bool {
 				return true
 			}
 			fds[1].Revents = 0 // a Kick, or a stale wake-up from an earlier context
-			if r.unkick() {
+			if r.unkick(r.tctx) {
 				// Kick: look again, whatever ppoll says of the fd.
 				fds[0].Revents = unix.POLLIN
 			}
