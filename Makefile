@@ -183,11 +183,13 @@ runnertest: deps
 test: vet check-generate unit fuzz vmtest vmtest-race vmtest2 runnertest
 	@echo "make test: all passed"
 
+# VMFLAGS reach the runner: on a slow mirror, make demo VMFLAGS='-timeout 30m'
+# (a first run downloads about 100 MB within the runner's 10-minute limit).
 demo: build
 	@if [ -d /dev/infiniband ]; then \
 	  scripts/demo-host.sh $(BIN); \
 	else \
-	  $(GO) run ./internal/testkit/cmd/rxevm -kernel $(if $(filter all,$(KERNEL)),6.1,$(KERNEL)) -demo; \
+	  $(GO) run ./internal/testkit/cmd/rxevm -kernel $(if $(filter all,$(KERNEL)),6.1,$(KERNEL)) $(VMFLAGS) -demo; \
 	fi
 
 clean:

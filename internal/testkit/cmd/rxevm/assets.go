@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -128,13 +129,18 @@ var hostTools = []struct{ bin, pkg string }{
 	{"gzip", "gzip"},
 }
 
+// aptGet and aptCache are the apt commands rxevm runs (host tests put
+// fakes here: they must never run the real ones, which rxevm, as root,
+// lets change the host).
+var aptGet, aptCache = "apt-get", "apt-cache"
+
 var aptUpdated sync.Once
 
 func aptUpdate(ctx context.Context) error {
 	var err error
 	aptUpdated.Do(func() {
 		fmt.Println("rxevm: apt-get update")
-		err = runCmd(ctx, "", nil, "apt-get", "update", "-q")
+		err = runCmd(ctx, "", nil, aptGet, "update", "-q")
 	})
 	return err
 }
@@ -172,7 +178,7 @@ func ensureHostTools(ctx context.Context) error {
 		return err
 	}
 	env := []string{"DEBIAN_FRONTEND=noninteractive"}
-	return runCmd(ctx, "", env, "apt-get", append([]string{"install", "-y", "-q"}, missing...)...)
+	return runCmd(ctx, "", env, aptGet, append([]string{"install", "-y", "-q"}, missing...)...)
 }
 
 // runCmd runs a command, passing its output through to ours on failure only.
@@ -217,12 +223,64 @@ func lockCache(dir string) (func(), error) {
 	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
 }
 
+// debComplete checks that the .deb at path is whole: an ar archive of at
+// least three members (debian-binary, control, data) whose sizes add up to
+// the file's. An interrupted `apt-get download`, which writes to the final
+// name, leaves a file cut short, which this tells apart.
+func debComplete(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
+	magic := make([]byte, 8)
+	if _, err := io.ReadFull(f, magic); err != nil || string(magic) != "!<arch>\n" {
+		return fmt.Errorf("%s: not a Debian package (no ar header; %d bytes)", path, size)
+	}
+	off, members := int64(8), 0
+	hdr := make([]byte, 60)
+	for off < size {
+		if _, err := f.ReadAt(hdr, off); err != nil {
+			return fmt.Errorf("%s: cut short (%d bytes, in an ar member header at %d)", path, size, off)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(hdr[48:58])), 10, 64)
+		if err != nil || n < 0 || string(hdr[58:60]) != "`\n" {
+			return fmt.Errorf("%s: damaged (bad ar member header at %d)", path, off)
+		}
+		members++
+		off += 60 + n + n%2 // ar pads members to an even size
+		if off > size {
+			return fmt.Errorf("%s: cut short (%d bytes, its member %q needs %d)", path, size, strings.TrimSpace(string(hdr[:16])), off)
+		}
+	}
+	if members < 3 {
+		return fmt.Errorf("%s: cut short (%d bytes, %d ar members; a .deb has at least 3)", path, size, members)
+	}
+	return nil
+}
+
 // fetchDebs makes sure a .deb of each package is in cache/debs and returns
-// their paths (package name -> file).
+// their paths (package name -> file). apt-get download writes into a
+// directory of its own inside cache/debs, and only whole .debs
+// (debComplete) are moved into cache/debs, so an interrupted download
+// leaves nothing behind that a later run would take for a package; a
+// cached .deb that is not whole (from an older rxevm) is downloaded again.
 func fetchDebs(ctx context.Context, cache string, pkgs []string) (map[string]string, error) {
 	dir := filepath.Join(cache, "debs")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
+	}
+	// Left by a run that was killed while downloading (the caller holds
+	// the cache lock: no other run is using them).
+	if stale, _ := filepath.Glob(filepath.Join(dir, ".download-*")); len(stale) > 0 {
+		for _, d := range stale {
+			os.RemoveAll(d)
+		}
 	}
 	find := func(p string) string {
 		// apt-get download encodes ':' and '+' in versions but never in names.
@@ -235,18 +293,61 @@ func fetchDebs(ctx context.Context, cache string, pkgs []string) (map[string]str
 	}
 	var need []string
 	for _, p := range pkgs {
-		if find(p) == "" {
+		f := find(p)
+		for f != "" {
+			err := debComplete(f)
+			if err == nil {
+				break
+			}
+			fmt.Printf("rxevm: cached package %v: removing it, to download it again\n", err)
+			if err := os.Remove(f); err != nil {
+				return nil, err
+			}
+			f = find(p)
+		}
+		if f == "" {
 			need = append(need, p)
 		}
 	}
+	download := func() error {
+		tmp, err := os.MkdirTemp(dir, ".download-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		// apt-get, as root, downloads as user _apt where it can write.
+		if err := os.Chmod(tmp, 0o755); err != nil {
+			return err
+		}
+		err = runCmd(ctx, tmp, nil, aptGet, append([]string{"download", "-q"}, need...)...)
+		// Keep what arrived whole, even if the rest failed: a later run
+		// downloads only what is missing.
+		got, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
+		for _, f := range got {
+			if derr := debComplete(f); derr != nil {
+				if err == nil {
+					err = fmt.Errorf("apt-get download: %w", derr)
+				}
+				continue
+			}
+			if rerr := os.Rename(f, filepath.Join(dir, filepath.Base(f))); rerr != nil && err == nil {
+				err = rerr
+			}
+		}
+		return err
+	}
 	if len(need) > 0 {
 		fmt.Printf("rxevm: downloading %s\n", strings.Join(need, " "))
-		err := runCmd(ctx, dir, nil, "apt-get", append([]string{"download", "-q"}, need...)...)
-		if err != nil && os.Geteuid() == 0 {
+		err := download()
+		if err != nil && os.Geteuid() == 0 && ctx.Err() == nil {
 			if uerr := aptUpdate(ctx); uerr != nil {
 				return nil, uerr
 			}
-			err = runCmd(ctx, dir, nil, "apt-get", append([]string{"download", "-q"}, need...)...)
+			need = slices.DeleteFunc(need, func(p string) bool { return find(p) != "" })
+			err = nil
+			if len(need) > 0 {
+				err = download()
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -330,7 +431,15 @@ type kernelAssets struct {
 
 // prepareKernel returns the cached vmlinuz and base initramfs for k,
 // building them on first use.
-func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets, error) {
+// A first run downloads about 100 MB within the time limit per kernel:
+// when that limit ends the preparation, the error says so.
+func prepareKernel(ctx context.Context, o *options, k kernelSpec) (a *kernelAssets, err error) {
+	defer func() {
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("%w\nrxevm: preparing kernel %s did not finish within the time limit per kernel (-timeout %s), which includes a first run's download of the kernel and guest packages (about 100 MB; whole ones are kept in %s): give a larger -timeout (make demo VMFLAGS='-timeout 30m')",
+				err, k.short, o.timeout, filepath.Join(o.cacheDir, "debs"))
+		}
+	}()
 	unlock, err := lockCache(o.cacheDir)
 	if err != nil {
 		return nil, err
@@ -378,7 +487,7 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 	// Kernel: unpack, depmod, pick modules.
 	kdir := filepath.Join(o.cacheDir, "kernel-"+pkg)
 	os.RemoveAll(kdir)
-	if err := runCmd(ctx, "", nil, "dpkg-deb", "-x", debs[pkg], kdir); err != nil {
+	if err := unpackDeb(ctx, debs[pkg], kdir); err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(kdir)
@@ -406,7 +515,7 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 	os.RemoveAll(root)
 	defer os.RemoveAll(root)
 	for _, p := range userland {
-		if err := runCmd(ctx, "", nil, "dpkg-deb", "-x", debs[p], root); err != nil {
+		if err := unpackDeb(ctx, debs[p], root); err != nil {
 			return nil, err
 		}
 	}
@@ -486,7 +595,7 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 	} else {
 		fmt.Println("rxevm: not root: the guest tools' libraries were checked, but starting them in the guest root (chroot) was not tried")
 	}
-	a := &kernelAssets{
+	a = &kernelAssets{
 		release: release,
 		vmlinuz: filepath.Join(o.cacheDir, "vmlinuz-"+pkg),
 		base:    filepath.Join(o.cacheDir, prefix+pkg+"-"+key+".cpio.gz"),
@@ -502,6 +611,20 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (*kernelAssets
 	}
 	fmt.Printf("rxevm: kernel %s ready (%d modules)\n", release, len(names))
 	return a, nil
+}
+
+// unpackDeb unpacks the cached .deb into dst. A .deb dpkg-deb cannot
+// unpack is removed from the cache, so that the next run downloads it
+// again, and the error says so.
+func unpackDeb(ctx context.Context, deb, dst string) error {
+	err := runCmd(ctx, "", nil, "dpkg-deb", "-x", deb, dst)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if rerr := os.Remove(deb); rerr != nil {
+		return fmt.Errorf("%w\nrxevm: %s cannot be unpacked (a damaged download?): delete it (%v) and run again to download it again", err, deb, rerr)
+	}
+	return fmt.Errorf("%w\nrxevm: %s cannot be unpacked (a damaged download?): removed it from the cache; run again to download it again", err, deb)
 }
 
 type module struct{ name, path string }

@@ -60,7 +60,7 @@ func buildCTools(ctx context.Context, modDir, dstDir string, verbose bool) error
 			return err
 		}
 		env := []string{"DEBIAN_FRONTEND=noninteractive"}
-		if err := runCmd(ctx, "", env, "apt-get", append([]string{"install", "-y", "-q"}, missing...)...); err != nil {
+		if err := runCmd(ctx, "", env, aptGet, append([]string{"install", "-y", "-q"}, missing...)...); err != nil {
 			return err
 		}
 	}
