@@ -364,24 +364,49 @@ func fetchDebs(ctx context.Context, cache string, pkgs []string) (map[string]str
 	return out, nil
 }
 
+// securityLine is the sources.list line of Debian 12's security archive,
+// where both pinned kernels are: debootstrap's sources have bookworm main
+// only, which has no 6.12 and an older 6.1.
+const securityLine = "deb http://security.debian.org/debian-security bookworm-security main"
+
+// downloadable reports whether apt can download pkg: apt-get download
+// --print-uris names a .deb of it. (apt-cache show also succeeds for a
+// package only installed, or only in stale lists.)
+func downloadable(ctx context.Context, pkg string) bool {
+	out, err := cmdOutput(ctx, "", nil, aptGet, "download", "--print-uris", "-q", pkg)
+	return err == nil && strings.Contains(out, " "+pkg+"_")
+}
+
 // resolveKernel returns the kernel package to use: the pinned name if a
-// .deb of it is cached or apt knows it, else the newest match of the pattern.
+// whole .deb of it is cached or apt can download it, else the newest
+// downloadable match of the pattern (fallbackKernel).
 func resolveKernel(ctx context.Context, cache string, k kernelSpec) (string, error) {
-	if m, _ := filepath.Glob(filepath.Join(cache, "debs", k.pkg+"_*.deb")); len(m) > 0 {
-		return k.pkg, nil
+	m, _ := filepath.Glob(filepath.Join(cache, "debs", k.pkg+"_*.deb"))
+	for _, f := range m {
+		if debComplete(f) == nil {
+			return k.pkg, nil
+		}
 	}
-	if err := runCmd(ctx, "", nil, "apt-cache", "show", k.pkg); err == nil {
+	if downloadable(ctx, k.pkg) {
 		return k.pkg, nil
 	}
 	if os.Geteuid() == 0 {
 		if err := aptUpdate(ctx); err != nil {
 			return "", err
 		}
-		if err := runCmd(ctx, "", nil, "apt-cache", "show", k.pkg); err == nil {
+		if downloadable(ctx, k.pkg) {
 			return k.pkg, nil
 		}
 	}
-	out, err := cmdOutput(ctx, "", nil, "apt-cache", "search", "--names-only", k.pattern)
+	return fallbackKernel(ctx, k)
+}
+
+// fallbackKernel returns the newest package other than the pinned one
+// that matches k's pattern and that apt can download, and says so: the
+// suite is not tested on that kernel. The error, when there is none, says
+// how to add the archive the pinned kernels are in.
+func fallbackKernel(ctx context.Context, k kernelSpec) (string, error) {
+	out, err := cmdOutput(ctx, "", nil, aptCache, "search", "--names-only", k.pattern)
 	if err != nil {
 		return "", err
 	}
@@ -389,17 +414,20 @@ func resolveKernel(ctx context.Context, cache string, k kernelSpec) (string, err
 	var names []string
 	for _, line := range strings.Split(out, "\n") {
 		name, _, _ := strings.Cut(line, " ")
-		if re.MatchString(name) {
+		if re.MatchString(name) && name != k.pkg {
 			names = append(names, name)
 		}
 	}
-	if len(names) == 0 {
-		return "", fmt.Errorf("no kernel package %s and nothing matches %s", k.pkg, k.pattern)
-	}
 	slices.SortFunc(names, compareVersionish)
-	chosen := names[len(names)-1]
-	fmt.Printf("rxevm: kernel package %s not found; using %s instead\n", k.pkg, chosen)
-	return chosen, nil
+	for i := len(names) - 1; i >= 0; i-- {
+		if downloadable(ctx, names[i]) {
+			fmt.Printf("rxevm: NOTICE: kernel %s: the pinned package %s, the kernel the suite is tested on, cannot be downloaded; using %s instead, which it is not tested on (for the pinned one, add Debian 12's security archive to /etc/apt/sources.list: %s)\n",
+				k.short, k.pkg, names[i], securityLine)
+			return names[i], nil
+		}
+	}
+	return "", fmt.Errorf("kernel %s: apt can download neither the pinned package %s nor another matching %s; the pinned kernels are in Debian 12's security archive: add this line to /etc/apt/sources.list and run apt-get update (as root):\n  %s",
+		k.short, k.pkg, k.pattern, securityLine)
 }
 
 // compareVersionish orders strings by their runs of digits numerically.
@@ -430,9 +458,10 @@ type kernelAssets struct {
 }
 
 // prepareKernel returns the cached vmlinuz and base initramfs for k,
-// building them on first use.
-// A first run downloads about 100 MB within the time limit per kernel:
-// when that limit ends the preparation, the error says so.
+// building them on first use (buildKernel), of another kernel when the
+// pinned package cannot be downloaded. A first run downloads about 100 MB
+// within the time limit per kernel: when that limit ends the
+// preparation, the error says so.
 func prepareKernel(ctx context.Context, o *options, k kernelSpec) (a *kernelAssets, err error) {
 	defer func() {
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -450,6 +479,30 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (a *kernelAsse
 	if err != nil {
 		return nil, err
 	}
+	a, err = buildKernel(ctx, o, pkg)
+	// The pinned package failed to download, and apt (its lists updated
+	// by fetchDebs) no longer offers it: another kernel, if one matches.
+	var de *downloadError
+	if err == nil || pkg != k.pkg || !errors.As(err, &de) || ctx.Err() != nil || downloadable(ctx, k.pkg) {
+		return a, err
+	}
+	alt, ferr := fallbackKernel(ctx, k)
+	if ferr != nil {
+		return nil, fmt.Errorf("%w\n%v", err, ferr)
+	}
+	return buildKernel(ctx, o, alt)
+}
+
+// downloadError is buildKernel's error when fetching the packages failed.
+type downloadError struct{ err error }
+
+func (e *downloadError) Error() string { return e.err.Error() }
+func (e *downloadError) Unwrap() error { return e.err }
+
+// buildKernel returns the cached vmlinuz and base initramfs of the kernel
+// package pkg, building them if they are not cached. The caller holds the
+// cache lock.
+func buildKernel(ctx context.Context, o *options, pkg string) (*kernelAssets, error) {
 	packages := slices.Clone(guestPackages)
 	// Images with valgrind have a name of their own, so that switching
 	// -valgrind on and off does not drop (and rebuild) the other.
@@ -482,7 +535,7 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (a *kernelAsse
 	userland := append(packages, guestLibPackages...)
 	debs, err := fetchDebs(ctx, o.cacheDir, append([]string{pkg}, userland...))
 	if err != nil {
-		return nil, err
+		return nil, &downloadError{err}
 	}
 	// Kernel: unpack, depmod, pick modules.
 	kdir := filepath.Join(o.cacheDir, "kernel-"+pkg)
@@ -595,7 +648,7 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (a *kernelAsse
 	} else {
 		fmt.Println("rxevm: not root: the guest tools' libraries were checked, but starting them in the guest root (chroot) was not tried")
 	}
-	a = &kernelAssets{
+	a := &kernelAssets{
 		release: release,
 		vmlinuz: filepath.Join(o.cacheDir, "vmlinuz-"+pkg),
 		base:    filepath.Join(o.cacheDir, prefix+pkg+"-"+key+".cpio.gz"),

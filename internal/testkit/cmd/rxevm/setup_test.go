@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // writeDeb writes an ar archive shaped as a .deb (debian-binary, control
@@ -44,6 +47,8 @@ func writeDeb(t *testing.T, path string) []byte {
 //	              NAME_1.0_amd64.deb); a name without one cannot be
 //	              downloaded (exit status 100), nor printed by --print-uris
 //	cut/NAME      is a .deb download writes cut short, exiting 1 (killed)
+//	gone/NAME     is in apt's lists (--print-uris names it) but not on
+//	              the mirror (download fails) until `apt-get update`
 //	updated/NAME  moves to debs/NAME on `apt-get update`
 //	update-fails  makes `apt-get update` fail
 //	search        is apt-cache search's output
@@ -54,7 +59,7 @@ func writeDeb(t *testing.T, path string) []byte {
 func fakeApt(t *testing.T) string {
 	t.Helper()
 	d := t.TempDir()
-	for _, dir := range []string{"debs", "cut", "updated"} {
+	for _, dir := range []string{"debs", "cut", "gone", "updated"} {
 		if err := os.Mkdir(filepath.Join(d, dir), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -66,6 +71,7 @@ case $1 in
 update)
 	[ -e $d/update-fails ] && { echo "E: update failed"; exit 100; }
 	for f in $d/updated/*; do [ -e "$f" ] && mv "$f" $d/debs/; done
+	rm -f $d/gone/*
 	exit 0 ;;
 download)
 	shift
@@ -78,7 +84,10 @@ download)
 			head -c 100 $d/cut/$p >${p}_1.0_amd64.deb
 			echo "killed"; exit 1
 		fi
-		if ! [ -e $d/debs/$p ]; then
+		if [ -e $d/gone/$p ] && [ -z "$uris" ]; then
+			echo "E: Failed to fetch http://deb.example/$p.deb  404  Not Found"; rc=100; continue
+		fi
+		if ! [ -e $d/debs/$p ] && ! [ -e $d/gone/$p ]; then
 			echo "E: Can't find a source to download version '1.0' of '$p:amd64'"; rc=100; continue
 		fi
 		if [ -n "$uris" ]; then
@@ -193,5 +202,105 @@ func TestFetchDebsInterrupted(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(cache, "debs", ".download-*")); len(m) > 0 {
 		t.Errorf("download directories left: %v", m)
+	}
+}
+
+// stdout returns what f prints on os.Stdout.
+func stdout(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	done := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- b
+	}()
+	defer func() {
+		os.Stdout = old
+	}()
+	f()
+	w.Close()
+	return string(<-done)
+}
+
+var testKernel = kernelSpec{"6.12", "linux-image-6.12.107+deb12-amd64-unsigned", `^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$`}
+
+// TestResolveKernel: the pinned kernel package counts only if apt can
+// download it (apt-cache show also knows a package only installed);
+// another kernel is taken with a notice naming both, and with none the
+// error says which archive to add.
+func TestResolveKernel(t *testing.T) {
+	const alt, older = "linux-image-6.12.110+deb12-amd64-unsigned", "linux-image-6.12.9+deb12-amd64-unsigned"
+	search := testKernel.pkg + " - Linux 6.12\n" + alt + " - Linux 6.12\n" + older + " - Linux 6.12\n"
+	for _, c := range []struct {
+		name       string
+		debs       []string // downloadable
+		want       string
+		wantNotice bool
+	}{
+		{"pinned downloadable", []string{testKernel.pkg, alt}, testKernel.pkg, false},
+		{"pinned only installed", []string{alt, older}, alt, true},
+		{"newest not downloadable", []string{older}, older, true},
+		{"nothing downloadable", nil, "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := fakeApt(t)
+			if err := os.WriteFile(filepath.Join(d, "search"), []byte(search), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range c.debs {
+				writeDeb(t, filepath.Join(d, "debs", p))
+			}
+			var got string
+			var err error
+			out := stdout(t, func() { got, err = resolveKernel(context.Background(), t.TempDir(), testKernel) })
+			if c.want == "" {
+				if err == nil || !strings.Contains(err.Error(), securityLine) || !strings.Contains(err.Error(), testKernel.pkg) {
+					t.Errorf("resolveKernel = %q, %v; want an error naming %s and the line %q", got, err, testKernel.pkg, securityLine)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Errorf("resolveKernel = %q, %v; want %s (apt: %s)", got, err, c.want, aptLog(t, d))
+			}
+			notice := strings.Contains(out, "NOTICE") && strings.Contains(out, testKernel.pkg) && strings.Contains(out, c.want) && strings.Contains(out, securityLine)
+			if notice != c.wantNotice {
+				t.Errorf("notice %v, want %v: %q", notice, c.wantNotice, out)
+			}
+		})
+	}
+}
+
+// TestPrepareKernelFallsBack: when the pinned kernel is in apt's lists
+// but its download fails, and after apt-get update the lists lack it,
+// the newest other matching kernel is downloaded (the old runner asked
+// for the pinned name again). The fake .debs are not real packages, so
+// the build stops at unpacking the other kernel's.
+func TestPrepareKernelFallsBack(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the runner updates apt's lists only as root")
+	}
+	const alt = "linux-image-6.12.110+deb12-amd64-unsigned"
+	d := fakeApt(t)
+	if err := os.WriteFile(filepath.Join(d, "search"), []byte(alt+" - Linux 6.12\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeDeb(t, filepath.Join(d, "gone", testKernel.pkg))
+	writeDeb(t, filepath.Join(d, "updated", alt))
+	for _, p := range append(slices.Clone(guestPackages), guestLibPackages...) {
+		writeDeb(t, filepath.Join(d, "debs", p))
+	}
+	o := &options{cacheDir: t.TempDir(), timeout: time.Minute}
+	var err error
+	out := stdout(t, func() { _, err = prepareKernel(context.Background(), o, testKernel) })
+	if err == nil || !strings.Contains(err.Error(), "dpkg-deb") || !strings.Contains(err.Error(), alt+"_") {
+		t.Errorf("prepareKernel: %v; want a failure to unpack the .deb of %s\napt: %s\n%s", err, alt, aptLog(t, d), out)
+	}
+	if !strings.Contains(out, "NOTICE") || !strings.Contains(out, alt) {
+		t.Errorf("no notice of the other kernel:\n%s", out)
 	}
 }
