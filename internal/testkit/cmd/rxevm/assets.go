@@ -145,13 +145,35 @@ func aptUpdate(ctx context.Context) error {
 	return err
 }
 
+// sbinDirs are where hostTool looks after PATH: Debian's PATH for users,
+// and root's after su without '-', lacks them (depmod, ldconfig, chroot).
+var sbinDirs = []string{"/usr/sbin", "/sbin"}
+
+// hostTool returns the path of the host program bin, from PATH or else
+// sbinDirs, and whether it found one; without one, it returns bin.
+func hostTool(bin string) (string, bool) {
+	if p, err := exec.LookPath(bin); err == nil {
+		return p, true
+	}
+	for _, d := range sbinDirs {
+		p := filepath.Join(d, bin)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, true
+		}
+	}
+	return bin, false
+}
+
+// hostToolPath is hostTool's path (bin when none was found), for running.
+func hostToolPath(bin string) string {
+	p, _ := hostTool(bin)
+	return p
+}
+
 func ensureHostTools(ctx context.Context) error {
 	var missing []string
 	for _, t := range hostTools {
-		if _, err := exec.LookPath(t.bin); err != nil {
-			if _, err := os.Stat("/usr/sbin/" + t.bin); err == nil {
-				continue
-			}
+		if _, ok := hostTool(t.bin); !ok {
 			missing = append(missing, t.pkg)
 		}
 	}
@@ -555,7 +577,7 @@ func buildKernel(ctx context.Context, o *options, pkg string) (*kernelAssets, er
 	}
 	release := filepath.Base(rels[0])
 	vmlinuzSrc := filepath.Join(kdir, "boot", "vmlinuz-"+release)
-	if err := runCmd(ctx, "", nil, "depmod", "-b", modRoot, release); err != nil {
+	if err := runCmd(ctx, "", nil, hostToolPath("depmod"), "-b", modRoot, release); err != nil {
 		return nil, err
 	}
 	order, err := moduleOrder(rels[0])
@@ -639,7 +661,7 @@ func buildKernel(ctx context.Context, o *options, pkg string) (*kernelAssets, er
 	}
 	if os.Geteuid() == 0 {
 		// ldconfig -r chroots; without root the guest relies on LD_LIBRARY_PATH.
-		if err := runCmd(ctx, "", nil, "ldconfig", "-r", root); err != nil {
+		if err := runCmd(ctx, "", nil, hostToolPath("ldconfig"), "-r", root); err != nil {
 			fmt.Println("rxevm: warning:", err)
 		}
 		if err := checkGuestTools(ctx, root); err != nil {
@@ -958,7 +980,7 @@ func toolLines() string {
 func checkGuestTools(ctx context.Context, root string) error {
 	var bad []string
 	for _, t := range guestTools {
-		cmd := exec.CommandContext(ctx, "chroot", append([]string{root}, t...)...)
+		cmd := exec.CommandContext(ctx, hostToolPath("chroot"), append([]string{root}, t...)...)
 		cmd.Env = []string{"PATH=/usr/bin:/usr/sbin:/bin:/sbin", "HOME=/", "LC_ALL=C"}
 		out, err := cmd.CombinedOutput()
 		rc := 0

@@ -304,3 +304,27 @@ func TestPrepareKernelFallsBack(t *testing.T) {
 		t.Errorf("no notice of the other kernel:\n%s", out)
 	}
 }
+
+// TestHostTool: a tool found in /usr/sbin when PATH lacks it (Debian's
+// PATH for users, and root's after su) runs by that path: depmod, found
+// there, used to run through PATH and fail.
+func TestHostTool(t *testing.T) {
+	sbin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(sbin, "faketool"), []byte("#!/bin/sh\necho ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := sbinDirs
+	sbinDirs = []string{filepath.Join(t.TempDir(), "none"), sbin}
+	t.Cleanup(func() { sbinDirs = old })
+	t.Setenv("PATH", t.TempDir())
+	p, ok := hostTool("faketool")
+	if !ok || p != filepath.Join(sbin, "faketool") {
+		t.Fatalf("hostTool(faketool) = %q, %v", p, ok)
+	}
+	if out, err := cmdOutput(context.Background(), "", nil, hostToolPath("faketool")); err != nil || out != "ran\n" {
+		t.Errorf("running %s: %q, %v", hostToolPath("faketool"), out, err)
+	}
+	if p, ok := hostTool("nosuchtool"); ok || p != "nosuchtool" {
+		t.Errorf("hostTool(nosuchtool) = %q, %v", p, ok)
+	}
+}
