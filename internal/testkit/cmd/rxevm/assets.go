@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -229,20 +230,40 @@ func cmdOutput(ctx context.Context, dir string, env []string, name string, args 
 }
 
 // lockCache takes an exclusive flock on the cache so concurrent runners do
-// not build the same files at once.
-func lockCache(dir string) (func(), error) {
+// not build the same files at once. When another run holds it, it says so
+// and waits, polling, until the lock is free or ctx ends (the time limit,
+// a signal).
+func lockCache(ctx context.Context, dir string) (func(), error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o644)
+	path := filepath.Join(dir, "lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, err
+	fd := int(f.Fd())
+	unlock := func() { unix.Flock(fd, unix.LOCK_UN); f.Close() }
+	err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+	if err == unix.EWOULDBLOCK {
+		fmt.Printf("rxevm: waiting for another rxevm run holding %s\n", path)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for err == unix.EWOULDBLOCK {
+			select {
+			case <-ctx.Done():
+				f.Close()
+				return nil, fmt.Errorf("waiting for the cache lock %s, held by another rxevm run: %w", path, context.Cause(ctx))
+			case <-tick.C:
+			}
+			err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		}
 	}
-	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("flock %s: %w", path, err)
+	}
+	return unlock, nil
 }
 
 // debComplete checks that the .deb at path is whole: an ar archive of at
@@ -491,7 +512,7 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (a *kernelAsse
 				err, k.short, o.timeout, filepath.Join(o.cacheDir, "debs"))
 		}
 	}()
-	unlock, err := lockCache(o.cacheDir)
+	unlock, err := lockCache(ctx, o.cacheDir)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -326,5 +327,43 @@ func TestHostTool(t *testing.T) {
 	}
 	if p, ok := hostTool("nosuchtool"); ok || p != "nosuchtool" {
 		t.Errorf("hostTool(nosuchtool) = %q, %v", p, ok)
+	}
+}
+
+// TestLockCacheWaits: a run finding the cache locked by another says so,
+// gives up when its context ends (the time limit, Ctrl-C), where it used
+// to block in flock, and takes the lock once the other releases it.
+func TestLockCacheWaits(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockCache(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out := stdout(t, func() {
+		var u func()
+		if u, err = lockCache(ctx, dir); err == nil {
+			u()
+		}
+	})
+	lock := filepath.Join(dir, "lock")
+	if err == nil || !strings.Contains(err.Error(), lock) || !errors.Is(err, context.Canceled) {
+		t.Errorf("lockCache with the lock held and its context ended: %v", err)
+	}
+	if !strings.Contains(out, "waiting for another rxevm run holding "+lock) {
+		t.Errorf("no word of the wait: %q", out)
+	}
+	got := make(chan error, 1)
+	go func() {
+		u, err := lockCache(context.Background(), dir)
+		if err == nil {
+			u()
+		}
+		got <- err
+	}()
+	unlock()
+	if err := <-got; err != nil {
+		t.Errorf("lockCache after the holder released it: %v", err)
 	}
 }
