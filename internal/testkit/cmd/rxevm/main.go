@@ -194,6 +194,12 @@ func goTestFlagsToBinary(in []string) []string {
 	return out
 }
 
+// stopSignals end a run cleanly (its guests stopped, its temporary
+// directory of hundreds of MB removed): Ctrl-C, kill, and SIGHUP, which a
+// dropped ssh session sends. SIGQUIT keeps Go's default, a dump of every
+// goroutine, to see where a run hangs.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
 func main() {
 	o, err := parseArgs(os.Args[1:])
 	if err != nil {
@@ -204,7 +210,7 @@ func main() {
 		os.Exit(2)
 	}
 	marker = "@@PUREVERBS-" + rand.Text()[:8] + " "
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 	os.Exit(run(ctx, o))
 }

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -365,5 +367,21 @@ func TestLockCacheWaits(t *testing.T) {
 	unlock()
 	if err := <-got; err != nil {
 		t.Errorf("lockCache after the holder released it: %v", err)
+	}
+}
+
+// TestStopSignals: SIGHUP (a dropped ssh session) ends the run's context,
+// as SIGINT and SIGTERM do, instead of killing the runner and leaving its
+// temporary directory behind.
+func TestStopSignals(t *testing.T) {
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("SIGHUP did not end the context")
 	}
 }
