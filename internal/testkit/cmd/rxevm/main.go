@@ -32,6 +32,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -128,7 +129,28 @@ func parseArgs(args []string) (*options, error) {
 		}
 		o.cacheDir = d + "/pureverbs"
 	}
+	// Absolute: the image build runs commands in other directories with
+	// paths in the cache (a relative PUREVERBS_CACHE broke it).
+	if o.cacheDir, err = filepath.Abs(o.cacheDir); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// makeWorkDir creates the run's temporary directory, in TMPDIR, and
+// returns its absolute path (a relative TMPDIR broke the image build,
+// which runs commands in other directories with paths in it).
+func makeWorkDir() (string, error) {
+	d, err := os.MkdirTemp("", "rxevm-")
+	if err != nil {
+		return "", err
+	}
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		os.RemoveAll(d)
+		return "", err
+	}
+	return abs, nil
 }
 
 // twoHostPattern selects the tests that need the two-host topology.
@@ -285,7 +307,7 @@ func run(ctx context.Context, o *options) int {
 		fmt.Fprintln(os.Stderr, "rxevm:", err)
 		return 2
 	}
-	work, err := os.MkdirTemp("", "rxevm-")
+	work, err := makeWorkDir()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rxevm:", err)
 		return 2

@@ -385,3 +385,30 @@ func TestStopSignals(t *testing.T) {
 		t.Fatal("SIGHUP did not end the context")
 	}
 }
+
+// TestAbsoluteDirs: a relative PUREVERBS_CACHE or TMPDIR gives absolute
+// cache and work directories (makeCpio runs its shell in another
+// directory with the output path as given).
+func TestAbsoluteDirs(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.Mkdir("tmp", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PUREVERBS_CACHE", "cache")
+	t.Setenv("TMPDIR", "tmp")
+	o, err := parseArgs([]string{"./a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(o.cacheDir) || filepath.Base(o.cacheDir) != "cache" {
+		t.Errorf("PUREVERBS_CACHE=cache: cache dir %q", o.cacheDir)
+	}
+	work, err := makeWorkDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	if !filepath.IsAbs(work) || !fileExists(work) {
+		t.Errorf("TMPDIR=tmp: work dir %q", work)
+	}
+}
