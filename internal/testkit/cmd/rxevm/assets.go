@@ -135,14 +135,27 @@ var hostTools = []struct{ bin, pkg string }{
 // lets change the host).
 var aptGet, aptCache = "apt-get", "apt-cache"
 
-var aptUpdated sync.Once
+// aptUpdated records the runner's apt-get update: it runs once, and its
+// error goes to every caller, not only the first. A run cut short by its
+// caller's context (that kernel's time limit) is not recorded: the next
+// caller runs it again.
+var aptUpdated struct {
+	sync.Mutex
+	done bool
+	err  error
+}
 
 func aptUpdate(ctx context.Context) error {
-	var err error
-	aptUpdated.Do(func() {
-		fmt.Println("rxevm: apt-get update")
-		err = runCmd(ctx, "", nil, aptGet, "update", "-q")
-	})
+	aptUpdated.Lock()
+	defer aptUpdated.Unlock()
+	if aptUpdated.done {
+		return aptUpdated.err
+	}
+	fmt.Println("rxevm: apt-get update")
+	err := runCmd(ctx, "", nil, aptGet, "update", "-q")
+	if err == nil || ctx.Err() == nil {
+		aptUpdated.done, aptUpdated.err = true, err
+	}
 	return err
 }
 
@@ -696,7 +709,7 @@ func buildKernel(ctx context.Context, o *options, pkg string) (*kernelAssets, er
 		vmlinuz: filepath.Join(o.cacheDir, "vmlinuz-"+pkg),
 		base:    filepath.Join(o.cacheDir, prefix+pkg+"-"+key+".cpio.gz"),
 	}
-	if err := copyFile(vmlinuzSrc, a.vmlinuz, 0o644); err != nil {
+	if err := replaceFile(vmlinuzSrc, a.vmlinuz, 0o644); err != nil {
 		return nil, err
 	}
 	if err := makeCpio(ctx, root, a.base); err != nil {
@@ -1046,11 +1059,27 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	return out.Close()
 }
 
+// replaceFile copies src to dst through a temporary file renamed over
+// dst: a guest booting the old dst (another run's QEMU) goes on reading
+// it whole.
+func replaceFile(src, dst string, mode os.FileMode) error {
+	tmp := dst + ".tmp"
+	if err := copyFile(src, tmp, mode); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
 // makeCpio writes dir as a gzip'd newc cpio archive (owner root) to dst.
+// A failure of any stage of the pipeline fails it (bash's pipefail; dash
+// has none, and the exit status was gzip's), so that no archive cut short
+// is cached.
 func makeCpio(ctx context.Context, dir, dst string) error {
 	tmp := dst + ".tmp"
-	script := `find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet | gzip -1 > "$1"`
-	if err := runCmd(ctx, dir, nil, "sh", "-c", script, "sh", tmp); err != nil {
+	script := `set -o pipefail; find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet | gzip -1 > "$1"`
+	if err := runCmd(ctx, dir, nil, "bash", "-c", script, "bash", tmp); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	return os.Rename(tmp, dst)

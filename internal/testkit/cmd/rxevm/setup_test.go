@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -119,9 +118,15 @@ exit 100
 	}
 	oldGet, oldCache := aptGet, aptCache
 	aptGet, aptCache = filepath.Join(d, "apt-get"), filepath.Join(d, "apt-cache")
-	aptUpdated = sync.Once{}
-	t.Cleanup(func() { aptGet, aptCache = oldGet, oldCache; aptUpdated = sync.Once{} })
+	resetAptUpdate()
+	t.Cleanup(func() { aptGet, aptCache = oldGet, oldCache; resetAptUpdate() })
 	return d
+}
+
+func resetAptUpdate() {
+	aptUpdated.Lock()
+	defer aptUpdated.Unlock()
+	aptUpdated.done, aptUpdated.err = false, nil
 }
 
 func aptLog(t *testing.T, d string) string {
@@ -410,5 +415,75 @@ func TestAbsoluteDirs(t *testing.T) {
 	defer os.RemoveAll(work)
 	if !filepath.IsAbs(work) || !fileExists(work) {
 		t.Errorf("TMPDIR=tmp: work dir %q", work)
+	}
+}
+
+// TestAptUpdateError: apt-get update runs once, and its failure goes to
+// every caller (the second caller used to get nil and go on with stale
+// lists).
+func TestAptUpdateError(t *testing.T) {
+	d := fakeApt(t)
+	if err := os.WriteFile(filepath.Join(d, "update-fails"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := aptUpdate(context.Background()); err == nil {
+			t.Errorf("call %d: apt-get update failed, aptUpdate returned nil", i+1)
+		}
+	}
+	if n := strings.Count(aptLog(t, d), "apt-get update"); n != 1 {
+		t.Errorf("apt-get update ran %d times, want 1", n)
+	}
+}
+
+// TestMakeCpioFails: a failing cpio (a stage before the last of the
+// pipeline) fails makeCpio and leaves no archive, instead of an archive
+// cut short that would be cached.
+func TestMakeCpioFails(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "cpio"), []byte("#!/bin/sh\ncat >/dev/null\necho cpio: write error >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	src, out := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(out, "base.cpio.gz")
+	if err := makeCpio(context.Background(), src, dst); err == nil || !strings.Contains(err.Error(), "write error") {
+		t.Errorf("makeCpio with cpio failing: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(out, "*")); len(m) > 0 {
+		t.Errorf("left %v", m)
+	}
+}
+
+// TestReplaceFile: the cached vmlinuz is replaced by a rename, so a
+// reader of the old one (another run's QEMU) reads it whole.
+func TestReplaceFile(t *testing.T) {
+	d := t.TempDir()
+	dst, src := filepath.Join(d, "vmlinuz"), filepath.Join(d, "new")
+	if err := os.WriteFile(dst, []byte("old kernel"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := replaceFile(src, dst, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(f); err != nil || string(b) != "old kernel" {
+		t.Errorf("a reader of the old file read %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(dst); err != nil || string(b) != "new" {
+		t.Errorf("%s has %q, %v", dst, b, err)
+	}
+	if fileExists(dst + ".tmp") {
+		t.Error("temporary file left")
 	}
 }
