@@ -56,6 +56,7 @@ vet: deps
 	@GO=$(GO) scripts/check-imports.sh
 	@GO=$(GO) scripts/check-makefile.sh
 	@scripts/check-tracked.sh
+	@scripts/check-deps.sh
 	$(GO) run $(STATICCHECK) ./...
 
 generate: deps

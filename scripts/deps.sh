@@ -45,18 +45,39 @@ if ! go_ok; then
 	fi
 	echo "deps: installing Go $GO_VERSION into $GOROOT_DEST"
 	export DEBIAN_FRONTEND=noninteractive
-	command -v /usr/lib/go-1.19/bin/go >/dev/null || { apt-get update -qq; apt-get install -y -qq golang-go ca-certificates >/dev/null; }
-	boot=$(command -v /usr/lib/go-1.19/bin/go || command -v go)
+	# PUREVERBS_BOOTSTRAP_GO: the bootstrap go (scripts/check-deps.sh).
+	boot=${PUREVERBS_BOOTSTRAP_GO:-/usr/lib/go-1.19/bin/go}
+	command -v "$boot" >/dev/null || { apt-get update -qq; apt-get install -y -qq golang-go ca-certificates >/dev/null; }
+	boot=$(command -v "$boot" || command -v go)
 	tmp=$(mktemp -d)
-	dir=$(cd "$tmp" && GOMODCACHE=$tmp/mod GOPATH=$tmp/gopath GOFLAGS=-modcacherw "$boot" mod download -json \
-		"golang.org/toolchain@v0.0.1-go$GO_VERSION.linux-$(dpkg --print-architecture)" |
-		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-	[ -n "$dir" ] && [ -d "$dir/bin" ] || { echo "deps: could not fetch the Go $GO_VERSION toolchain" >&2; exit 1; }
-	rm -rf "$GOROOT_DEST"
-	cp -r "$dir" "$GOROOT_DEST"
-	chmod -R u+w "$GOROOT_DEST"
-	find "$GOROOT_DEST/bin" "$GOROOT_DEST/pkg/tool" -type f -exec chmod +x {} +
-	rm -rf "$tmp"
+	new=
+	trap 'rm -rf "$tmp" ${new:+"$new"}' EXIT
+	mod="golang.org/toolchain@v0.0.1-go$GO_VERSION.linux-$(dpkg --print-architecture)"
+	# go mod download -json reports a failure inside the JSON (its Error
+	# field), on stdout, and exits 1.
+	if ! json=$(cd "$tmp" && GOMODCACHE=$tmp/mod GOPATH=$tmp/gopath GOFLAGS=-modcacherw "$boot" mod download -json "$mod" 2>&1); then
+		err=$(sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+		echo "deps: could not fetch the Go $GO_VERSION toolchain ($mod) through the Go module proxy:" >&2
+		echo "${err:-$json}" | sed 's/^/deps:   /' >&2
+		echo "deps: check the network and the proxy settings (GOPROXY=$("$boot" env GOPROXY 2>/dev/null), https_proxy=${https_proxy:-})" >&2
+		exit 1
+	fi
+	dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+	[ -n "$dir" ] && [ -d "$dir/bin" ] || { echo "deps: could not fetch the Go $GO_VERSION toolchain: no Dir with bin/ in go mod download's output:" >&2; echo "$json" >&2; exit 1; }
+	# Install beside $GOROOT_DEST and rename into place: an interrupted
+	# copy leaves the Go there was (or none), never a partial tree.
+	mkdir -p "$(dirname "$GOROOT_DEST")"
+	rm -rf "$GOROOT_DEST".new.* "$GOROOT_DEST".old.*
+	new=$(mktemp -d "$GOROOT_DEST.new.XXXXXX")
+	cp -r "$dir/." "$new"
+	chmod -R u+w,go+rX "$new"
+	find "$new/bin" "$new/pkg/tool" -type f -exec chmod +x {} +
+	if [ -e "$GOROOT_DEST" ]; then
+		mv "$GOROOT_DEST" "$GOROOT_DEST.old.$$"
+	fi
+	mv "$new" "$GOROOT_DEST"
+	rm -rf "$GOROOT_DEST.old.$$" "$tmp"
+	trap - EXIT
 	go version
 fi
 
