@@ -57,6 +57,7 @@ vet: deps
 	@GO=$(GO) scripts/check-makefile.sh
 	@scripts/check-tracked.sh
 	@scripts/check-deps.sh
+	@scripts/check-demo-host.sh
 	$(GO) run $(STATICCHECK) ./...
 
 generate: deps
