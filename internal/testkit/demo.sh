@@ -136,13 +136,23 @@ pingpong() {
 	echo "+ $cli $* $host"
 	"$cli" "$@" "$host" >/tmp/pp-client.log 2>&1
 	crc=$?
+	# A client that failed may have left the server waiting for a
+	# connection for ever (until the runner's time limit): stop it.
+	stopped=
+	if [ $crc -ne 0 ] && kill -0 $spid 2>/dev/null; then
+		kill -TERM $spid 2>/dev/null && stopped=1
+	fi
 	wait $spid
 	src=$?
 	echo "--- server ($srv):"
 	cat /tmp/pp-server.log
 	echo "--- client ($cli):"
 	cat /tmp/pp-client.log
-	[ $src -eq 0 ] || fail "$srv $*: exit status $src"
+	if [ -n "$stopped" ]; then
+		fail "$srv $*: still running when the client failed; stopped (SIGTERM)"
+	elif [ $src -ne 0 ]; then
+		fail "$srv $*: exit status $src"
+	fi
 	[ $crc -eq 0 ] || fail "$cli $* $host: exit status $crc"
 	for f in /tmp/pp-server.log /tmp/pp-client.log; do
 		grep -q 'usec/iter' $f || fail "$f: no summary line"
