@@ -62,6 +62,7 @@ type CQ struct {
 	mu      sync.Mutex
 	closed  bool
 	done    chan struct{}
+	closing chan struct{} // held by Close: one at a time
 	parent  context.Context
 	derived context.Context
 	cancel  context.CancelFunc
@@ -131,7 +132,7 @@ func New(c *uverbs.Context, size int, opts *Options) (*CQ, error) {
 		}
 		return nil, err
 	}
-	q := &CQ{cq: vcq, ch: ch, own: own, signal: make(chan struct{}, 1), wait: make(chan struct{}, 1), done: make(chan struct{})}
+	q := &CQ{cq: vcq, ch: ch, own: own, signal: make(chan struct{}, 1), wait: make(chan struct{}, 1), done: make(chan struct{}), closing: make(chan struct{}, 1)}
 	if err := vcq.ReqNotify(false); err != nil {
 		vcq.Destroy(context.Background())
 		if own {
@@ -519,11 +520,22 @@ func (q *CQ) All(ctx context.Context, buf []uverbs.WC) iter.Seq2[uverbs.WC, erro
 // (completion events the CQ acknowledges itself). A blocked Wait returns
 // an error matching uverbs.ErrClosed, as do Wait, GetWC and Fd after.
 // When that wait ends with ctx (a *uverbs.UnackedError), the CQ is
-// destroyed all the same and its own channel closed.
+// destroyed all the same and its own channel closed. Concurrent Closes
+// take turns: a later one waits (bounded by its ctx) for the one under
+// way and then reports the CQ closed.
 func (q *CQ) Close(ctx context.Context) error {
 	if q == nil || q.cq == nil {
 		return errNil("close")
 	}
+	if ctx == nil {
+		return q.cq.Destroy(ctx) // its nil-ctx error
+	}
+	select {
+	case q.closing <- struct{}{}:
+	case <-ctx.Done():
+		return &uverbs.OpError{Object: "cq", Method: "destroy", Err: ctx.Err()}
+	}
+	defer func() { <-q.closing }()
 	err := q.cq.Destroy(ctx)
 	if err != nil {
 		if _, rerr := q.cq.Ready(); !errors.Is(rerr, uverbs.ErrClosed) {
