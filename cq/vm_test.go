@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/pureverbs/pureverbs/async"
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/internal/testkit"
@@ -1110,7 +1113,9 @@ func TestVMRecheckRacesEvent(t *testing.T) {
 	}
 	drain(b)
 
-	busy := make(chan struct{})
+	// Buffered: a's Wait may read b's event before the hook below waits
+	// for it (rxe may complete the send within PostSend).
+	busy := make(chan struct{}, 1)
 	var once sync.Once
 	cq.SetHookForTest(func(point string, q *cq.CQ) {
 		switch {
@@ -1197,4 +1202,114 @@ func TestVMChannelWaitCQClosedAfterLookup(t *testing.T) {
 	if !closed {
 		t.Fatal("b's event never reached the hook")
 	}
+}
+
+// TestVMCloseTwiceAtOnce: a second Close while the first waits for the
+// application to acknowledge an asynchronous event of the CQ waits for it
+// and reports the CQ closed; the CQ's own channel is closed, not left
+// open by the second Close's early attempt (EBUSY: the CQ still on it).
+func TestVMCloseTwiceAtOnce(t *testing.T) {
+	c := open(t)
+	r, err := async.NewReader(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	q, err := cq.New(c, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chfd, err := q.Fd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := q.Verbs().CQE() + 4
+	qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: q.Verbs(), RecvCQ: q.Verbs(),
+		Cap: uverbs.QPCap{MaxSendWR: n, MaxRecvWR: n, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect(t, c, qp, qp.QPN())
+	// More completions than the CQ holds: IBV_EVENT_CQ_ERR.
+	if err := qp.PostRecv(make([]uverbs.RecvWR, n)); err != nil {
+		t.Fatal(err)
+	}
+	swrs := make([]uverbs.SendWR, n)
+	for i := range swrs {
+		swrs[i] = uverbs.SendWR{ID: uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled}
+	}
+	if err := qp.PostSend(swrs); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var held async.Event
+	for {
+		ev, err := r.Get(ctx)
+		if err != nil {
+			t.Fatalf("no CQ_ERR: %v", err)
+		}
+		if ev.Type == async.CQErr && ev.Element == uverbs.Affiliated(q.Verbs()) {
+			held = ev
+			break
+		}
+		r.Ack(ev)
+	}
+	// Everything after is acknowledged as it comes; held stays.
+	acker := make(chan struct{})
+	go func() {
+		defer close(acker)
+		for {
+			e, err := r.Get(ctx)
+			if err != nil {
+				return
+			}
+			r.Ack(e)
+		}
+	}()
+	if err := qp.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- q.Close(ctx) }()
+	// The first Close has destroyed the CQ in the kernel and waits for
+	// the acknowledgement.
+	for {
+		if _, err := q.Verbs().Ready(); errors.Is(err, uverbs.ErrClosed) {
+			break
+		}
+		select {
+		case err := <-first:
+			t.Fatalf("Close returned with an event unacknowledged: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the first Close never destroyed the CQ")
+		default:
+			runtime.Gosched()
+		}
+	}
+	second := make(chan error, 1)
+	go func() { second <- q.Close(ctx) }()
+	select {
+	case err := <-second:
+		t.Fatalf("a second Close returned while the first waits: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	r.Ack(held)
+	if err := <-first; err != nil {
+		t.Fatalf("first Close: %v", err)
+	}
+	if err := <-second; !errors.Is(err, uverbs.ErrClosed) {
+		t.Fatalf("second Close = %v, want ErrClosed", err)
+	}
+	for _, fd := range sys.OpenFDs() {
+		if strings.HasPrefix(fd, fmt.Sprintf("fd %d (", chfd)) {
+			t.Fatalf("the CQ's own channel (fd %d) left open", chfd)
+		}
+	}
+	cancel()
+	<-acker
 }
