@@ -133,7 +133,7 @@ func (ch *EventChannel) Close() error {
 	err := ch.ucm.Close()
 	var mine []*ID
 	reg.mu.Lock()
-	for _, id := range reg.byHandle {
+	for _, id := range reg.byUID { // by uid: a handle may be a newer ID's
 		if id.channel() == ch {
 			mine = append(mine, id)
 		}
@@ -359,11 +359,11 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 	ev.ID = id
 	switch ev.Type {
 	case EventAddrResolved:
-		if err := id.queryAddr(); err != nil {
+		if err := id.heldQueryAddr(); err != nil {
 			ev.failed(EventAddrError, err)
 		}
 	case EventRouteResolved:
-		if err := id.queryAddr(); err != nil {
+		if err := id.heldQueryAddr(); err != nil {
 			ev.failed(EventRouteError, err)
 		}
 	case EventConnectResponse:

@@ -17,10 +17,16 @@ import (
 // ID is an rdma_cm identifier (struct rdma_cm_id): one end of a
 // connection, or a listener.
 type ID struct {
-	chp    atomic.Pointer[EventChannel] // the channel its events come to (Migrate changes it)
-	mig    sync.Mutex                   // serialises Migrate and Destroy
-	handle uint32                       // the kernel's id
-	uid    uint64                       // ours, echoed in its events
+	chp atomic.Pointer[EventChannel] // the channel its events come to (Migrate changes it)
+	mig sync.Mutex                   // serialises Migrate and Destroy
+	// life is held (read) by every command that names the ID's handle,
+	// from the check that the ID lives to the command's end, and taken
+	// by Destroy: once DESTROY_ID returns the kernel may give the handle
+	// to a new ID of the same file, which a late command would then
+	// reach (an ACCEPT would reject an unrelated connection request).
+	life   sync.RWMutex
+	handle uint32 // the kernel's id
+	uid    uint64 // ours, echoed in its events
 	ps     PortSpace
 	qpType uverbs.QPType // RC in PortSpaceTCP, UD in PortSpaceUDP and PortSpaceIPoIB, either in PortSpaceIB
 	// connectError: its connect response could not be completed (the QP's
@@ -37,6 +43,7 @@ type ID struct {
 	local     netip.AddrPort
 	remote    netip.AddrPort
 	qpp       *uverbs.QP
+	qpMaking  bool  // a CreateQP is under way
 	respRes   uint8 // responder resources: the request's, then the accept's
 	initDepth uint8 // initiator depth, likewise
 }
@@ -117,28 +124,36 @@ func (id *ID) qp() *uverbs.QP {
 	return id.qpp
 }
 
-// live is the check of every method: not destroyed, channel open.
-func (id *ID) live(op string) error {
+// hold is the check of every method that sends a command naming the
+// ID: not destroyed, channel open. On success the caller holds the ID's
+// life until drop, so that Destroy waits for its command.
+func (id *ID) hold(op string) error {
 	if id == nil || id.channel() == nil {
 		return invalid(op, "nil ID")
 	}
+	id.life.RLock()
 	id.mu.Lock()
 	dead := id.dead
 	id.mu.Unlock()
 	if dead {
+		id.life.RUnlock()
 		return opErr(op, ErrClosed)
 	}
 	return nil
 }
+
+// drop ends hold's.
+func (id *ID) drop() { id.life.RUnlock() }
 
 // BindAddr binds the ID to a local address and port (rdma_bind_addr(3));
 // port 0 takes a free one. A specific address binds the ID to its RDMA
 // device (Context), an unspecified one (0.0.0.0, ::) does not.
 func (id *ID) BindAddr(addr netip.AddrPort) error {
 	const op = "bind_addr"
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return err
 	}
+	defer id.drop()
 	if err := checkAddr(op, "local", addr.Addr()); err != nil {
 		return err
 	}
@@ -155,9 +170,10 @@ func (id *ID) BindAddr(addr netip.AddrPort) error {
 // (with the ID's Context set) or EventAddrError follows, within timeout.
 func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error {
 	const op = "resolve_addr"
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return err
 	}
+	defer id.drop()
 	if err := checkAddr(op, "destination", dst.Addr()); err != nil {
 		return err
 	}
@@ -182,9 +198,10 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 // (rdma_resolve_route(3)); EventRouteResolved or EventRouteError follows.
 func (id *ID) ResolveRoute(timeout time.Duration) error {
 	const op = "resolve_route"
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return err
 	}
+	defer id.drop()
 	ms, err := millis(op, timeout)
 	if err != nil {
 		return err
@@ -210,9 +227,10 @@ func millis(op string, d time.Duration) (uint32, error) {
 // after the command.
 func (id *ID) Listen(backlog int) error {
 	const op = "listen"
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return err
 	}
+	defer id.drop()
 	if backlog < 0 {
 		backlog = 0 // a negative int is a __u32 past the limit: the limit
 	}
@@ -221,6 +239,16 @@ func (id *ID) Listen(backlog int) error {
 		return err
 	}
 	return opErr(op, id.queryAddr())
+}
+
+// heldQueryAddr is queryAddr for an ID an event names, which may have
+// been destroyed since.
+func (id *ID) heldQueryAddr() error {
+	if err := id.hold("query_addr"); err != nil {
+		return err
+	}
+	defer id.drop()
+	return id.queryAddr()
 }
 
 // queryAddr asks the kernel where the ID is bound (RDMA_USER_CM_QUERY_ADDR):
@@ -259,9 +287,10 @@ func (id *ID) queryAddr() error {
 // refused.
 func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error) {
 	const op = "create_qp"
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return nil, err
 	}
+	defer id.drop()
 	ctx := id.Context()
 	if ctx == nil {
 		return nil, invalid(op, "the ID is not bound to a device yet (bind or resolve an address first)")
@@ -275,9 +304,20 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error
 	if attr.Type != id.qpType {
 		return nil, invalid(op, "QP type %v in port space %#x (want %v)", attr.Type, uint16(id.ps), id.qpType)
 	}
-	if id.qp() != nil {
+	id.mu.Lock()
+	busy := id.qpp != nil || id.qpMaking
+	if !busy {
+		id.qpMaking = true // a concurrent CreateQP is refused, not a second QP made
+	}
+	id.mu.Unlock()
+	if busy {
 		return nil, invalid(op, "the ID already has a QP")
 	}
+	defer func() {
+		id.mu.Lock()
+		id.qpMaking = false
+		id.mu.Unlock()
+	}()
 	qp, err := pd.CreateQP(attr)
 	if err != nil {
 		return nil, opErr(op, err)
@@ -334,9 +374,16 @@ func (id *ID) DestroyQP(ctx context.Context) error {
 // their QP themselves.
 func (id *ID) InitQPAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error) {
 	const op = "init_qp_attr"
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return uverbs.QPAttr{}, 0, err
 	}
+	defer id.drop()
+	return id.initQPAttr(state)
+}
+
+// initQPAttr is InitQPAttr under the caller's hold.
+func (id *ID) initQPAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error) {
+	const op = "init_qp_attr"
 	req := abi.RdmaUcmInitQpAttr{Id: id.handle, QpState: uint32(state)}
 	var resp abi.IbUverbsQpAttr
 	if err := id.channel().command(op, abi.RDMA_USER_CM_CMD_INIT_QP_ATTR, sys.AsBytes(&req), 0, sys.AsBytes(&resp)); err != nil {
@@ -350,7 +397,7 @@ func (id *ID) InitQPAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask
 // respRes and initDepth other than 0xff replace the RTR's
 // max_dest_rd_atomic and the RTS's max_rd_atomic, as librdmacm does.
 func (id *ID) modify(qp *uverbs.QP, state uverbs.QPState, respRes, initDepth uint8) error {
-	a, m, err := id.InitQPAttr(state)
+	a, m, err := id.initQPAttr(state)
 	if err != nil {
 		return err
 	}
@@ -492,9 +539,10 @@ func (id *ID) privateLimits() (connect, accept, reject int) {
 // RTS with InitQPAttr's attributes and calls Establish.
 func (id *ID) Connect(p *ConnParam) error {
 	const op = "connect"
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return err
 	}
+	defer id.drop()
 	if id.qpType != uverbs.QPTypeUD && id.qp() == nil && (p == nil || p.QPNum == 0) {
 		return invalid(op, "the ID has no QP: create one with CreateQP, or name the caller's QP in ConnParam.QPNum")
 	}
@@ -533,9 +581,10 @@ func (id *ID) Connect(p *ConnParam) error {
 // with ErrInvalid.
 func (id *ID) Establish() error {
 	const op = "establish"
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return err
 	}
+	defer id.drop()
 	if id.qp() != nil {
 		return invalid(op, "the ID has a QP of CreateQP: the connection is established when EventEstablished arrives")
 	}
@@ -549,6 +598,10 @@ func (id *ID) Establish() error {
 // completeConnect is the active side's end of the handshake when the
 // reply arrives: RTR, RTS, then ACCEPT, which sends the RTU.
 func (id *ID) completeConnect() error {
+	if err := id.hold("connect"); err != nil {
+		return err // destroyed since its event was read
+	}
+	defer id.drop()
 	qp := id.qp()
 	if err := id.modifyRTR(qp, 0xff); err != nil {
 		id.toErr()
@@ -577,9 +630,10 @@ func (id *ID) completeConnect() error {
 // RTS with InitQPAttr's attributes before Accept.
 func (id *ID) Accept(p *ConnParam) error {
 	const op = "accept"
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return err
 	}
+	defer id.drop()
 	qp := id.qp()
 	if qp == nil && (p == nil || p.QPNum == 0) {
 		return invalid(op, "the ID has no QP: create one with CreateQP, or name the caller's QP in ConnParam.QPNum")
@@ -632,9 +686,10 @@ func (id *ID) Accept(p *ConnParam) error {
 // ID's SIDR reply); the peer gets EventRejected.
 func (id *ID) Reject(private []byte) error {
 	const op = "reject"
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return err
 	}
+	defer id.drop()
 	if _, _, maxPriv := id.privateLimits(); len(private) > maxPriv {
 		return invalid(op, "%d bytes of private data, at most %d", len(private), maxPriv)
 	}
@@ -651,9 +706,10 @@ func (id *ID) Reject(private []byte) error {
 // waits for (without it, only after the CM's DREQ timeout).
 func (id *ID) Disconnect() error {
 	const op = "disconnect"
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return err
 	}
+	defer id.drop()
 	id.toErr()
 	req := abi.RdmaUcmDisconnect{Id: id.handle}
 	return id.channel().command(op, abi.RDMA_USER_CM_CMD_DISCONNECT, sys.AsBytes(&req), -1, nil)
@@ -668,7 +724,9 @@ func (id *ID) toErr() {
 
 // Destroy destroys the ID (rdma_destroy_id(3)); events of it still queued
 // are dropped by the kernel. Its QP is not destroyed. Destroying twice
-// returns ErrClosed.
+// returns ErrClosed. A call on the ID from another goroutine that is
+// under way (including the channel's completion of a connect response in
+// GetEvent) finishes first; calls after fail with ErrClosed.
 func (id *ID) Destroy() error {
 	const op = "destroy_id"
 	if id == nil || id.channel() == nil {
@@ -679,6 +737,8 @@ func (id *ID) Destroy() error {
 	// the old file after the move would fail and leave the ID alive.
 	id.mig.Lock()
 	defer id.mig.Unlock()
+	id.life.Lock()
+	defer id.life.Unlock()
 	id.mu.Lock()
 	if id.dead {
 		id.mu.Unlock()

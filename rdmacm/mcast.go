@@ -87,9 +87,10 @@ const sockaddrIBLen = 48
 // join sends the join of the group that put writes (returning its
 // length) and registers the membership.
 func (id *ID) join(op string, addr netip.Addr, put func(*abi.KernelSockaddrStorage) uint16, sendOnly bool) (*Multicast, error) {
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return nil, err
 	}
+	defer id.drop()
 	if id.qpType != uverbs.QPTypeUD {
 		return nil, invalid(op, "the ID is for %v QPs: multicast needs a UD ID", id.qpType)
 	}
@@ -146,9 +147,10 @@ func (m *Multicast) Leave() error {
 			qp.DetachMcast(gid, lid)
 		}
 	}
-	if err := m.id.live(op); err != nil {
+	if err := m.id.hold(op); err != nil {
 		return err // the ID's destruction left the group already
 	}
+	defer m.id.drop()
 	req := abi.RdmaUcmDestroyId{Id: handle}
 	var resp abi.RdmaUcmDestroyIdResp
 	return m.id.channel().command(op, abi.RDMA_USER_CM_CMD_LEAVE_MCAST, sys.AsBytes(&req), 0, sys.AsBytes(&resp))

@@ -30,9 +30,10 @@ func (id *ID) Migrate(to *EventChannel) error {
 	}
 	id.mig.Lock()
 	defer id.mig.Unlock()
-	if err := id.live(op); err != nil { // under mig: a Destroy is before or after
+	if err := id.hold(op); err != nil { // under mig: a Destroy is before or after
 		return err
 	}
+	defer id.drop()
 	from := id.channel()
 	if from == to {
 		return nil

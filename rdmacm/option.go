@@ -50,9 +50,10 @@ func int32Bytes(on bool) []byte {
 }
 
 func (id *ID) setOption(op string, name uint32, val []byte) error {
-	if err := id.live(op); err != nil {
+	if err := id.hold(op); err != nil {
 		return err
 	}
+	defer id.drop()
 	req := abi.RdmaUcmSetOption{Id: id.handle, Level: abi.RDMA_OPTION_ID, Optname: name, Optlen: uint32(len(val))}
 	return id.channel().commandIn(op, abi.RDMA_USER_CM_CMD_SET_OPTION, sys.AsBytes(&req), 0, val)
 }

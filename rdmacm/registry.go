@@ -43,7 +43,11 @@ func register(id *ID) *ID {
 func unregister(id *ID) {
 	reg.mu.Lock()
 	delete(reg.byUID, id.uid)
-	delete(reg.byHandle, id.handle)
+	if reg.byHandle[id.handle] == id {
+		// Else the kernel gave the handle to a newer ID (of another
+		// file, or of this one after a DESTROY_ID): that one stays.
+		delete(reg.byHandle, id.handle)
+	}
 	var left []*Multicast
 	for uid, m := range reg.mcasts {
 		if m.id == id {

@@ -564,3 +564,49 @@ func TestServiceNumber(t *testing.T) {
 		}
 	}
 }
+
+// TestDestroyWaitsForCommands: Destroy waits for a command in flight on
+// the ID (its DESTROY_ID is sent after it), so that no command names the
+// handle once the kernel may have given it to a new ID; later commands
+// fail with ErrClosed and send nothing.
+func TestDestroyWaitsForCommands(t *testing.T) {
+	ch, r := fakeChannel(t)
+	id := register(newID(ch, 7, newUID(), PortSpaceTCP, uverbs.QPTypeRC))
+	if err := id.hold("resolve_addr"); err != nil { // a command in flight
+		t.Fatal(err)
+	}
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- id.Destroy() }()
+	select {
+	case err := <-destroyed:
+		t.Fatalf("Destroy returned during a command on the ID: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if cmds, _ := sentCommands(t, r); len(cmds) != 0 {
+		t.Fatalf("commands %v sent while a command on the ID was in flight", cmds)
+	}
+	id.drop()
+	<-destroyed // the fake file answers nothing: the error is the pipe's
+	if cmds, _ := sentCommands(t, r); len(cmds) != 1 || cmds[0] != abi.RDMA_USER_CM_CMD_DESTROY_ID {
+		t.Fatalf("commands after the command in flight ended: %v, want DESTROY_ID", cmds)
+	}
+	if err := id.SetTOS(1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a command after Destroy = %v, want ErrClosed", err)
+	}
+	if cmds, _ := sentCommands(t, r); len(cmds) != 0 {
+		t.Fatalf("commands %v sent for a destroyed ID", cmds)
+	}
+}
+
+// TestUnregisterKeepsNewerHandle: forgetting an ID whose handle the kernel
+// has since given to a newer ID leaves the newer one findable.
+func TestUnregisterKeepsNewerHandle(t *testing.T) {
+	ch, _ := fakeChannel(t)
+	a := register(newID(ch, 9, newUID(), PortSpaceTCP, uverbs.QPTypeRC))
+	b := register(newID(ch, 9, newUID(), PortSpaceTCP, uverbs.QPTypeRC))
+	defer unregister(b)
+	unregister(a)
+	if got := lookup(EventEstablished, 0, 9); got != b {
+		t.Fatalf("handle 9 after the older ID was forgotten: %p, want the newer %p", got, b)
+	}
+}
