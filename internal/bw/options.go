@@ -309,6 +309,9 @@ type Options struct {
 	// dlid (--dlid): the LID the address vectors name instead of the
 	// peer's (0: the peer's); on RoCE the kernel ignores it.
 	dlid uint16
+	// raw: perftest's raw Ethernet options, checked as perftest checks
+	// them and ignored on RC, UC and UD as perftest ignores them.
+	raw rawEth
 }
 
 // linkLayer is --force-link's argument.
@@ -368,7 +371,9 @@ var hwRates = []struct {
 
 // The options table: perftest's short option string and long options, so
 // that every perftest option is recognised; those the Go tools do not
-// implement are refused by name (see unsupported).
+// implement, and that would change a run on RC, UC or UD, are refused by
+// name (see unsupported). (-G and -Y are long options' values only, not
+// in the short string, as in perftest.)
 const shortOpts = "w:y:p:d:i:m:s:n:t:u:S:x:c:q:I:o:M:r:Q:A:l:D:f:B:T:L:E:J:j:K:k:X:W:aFegzRvhbNVCHUOZP"
 
 var longOpts = []getopt.Long{
@@ -720,6 +725,43 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 			}
 		case 'O':
 			o.IBPort, o.dualPort = 1, true
+		case 'M':
+			// The multicast group of -g, which is refused; without -g
+			// perftest keeps the string and never reads it.
+		case 'P', 'Z':
+			// --client, --server: raw Ethernet's. perftest sets the
+			// role from the operand on any other connection type
+			// (perftest_parameters.c:3022-3023).
+		case 'v':
+			// --mac_fwd stays refused: on RC, UC and UD too perftest
+			// titles the test "... forwarding Test", prints a
+			// " Buffer size" line (ctx_print_test_info) and sizes its
+			// buffer's cycle by the RX depth (alloc_ctx).
+			err = unsupported("-v")
+		case 'B', 'E':
+			// -B (source_mac), -E (dest_mac): checked, then unused off
+			// raw Ethernet.
+			o.raw.oldParam = true
+			err = parseMAC(p.Arg)
+		case 'J':
+			o.raw.oldParam, o.raw.isServerIP = true, true
+			o.raw.serverIP = &p.Arg
+		case 'j':
+			o.raw.oldParam, o.raw.isClientIP = true, true
+			o.raw.clientIP = &p.Arg
+		case 'K', 'k':
+			// Any int: perftest's check_if_valid_udp_port accepts every
+			// value.
+			name := "Server Port"
+			if p.Val == 'k' {
+				name = "Client Port"
+			}
+			o.raw.oldParam = true
+			_, err = cValue(p.Arg, name, "int")
+		case 'Y':
+			err = parseEthertype(p.Arg)
+		case 'G':
+			o.raw.useRSS = true // refused in forceDependencies, as perftest does
 		case 'W':
 			list := p.Arg
 			o.Counters = &list
@@ -870,8 +912,38 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 				// Nothing to choose: the Go tools always post with PostSend.
 				o.oldPostSend = true
 			case "raw_ipv6":
-				// Raw Ethernet's addresses, which no Go tool takes (-J, -j
-				// and the like are refused); perftest ignores it otherwise.
+				// The raw Ethernet addresses (-J, -j, --local_ip,
+				// --remote_ip) are then checked as IPv6.
+				o.raw.rawIPv6 = true
+			case "remote_mac", "local_mac":
+				o.raw.newParam = true
+				err = parseMAC(p.Arg)
+			case "remote_ip":
+				o.raw.newParam, o.raw.isClientIP = true, true
+				o.raw.remoteIP = &p.Arg
+			case "local_ip":
+				o.raw.newParam, o.raw.isServerIP = true, true
+				o.raw.localIP = &p.Arg
+			case "remote_port", "local_port":
+				o.raw.newParam = true
+				_, err = cValue(p.Arg, strings.Replace(p.Name, "_", " ", 1), "int")
+			case "flows", "flows_burst":
+				// Used by raw Ethernet's checks and loops; on RC they
+				// only lay out perftest's send buffer.
+				name, what := "flows", "flows"
+				if p.Name == "flows_burst" {
+					name, what = "flows burst", "burst flow"
+				}
+				if n, err = cValue(p.Arg, name, "uint16_t"); err == nil && uint16(n) == 0 {
+					err = &usageError{msg: "Invalid " + what + " value. Please set a positive number"}
+				}
+			case "vlan_pcp":
+				// CHECK_VALUE_IN_RANGE_UNS on a uint32_t, 0 to 8.
+				if n, err = cValue(p.Arg, "VLAN PCP", "uint32_t"); err == nil && uint32(n) > 8 {
+					err = &usageError{msg: " VLAN PCP should be between 0 and 8"}
+				}
+			case "tcp", "vlan_en", "promiscuous", "raw_mcast":
+				// Raw Ethernet's alone.
 			case "aes_xts":
 				o.aesXTS = true
 			case "encrypt_on_tx":
@@ -915,12 +987,18 @@ func ParseTestArgs(tst Test, v Verb, args []string) (Options, error) {
 	if perr != nil {
 		return Options{}, &usageError{msg: perr.Error()}
 	}
+	if err := o.raw.checkIPs(); err != nil {
+		return Options{}, err
+	}
 	switch len(operands) {
 	case 0:
 	case 1:
 		o.Server, o.Client = operands[0], true
 	default:
 		return Options{}, &usageError{msg: " Invalid Command line. Please check command rerun "}
+	}
+	if o.raw.oldParam && o.raw.newParam {
+		return Options{}, errRawEthMix
 	}
 	if o.Infinite {
 		o.All = false // perftest's run_infinitely replaces -a's test method
@@ -1160,6 +1238,9 @@ func (o *Options) forceDependencies(v Verb) error {
 	if err := o.cryptoDependencies(v); err != nil {
 		return err
 	}
+	if err := o.rssDependency(); err != nil {
+		return err
+	}
 	if (o.Duration > 0 || o.Infinite) && o.Margin == defInitMargin {
 		o.Margin = o.period() / 4
 	}
@@ -1274,8 +1355,11 @@ func (o *Options) cryptoDependencies(v Verb) error {
 	case int64(int32(o.Size)) <= int64(o.Inline):
 		return fail("aes_xts doesn't support Inline messages")
 	}
-	// Encrypted traffic needs mlx5's crypto objects (mlx5dv), which
-	// rxe has not.
+	// perftest's next check (-G) comes first. Encrypted traffic needs
+	// mlx5's crypto objects (mlx5dv), which rxe has not.
+	if err := o.rssDependency(); err != nil {
+		return err
+	}
 	return unsupported("--aes_xts")
 }
 
@@ -1498,7 +1582,11 @@ func UsageTest(w io.Writer, tst Test, v Verb, prog string) {
 	lines = append(lines, "      --dlid  Set a Destination LID instead of getting it from the other side.",
 		"      --force-link=<value>  Force the link(s) to a specific type: IB or Ethernet.",
 		"      --inline_recv=<size>  Accepted for perftest compatibility (no test uses it)",
-		"      --reply_every  Accepted for perftest compatibility (raw Ethernet only)")
+		"      --reply_every  Accepted for perftest compatibility (raw Ethernet only)",
+		"  -B, -E, -J, -j, -K, -k, -P, -Z, --ethertype, --flows, --flows_burst, --local_ip, --local_mac, --local_port,",
+		"      --promiscuous, --raw_ipv6, --raw_mcast, --remote_ip, --remote_mac, --remote_port, --tcp, --vlan_en, --vlan_pcp",
+		"      Accepted for perftest compatibility: raw Ethernet's, checked as perftest checks them and ignored on RC, UC and UD",
+		"  -M, --MGID=<multicast_gid>  Accepted for perftest compatibility (the group of -g, which is refused)")
 	lines = append(lines, "      --mmap=file  Use an mmap'd file as the buffer for testing P2P transfers.",
 		"      --mmap-offset=<offset>  Use an mmap'd file as the buffer for testing P2P transfers.")
 	if v.ReadsBack() && tst == BW {
