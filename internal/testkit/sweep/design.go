@@ -29,6 +29,8 @@ func ByDesign(c Case, goOut, cOut, cErr string) string {
 		return "udpingpong -s past 4 GiB: C's size + 40 wraps to a 39-byte malloc"
 	case c.Go == "srqpingpong" && strings.Contains(cErr, "segmentation fault"):
 		return "srqpingpong -r 2^31 and more: C dies of SIGSEGV"
+	case strings.Contains(cErr, "segmentation fault") && strings.Contains(goOut, "Mix of source with local|remote"):
+		return "raw Ethernet -J or -j with a --local_*/--remote_* option but not its --local_ip/--remote_ip: C passes NULL to inet_pton and dies of SIGSEGV, the Go tools refuse the mix as C would next"
 	case c.Go == "rdmaping" && strings.Contains(cErr, "exit status 255") &&
 		sameLinesWithout(hexRE.ReplaceAllString(goOut, "0x#"), hexRE.ReplaceAllString(cOut, "0x#"), rpingRaceLines...):
 		return "rping's threads race one another at the end (the cm thread's exit, the main thread's failed wait and teardown, the channel's destruction): the Go tool prints one of the outcomes C has run alone"

@@ -91,13 +91,28 @@ var perfValued = map[string][]string{
 	"--retry_count": nums, "--mmap": {"/nonexistent", "/dev/zero", "/tmp/sweep-mmap", ""}, "--mmap-offset": nums,
 	"--dlid": nums, "--tclass": nums, "--wait_destroy": nums, "--recv_post_list": nums,
 	"--force-link": {"IB", "Ethernet", "x"}, "--out_json_file": {"/tmp/sweep-out.json"},
+	// Raw Ethernet's, which perftest checks and then ignores on RC, UC
+	// and UD.
+	"-B": macs, "-E": macs, "--local_mac": macs, "--remote_mac": macs, "-J": rawIPs, "-j": rawIPs,
+	"--local_ip": rawIPs, "--remote_ip": rawIPs, "-K": nums, "-k": nums, "--local_port": nums,
+	"--remote_port": nums, "--ethertype": {"0x0800", "0x800", "0x0000", "010000", "x", ""}, "--flows": nums,
+	"--flows_burst": nums, "--vlan_pcp": nums, "-M": {"ff02::1", "x", ""},
 }
+
+// MAC and IP addresses for the raw Ethernet options: good ones, and each
+// way parse_mac_from_str and inet_pton refuse one.
+var (
+	macs = []string{"00:11:22:33:44:55", "00:11:22:33:44", "00:11:22:33:44:zz", "100:11:22:33:44:5",
+		"0:1:2:3:4:5:6:7:8", "x", ""}
+	rawIPs = []string{"1.2.3.4", "1.2.3.256", "01.2.3.4", "::1", "fe80::1%d0", "x", ""}
+)
 
 // perftest's flags (no value).
 var perfFlags = []string{"-a", "-F", "-e", "-z", "-R", "-b", "-N", "-C", "-H", "-U", "-O", "-V", "--run_infinitely",
 	"--report_gbits", "--use-srq", "--report-both", "--reversed", "--odp", "--use_hugepages", "--perform_warm_up",
 	"--ipv6", "--dont_xchg_versions", "--cpu_util", "--out_json", "--mr_per_qp", "--disable_pcie_relaxed",
-	"--use_old_post_send", "--report-per-port"}
+	"--use_old_post_send", "--report-per-port", "-P", "-Z", "-v", "--tcp", "--vlan_en", "--promiscuous",
+	"--raw_mcast", "--raw_ipv6", "--use_rss"}
 
 var perfTools = [][2]string{
 	{"ib_write_bw", "writebw"}, {"ib_read_bw", "readbw"}, {"ib_send_bw", "sendbw"}, {"ib_atomic_bw", "atomicbw"},

@@ -82,6 +82,14 @@ func TestByDesign(t *testing.T) {
 		{"udpingpong -s joined", Case{Go: "udpingpong", Args: []string{"-s4294967290"}}, "Couldn't allocate work buf.", "", "", true},
 		{"srq segfault", Case{Go: "srqpingpong"}, "Couldn't create CQ", "", "signal: segmentation fault", true},
 		{"srq other", Case{Go: "srqpingpong"}, "Couldn't create CQ", "", "exit status 1", false},
+		// Since perftest's raw Ethernet options are accepted, -J with
+		// --local_mac is a SIGSEGV in C (NULL to inet_pton), the mix's
+		// refusal in Go.
+		{"raw Ethernet NULL IP", Case{Go: "sendlat", Args: []string{"-J", "1.2.3.4", "--local_mac", "00:11:22:33:44:55"}},
+			" Invalid Command line.\nMix of source with local|remote and dest with local|remote is not supported.", "", "signal: segmentation fault", true},
+		{"raw Ethernet mix", Case{Go: "sendlat", Args: []string{"-B", "00:11:22:33:44:55", "--local_mac", "00:11:22:33:44:55"}},
+			" Invalid Command line.\nMix of source with local|remote and dest with local|remote is not supported.", "", "exit status 1", false},
+		{"raw Ethernet accepted", Case{Go: "writebw", Args: []string{"-Z"}}, "Couldn't connect", "", "exit status 1", false},
 		{"ordinary", Case{Go: "writebw"}, "Couldn't connect", "Unable to init", "", false},
 		{"rping's race", Case{Go: "rdmaping"}, "cma event RDMA_CM_EVENT_REJECTED, error 8\nwait for CONNECTED state 4\nconnect error -1\n",
 			"cma event RDMA_CM_EVENT_REJECTED, error 8\n", "exit status 255", true},

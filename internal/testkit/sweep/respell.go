@@ -194,7 +194,11 @@ func Respell(tool string, args []string, r *rand.Rand, refusals bool) []string {
 		if name == "" {
 			name = longName(w.letter)
 		}
-		asLong := name != "" && (w.letter == 0 || r.IntN(3) == 0)
+		// A long option whose value is no short option (perftest's
+		// --ethertype and --use_rss return 'Y' and 'G', which its short
+		// string lacks) stays long.
+		short := w.letter != 0 && w.letter != ':' && strings.IndexByte(t.short, w.letter) >= 0
+		asLong := name != "" && (!short || r.IntN(3) == 0)
 		if !asLong {
 			// A short option: alone, attached, or joining the open cluster.
 			join := cluster >= 0 && r.IntN(2) == 0
