@@ -1585,6 +1585,15 @@ var BadArgs = [][]string{
 	{"--aes_xts", "--kek_path=k", "--data_enc_key_app_path=k", "--credentials_path=c", "-R"},
 	{"--encrypt_on_tx"}, {"--sig_before"}, {"--credentials_path", "c", "--kek_path=k"}, {"--data_enc_key_app_path=k"},
 	{"--aes_block_size=x"}, {"--data_enc_keys_number=3"},
+	// perftest's raw Ethernet options: checked, then ignored on RC, UC
+	// and UD (the client reaches the connect); a bad value's text; the
+	// old options mixed with the new; --use_rss, which perftest's build
+	// cannot run.
+	{"-P"}, {"-Z", "--tcp", "--vlan_en"}, {"--promiscuous", "--raw_mcast", "-M", "ff02::1"},
+	{"-B", "00:11:22:33:44:55", "-E", "00:11:22:33:44:zz"}, {"--local_mac", "100:11:22:33:44:5"},
+	{"-J", "1.2.3.4", "-j", "1.2.3.256"}, {"--raw_ipv6", "--local_ip", "::1", "--remote_ip", "1.2.3.4"},
+	{"-K", "x"}, {"--ethertype", "0x800"}, {"--flows", "4", "--flows_burst", "2", "--vlan_pcp", "8"},
+	{"--flows", "0"}, {"-B", "00:11:22:33:44:55", "--remote_mac", "00:11:22:33:44:55"}, {"--use_rss"},
 }
 
 // SameAsC runs BadArgs-style cases (each after "-d rxe0 -x 1 -p PORT")

@@ -242,6 +242,15 @@ var LatBadArgs = [][]string{
 	// -A: the atomic tests' operation; the other tests refuse it.
 	{"-A", "CMP_AND_SWAP"}, {"-A", "fetch_and_add"},
 	{"--dlid", "x"},
+	// perftest's raw Ethernet options: checked, then ignored on RC, UC
+	// and UD (the client reaches the connect); a bad value's text; the
+	// old options mixed with the new; --use_rss, which perftest's build
+	// cannot run.
+	{"-P"}, {"-Z", "--tcp", "--vlan_en"}, {"--promiscuous", "--raw_mcast", "-M", "ff02::1"},
+	{"-B", "00:11:22:33:44:55", "-E", "00:11:22:33:44:zz"}, {"--local_mac", "100:11:22:33:44:5"},
+	{"-J", "1.2.3.4", "-j", "1.2.3.256"}, {"--raw_ipv6", "--local_ip", "::1", "--remote_ip", "1.2.3.4"},
+	{"-K", "x"}, {"--ethertype", "0x800"}, {"--flows", "4", "--flows_burst", "2", "--vlan_pcp", "8"},
+	{"--flows", "0"}, {"-B", "00:11:22:33:44:55", "--remote_mac", "00:11:22:33:44:55"}, {"--use_rss"},
 }
 
 // LatTwoHosts runs a latency tool across the two hosts of make vmtest2
