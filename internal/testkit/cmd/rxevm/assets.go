@@ -246,7 +246,30 @@ func cmdOutput(ctx context.Context, dir string, env []string, name string, args 
 // not build the same files at once. When another run holds it, it says so
 // and waits, polling, until the lock is free or ctx ends (the time limit,
 // a signal).
+// The kernels of one run take turns first (cacheTurn), so that the
+// message is only for another run.
 func lockCache(ctx context.Context, dir string) (func(), error) {
+	select {
+	case cacheTurn <- struct{}{}:
+	default:
+		select {
+		case cacheTurn <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for this run's other kernel to build its images: %w", context.Cause(ctx))
+		}
+	}
+	unlock, err := lockCacheFile(ctx, dir)
+	if err != nil {
+		<-cacheTurn
+		return nil, err
+	}
+	return func() { unlock(); <-cacheTurn }, nil
+}
+
+// cacheTurn is held by the kernel of this run that holds the cache lock.
+var cacheTurn = make(chan struct{}, 1)
+
+func lockCacheFile(ctx context.Context, dir string) (func(), error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}

@@ -218,9 +218,20 @@ func goTestFlagsToBinary(in []string) []string {
 
 // stopSignals end a run cleanly (its guests stopped, its temporary
 // directory of hundreds of MB removed): Ctrl-C, kill, and SIGHUP, which a
-// dropped ssh session sends. SIGQUIT keeps Go's default, a dump of every
-// goroutine, to see where a run hangs.
-var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+// dropped ssh session sends, unless the run was started with SIGHUP
+// ignored (nohup): a handler would undo that. SIGQUIT keeps Go's default,
+// a dump of every goroutine, to see where a run hangs.
+func stopSignals() []os.Signal {
+	s := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !sighupIgnored() {
+		s = append(s, syscall.SIGHUP)
+	}
+	return s
+}
+
+// sighupIgnored is signal.Ignored(SIGHUP) (a variable for tests: the
+// runtime keeps a signal it was told to ignore marked so for good).
+var sighupIgnored = func() bool { return signal.Ignored(syscall.SIGHUP) }
 
 func main() {
 	o, err := parseArgs(os.Args[1:])
@@ -232,7 +243,7 @@ func main() {
 		os.Exit(2)
 	}
 	marker = "@@PUREVERBS-" + rand.Text()[:8] + " "
-	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	defer stop()
 	os.Exit(run(ctx, o))
 }

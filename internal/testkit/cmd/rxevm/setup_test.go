@@ -342,7 +342,8 @@ func TestHostTool(t *testing.T) {
 // to block in flock, and takes the lock once the other releases it.
 func TestLockCacheWaits(t *testing.T) {
 	dir := t.TempDir()
-	unlock, err := lockCache(context.Background(), dir)
+	// Another run's hold: the file lock alone.
+	unlock, err := lockCacheFile(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,11 +376,61 @@ func TestLockCacheWaits(t *testing.T) {
 	}
 }
 
+// TestLockCacheSameRun: the kernels of one run take turns without
+// calling it another run's hold.
+func TestLockCacheSameRun(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockCache(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out := stdout(t, func() {
+		var u func()
+		if u, err = lockCache(ctx, dir); err == nil {
+			u()
+		}
+	})
+	if err == nil || !strings.Contains(err.Error(), "this run's other kernel") || strings.Contains(out, "another rxevm run") {
+		t.Errorf("a second kernel of the run, its context ended: %v, printed %q", err, out)
+	}
+	got := make(chan error, 1)
+	go func() {
+		u, err := lockCache(context.Background(), dir)
+		if err == nil {
+			u()
+		}
+		got <- err
+	}()
+	unlock()
+	if err := <-got; err != nil {
+		t.Errorf("lockCache after the run's other kernel released it: %v", err)
+	}
+}
+
+// TestStopSignalsNohup: a run started with SIGHUP ignored (nohup) keeps
+// ignoring it.
+func TestStopSignalsNohup(t *testing.T) {
+	defer func(f func() bool) { sighupIgnored = f }(sighupIgnored)
+	sighupIgnored = func() bool { return true }
+	if slices.Contains(stopSignals(), os.Signal(syscall.SIGHUP)) {
+		t.Fatal("SIGHUP handled although ignored")
+	}
+	sighupIgnored = func() bool { return false }
+	if !slices.Contains(stopSignals(), os.Signal(syscall.SIGHUP)) {
+		t.Fatal("SIGHUP not handled")
+	}
+}
+
 // TestStopSignals: SIGHUP (a dropped ssh session) ends the run's context,
 // as SIGINT and SIGTERM do, instead of killing the runner and leaving its
 // temporary directory behind.
 func TestStopSignals(t *testing.T) {
-	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
+	if sighupIgnored() {
+		t.Skip("started with SIGHUP ignored (nohup): TestStopSignalsNohup's case")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	defer stop()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
