@@ -4,7 +4,7 @@
 # be fetched, deps.sh says why (go mod download -json's Error field) and
 # what to check, leaves the Go installed before as it was and removes its
 # temporary directories; when it can, the new tree replaces the old one
-# whole.
+# whole; an install interrupted between its renames is undone.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -79,6 +79,13 @@ left=$(ls -A "$tmp/local" | grep -v '^go$' || true)
 [ -z "$left" ] || fail "the install left $left beside go"
 [ -z "$(ls -A "$tmp/t")" ] || fail "the install left temporary files: $(ls -A "$tmp/t")"
 grep -q "go version go1.26.8 (fake)" "$tmp/out" || fail "deps.sh did not run the installed go: $(cat "$tmp/out")"
+
+# An install interrupted between its renames: no go, the old tree beside.
+rm -rf "$tmp/local/go"
+mkdir -p "$tmp/local/go.old.123/bin"
+echo old >"$tmp/local/go.old.123/bin/marker"
+deps FAKE_FETCH=fail || true
+[ -f "$tmp/local/go/bin/marker" ] || fail "the old tree left by an interrupted install was not put back: $(ls -A "$tmp/local")"
 
 if [ "$status" = 0 ]; then
 	echo "check-deps: ok (a failed toolchain fetch is explained and changes nothing; a fetched one is installed whole)"

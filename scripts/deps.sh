@@ -13,6 +13,17 @@ command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v file >/dev/null || need+=(file)
 command -v git >/dev/null || need+=(git)
 
+# An install interrupted between its two renames (below) left the old
+# tree beside $GOROOT_DEST and none in its place: put it back.
+if [ ! -e "$GOROOT_DEST" ]; then
+	for old in "$GOROOT_DEST".old.*; do
+		if [ -d "$old" ]; then
+			mv "$old" "$GOROOT_DEST"
+			break
+		fi
+	done
+fi
+
 # The Go toolchain: go.mod asks for Go 1.26.
 GO_VERSION=${PUREVERBS_GO_VERSION:-1.26.8}
 go_ok() {
@@ -65,7 +76,8 @@ if ! go_ok; then
 	dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
 	[ -n "$dir" ] && [ -d "$dir/bin" ] || { echo "deps: could not fetch the Go $GO_VERSION toolchain: no Dir with bin/ in go mod download's output:" >&2; echo "$json" >&2; exit 1; }
 	# Install beside $GOROOT_DEST and rename into place: an interrupted
-	# copy leaves the Go there was (or none), never a partial tree.
+	# copy leaves the Go there was (or none), never a partial tree (an
+	# interruption between the renames is undone by the next run, above).
 	mkdir -p "$(dirname "$GOROOT_DEST")"
 	rm -rf "$GOROOT_DEST".new.* "$GOROOT_DEST".old.*
 	new=$(mktemp -d "$GOROOT_DEST.new.XXXXXX")
