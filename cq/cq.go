@@ -530,10 +530,17 @@ func (q *CQ) Close(ctx context.Context) error {
 	if ctx == nil {
 		return q.cq.Destroy(ctx) // its nil-ctx error
 	}
+	// A ctx that has ended still destroys (its end only cuts short the
+	// wait for acknowledgements): it bounds only the wait for another
+	// Close's turn.
 	select {
 	case q.closing <- struct{}{}:
-	case <-ctx.Done():
-		return &uverbs.OpError{Object: "cq", Method: "destroy", Err: ctx.Err()}
+	default:
+		select {
+		case q.closing <- struct{}{}:
+		case <-ctx.Done():
+			return &uverbs.OpError{Object: "cq", Method: "destroy", Err: ctx.Err()}
+		}
 	}
 	defer func() { <-q.closing }()
 	err := q.cq.Destroy(ctx)

@@ -1313,3 +1313,27 @@ func TestVMCloseTwiceAtOnce(t *testing.T) {
 	cancel()
 	<-acker
 }
+
+// TestVMCloseEndedContext: Close with a context that has already ended
+// (a shutdown's cancelled context) still destroys the CQ and closes its
+// own channel: the context bounds only waits, and there is none here.
+func TestVMCloseEndedContext(t *testing.T) {
+	c := open(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 20 {
+		q, err := cq.New(c, 4, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Close(ctx); err != nil {
+			t.Fatalf("round %d: Close with an ended context: %v", i, err)
+		}
+		if _, err := q.Verbs().Ready(); !errors.Is(err, uverbs.ErrClosed) {
+			t.Fatalf("round %d: the CQ lives on after Close: %v", i, err)
+		}
+		if _, err := q.Fd(); !errors.Is(err, uverbs.ErrClosed) {
+			t.Fatalf("round %d: Fd after Close = %v", i, err)
+		}
+	}
+}
