@@ -202,10 +202,16 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 			}
 			// One go build links them all, in parallel; if any fails,
 			// each is built alone so that the rest still reach the guest.
+			// Under -race the tools are race-built too: a race in a tool
+			// then prints its report and fails the test that ran it.
 			bin := filepath.Join(p.overlay, "usr/bin") + "/"
-			if len(tools) > 0 && runCmd(ctx, modDir, env, "go", append([]string{"build", "-o", bin}, tools...)...) != nil {
+			toolEnv, build := env, []string{"build"}
+			if o.race {
+				toolEnv, build = testEnv, []string{"build", "-race"}
+			}
+			if len(tools) > 0 && runCmd(ctx, modDir, toolEnv, "go", append(append(build, "-o", bin), tools...)...) != nil {
 				for _, t := range tools {
-					if err := runCmd(ctx, modDir, env, "go", "build", "-o", bin+filepath.Base(t), t); err != nil {
+					if err := runCmd(ctx, modDir, toolEnv, "go", append(build, "-o", bin+filepath.Base(t), t)...); err != nil {
 						fmt.Printf("rxevm: warning: %s does not build; left out of the guest: %v\n", t, err)
 					}
 				}
