@@ -1,0 +1,72 @@
+package sys
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestMemlockWarningFor: libibverbs' check_memlock_limit (init.c), case
+// by case: root is never warned, a soft limit of 32768 bytes or less is
+// (with the limit as %llu), RLIM_INFINITY and anything higher is not, and
+// a failed getrlimit has its own line, without a newline as C prints it.
+func TestMemlockWarningFor(t *testing.T) {
+	const low = "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    This will severely limit memory registrations.\n"
+	for _, c := range []struct {
+		euid int
+		cur  uint64
+		err  error
+		want string
+	}{
+		{1000, 16384, nil, low},
+		{65534, 16384, nil, low},
+		{1000, 0, nil, "libibverbs: Warning: RLIMIT_MEMLOCK is 0 bytes.\n    This will severely limit memory registrations.\n"},
+		{1000, 32768, nil, "libibverbs: Warning: RLIMIT_MEMLOCK is 32768 bytes.\n    This will severely limit memory registrations.\n"},
+		{1000, 32769, nil, ""},
+		{1000, 64 << 10, nil, ""},
+		{1000, 8 << 20, nil, ""},
+		{1000, unix.RLIM_INFINITY, nil, ""},
+		{0, 16384, nil, ""},
+		{0, 0, nil, ""},
+		{1000, 0, unix.EPERM, "libibverbs: Warning: getrlimit(RLIMIT_MEMLOCK) failed."},
+		{0, 0, unix.EPERM, ""},
+	} {
+		if got := MemlockWarningFor(c.euid, c.cur, c.err); got != c.want {
+			t.Errorf("MemlockWarningFor(%d, %d, %v) = %q, want %q", c.euid, c.cur, c.err, got, c.want)
+		}
+	}
+}
+
+// TestMemlockWarning reads this process's euid and limit: with the soft
+// limit lowered to 16 KiB (the hard one kept, so it can be put back), a
+// non-root process gets the warning and root none; with the limit it had,
+// the text MemlockWarningFor gives for it.
+func TestMemlockWarning(t *testing.T) {
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r); err != nil {
+		t.Fatal(err)
+	}
+	euid := unix.Geteuid()
+	if got, want := MemlockWarning(), MemlockWarningFor(euid, r.Cur, nil); got != want {
+		t.Errorf("euid %d, RLIMIT_MEMLOCK %d: MemlockWarning() = %q, want %q", euid, r.Cur, got, want)
+	}
+	if r.Max < 16384 {
+		t.Skipf("hard RLIMIT_MEMLOCK %d: cannot set the soft one to 16384", r.Max)
+	}
+	low := unix.Rlimit{Cur: 16384, Max: r.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &low); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &r); err != nil {
+			t.Errorf("putting RLIMIT_MEMLOCK back: %v", err)
+		}
+	}()
+	want := "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    This will severely limit memory registrations.\n"
+	if euid == 0 {
+		want = ""
+	}
+	if got := MemlockWarning(); got != want {
+		t.Errorf("euid %d, RLIMIT_MEMLOCK 16384: MemlockWarning() = %q, want %q", euid, got, want)
+	}
+}
