@@ -32,6 +32,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/async"
 	"github.com/pureverbs/pureverbs/internal/getopt"
+	"github.com/pureverbs/pureverbs/internal/memlock"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -119,6 +120,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	// ibv_get_device_list (asyncwatch.c:125), after the options: libibverbs'
+	// RLIMIT_MEMLOCK warning, devices or not.
+	memlock.Warn(stderr)
 	dev, err := pickDevice(devName, devSet)
 	if errors.Is(err, syscall.ENOSYS) {
 		// No RDMA support in the kernel: ibv_get_device_list fails.

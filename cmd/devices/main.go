@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/pureverbs/pureverbs/internal/memlock"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -26,8 +27,11 @@ func main() {
 }
 
 // run is the whole command over the device lister list (uverbs.Devices,
-// or a fake in tests); it returns the exit status.
+// or a fake in tests); it returns the exit status. libibverbs'
+// RLIMIT_MEMLOCK warning comes first: ibv_devices' first statement is
+// ibv_get_device_list (device_list.c:46), which prints it.
 func run(list func() ([]uverbs.Device, error), stdout, stderr io.Writer) int {
+	memlock.Warn(stderr)
 	devs, err := list()
 	if errors.Is(err, sys.ENOSYS) {
 		// No RDMA support in the kernel: ibv_get_device_list fails.

@@ -26,6 +26,7 @@ import (
 	"syscall"
 
 	"github.com/pureverbs/pureverbs/internal/getopt"
+	"github.com/pureverbs/pureverbs/internal/memlock"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -111,9 +112,13 @@ func list(stdout, stderr io.Writer) int {
 	return 0
 }
 
-// devices is ibv_get_device_list for both paths: false (after perror's
-// line) when the list cannot be read.
+// devices is ibv_get_device_list for both paths (-l's in the option loop,
+// devinfo.c:725, or main's, devinfo.c:751; a run reaches one of them, once):
+// libibverbs' RLIMIT_MEMLOCK warning first, as its first call prints it,
+// devices or not, then the list, or false (after perror's line) when it
+// cannot be read.
 func devices(stderr io.Writer) ([]uverbs.Device, bool) {
+	memlock.Warn(stderr)
 	devs, err := uverbs.Devices()
 	if errors.Is(err, syscall.ENOSYS) {
 		// No RDMA support in the kernel: ibv_get_device_list fails.
