@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/memlock"
 	"github.com/pureverbs/pureverbs/internal/pingpong"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -306,8 +307,13 @@ func withLines(err error, lines ...string) error {
 }
 
 // open finds and opens the device and checks the port (ctx_find_dev,
-// ctx_open_device, check_link).
+// ctx_open_device, check_link). ctx_find_dev's ibv_get_device_list
+// (perftest_resources.c:1044) is the first libibverbs call of every
+// perftest main (nothing of libibverbs runs in parser, -R's rdma_cm
+// comes later): it prints libibverbs' RLIMIT_MEMLOCK warning, before
+// " Did not detect devices" where there is none.
 func (t *test) open() error {
+	memlock.Warn(t.stderr)
 	devs, err := uverbs.Devices()
 	if err != nil || len(devs) == 0 {
 		return msgError{" Did not detect devices ", " If device exists, check if driver is up", " Unable to find the Infiniband/RoCE device"}

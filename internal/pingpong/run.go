@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/memlock"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -127,6 +128,11 @@ func start(ctx context.Context, k Kind, o Options, stdout, stderr io.Writer) (c 
 		nqp = int(o.NumQP)
 	}
 
+	// ibv_get_device_list, after these checks (rc_pingpong.c:961,
+	// uc_pingpong.c:652, ud_pingpong.c:665, srq_pingpong.c:798), prints
+	// libibverbs' RLIMIT_MEMLOCK warning, before pickDevice's message
+	// where there is no device.
+	memlock.Warn(stderr)
 	dev, err := pickDevice(o.Dev, o.DevSet)
 	if err != nil {
 		return nil, err
