@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pureverbs/pureverbs/internal/memlock"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -1228,7 +1229,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	defer r.cancel()
 
 	// create_event_channel (librdmacm's examples' common.c): librdmacm
-	// fails with ENODEV when there is no RDMA device at all.
+	// fails with ENODEV when there is no RDMA device at all. It is rping's
+	// first librdmacm call (rping.c:1365; get_addr's is glibc's
+	// getaddrinfo): its ucma_init (cma.c:571) lists the devices (cma.c:322),
+	// and that first ibv_get_device_list prints libibverbs' RLIMIT_MEMLOCK
+	// warning, devices or not.
+	memlock.Warn(r.stderr)
 	if devs, err := uverbs.Devices(); err != nil || len(devs) == 0 {
 		r.errf("No RDMA devices were detected\n")
 		if err != nil && !errors.Is(err, uverbs.ErrNoDevice) {

@@ -12,6 +12,7 @@ import (
 	"io"
 
 	"github.com/pureverbs/pureverbs/internal/getopt"
+	"github.com/pureverbs/pureverbs/internal/memlock"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -125,8 +126,13 @@ func ErrnoValue(err error) int {
 // CreateFirstEventChannel is the librdmacm examples'
 // create_first_event_channel (common.c): rdmacm.Open, and on failure
 // their line on w: "No RDMA devices were detected" for ENODEV, else
-// perror's "failed to create RDMA CM event channel".
+// perror's "failed to create RDMA CM event channel". Its
+// rdma_create_event_channel is the examples' first librdmacm call
+// (cmatose.c:722, udaddy.c:678, mckey.c:654), and starts with ucma_init
+// (cma.c:571), whose ibv_get_device_list (cma.c:322) prints libibverbs'
+// RLIMIT_MEMLOCK warning: on w first, devices or not.
 func CreateFirstEventChannel(w io.Writer) (*rdmacm.EventChannel, error) {
+	memlock.Warn(w)
 	if NoDevice() {
 		// librdmacm's ucma_init, first in rdma_create_event_channel: no
 		// device, ENODEV (whether rdma_ucm is loaded or not).
@@ -164,7 +170,11 @@ func NoDeviceAddr(w io.Writer) int {
 // SimpleMain is the main of librdmacm's rdma_server and rdma_client: -s
 // (default server) and -p (7471), getopt's complaint and the usage for a
 // bad command line (status 1), else "name: start", run, "name: end N",
-// and N as the shell sees it.
+// and N as the shell sees it. run's first call in C is rdma_getaddrinfo
+// (rdma_server.c:59, rdma_client.c:57), which starts with ucma_init
+// (addrinfo.c:247) and so with its ibv_get_device_list (cma.c:322):
+// libibverbs' RLIMIT_MEMLOCK warning is printed on stderr before run,
+// devices or not.
 func SimpleMain(ctx context.Context, prog, name, server string, args []string, stdout, stderr io.Writer,
 	run func(ctx context.Context, server, port string, stdout, stderr io.Writer) int) int {
 	port := "7471"
@@ -183,6 +193,7 @@ func SimpleMain(ctx context.Context, prog, name, server string, args []string, s
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: start\n", name)
+	memlock.Warn(stderr)
 	ret := run(ctx, server, port, stdout, stderr)
 	fmt.Fprintf(stdout, "%s: end %d\n", name, ret)
 	return ret & 0xff
