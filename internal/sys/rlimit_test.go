@@ -1,6 +1,14 @@
 package sys
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -68,5 +76,82 @@ func TestMemlockWarning(t *testing.T) {
 	}
 	if got := MemlockWarning(); got != want {
 		t.Errorf("euid %d, RLIMIT_MEMLOCK 16384: MemlockWarning() = %q, want %q", euid, got, want)
+	}
+}
+
+// memlockChildEnv makes TestMemlockWarningChild print MemlockWarning
+// between markers: the child TestMemlockWarningAsNobody runs.
+const memlockChildEnv = "PUREVERBS_MEMLOCK_CHILD"
+
+func TestMemlockWarningChild(t *testing.T) {
+	if os.Getenv(memlockChildEnv) != "1" {
+		t.Skip("run by TestMemlockWarningAsNobody")
+	}
+	fmt.Printf("<<%s>>\n", MemlockWarning())
+}
+
+// TestMemlockWarningAsNobody runs this test binary (copied where nobody
+// may run it) as uid 65534 with RLIMIT_MEMLOCK 16 and 32 KiB (warned,
+// 32768 being libibverbs' bound) and 33 KiB (not), set by the shell's
+// ulimit -l: the real geteuid and getrlimit path of a non-root process.
+// It needs root to switch users, so it is skipped otherwise.
+func TestMemlockWarningAsNobody(t *testing.T) {
+	if os.Getenv(memlockChildEnv) == "1" {
+		t.Skip("the child")
+	}
+	if unix.Geteuid() != 0 {
+		t.Skip("needs root to run a child as nobody")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not t.TempDir: its parent is 0700.
+	dir, err := os.MkdirTemp("", "memlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sys.test")
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		kib  int
+		want string
+	}{
+		{16, "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    This will severely limit memory registrations.\n"},
+		{32, "libibverbs: Warning: RLIMIT_MEMLOCK is 32768 bytes.\n    This will severely limit memory registrations.\n"},
+		{33, ""},
+	} {
+		cmd := exec.Command("/bin/sh", "-c", `ulimit -l "$0" && exec "$@"`, strconv.Itoa(c.kib),
+			bin, "-test.run=^TestMemlockWarningChild$", "-test.count=1")
+		cmd.Dir = "/"
+		cmd.Env = append(os.Environ(), memlockChildEnv+"=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 126 {
+			// The shell could not exec the copy (a noexec /tmp).
+			t.Skipf("nobody cannot run %s: %s", bin, out)
+		}
+		if err != nil {
+			t.Fatalf("child with ulimit -l %d: %v\n%s", c.kib, err, out)
+		}
+		_, rest, ok := strings.Cut(string(out), "<<")
+		got, _, ok2 := strings.Cut(rest, ">>")
+		if !ok || !ok2 {
+			t.Fatalf("child with ulimit -l %d printed no warning markers:\n%s", c.kib, out)
+		}
+		if got != c.want {
+			t.Errorf("uid 65534, ulimit -l %d: MemlockWarning() = %q, want %q", c.kib, got, c.want)
+		}
 	}
 }
