@@ -149,6 +149,15 @@ func (r *RecordReader) Control(fn func(fd int)) error {
 	return nil
 }
 
+// ControlRaw is Control with the RawConn's own callback type: a method
+// value made once passes through without a wrapper (which allocates).
+func (r *RecordReader) ControlRaw(fn func(fd uintptr)) error {
+	if err := r.rc.Control(fn); err != nil {
+		return r.mapErr(err)
+	}
+	return nil
+}
+
 // try is the RawConn callback of TryRead: one read, never a wait.
 func (r *RecordReader) try(fd uintptr) bool {
 	if r.op != nil {

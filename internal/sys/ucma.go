@@ -44,9 +44,32 @@ type ucmBuf struct {
 // operation is that write).
 type UCM struct {
 	rr  *RecordReader
-	mu  sync.Mutex // serialises commands (cmd)
+	mu  sync.Mutex // serialises commands (cmd, w, werr)
 	cmd *ucmBuf
 	ev  *ucmBuf // GetEvent's, under the reader's one-reader semaphore
+
+	// A command's write through the reader's Control: the bytes, the
+	// error, and the callback, made once (a closure per command would
+	// allocate).
+	w       []byte
+	werr    error
+	writeFn func(uintptr)
+}
+
+// write is the command's Control callback (under mu).
+func (u *UCM) write(fd uintptr) { _, u.werr = writeRaw(int(fd), u.w) }
+
+// send writes w, a command built in u.cmd (under mu): Control's error
+// (the fd closed), else the write's.
+func (u *UCM) send(w []byte) error {
+	u.w, u.werr = w, nil
+	cerr := u.rr.ControlRaw(u.writeFn)
+	err := u.werr
+	u.w, u.werr = nil, nil
+	if cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // NotUCMNode reports whether the node at path is certainly not the
@@ -89,6 +112,7 @@ func newUCM(fd *FD) (*UCM, error) {
 		return nil, err
 	}
 	u := &UCM{rr: rr, cmd: new(ucmBuf), ev: new(ucmBuf)}
+	u.writeFn = u.write
 	rr.SetOp(u.getEvent)
 	return u, nil
 }
@@ -130,11 +154,7 @@ func (u *UCM) CommandIn(cmd uint32, req []byte, argOff int, arg []byte) error {
 	w := b.put(cmd, req, argOff, arg)
 	binary.LittleEndian.PutUint16(b.req[6:], 0)
 	copy(b.resp[:], arg)
-	var err error
-	if cerr := u.rr.Control(func(fd int) { _, err = writeRaw(fd, w) }); cerr != nil {
-		return cerr
-	}
-	return err
+	return u.send(w)
 }
 
 // Command sends rdma_cm command cmd with request req (at most 512
@@ -149,11 +169,7 @@ func (u *UCM) Command(cmd uint32, req []byte, respOff int, resp []byte) error {
 	defer u.mu.Unlock()
 	b := u.cmd
 	w := b.put(cmd, req, respOff, resp)
-	var err error
-	if cerr := u.rr.Control(func(fd int) { _, err = writeRaw(fd, w) }); cerr != nil {
-		return cerr
-	}
-	if err != nil {
+	if err := u.send(w); err != nil {
 		return err
 	}
 	copy(resp, b.resp[:len(resp)])
