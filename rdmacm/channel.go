@@ -409,12 +409,13 @@ func (id *ID) findChannel(ch *EventChannel) error {
 	}
 	reg.mu.Unlock()
 	for _, c := range chans {
-		id.chp.Store(c)
-		if err := id.queryAddr(); err == nil {
+		// Asked through c without moving the ID there first: a Close of
+		// a channel tried in vain would otherwise take the ID for its own.
+		if err := id.queryAddrOn(c); err == nil {
+			id.chp.Store(c)
 			return nil
 		}
 	}
-	id.chp.Store(ch)
 	return opErr("query_addr", sys.EINVAL)
 }
 

@@ -253,17 +253,20 @@ func (id *ID) heldQueryAddr() error {
 
 // queryAddr asks the kernel where the ID is bound (RDMA_USER_CM_QUERY_ADDR):
 // its device, port and addresses.
-func (id *ID) queryAddr() error {
+func (id *ID) queryAddr() error { return id.queryAddrOn(id.channel()) }
+
+// queryAddrOn is queryAddr through channel ch.
+func (id *ID) queryAddrOn(ch *EventChannel) error {
 	req := abi.RdmaUcmQuery{Id: id.handle, Option: abi.RDMA_USER_CM_QUERY_ADDR}
 	var resp abi.RdmaUcmQueryAddrResp
-	if err := id.channel().command("query_addr", abi.RDMA_USER_CM_CMD_QUERY, sys.AsBytes(&req), 0, sys.AsBytes(&resp)); err != nil {
+	if err := ch.command("query_addr", abi.RDMA_USER_CM_CMD_QUERY, sys.AsBytes(&req), 0, sys.AsBytes(&resp)); err != nil {
 		return err
 	}
 	var ctx *uverbs.Context
 	var attr *uverbs.DeviceAttr
 	if resp.NodeGuid != 0 {
 		var err error
-		if ctx, attr, err = id.channel().context(resp.NodeGuid, resp.IbdevIndex); err != nil {
+		if ctx, attr, err = ch.context(resp.NodeGuid, resp.IbdevIndex); err != nil {
 			return err
 		}
 	}
