@@ -90,16 +90,40 @@ func TestVMCmatoseAgainstC(t *testing.T) {
 			ch, ch2 := openChannel(t), openChannel(t)
 			port := freePort(t)
 			srv := testkit.StartCMServer(ctx, t, int(port), "ucmatose", append(append([]string{"-b", testkit.RxeAddr, "-p", fmt.Sprint(port), "-m"}, c.args...), msgs...)...)
-			cid := resolvePS(ctx, t, ch, c.ps, netipAddrPort(port))
-			client := newEnd(t, cid)
-			defer client.close()
-			for i := range cmatoseMsgs {
-				client.recv(i*100, 100)
+			// The listener shows LISTEN a moment before the kernel's IB
+			// CM takes its requests (cma.c: the state, then
+			// cma_ib_listen): a request in that window is rejected
+			// (reason 8), and tried again.
+			var cid *rdmacm.ID
+			var client *end
+			defer func() {
+				if client != nil {
+					client.close()
+				}
+			}()
+			for attempt := 1; ; attempt++ {
+				cid = resolvePS(ctx, t, ch, c.ps, netipAddrPort(port))
+				client = newEnd(t, cid)
+				for i := range cmatoseMsgs {
+					client.recv(i*100, 100)
+				}
+				if err := cid.Connect(&rdmacm.ConnParam{InitiatorDepth: 1, ResponderResources: 1, RetryCount: 7, RNRRetryCount: 7}); err != nil {
+					t.Fatalf("Connect: %v", err)
+				}
+				ev, err := ch.GetEvent(ctx)
+				if err != nil {
+					t.Fatalf("connecting to ucmatose: %v", err)
+				}
+				if ev.Type == rdmacm.EventEstablished {
+					break
+				}
+				if ev.Type != rdmacm.EventRejected && ev.Type != rdmacm.EventUnreachable || attempt == 3 {
+					t.Fatalf("connecting to ucmatose: %v", &ev)
+				}
+				t.Logf("attempt %d: %v", attempt, &ev)
+				cid.Destroy()
+				client.close()
 			}
-			if err := cid.Connect(&rdmacm.ConnParam{InitiatorDepth: 1, ResponderResources: 1, RetryCount: 7, RNRRetryCount: 7}); err != nil {
-				t.Fatalf("Connect: %v", err)
-			}
-			want(ctx, t, ch, rdmacm.EventEstablished)
 			if _, r := client.completions(ctx, cmatoseMsgs); r != cmatoseMsgs {
 				t.Fatalf("%d receives completed, want %d", r, cmatoseMsgs)
 			}

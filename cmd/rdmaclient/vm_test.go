@@ -55,10 +55,9 @@ func TestVMAgainstC(t *testing.T) {
 	for _, pr := range []struct{ server, client string }{
 		{cServer, cClient}, {goServer, cClient}, {cServer, goClient}, {goServer, goClient},
 	} {
-		p := port()
-		srv := startServer(ctx, t, pr.server, p)
-		out, err := testkit.RunPeer(ctx, t, pr.client, "-s", testkit.RxeAddr, "-p", strconv.Itoa(p))
-		serr := srv.Wait()
+		srv, serr, out, err := testkit.RunCMPair(ctx, t, port,
+			func(p int) []string { return []string{pr.server, "-s", testkit.RxeAddr, "-p", strconv.Itoa(p)} },
+			func(p int) []string { return []string{pr.client, "-s", testkit.RxeAddr, "-p", strconv.Itoa(p)} })
 		if got, want := text(out), "rdma_client: start\nrdma_client: end 0\n"; err != nil || got != want {
 			t.Errorf("%s against %s: client status %d, output %q; want 0, %q", pr.client, pr.server, testkit.ExitStatus(err), got, want)
 		}

@@ -50,10 +50,13 @@ func TestVMAgainstC(t *testing.T) {
 		for i, pr := range []struct{ server, client string }{
 			{cTool, cTool}, {goTool, cTool}, {cTool, goTool}, {goTool, goTool},
 		} {
-			p := port()
-			srv := testkit.StartCMServer(ctx, t, atoi(p), pr.server, append([]string{"-b", testkit.RxeAddr, "-p", p}, extra...)...)
-			out, err := testkit.RunPeer(ctx, t, pr.client, append([]string{"-s", testkit.RxeAddr, "-p", p}, extra...)...)
-			serr := srv.Wait()
+			srv, serr, out, err := testkit.RunCMPair(ctx, t, func() int { return atoi(port()) },
+				func(p int) []string {
+					return append([]string{pr.server, "-b", testkit.RxeAddr, "-p", strconv.Itoa(p)}, extra...)
+				},
+				func(p int) []string {
+					return append([]string{pr.client, "-s", testkit.RxeAddr, "-p", strconv.Itoa(p)}, extra...)
+				})
 			gotS, gotC := text(srv.Output()), text(out)
 			if err != nil || serr != nil {
 				t.Errorf("%q %s server, %s client: status %d and %d\nserver:\n%s\nclient:\n%s", extra, pr.server, pr.client,

@@ -112,7 +112,14 @@ func pingPair(ctx context.Context, t *testing.T, server, client string, srvArgs,
 		p := port()
 		srv := startServer(ctx, t, server, p, srvArgs...)
 		cli := testkit.StartPeer(ctx, t, client, append([]string{"-c", "-a", testkit.RxeAddr, "-p", strconv.Itoa(p)}, cliArgs...)...)
-		cerr, serr := cli.Wait(), srv.Wait()
+		cerr := cli.Wait()
+		if cerr != nil && attempt < 3 && testkit.CMListenRace(cli.Output()) {
+			srv.Stop()
+			srv.Wait()
+			t.Logf("%s came before %s's listen was in place; running both again:\n%s", client, server, cli.Output())
+			continue
+		}
+		serr := srv.Wait()
 		r := result{server: lines(srv.Output()), client: lines(cli.Output()), serverSt: testkit.ExitStatus(serr), clientSt: testkit.ExitStatus(cerr),
 			serverOut: srv.Output(), clientOut: cli.Output()}
 		side := ""

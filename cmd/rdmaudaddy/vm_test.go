@@ -42,9 +42,9 @@ func TestVMAgainstC(t *testing.T) {
 		for i, pr := range []struct{ server, client string }{
 			{cTool, cTool}, {goTool, cTool}, {cTool, goTool}, {goTool, goTool},
 		} {
-			srv := testkit.StartCMServer(ctx, t, udaddyPort, pr.server, extra...)
-			out, err := testkit.RunPeer(ctx, t, pr.client, append([]string{"-s", testkit.RxeAddr}, extra...)...)
-			serr := srv.Wait()
+			srv, serr, out, err := testkit.RunCMPair(ctx, t, func() int { return udaddyPort },
+				func(int) []string { return append([]string{pr.server}, extra...) },
+				func(int) []string { return append([]string{pr.client, "-s", testkit.RxeAddr}, extra...) })
 			gotS, gotC := text(srv.Output()), text(out)
 			if err != nil || serr != nil {
 				t.Errorf("%q %s server, %s client: status %d and %d\nserver:\n%s\nclient:\n%s", extra, pr.server, pr.client, testkit.ExitStatus(serr), testkit.ExitStatus(err), gotS, gotC)

@@ -5,6 +5,7 @@ import (
 	"debug/buildinfo"
 	"errors"
 	"os/exec"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -104,4 +105,49 @@ func AsC(out string, pairs ...string) string {
 		out = strings.ReplaceAll(out, goName+":", cName+":")
 	}
 	return out
+}
+
+// cmListenRaceRE matches a client's report of the RDMA CM's reject with
+// reason 8 (invalid service ID): ucmatose's and udaddy's "event:
+// RDMA_CM_EVENT_REJECTED, error: 8", rping's "cma event
+// RDMA_CM_EVENT_REJECTED, error 8", perftest's "Event:
+// RDMA_CM_EVENT_REJECTED; error: 8.", and the Go ports' same lines.
+var cmListenRaceRE = regexp.MustCompile(`RDMA_CM_EVENT_REJECTED[,;] error:? 8\b`)
+
+// CMListenRace reports whether a client that connected to a server
+// StartCMServer had started, and failed, met the server's listen not yet
+// in place: rdma_listen marks the ID LISTEN (what WaitCMListen sees)
+// before it registers the listen with the device's CM (cma.c: the state,
+// then cma_ib_listen), and a request in between is rejected with reason
+// 8, which rdma_connect reports as ECONNREFUSED (rdma_client's
+// "rdma_connect: Connection refused"); a UD client's SIDR request gets
+// RDMA_CM_EVENT_UNREACHABLE. Only for runs that succeed when the listen
+// is in place: a test of a real refusal must not retry on it.
+func CMListenRace(clientOut string) bool {
+	return cmListenRaceRE.MatchString(clientOut) || strings.Contains(clientOut, "RDMA_CM_EVENT_UNREACHABLE") ||
+		strings.Contains(clientOut, "rdma_connect: Connection refused")
+}
+
+// RunCMPair starts a server (StartCMServer on port p, then name and args
+// from server(p)) and runs a client (client(p)) to its end, then waits for
+// the server; a client that met the server's listen not yet in place
+// (CMListenRace) makes it stop that server and run both again on the next
+// port, at most twice, with a log line. It returns the server and the
+// client's output and end.
+func RunCMPair(ctx context.Context, tb testing.TB, port func() int, server, client func(p int) []string) (srv *Peer, srvErr error, cliOut string, cliErr error) {
+	tb.Helper()
+	for attempt := 1; ; attempt++ {
+		p := port()
+		s := server(p)
+		srv = StartCMServer(ctx, tb, p, s[0], s[1:]...)
+		c := client(p)
+		cliOut, cliErr = RunPeer(ctx, tb, c[0], c[1:]...)
+		if cliErr != nil && attempt < 3 && ctx.Err() == nil && CMListenRace(cliOut) {
+			srv.Stop()
+			srv.Wait()
+			tb.Logf("%s came before %s's listen was in place; running both again:\n%s", c[0], s[0], cliOut)
+			continue
+		}
+		return srv, srv.Wait(), cliOut, cliErr
+	}
 }
