@@ -981,10 +981,13 @@ func TestVMMixedWaits(t *testing.T) {
 	}
 	rc := make(chan res, 1)
 	go func() { q, err := ch.Wait(ctx); rc <- res{q, err} }()
+	// Channel.Wait holds the reader before a's Wait starts: parked
+	// reading the channel (a sleep could be outrun by a stalled guest).
+	testkit.MustBlock(t, "cq.(*Channel).Wait")
 	select {
 	case r := <-rc:
 		t.Fatalf("Channel.Wait returned with nothing to wait for: %p, %v", r.q, r.err)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 	ra := make(chan error, 1)
 	go func() { ra <- a.q.Wait(ctx) }()

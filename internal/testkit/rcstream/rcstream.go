@@ -216,7 +216,24 @@ func (e *End) postSend() error {
 // FlushStall is how long Stream waits, after a failed completion, for the
 // kernel to flush what is still outstanding before it moves the QP to ERR
 // itself (ibv_modify_qp to IBV_QPS_ERR, what applications do to flush).
-const FlushStall = 2 * time.Second
+// With sends outstanding it waits SendFlushStall: rxe flushes those on
+// its own (6.12 always), in a workqueue that a loaded host may hold up
+// for seconds, and a send left unflushed fails a 6.12 test.
+const (
+	FlushStall     = 2 * time.Second
+	SendFlushStall = 6 * time.Second
+)
+
+// flushWait is how long to wait for the kernel's flush of what is
+// outstanding: SendFlushStall while a send is, else FlushStall.
+func (e *End) flushWait() time.Duration {
+	for id := range e.out {
+		if Kind(id) == KindSend {
+			return SendFlushStall
+		}
+	}
+	return FlushStall
+}
 
 // Stream runs the end's half of a two-way stream: it keeps up to window
 // numbered sends in flight and consumes (checks, in order) and reposts
@@ -226,7 +243,8 @@ const FlushStall = 2 * time.Second
 //   - n >= 0: n sends and n receives completed successfully, or
 //   - a completion carried an error status: then it stops posting and
 //     drains until every request it posted has completed (flushed). If
-//     the kernel leaves requests unflushed for FlushStall (rxe does
+//     the kernel leaves requests unflushed for FlushStall (SendFlushStall
+//     while a send is outstanding; rxe does
 //     with receives posted once the QP is in ERR, 6.1's with others
 //     too), it moves the QP to ERR, as applications do.
 //
@@ -280,7 +298,7 @@ func (e *End) Stream(ctx context.Context, n, window int, waitFirst bool) error {
 				}
 				continue
 			}
-			wctx, cancel := context.WithTimeout(ctx, FlushStall)
+			wctx, cancel := context.WithTimeout(ctx, e.flushWait())
 			err := e.q.Wait(wctx)
 			cancel()
 			if err == nil {
@@ -365,8 +383,12 @@ func (e *End) forceErr() error {
 // Stall describes what forceErr found: how many sends and receives the
 // kernel had left unflushed, and the QP's state.
 func (e *End) Stall() string {
+	wait := FlushStall
+	if e.StalledSends > 0 {
+		wait = SendFlushStall
+	}
 	return fmt.Sprintf("the kernel left %d sends and %d receives unflushed for %v (QP state %v)",
-		e.StalledSends, e.StalledRecvs, FlushStall, e.StalledState)
+		e.StalledSends, e.StalledRecvs, wait, e.StalledState)
 }
 
 // State describes the counts and what is outstanding, for messages.
