@@ -30,7 +30,7 @@ func TestMemlockWarning(t *testing.T) {
 		t.Errorf("Main(-M ff0e::1): %d, stderr %q; want 1, nothing", st, stderr.String())
 	}
 	if !cmsync.NoDevice() {
-		t.Skip("this machine has RDMA devices") // the VM has; the warning is then followed by the run
+		return // devices here (the VM): the run follows the warning; the VM tests compare it with C
 	}
 	for _, args := range [][]string{{"-m", "239.1.1.1"}, {"-m", "239.1.1.1", "-s"}} {
 		var stdout, stderr bytes.Buffer

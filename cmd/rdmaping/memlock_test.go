@@ -35,7 +35,7 @@ func TestMemlockWarning(t *testing.T) {
 		}
 	}
 	if devs, err := uverbs.Devices(); err == nil && len(devs) > 0 {
-		t.Skip("this machine has RDMA devices") // the VM has; the warning is then followed by the run
+		return // devices here (the VM): the run follows the warning; the VM tests compare it with C
 	}
 	for _, args := range [][]string{{"-s"}, {"-c", "-a", "10.99.0.1", "-C", "1"}} {
 		var stdout, stderr bytes.Buffer

@@ -26,7 +26,7 @@ func TestMemlockWarning(t *testing.T) {
 		}
 	}
 	if !cmsync.NoDevice() {
-		t.Skip("this machine has RDMA devices") // the VM has; the warning is then followed by the run
+		return // devices here (the VM): the run follows the warning; the VM tests compare it with C
 	}
 	for _, args := range [][]string{{}, {"-s", "10.0.0.1"}} {
 		var stdout, stderr bytes.Buffer

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pureverbs/pureverbs/internal/testkit"
 )
 
 // writeDeb writes an ar archive shaped as a .deb (debian-binary, control
@@ -292,6 +295,7 @@ func TestPrepareKernelFallsBack(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the runner updates apt's lists only as root")
 	}
+	requireHostTools(t, "dpkg-deb")
 	const alt = "linux-image-6.12.110+deb12-amd64-unsigned"
 	d := fakeApt(t)
 	if err := os.WriteFile(filepath.Join(d, "search"), []byte(alt+" - Linux 6.12\n"), 0o644); err != nil {
@@ -310,6 +314,22 @@ func TestPrepareKernelFallsBack(t *testing.T) {
 	}
 	if !strings.Contains(out, "NOTICE") || !strings.Contains(out, alt) {
 		t.Errorf("no notice of the other kernel:\n%s", out)
+	}
+}
+
+// requireHostTools skips where the runner's host tools are missing: in
+// the guest, which runs this package's tests too and has busybox's tools
+// only (make unit runs them on the host).
+func requireHostTools(t *testing.T, tools ...string) {
+	t.Helper()
+	if testkit.InVM() {
+		// Its busybox has a dpkg-deb, which unpacks otherwise.
+		t.Skip("host tools missing: the guest's are busybox's (a host test)")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("host tools missing: %s (a host test)", tool)
+		}
 	}
 }
 
@@ -491,6 +511,7 @@ func TestAptUpdateError(t *testing.T) {
 // pipeline) fails makeCpio and leaves no archive, instead of an archive
 // cut short that would be cached.
 func TestMakeCpioFails(t *testing.T) {
+	requireHostTools(t, "bash", "gzip")
 	bin := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "cpio"), []byte("#!/bin/sh\ncat >/dev/null\necho cpio: write error >&2\nexit 2\n"), 0o755); err != nil {
 		t.Fatal(err)
