@@ -4,12 +4,8 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/pureverbs/pureverbs/internal/memlock"
+	"github.com/pureverbs/pureverbs/internal/memlock/memlocktest"
 )
-
-// lowMemlock is libibverbs' warning for a non-root user with
-// RLIMIT_MEMLOCK 16 KiB.
-const lowMemlock = "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    This will severely limit memory registrations.\n"
 
 // TestMemlockWarning: with libibverbs' RLIMIT_MEMLOCK warning due
 // (memlock.Force; the tests run as root, which is never warned),
@@ -19,29 +15,12 @@ const lowMemlock = "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    Thi
 // a bad command line ends before libibverbs is called, without it. The
 // rest of the run is the same as without the warning.
 func TestMemlockWarning(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		warn bool
-	}{
-		{[]string{"-l"}, true},
-		{[]string{"-d", "nosuchdev0"}, true},
-		{[]string{"-v", "-d", "nosuchdev0", "-i", "1"}, true},
-		{[]string{"-x"}, false},
-		{[]string{"-i", "0"}, false},
-	} {
-		var out0, err0 bytes.Buffer
-		st0 := run("ibv_devinfo", c.args, &out0, &err0)
-		var out, errb bytes.Buffer
-		restore := memlock.Force(lowMemlock)
-		st := run("ibv_devinfo", c.args, &out, &errb)
-		restore()
-		want := err0.String()
-		if c.warn {
-			want = lowMemlock + want
-		}
-		if st != st0 || out.String() != out0.String() || errb.String() != want {
-			t.Errorf("%q with the warning due: status %d, stdout %q, stderr %q\nwant %d, %q, %q",
-				c.args, st, out.String(), errb.String(), st0, out0.String(), want)
-		}
-	}
+	memlocktest.Check(t, "ibv_devinfo", func(args []string, stdout, stderr *bytes.Buffer) int {
+		return run("ibv_devinfo", args, stdout, stderr)
+	},
+		memlocktest.Case{Args: []string{"-l"}, Warn: true},
+		memlocktest.Case{Args: []string{"-d", "nosuchdev0"}, Warn: true},
+		memlocktest.Case{Args: []string{"-v", "-d", "nosuchdev0", "-i", "1"}, Warn: true},
+		memlocktest.Case{Args: []string{"-x"}},
+		memlocktest.Case{Args: []string{"-i", "0"}})
 }

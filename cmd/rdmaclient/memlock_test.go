@@ -5,10 +5,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/pureverbs/pureverbs/internal/memlock"
+	"github.com/pureverbs/pureverbs/internal/memlock/memlocktest"
 )
-
-const lowMemlock = "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    This will severely limit memory registrations.\n"
 
 // TestMemlockWarning: with libibverbs' RLIMIT_MEMLOCK warning due
 // (memlock.Force), rdma_client prints it at rdma_getaddrinfo, whose ucma_init
@@ -17,26 +15,9 @@ const lowMemlock = "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    Thi
 // command line ends before librdmacm is called, without it. Stdout and
 // the status are the run's without the warning.
 func TestMemlockWarning(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		warn bool
-	}{
-		{[]string{"-p", "7471x"}, true},
-		{[]string{"-x"}, false},
-	} {
-		var out0, err0 bytes.Buffer
-		st0 := Main(context.Background(), "rdma_client", c.args, &out0, &err0)
-		var stdout, stderr bytes.Buffer
-		restore := memlock.Force(lowMemlock)
-		st := Main(context.Background(), "rdma_client", c.args, &stdout, &stderr)
-		restore()
-		want := err0.String()
-		if c.warn {
-			want = lowMemlock + want
-		}
-		if st != st0 || stdout.String() != out0.String() || stderr.String() != want {
-			t.Errorf("Main(%q) with the warning due: %d, stdout %q, stderr %q; want %d, %q, %q",
-				c.args, st, stdout.String(), stderr.String(), st0, out0.String(), want)
-		}
-	}
+	memlocktest.Check(t, "rdma_client", func(args []string, stdout, stderr *bytes.Buffer) int {
+		return Main(context.Background(), "rdma_client", args, stdout, stderr)
+	},
+		memlocktest.Case{Args: []string{"-p", "7471x"}, Warn: true},
+		memlocktest.Case{Args: []string{"-x"}})
 }

@@ -2,12 +2,11 @@ package pingpong
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
-	"github.com/pureverbs/pureverbs/internal/memlock"
+	"github.com/pureverbs/pureverbs/internal/memlock/memlocktest"
 )
-
-const lowMemlock = "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    This will severely limit memory registrations.\n"
 
 // TestMemlockWarning: with libibverbs' RLIMIT_MEMLOCK warning due
 // (memlock.Force), each ping-pong prints it at its ibv_get_device_list:
@@ -17,31 +16,19 @@ const lowMemlock = "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    Thi
 // libibverbs is called, without it. The rest is the run without it.
 func TestMemlockWarning(t *testing.T) {
 	for _, c := range []struct {
-		k    Kind
-		args []string
-		warn bool
+		k Kind
+		memlocktest.Case
 	}{
-		{RC, []string{"-d", "nosuchdev0"}, true},
-		{UC, []string{"-d", "nosuchdev0", "-e"}, true},
-		{UD, []string{"-d", ""}, true},
-		{SRQ, []string{"-d", "nosuchdev0", "-q", "2"}, true},
-		{RC, []string{"-x"}, false},
-		{RC, []string{"-o", "-j"}, false},
-		{SRQ, []string{"-q", "8", "-r", "4"}, false},
+		{RC, memlocktest.Case{Args: []string{"-d", "nosuchdev0"}, Warn: true}},
+		{UC, memlocktest.Case{Args: []string{"-d", "nosuchdev0", "-e"}, Warn: true}},
+		{UD, memlocktest.Case{Args: []string{"-d", ""}, Warn: true}},
+		{SRQ, memlocktest.Case{Args: []string{"-d", "nosuchdev0", "-q", "2"}, Warn: true}},
+		{RC, memlocktest.Case{Args: []string{"-x"}}},
+		{RC, memlocktest.Case{Args: []string{"-o", "-j"}}},
+		{SRQ, memlocktest.Case{Args: []string{"-q", "8", "-r", "4"}}},
 	} {
-		var out0, err0 bytes.Buffer
-		st0 := Main(c.k, "tool", c.args, &out0, &err0)
-		var out, errb bytes.Buffer
-		restore := memlock.Force(lowMemlock)
-		st := Main(c.k, "tool", c.args, &out, &errb)
-		restore()
-		want := err0.String()
-		if c.warn {
-			want = lowMemlock + want
-		}
-		if st != st0 || out.String() != out0.String() || errb.String() != want {
-			t.Errorf("%v %q with the warning due: status %d, stdout %q, stderr %q\nwant %d, %q, %q",
-				c.k, c.args, st, out.String(), errb.String(), st0, out0.String(), want)
-		}
+		memlocktest.Check(t, fmt.Sprint(c.k), func(args []string, stdout, stderr *bytes.Buffer) int {
+			return Main(c.k, "tool", args, stdout, stderr)
+		}, c.Case)
 	}
 }
