@@ -412,7 +412,19 @@ func (id *ID) findChannel(ch *EventChannel) error {
 		// Asked through c without moving the ID there first: a Close of
 		// a channel tried in vain would otherwise take the ID for its own.
 		if err := id.queryAddrOn(c); err == nil {
-			id.chp.Store(c)
+			// Moved under c.mu: a Close of c either comes after and
+			// finds the ID there, or came before and the kernel
+			// destroyed the ID with c's file.
+			c.mu.Lock()
+			closed := c.closed
+			if !closed {
+				id.chp.Store(c)
+			}
+			c.mu.Unlock()
+			if closed {
+				id.abandon()
+				return opErr("query_addr", ErrClosed)
+			}
 			return nil
 		}
 	}

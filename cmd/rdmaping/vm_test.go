@@ -113,7 +113,7 @@ func pingPair(ctx context.Context, t *testing.T, server, client string, srvArgs,
 		srv := startServer(ctx, t, server, p, srvArgs...)
 		cli := testkit.StartPeer(ctx, t, client, append([]string{"-c", "-a", testkit.RxeAddr, "-p", strconv.Itoa(p)}, cliArgs...)...)
 		cerr := cli.Wait()
-		if cerr != nil && attempt < 3 && testkit.CMListenRace(cli.Output()) {
+		if cerr != nil && attempt < 3 && testkit.CMListenRace(cli.Output()) && srv.Running() {
 			srv.Stop()
 			srv.Wait()
 			t.Logf("%s came before %s's listen was in place; running both again:\n%s", client, server, cli.Output())

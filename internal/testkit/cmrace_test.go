@@ -10,6 +10,7 @@ func TestCMListenRace(t *testing.T) {
 		"cma event RDMA_CM_EVENT_REJECTED, error 8\nwait for CONNECTED state 10\n":                          true,
 		" Event: RDMA_CM_EVENT_REJECTED; error: 8.\n":                                                       true,
 		"udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: -22\n":                                            true,
+		"udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: -110\n":                                           false,
 		"rdma_client: start\nrdma_connect: Connection refused\nrdma_client: end -1\n":                       true,
 		"cmatose: event: RDMA_CM_EVENT_REJECTED, error: 28\n":                                               false,
 		"cmatose: event: RDMA_CM_EVENT_REJECTED, error: 80\n":                                               false,

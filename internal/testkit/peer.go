@@ -222,6 +222,16 @@ func (p *Peer) UntilExit(ctx context.Context) (context.Context, context.CancelFu
 	return c, cancel
 }
 
+// Running reports whether the program has not ended yet.
+func (p *Peer) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Stop interrupts the peer (SIGINT to its process group), and kills it if it
 // has not exited after a grace period. It returns once the peer is gone.
 func (p *Peer) Stop() {

@@ -121,12 +121,18 @@ var cmListenRaceRE = regexp.MustCompile(`RDMA_CM_EVENT_REJECTED[,;] error:? 8\b`
 // then cma_ib_listen), and a request in between is rejected with reason
 // 8, which rdma_connect reports as ECONNREFUSED (rdma_client's
 // "rdma_connect: Connection refused"); a UD client's SIDR request gets
-// RDMA_CM_EVENT_UNREACHABLE. Only for runs that succeed when the listen
-// is in place: a test of a real refusal must not retry on it.
+// RDMA_CM_EVENT_UNREACHABLE with -EINVAL. Only for runs that succeed when
+// the listen is in place, with the server still running (it never saw
+// the request): a test of a real refusal must not retry on it.
 func CMListenRace(clientOut string) bool {
-	return cmListenRaceRE.MatchString(clientOut) || strings.Contains(clientOut, "RDMA_CM_EVENT_UNREACHABLE") ||
+	return cmListenRaceRE.MatchString(clientOut) || cmSIDRRaceRE.MatchString(clientOut) ||
 		strings.Contains(clientOut, "rdma_connect: Connection refused")
 }
+
+// cmSIDRRaceRE is a UD client's SIDR request that met no listener: the
+// reply's "unsupported" status, RDMA_CM_EVENT_UNREACHABLE with -EINVAL
+// (a timeout's is -110, not the race).
+var cmSIDRRaceRE = regexp.MustCompile(`RDMA_CM_EVENT_UNREACHABLE, error:? -22\b`)
 
 // RunCMPair starts a server (StartCMServer on port p, then name and args
 // from server(p)) and runs a client (client(p)) to its end, then waits for
@@ -142,7 +148,7 @@ func RunCMPair(ctx context.Context, tb testing.TB, port func() int, server, clie
 		srv = StartCMServer(ctx, tb, p, s[0], s[1:]...)
 		c := client(p)
 		cliOut, cliErr = RunPeer(ctx, tb, c[0], c[1:]...)
-		if cliErr != nil && attempt < 3 && ctx.Err() == nil && CMListenRace(cliOut) {
+		if cliErr != nil && attempt < 3 && ctx.Err() == nil && CMListenRace(cliOut) && srv.Running() {
 			srv.Stop()
 			srv.Wait()
 			tb.Logf("%s came before %s's listen was in place; running both again:\n%s", c[0], s[0], cliOut)

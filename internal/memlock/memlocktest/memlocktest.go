@@ -34,9 +34,11 @@ func Check(t testing.TB, name string, run Run, cases ...Case) {
 	t.Helper()
 	for _, c := range cases {
 		var out0, err0 bytes.Buffer
+		restore := memlock.Force("") // the baseline without it, whoever runs the test
 		st0 := run(c.Args, &out0, &err0)
+		restore()
 		var out, errb bytes.Buffer
-		restore := memlock.Force(Low)
+		restore = memlock.Force(Low)
 		st := run(c.Args, &out, &errb)
 		restore()
 		want := err0.String()
