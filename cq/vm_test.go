@@ -437,10 +437,11 @@ func waitCloseUnblocks(t *testing.T, thread bool) {
 	}
 	done := make(chan error)
 	go func() { done <- q.Wait(context.Background()) }()
+	testkit.MustBlock(t, "cq.(*CQ).Wait") // Close wakes a wait that has begun
 	select {
 	case err := <-done:
 		t.Fatalf("Wait returned with nothing to wait for: %v", err)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 	c.Close()
 	select {

@@ -214,10 +214,11 @@ func TestVMChannelCloseWakes(t *testing.T) {
 		}
 		done := make(chan error)
 		go func() { _, err := ch.GetCQEvent(context.Background()); done <- err }()
+		testkit.MustBlock(t, "uverbs.(*CompChannel).GetCQEvent") // the close wakes a wait that has begun
 		select {
 		case err := <-done:
 			t.Fatalf("GetCQEvent returned without an event: %v", err)
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
 		if viaContext {
 			c.Close()
