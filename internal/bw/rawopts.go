@@ -3,6 +3,8 @@ package bw
 import (
 	"fmt"
 	"strings"
+
+	"github.com/pureverbs/pureverbs/internal/getopt"
 )
 
 // rawEth holds what perftest's parser keeps of its raw Ethernet options
@@ -148,15 +150,15 @@ func strtoul16(s string) (v uint64, end int) {
 		neg = s[i] == '-'
 		i++
 	}
-	if i+2 < len(s) && s[i] == '0' && (s[i+1] == 'x' || s[i+1] == 'X') && hexVal(s[i+2]) >= 0 {
+	if i+2 < len(s) && s[i] == '0' && (s[i+1] == 'x' || s[i+1] == 'X') && getopt.HexDigit(s[i+2]) >= 0 {
 		i += 2
 	}
 	start, over := i, false
-	for ; i < len(s) && hexVal(s[i]) >= 0; i++ {
+	for ; i < len(s) && getopt.HexDigit(s[i]) >= 0; i++ {
 		if v > (^uint64(0))>>4 {
 			over = true
 		}
-		v = v<<4 | uint64(hexVal(s[i]))
+		v = v<<4 | uint64(getopt.HexDigit(s[i]))
 	}
 	switch {
 	case i == start:
@@ -167,18 +169,6 @@ func strtoul16(s string) (v uint64, end int) {
 		return -v, i
 	}
 	return v, i
-}
-
-func hexVal(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'f':
-		return int(c-'a') + 10
-	case c >= 'A' && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
 }
 
 // inetPton4 is glibc's inet_pton(AF_INET, s, ...) == 1: four dotted
@@ -233,7 +223,7 @@ func inetPton6(s string) bool {
 	for i < len(s) {
 		c := s[i]
 		i++
-		if d := hexVal(c); d >= 0 {
+		if d := getopt.HexDigit(c); d >= 0 {
 			if digits == 4 {
 				return false
 			}

@@ -49,13 +49,13 @@ func strtoulC(s string) (v uint64, rest string, ok bool) {
 	base := uint64(10)
 	i := 0
 	switch {
-	case len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && hexDigit(s[2]) >= 0:
+	case len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && HexDigit(s[2]) >= 0:
 		base, i = 16, 2
 	case s[0] == '0':
 		base = 8
 	}
 	for ; i < len(s); i++ {
-		d := hexDigit(s[i])
+		d := HexDigit(s[i])
 		if d < 0 || uint64(d) >= base {
 			break
 		}

@@ -63,7 +63,7 @@ func strtoAbs(s string) (v uint64, neg, over bool, n int) {
 	}
 	base := uint64(10)
 	switch {
-	case i+2 < len(s) && s[i] == '0' && (s[i+1] == 'x' || s[i+1] == 'X') && hexDigit(s[i+2]) >= 0:
+	case i+2 < len(s) && s[i] == '0' && (s[i+1] == 'x' || s[i+1] == 'X') && HexDigit(s[i+2]) >= 0:
 		base = 16
 		i += 2
 	case i < len(s) && s[i] == '0':
@@ -71,7 +71,7 @@ func strtoAbs(s string) (v uint64, neg, over bool, n int) {
 	}
 	start := i
 	for ; i < len(s); i++ {
-		d := hexDigit(s[i])
+		d := HexDigit(s[i])
 		if d < 0 || uint64(d) >= base {
 			break
 		}
@@ -89,7 +89,8 @@ func strtoAbs(s string) (v uint64, neg, over bool, n int) {
 	return v, neg, false, n
 }
 
-func hexDigit(c byte) int {
+// HexDigit is c's value as a hexadecimal digit, -1 if it is not one.
+func HexDigit(c byte) int {
 	switch {
 	case c >= '0' && c <= '9':
 		return int(c - '0')
