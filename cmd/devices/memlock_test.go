@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/pureverbs/pureverbs/internal/memlock"
+	"github.com/pureverbs/pureverbs/internal/memlock/memlocktest"
 	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
-const lowMemlock = "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    This will severely limit memory registrations.\n"
+const lowMemlock = memlocktest.Low
 
 // TestMemlockWarning: with libibverbs' RLIMIT_MEMLOCK warning due
 // (memlock.Force), ibv_devices prints it first, whatever the list gives:

@@ -7,9 +7,10 @@ import (
 
 	"github.com/pureverbs/pureverbs/internal/cmsync"
 	"github.com/pureverbs/pureverbs/internal/memlock"
+	"github.com/pureverbs/pureverbs/internal/memlock/memlocktest"
 )
 
-const lowMemlock = "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    This will severely limit memory registrations.\n"
+const lowMemlock = memlocktest.Low
 
 // TestMemlockWarning: with libibverbs' RLIMIT_MEMLOCK warning due
 // (memlock.Force), ucmatose prints it at create_first_event_channel, whose

@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/pureverbs/pureverbs/internal/memlock"
+	"github.com/pureverbs/pureverbs/internal/memlock/memlocktest"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
-const lowMemlock = "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    This will severely limit memory registrations.\n"
+const lowMemlock = memlocktest.Low
 
 // TestMemlockWarning: with libibverbs' RLIMIT_MEMLOCK warning due
 // (memlock.Force), rping prints it at create_first_event_channel (its

@@ -9,9 +9,10 @@ import (
 	"testing"
 
 	"github.com/pureverbs/pureverbs/internal/memlock"
+	"github.com/pureverbs/pureverbs/internal/memlock/memlocktest"
 )
 
-const lowMemlock = "libibverbs: Warning: RLIMIT_MEMLOCK is 16384 bytes.\n    This will severely limit memory registrations.\n"
+const lowMemlock = memlocktest.Low
 
 // TestMemlockWarning: with libibverbs' RLIMIT_MEMLOCK warning due
 // (memlock.Force), CreateFirstEventChannel prints it before its own line
