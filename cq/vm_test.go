@@ -424,9 +424,7 @@ func TestVMWaitCloseUnblocks(t *testing.T) {
 }
 
 func waitCloseUnblocks(t *testing.T, thread bool) {
-	testkit.RequireVM(t)
-	base := testkit.Resources(t, testkit.RxeDev)
-	goroutines := runtime.NumGoroutine()
+	testkit.RequireVM(t) // and a LeakCheck of its own: goroutines, fds, mappings, kernel objects
 	c, err := uverbs.OpenByName(testkit.RxeDev)
 	if err != nil {
 		t.Fatal(err)
@@ -461,17 +459,11 @@ func waitCloseUnblocks(t *testing.T, thread bool) {
 	if f := sys.OpenFDs(); len(f) != 0 {
 		t.Fatalf("fds left: %v", f)
 	}
-	for i := 0; ; i++ {
-		got := testkit.Resources(t, testkit.RxeDev)
-		g := runtime.NumGoroutine()
-		if got["ctx"] == base["ctx"] && got["cq"] == base["cq"] && g <= goroutines {
-			return
-		}
-		if i == 50 {
-			t.Fatalf("not released: resources %v (base %v), %d goroutines (before %d)", got, base, g, goroutines)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// The goroutine that waited, the kernel's ctx and cq, the rings'
+	// mappings: RequireVM's LeakCheck waits for them to go and fails the
+	// test if they do not. (A count of goroutines taken here failed when
+	// this was the process's first test to map a ring: internal/sys's
+	// returner starts then and stays, which LeakCheck knows.)
 }
 
 // TestVMWaitGetWCNoAllocs: a round of waiting for a real completion
@@ -897,20 +889,28 @@ func TestVMSharedChannelCloseWakesWait(t *testing.T) {
 			b := newEnd(t, c, pd, &cq.Options{Channel: ch}, 8, 64)
 			connect(t, c, b.qp, b.qp.QPN())
 			ra, rb := make(chan error, 1), make(chan error, 1)
-			start := func(q *cq.CQ, r chan error) {
+			// Each Wait has begun waiting before the next starts: the
+			// first reads the channel (parked in internal/sys), the
+			// second waits for its turn in cq's select.
+			start := func(q *cq.CQ, r chan error, first bool) {
 				go func() { r <- q.Wait(context.Background()) }()
-				select {
-				case err := <-r:
+				var err error
+				var ok bool
+				if first {
+					err, ok = blockedOrDone(t, r, "cq.(*CQ).Wait")
+				} else {
+					err, ok = selectOrDone(t, r, "cq.(*CQ).Wait")
+				}
+				if ok {
 					t.Fatalf("Wait returned with nothing to wait for: %v", err)
-				case <-time.After(100 * time.Millisecond):
 				}
 			}
 			if closedFirst {
-				start(a, ra)
-				start(b.q, rb)
+				start(a, ra, true)
+				start(b.q, rb, false)
 			} else {
-				start(b.q, rb)
-				start(a, ra)
+				start(b.q, rb, true)
+				start(a, ra, false)
 			}
 			if err := a.Close(ctx); err != nil {
 				t.Fatal(err)
@@ -944,6 +944,46 @@ func TestVMSharedChannelCloseWakesWait(t *testing.T) {
 				t.Fatalf("Fd after Close = %d, %v", fd, err)
 			}
 		})
+	}
+}
+
+// selectOrDone waits until a goroutine waits in a select in frame
+// (testkit.WaitingIn; a CQ's Wait waiting for its turn at a shared
+// channel) or r delivers, whichever comes first, and says which: a test's
+// wake-up acts only once the waits it means to wake have begun. Bounded
+// at 10 s.
+func selectOrDone(t *testing.T, r <-chan error, frame string) (error, bool) {
+	t.Helper()
+	return waitFor(t, r, "a goroutine in a select in "+frame, func() bool { return testkit.WaitingIn(frame, "[select") > 0 })
+}
+
+// blockedOrDone is selectOrDone for a wait in frame that has reached
+// internal/sys (testkit.WaitBlocked).
+func blockedOrDone(t *testing.T, r <-chan error, frame string) (error, bool) {
+	t.Helper()
+	return waitFor(t, r, "a goroutine blocked in internal/sys in "+frame, func() bool {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return testkit.WaitBlocked(ctx, frame) == nil
+	})
+}
+
+func waitFor(t *testing.T, r <-chan error, what string, ready func() bool) (error, bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-r:
+			return err, true
+		default:
+		}
+		if ready() {
+			return nil, false
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 10 s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -992,10 +1032,9 @@ func TestVMMixedWaits(t *testing.T) {
 	}
 	ra := make(chan error, 1)
 	go func() { ra <- a.q.Wait(ctx) }()
-	select {
-	case err := <-ra:
+	// a's Wait waits for its turn at the channel behind Channel.Wait.
+	if err, ok := selectOrDone(t, ra, "cq.(*CQ).Wait"); ok {
 		t.Fatalf("a's Wait returned with nothing to wait for: %v", err)
-	case <-time.After(100 * time.Millisecond):
 	}
 	a.sendToSelf(t)
 	select {
@@ -1027,14 +1066,14 @@ func TestVMMixedWaits(t *testing.T) {
 	// its arm after that event sees nothing new.
 	for spurious := 0; ; spurious++ {
 		go func() { ra <- a.q.Wait(ctx) }()
-		select {
-		case err := <-ra:
+		// Parked reading the channel, so that it is a's Wait, not
+		// Channel.Wait below, that reads b's event.
+		if err, ok := blockedOrDone(t, ra, "cq.(*CQ).Wait"); ok {
 			if n, _ := a.q.GetWC(make([]uverbs.WC, 1)); err == nil && n == 0 && spurious == 0 {
 				t.Log("a's Wait returned for the event of part 1's second completion, already polled; waiting again")
 				continue
 			}
 			t.Fatalf("a's Wait returned with nothing to wait for: %v", err)
-		case <-time.After(100 * time.Millisecond):
 		}
 		break
 	}

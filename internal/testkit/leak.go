@@ -449,6 +449,31 @@ func MustBlock(tb testing.TB, frame string) {
 	}
 }
 
+// WaitingIn counts the goroutines of this process whose stack has frame
+// but no frame of internal/sys, and whose state (as runtime.Stack prints
+// it: "[select", "[chan receive", "[sync.Mutex.Lock", ...) begins with one
+// of states: for a test that must act only once a wait outside
+// internal/sys has begun, which WaitBlocked does not see (a select on the
+// library's own channels). With no states, any state but running and
+// runnable counts.
+func WaitingIn(frame string, states ...string) int {
+	n := 0
+	for _, g := range goroutines() {
+		head, _, _ := strings.Cut(g, "\n")
+		if !strings.Contains(g, frame) || strings.Contains(g, "pureverbs/internal/sys.") {
+			continue
+		}
+		ok := len(states) == 0 && !strings.Contains(head, "[running") && !strings.Contains(head, "[runnable")
+		for _, st := range states {
+			ok = ok || strings.Contains(head, st)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
 func waitState(ctx context.Context, frame, what string, states ...string) error {
 	lib := len(states) > 1 // WaitBlocked's: the wait must be the library's
 	for {

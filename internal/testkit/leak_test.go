@@ -186,3 +186,45 @@ func TestFDDiffFailedListing(t *testing.T) {
 		}
 	}
 }
+
+//go:noinline
+func waitingInSelect(a, b <-chan struct{}) {
+	select {
+	case <-a:
+	case <-b:
+	}
+}
+
+// TestWaitingIn: a goroutine parked in a select counts for its frame and
+// the "[select" state, not for another state or frame; once it returns it
+// no longer counts.
+func TestWaitingIn(t *testing.T) {
+	const frame = "testkit.waitingInSelect"
+	if n := WaitingIn(frame); n != 0 {
+		t.Fatalf("WaitingIn before = %d", n)
+	}
+	a, b := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() { waitingInSelect(a, b); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for WaitingIn(frame, "[select") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the select was never counted")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := WaitingIn(frame); n != 1 {
+		t.Errorf("WaitingIn with any state = %d, want 1", n)
+	}
+	if n := WaitingIn(frame, "[chan receive", "[IO wait"); n != 0 {
+		t.Errorf("WaitingIn in other states = %d, want 0", n)
+	}
+	if n := WaitingIn("testkit.noSuchFrame"); n != 0 {
+		t.Errorf("WaitingIn of another frame = %d, want 0", n)
+	}
+	close(a)
+	<-done
+	if n := WaitingIn(frame); n != 0 {
+		t.Errorf("WaitingIn after it returned = %d, want 0", n)
+	}
+}
