@@ -267,11 +267,28 @@ func (id *ID) abandon() {
 // the QP to ERR. A nil ctx is refused (ErrInvalid); Close wakes the wait
 // (ErrClosed).
 func (ch *EventChannel) GetEvent(ctx context.Context) (Event, error) {
+	var ev Event
+	err := ch.GetEventInto(ctx, &ev)
+	return ev, err
+}
+
+// GetEventInto is GetEvent into ev, reusing what ev holds: the private
+// data of ev.Param or ev.UD is copied into a buffer of ev's own, allocated
+// by the first event into ev that carries any and overwritten by the next
+// GetEventInto or TryGetEventInto into ev (as librdmacm's private_data is
+// valid until the event's ack); a copy of ev made before (ev2 := ev) keeps
+// its bytes, as the copy gets a buffer of its own when it is reused. An
+// event that needs no new ID allocates nothing. After an error ev holds
+// nothing of use.
+func (ch *EventChannel) GetEventInto(ctx context.Context, ev *Event) error {
 	if err := ch.valid("get_event"); err != nil {
-		return Event{}, err
+		return err
 	}
 	if ctx == nil {
-		return Event{}, invalid("get_event", "nil context.Context")
+		return invalid("get_event", "nil context.Context")
+	}
+	if ev == nil {
+		return invalid("get_event", "nil *Event")
 	}
 	var resp abi.RdmaUcmEventResp
 	for {
@@ -280,12 +297,12 @@ func (ch *EventChannel) GetEvent(ctx context.Context) (Event, error) {
 				err = ErrClosed
 			}
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return Event{}, err
+				return err
 			}
-			return Event{}, opErr("get_event", err)
+			return opErr("get_event", err)
 		}
-		if ev, ok := ch.process(&resp); ok {
-			return ev, nil
+		if ch.processInto(&resp, ev) {
+			return nil
 		}
 	}
 }
@@ -294,8 +311,19 @@ func (ch *EventChannel) GetEvent(ctx context.Context) (Event, error) {
 // non-blocking channel): an error wrapping EAGAIN when no event is
 // queued.
 func (ch *EventChannel) TryGetEvent() (Event, error) {
+	var ev Event
+	err := ch.TryGetEventInto(&ev)
+	return ev, err
+}
+
+// TryGetEventInto is TryGetEvent into ev, reusing its buffer as
+// GetEventInto does.
+func (ch *EventChannel) TryGetEventInto(ev *Event) error {
 	if err := ch.valid("get_event"); err != nil {
-		return Event{}, err
+		return err
+	}
+	if ev == nil {
+		return invalid("get_event", "nil *Event")
 	}
 	var resp abi.RdmaUcmEventResp
 	for {
@@ -303,10 +331,10 @@ func (ch *EventChannel) TryGetEvent() (Event, error) {
 			if errors.Is(err, sys.ErrFileClosed) {
 				err = ErrClosed
 			}
-			return Event{}, opErr("get_event", err)
+			return opErr("get_event", err)
 		}
-		if ev, ok := ch.process(&resp); ok {
-			return ev, nil
+		if ch.processInto(&resp, ev) {
+			return nil
 		}
 	}
 }
@@ -315,7 +343,14 @@ func (ch *EventChannel) TryGetEvent() (Event, error) {
 // rdma_get_cm_event does; false drops it (an event for an ID this channel
 // does not know).
 func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
-	ev := Event{Type: EventType(r.Event), Status: int32(r.Status)}
+	var ev Event
+	ok := ch.processInto(r, &ev)
+	return ev, ok
+}
+
+// processInto is process into ev, whose private-data buffer it keeps.
+func (ch *EventChannel) processInto(r *abi.RdmaUcmEventResp, ev *Event) bool {
+	*ev = Event{Type: EventType(r.Event), Status: int32(r.Status), buf: ev.buf, bufOf: ev.bufOf}
 	if ev.Type == EventConnectRequest {
 		// The kernel names the listener by its uid only (resp.id is
 		// the new ID's handle).
@@ -324,14 +359,14 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 		reg.mu.Unlock()
 		if listen == nil || r.Uid == 0 {
 			ch.destroyHandle(r.Id)
-			return ev, false
+			return false
 		}
 		id, ok := ch.adopt(newID(ch, r.Id, newUID(), listen.ps, listen.qpType))
 		if !ok {
-			return ev, false
+			return false
 		}
 		ev.ID, ev.Listen = id, listen
-		id.param(&ev, r)
+		id.param(ev, r)
 		id.respRes, id.initDepth = ev.Param.ResponderResources, ev.Param.InitiatorDepth
 		err := id.queryAddr()
 		if errors.Is(err, sys.EINVAL) {
@@ -344,17 +379,17 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 		if err != nil {
 			// As librdmacm: the request is dropped and its ID destroyed.
 			id.Destroy()
-			return ev, false
+			return false
 		}
-		return ev, true
+		return true
 	}
 	if ev.Type == EventMulticastJoin || ev.Type == EventMulticastError {
 		// Named by the membership's uid and handle.
-		return ev, ch.mcastEvent(&ev, r)
+		return ch.mcastEvent(ev, r)
 	}
 	id := lookup(ev.Type, r.Uid, r.Id)
 	if id == nil {
-		return ev, false
+		return false
 	}
 	ev.ID = id
 	switch ev.Type {
@@ -367,7 +402,7 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 			ev.failed(EventRouteError, err)
 		}
 	case EventConnectResponse:
-		id.param(&ev, r)
+		id.param(ev, r)
 		if id.qp() != nil {
 			if err := id.completeConnect(); err != nil {
 				ev.failed(EventConnectError, err)
@@ -378,14 +413,14 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 		}
 	case EventEstablished, EventDisconnected:
 		if ev.Type == EventDisconnected && id.connectError.Load() {
-			return ev, false // the EventConnectError was its end
+			return false // the EventConnectError was its end
 		}
-		id.param(&ev, r)
+		id.param(ev, r)
 	case EventRejected, EventUnreachable, EventConnectError:
 		if ev.Type == EventRejected && id.connectError.Load() {
-			return ev, false
+			return false
 		}
-		id.param(&ev, r)
+		id.param(ev, r)
 		// Only a reject moves the QP to ERR, as rdma_get_cm_event does
 		// (ucma_modify_qp_err); after UNREACHABLE or the kernel's
 		// CONNECT_ERROR the QP stays as it was, its receives posted.
@@ -393,7 +428,7 @@ func (ch *EventChannel) process(r *abi.RdmaUcmEventResp) (Event, bool) {
 			id.toErr()
 		}
 	}
-	return ev, true
+	return true
 }
 
 // findChannel finds the open channel other than ch whose file the
@@ -432,29 +467,35 @@ func (id *ID) findChannel(ch *EventChannel) error {
 }
 
 // param decodes an event's parameters: a UD ID's as UDParam, others'
-// as ConnParam.
+// as ConnParam. The private data is copied into ev's buffer, allocated
+// once per Event (GetEventInto reuses it).
 func (id *ID) param(ev *Event, r *abi.RdmaUcmEventResp) {
 	if id.qpType != uverbs.QPTypeUD {
-		ev.Param = connParam(r)
+		c := r.Param.Conn()
+		ev.Param = ConnParam{ResponderResources: c.ResponderResources, InitiatorDepth: c.InitiatorDepth,
+			FlowControl: c.FlowControl, RetryCount: c.RetryCount, RNRRetryCount: c.RnrRetryCount,
+			SRQ: c.Srq != 0, QPNum: c.QpNum}
+		ev.Param.PrivateData = ev.private(c.PrivateData[:], c.PrivateDataLen)
 		return
 	}
 	u := r.Param.Ud()
 	ev.UD = UDParam{AH: ahFromKern(&u.AhAttr), QPNum: u.QpNum, QKey: u.Qkey}
-	if n := int(u.PrivateDataLen); n > 0 {
-		ev.UD.PrivateData = append([]byte(nil), u.PrivateData[:min(n, len(u.PrivateData))]...)
-	}
+	ev.UD.PrivateData = ev.private(u.PrivateData[:], u.PrivateDataLen)
 }
 
-// connParam decodes an event's connection parameters.
-func connParam(r *abi.RdmaUcmEventResp) ConnParam {
-	c := r.Param.Conn()
-	p := ConnParam{ResponderResources: c.ResponderResources, InitiatorDepth: c.InitiatorDepth,
-		FlowControl: c.FlowControl, RetryCount: c.RetryCount, RNRRetryCount: c.RnrRetryCount,
-		SRQ: c.Srq != 0, QPNum: c.QpNum}
-	if n := int(c.PrivateDataLen); n > 0 {
-		p.PrivateData = append([]byte(nil), c.PrivateData[:min(n, len(c.PrivateData))]...)
+// private copies the first n bytes of an event's private data into ev's
+// buffer and returns them (nil for none).
+func (ev *Event) private(data []byte, n uint8) []byte {
+	if n == 0 {
+		return nil
 	}
-	return p
+	if ev.bufOf != ev {
+		// No buffer yet, or a copy's: an Event copied from another
+		// (ev2 := ev) must not overwrite the original's bytes.
+		ev.buf, ev.bufOf = make([]byte, abi.RDMA_MAX_PRIVATE_DATA), ev
+	}
+	k := copy(ev.buf, data[:min(int(n), len(data))])
+	return ev.buf[:k:k] // an append by the caller copies
 }
 
 // failed turns ev into a failure of the channel's own processing, as

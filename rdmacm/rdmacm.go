@@ -198,6 +198,9 @@ type Event struct {
 	// Multicast is the membership of EventMulticastJoin and
 	// EventMulticastError.
 	Multicast *Multicast
+
+	buf   []byte // what Param.PrivateData or UD.PrivateData is a prefix of
+	bufOf *Event // the Event buf belongs to: a copy's is not its own
 }
 
 // String returns the event's type and status, e.g.

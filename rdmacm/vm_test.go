@@ -310,9 +310,17 @@ func TestVMConnect(t *testing.T) {
 	if err := sid.Accept(&rdmacm.ConnParam{PrivateData: []byte("world"), InitiatorDepth: 1, ResponderResources: 1}); err != nil {
 		t.Fatalf("Accept: %v", err)
 	}
-	est := want(ctx, t, cch, rdmacm.EventEstablished)
-	if est.ID != cid || !bytes.HasPrefix(est.Param.PrivateData, []byte("world")) {
-		t.Fatalf("client's established: id %p private data %q", est.ID, est.Param.PrivateData)
+	// The client takes its events into one Event (GetEventInto), whose
+	// private-data buffer the server's connect request filled first.
+	est := req
+	if err := cch.GetEventInto(ctx, &est); err != nil || est.Type != rdmacm.EventEstablished || est.Status != 0 {
+		t.Fatalf("GetEventInto: %v, %v; want the client's EventEstablished", &est, err)
+	}
+	if est.ID != cid || !bytes.HasPrefix(est.Param.PrivateData, []byte("world")) || est.Listen != nil {
+		t.Fatalf("client's established: id %p private data %q listen %p", est.ID, est.Param.PrivateData, est.Listen)
+	}
+	if !bytes.HasPrefix(req.Param.PrivateData, []byte("hello")) {
+		t.Fatalf("the request's private data became %q with the next event into a copy of it", req.Param.PrivateData)
 	}
 	want(ctx, t, sch, rdmacm.EventEstablished)
 
@@ -350,7 +358,9 @@ func TestVMConnect(t *testing.T) {
 	if err := sid.Disconnect(); err != nil {
 		t.Fatalf("the server's Disconnect after the client's: %v", err)
 	}
-	want(ctx, t, cch, rdmacm.EventDisconnected)
+	if err := cch.GetEventInto(ctx, &est); err != nil || est.Type != rdmacm.EventDisconnected || est.ID != cid {
+		t.Fatalf("GetEventInto: %v (ID %p), %v; want the client's EventDisconnected", &est, est.ID, err)
+	}
 	if a, _, err := server.qp.Query(uverbs.QPAttrState); err != nil || a.State != uverbs.QPStateErr {
 		t.Fatalf("server QP after Disconnect: %v (%v), want ERR", a.State, err)
 	}
