@@ -204,6 +204,23 @@ func TestVMPostErrors(t *testing.T) {
 	}
 }
 
+// markers fails t unless wcs are flushes of exactly the work requests
+// ids, in any order: the marker requests a test posts to show that no
+// completion it did not expect came before them.
+func markers(t *testing.T, wcs []uverbs.WC, ids ...uint64) {
+	t.Helper()
+	want := map[uint64]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	for _, wc := range wcs {
+		if !want[wc.ID] || wc.Status != uverbs.WCWRFlushErr {
+			t.Fatalf("completion %+v (%v) where only the flushes of %v were due", wc, wc.Status, ids)
+		}
+		delete(want, wc.ID)
+	}
+}
+
 // TestVMFlushOnError: after the QP goes to ERR every outstanding receive
 // comes back with WR_FLUSH_ERR, once, and so do sends posted in ERR.
 func TestVMFlushOnError(t *testing.T) {
@@ -239,10 +256,19 @@ func TestVMFlushOnError(t *testing.T) {
 			t.Errorf("work request %d did not complete", id)
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // nothing more may come
-	if k, _ := cq.Poll(wcs); k != 0 {
-		t.Fatalf("%d completions after the flush", k)
+	// Nothing more: a receive and a send posted now, and flushed, are
+	// the next two completions (a second flush of any of the above would
+	// come before them, each queue flushing in order).
+	if err := qp.PostRecv([]uverbs.RecvWR{{ID: 60}}); err != nil {
+		t.Fatal(err)
 	}
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.PostSend([]uverbs.SendWR{{ID: 9, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled}}); err != nil {
+		t.Fatal(err)
+	}
+	markers(t, pollN(t, cq, 2), 60, 9)
 	qp.Destroy(bg(t))
 	cq.Destroy(bg(t))
 	pd.Dealloc()
@@ -295,10 +321,15 @@ func TestVMRecvPostedInErr(t *testing.T) {
 			t.Fatalf("completion %d: %+v (%v), want receive %d flushed", i, wc, wc.Status, 2+i)
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // nothing more may come
-	if k, _ := cq.Poll(wcs); k != 0 {
-		t.Fatalf("%d completions after the flush", k)
+	// Nothing more: a receive posted now and flushed is the next
+	// completion.
+	if err := qp.PostRecv([]uverbs.RecvWR{{ID: 4}}); err != nil {
+		t.Fatal(err)
 	}
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	markers(t, pollN(t, cq, 1), 4)
 	qp.Destroy(bg(t))
 	cq.Destroy(bg(t))
 	pd.Dealloc()

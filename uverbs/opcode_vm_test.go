@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/pureverbs/pureverbs/internal/testkit"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -371,9 +370,22 @@ func TestVMUDSendAH(t *testing.T) {
 	if wc.Status != uverbs.WCSuccess || wc.ID != 6 {
 		t.Fatalf("send with a wrong qkey: %+v", wc)
 	}
-	time.Sleep(100 * time.Millisecond)
-	if k, _ := cq.Poll(make([]uverbs.WC, 2)); k != 0 {
-		t.Fatal("a datagram with the wrong Q_Key was received")
+	// Then one with the right Q_Key: the receive takes it, not the
+	// first (rxe carries both in order from a to b), so the first was
+	// dropped rather than late.
+	if err := a.PostSend([]uverbs.SendWR{{ID: 7, Opcode: uverbs.WRSendWithImm, ImmData: 100, Flags: uverbs.SendSignaled,
+		AH: ah, RemoteQPN: b.QPN(), RemoteQKey: qkey, SGL: []uverbs.SGE{sge(mr, 4096, 8)}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, wc := range pollN(t, cq, 2) {
+		switch {
+		case wc.ID == 7 && wc.Status == uverbs.WCSuccess && wc.Opcode == uverbs.WCSend:
+		case wc.ID == 78 && wc.Status == uverbs.WCSuccess && wc.Flags&uverbs.WCWithImm != 0 && wc.ImmData == 100 && wc.ByteLen == 40+8:
+		case wc.ID == 78:
+			t.Fatalf("a datagram with the wrong Q_Key was received: %+v", wc)
+		default:
+			t.Fatalf("completion %+v (%v)", wc, wc.Status)
+		}
 	}
 	for _, q := range []*uverbs.QP{a, b} {
 		if err := q.Destroy(bg(t)); err != nil {
