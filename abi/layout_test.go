@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,54 +95,58 @@ func probe[R, V any](root *R, at uintptr, get func() V, set func(V)) func() stri
 // TestLayoutAgainstC compiles a C program with the installed uapi headers
 // and compares every size, alignment, offset and constant of the generated
 // Go side with it. The installed headers may be newer than the ones abi/ was
-// generated from: the uapi only grows, so this is a compatibility check
-// (everything generated still has the same value and layout); what the
-// newer headers add is not generated and not compared here (make
-// check-generate lists it). Enum sentinels such as RDMA_NLDEV_ATTR_MAX,
-// which grow with every addition, are not generated.
+// generated from (their LINUX_VERSION_CODE is higher than the Source line's
+// linux-libc-dev): the uapi only grows, so this is then a compatibility
+// check. Everything generated must keep its value and layout, except in
+// the uapi's own ways of growing: a struct may grow at its end, a reserved
+// field may shrink where its bytes became new fields (every other field
+// at its offset), and a #define may go (the kernel keeps its value). Those
+// are logged. What the newer headers add is not generated and not compared
+// here (make check-generate lists it). Enum sentinels such as
+// RDMA_NLDEV_ATTR_MAX, which grow with every addition, are not generated.
 func TestLayoutAgainstC(t *testing.T) {
 	cc, err := exec.LookPath("gcc")
 	if err != nil {
 		t.Skip("gcc not found: install gcc (apt-get install gcc) to compare the generated layouts with the C headers")
 	}
-	var src bytes.Buffer
-	src.WriteString("#include <stdio.h>\n#include <stddef.h>\n")
-	for _, h := range layoutHeaders {
-		fmt.Fprintf(&src, "#include <%s>\n", h)
-	}
-	src.WriteString("int main(void) {\n")
 	tables := make([][]layoutRow, len(layoutTable))
 	for i, lt := range layoutTable {
-		fmt.Fprintf(&src, "\tprintf(\"T %d %%zu %%zu\\n\", sizeof(%s), __alignof__(%s));\n", i, lt.c, lt.c)
 		tables[i] = lt.rows()
-		for j, r := range tables[i] {
-			if r.flex {
-				fmt.Fprintf(&src, "\tprintf(\"F %d %d %%zu 0\\n\", offsetof(%s, %s));\n", i, j, lt.c, r.c)
-			} else {
-				fmt.Fprintf(&src, "\tprintf(\"F %d %d %%zu %%zu\\n\", offsetof(%s, %s), sizeof(((%s *)0)->%s));\n", i, j, lt.c, r.c, lt.c, r.c)
-			}
-		}
 	}
-	for i, c := range constTable {
-		fmt.Fprintf(&src, "\tif ((%s) < 0) printf(\"C %d 1 %%llu\\n\", (unsigned long long)-(long long)(%s)); else printf(\"C %d 0 %%llu\\n\", (unsigned long long)(%s));\n", c.name, i, c.name, i, c.name)
-	}
-	src.WriteString("\treturn 0;\n}\n")
-
 	dir := t.TempDir()
-	cfile := filepath.Join(dir, "layout.c")
 	exe := filepath.Join(dir, "layout")
-	if err := os.WriteFile(cfile, src.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-w", "-o", exe, cfile).CombinedOutput(); err != nil {
-		t.Fatalf("compiling %s: %v\n%s", cfile, err, out)
+	// Constants the headers no longer define: left out of the program,
+	// then judged once its version line says whether the headers are newer.
+	gone := map[string]bool{}
+	for {
+		cfile := filepath.Join(dir, "layout.c")
+		if err := os.WriteFile(cfile, layoutProgram(tables, gone), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(cc, "-w", "-o", exe, cfile)
+		cmd.Env = append(os.Environ(), "LC_ALL=C")
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			break
+		}
+		more := undeclared(out, gone)
+		if len(more) == 0 {
+			t.Fatalf("compiling %s: %v\n%s", cfile, err, out)
+		}
+		for _, n := range more {
+			gone[n] = true
+		}
 	}
 	out, err := exec.Command(exe).Output()
 	if err != nil {
 		t.Fatalf("running layout program: %v", err)
 	}
 
+	pinned, installed := headerVersions()
+	var newer bool
+	var headers string
 	var nTypes, nFields, nConsts int
+	var grown []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -153,9 +158,20 @@ func TestLayoutAgainstC(t *testing.T) {
 			return n
 		}
 		switch f[0] {
+		case "V":
+			code, ok := versionCode(pinned)
+			newer = ok && num(1) > code
+			headers = fmt.Sprintf("%d.%d.%d", num(1)>>16, num(1)>>8&0xff, num(1)&0xff)
+			if !ok {
+				t.Logf("no linux-libc-dev version in zconst.go's Source line (%q): layouts compared exactly", pinned)
+			}
 		case "T":
 			lt := layoutTable[num(1)]
-			if uint64(lt.size) != num(2) || uint64(lt.align) != num(3) {
+			switch {
+			case uint64(lt.size) == num(2) && uint64(lt.align) == num(3):
+			case newer && uint64(lt.size) < num(2) && uint64(lt.align) == num(3):
+				grown = append(grown, fmt.Sprintf("%s grew from %d to %d bytes", lt.c, lt.size, num(2)))
+			default:
 				t.Errorf("%s (%s): C size/align %d/%d, Go %d/%d", lt.c, lt.goName, num(2), num(3), lt.size, lt.align)
 			}
 			nTypes++
@@ -165,7 +181,11 @@ func TestLayoutAgainstC(t *testing.T) {
 			if uint64(r.off) != num(3) {
 				t.Errorf("%s.%s (%s): C offset %d, Go %d", lt.c, r.c, lt.goName, num(3), r.off)
 			}
-			if !r.flex && uint64(r.size) != num(4) {
+			switch {
+			case r.flex || uint64(r.size) == num(4):
+			case newer && isReserved(r.c) && num(4) < uint64(r.size):
+				grown = append(grown, fmt.Sprintf("%s.%s shrank from %d to %d bytes (the rest became fields)", lt.c, r.c, r.size, num(4)))
+			default:
 				t.Errorf("%s.%s (%s): C size %d, Go %d", lt.c, r.c, lt.goName, num(4), r.size)
 			}
 			nFields++
@@ -177,14 +197,97 @@ func TestLayoutAgainstC(t *testing.T) {
 			nConsts++
 		}
 	}
-	if nTypes != len(layoutTable) || nConsts != len(constTable) {
-		t.Fatalf("C program printed %d types and %d constants, want %d and %d", nTypes, nConsts, len(layoutTable), len(constTable))
+	for n := range gone {
+		if !newer {
+			t.Errorf("constant %s: not defined by the headers (linux-libc-dev %s, abi/ generated from %s)", n, installed, pinned)
+			continue
+		}
+		grown = append(grown, n+" is no longer defined (the kernel keeps its value)")
+	}
+	if nTypes != len(layoutTable) || nConsts+len(gone) != len(constTable) {
+		t.Fatalf("C program printed %d types and %d constants (%d left out), want %d and %d", nTypes, nConsts, len(gone), len(layoutTable), len(constTable))
 	}
 	t.Logf("compared %d structs, %d fields, %d constants", nTypes, nFields, nConsts)
-	pinned, installed := headerVersions()
-	if pinned != installed {
+	if newer {
+		slices.Sort(grown)
+		t.Logf("abi/ was generated from linux-libc-dev %s, the headers here are newer (Linux %s; linux-libc-dev %s): compatible; grown as the uapi grows: %d\n\t%s",
+			pinned, headers, installed, len(grown), strings.Join(grown, "\n\t"))
+	} else if pinned != installed {
 		t.Logf("abi/ was generated from linux-libc-dev %s, the installed headers are %s: compatible (additions not compared; make check-generate lists them)", pinned, installed)
 	}
+}
+
+// layoutProgram is the C program TestLayoutAgainstC runs: a line for the
+// headers' LINUX_VERSION_CODE, one per type, field and constant (but
+// those in gone).
+func layoutProgram(tables [][]layoutRow, gone map[string]bool) []byte {
+	var src bytes.Buffer
+	src.WriteString("#include <stdio.h>\n#include <stddef.h>\n#include <linux/version.h>\n")
+	for _, h := range layoutHeaders {
+		fmt.Fprintf(&src, "#include <%s>\n", h)
+	}
+	src.WriteString("int main(void) {\n\tprintf(\"V %lu\\n\", (unsigned long)LINUX_VERSION_CODE);\n")
+	for i, lt := range layoutTable {
+		fmt.Fprintf(&src, "\tprintf(\"T %d %%zu %%zu\\n\", sizeof(%s), __alignof__(%s));\n", i, lt.c, lt.c)
+		for j, r := range tables[i] {
+			if r.flex {
+				fmt.Fprintf(&src, "\tprintf(\"F %d %d %%zu 0\\n\", offsetof(%s, %s));\n", i, j, lt.c, r.c)
+			} else {
+				fmt.Fprintf(&src, "\tprintf(\"F %d %d %%zu %%zu\\n\", offsetof(%s, %s), sizeof(((%s *)0)->%s));\n", i, j, lt.c, r.c, lt.c, r.c)
+			}
+		}
+	}
+	for i, c := range constTable {
+		if gone[c.name] {
+			continue
+		}
+		fmt.Fprintf(&src, "\tif ((%s) < 0) printf(\"C %d 1 %%llu\\n\", (unsigned long long)-(long long)(%s)); else printf(\"C %d 0 %%llu\\n\", (unsigned long long)(%s));\n", c.name, i, c.name, i, c.name)
+	}
+	src.WriteString("\treturn 0;\n}\n")
+	return src.Bytes()
+}
+
+// undeclared returns the constants of constTable that gcc's output says
+// are undeclared and not yet in gone.
+func undeclared(gccOut []byte, gone map[string]bool) []string {
+	var out []string
+	for _, c := range constTable {
+		if !gone[c.name] && (bytes.Contains(gccOut, []byte("'"+c.name+"' undeclared")) ||
+			bytes.Contains(gccOut, []byte("\u2018"+c.name+"\u2019 undeclared"))) {
+			out = append(out, c.name)
+		}
+	}
+	return out
+}
+
+// isReserved reports whether a C member designator ends in a reserved
+// field (reserved, reserved1, ...; a member of a nested struct too).
+func isReserved(c string) bool {
+	if i := strings.LastIndexAny(c, ".>"); i >= 0 {
+		c = c[i+1:]
+	}
+	return strings.HasPrefix(c, "reserved")
+}
+
+// versionCode returns LINUX_VERSION_CODE for a linux-libc-dev version
+// ("6.1.187-1": KERNEL_VERSION(6, 1, 187), the sublevel capped at 255 as
+// the headers cap it).
+func versionCode(v string) (uint64, bool) {
+	base, _, _ := strings.Cut(v, "-")
+	base, _, _ = strings.Cut(base, "+")
+	parts := strings.Split(base, ".")
+	if len(parts) < 2 {
+		return 0, false
+	}
+	var n [3]uint64
+	for i := 0; i < 3 && i < len(parts); i++ {
+		k, err := strconv.ParseUint(parts[i], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		n[i] = k
+	}
+	return n[0]<<16 | n[1]<<8 | min(n[2], 255), true
 }
 
 // headerVersions returns the linux-libc-dev version named in zconst.go's
@@ -226,4 +329,32 @@ func TestUnionAccessors(t *testing.T) {
 		t.Fatal("no union accessors in the layout table")
 	}
 	t.Logf("probed %d union member accessors", n)
+}
+
+// TestVersionCode: linux-libc-dev versions as LINUX_VERSION_CODE, which
+// decides whether TestLayoutAgainstC allows the uapi's growth.
+func TestVersionCode(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		code uint64
+		ok   bool
+	}{
+		{"6.1.187-1", 6<<16 | 1<<8 | 187, true},
+		{"6.1.300-1", 6<<16 | 1<<8 | 255, true}, // the headers cap the sublevel
+		{"6.12.117-1", 6<<16 | 12<<8 | 117, true},
+		{"6.12-1~bpo12+1", 6<<16 | 12<<8, true},
+		{"6.12.9+bpo-amd64", 6<<16 | 12<<8 | 9, true},
+		{"unknown", 0, false},
+		{"", 0, false},
+	} {
+		code, ok := versionCode(c.v)
+		if code != c.code || ok != c.ok {
+			t.Errorf("versionCode(%q) = %d, %v; want %d, %v", c.v, code, ok, c.code, c.ok)
+		}
+	}
+	for c, want := range map[string]bool{"reserved": true, "reserved1": true, "legacy_resp.reserved": true, "reserved_at_0": true, "flags": false, "resp.flags": false} {
+		if isReserved(c) != want {
+			t.Errorf("isReserved(%q) = %v", c, !want)
+		}
+	}
 }

@@ -429,6 +429,7 @@ enum attr { ATTR_UNSPEC, ATTR_A, ATTR_B, ATTR_MAX };
 struct req { __u32 handle; __u32 flags; __aligned_u64 addr; };
 union data { __u64 q; __u8 b[8]; };
 struct use { union data d; };
+struct port { __u32 caps; __u16 flags2; __u8 reserved[6]; };
 `
 
 func TestCheckCompat(t *testing.T) {
@@ -454,6 +455,7 @@ func TestCheckCompat(t *testing.T) {
 		name, src        string
 		ok               bool
 		added, bad       []string // substrings of Added, of Changed+Removed
+		extended         []string // substrings of Extended
 		unchangedAtLeast int
 	}{
 		{name: "same", src: compatV1, ok: true, unchangedAtLeast: 10},
@@ -467,6 +469,7 @@ enum attr { ATTR_UNSPEC, ATTR_A, ATTR_B, ATTR_C, ATTR_D, ATTR_MAX };
 struct req { __u32 handle; __u32 flags; __aligned_u64 addr; };
 union data { __u64 q; __u8 b[8]; };
 struct use { union data d; };
+struct port { __u32 caps; __u16 flags2; __u8 reserved[6]; };
 struct newer { __u64 x; };
 `,
 			added: []string{"ATTR_C = 3", "ATTR_D = 4", "NEW_FLAG = 0x10", "type Newer", "SizeofNewer = 8"}},
@@ -477,9 +480,32 @@ enum attr { ATTR_UNSPEC, ATTR_NEW, ATTR_A, ATTR_B, ATTR_MAX };
 struct req { __u32 handle; __u64 flags; __aligned_u64 addr; };
 union data { __u64 q; __u8 b[8]; };
 struct use { union data d; };
+struct port { __u32 caps; __u16 flags2; __u8 reserved[6]; };
 `,
 			bad:   []string{"VERSION = 6, the headers give 7", "ATTR_A = 1, the headers give 2", "type Req differs", "+ Flags uint64", "SizeofReq = 16, the headers give 24"},
 			added: []string{"ATTR_NEW = 1"}},
+		{name: "extended", ok: true, unchangedAtLeast: 8,
+			// As the uapi grows a struct: reserved bytes become fields,
+			// a response gains a field at its end, a #define goes (its
+			// users spelled out) and another is spelled another way.
+			src: `
+#define VERSION 0x6
+enum attr { ATTR_UNSPEC, ATTR_A, ATTR_B, ATTR_MAX };
+struct req { __u32 handle; __u32 flags; __aligned_u64 addr; __u32 more; __u32 reserved; };
+union data { __u64 q; __u8 b[8]; };
+struct use { union data d; };
+struct port { __u32 caps; __u16 flags2; __u8 reserved[2]; __u32 speed; };
+`,
+			extended: []string{"type Req: grew at its end by More uint32, Reserved uint32", "SizeofReq = 16, the headers give 24",
+				"type Port: Reserved [6]uint8 became Reserved [2]uint8, Speed uint32"}},
+		{name: "reserved-misused", ok: false,
+			// Reserved bytes that became a field larger than they were, or
+			// a field of a non-integer type: not the uapi's way.
+			src: strings.Replace(compatV1, "__u8 reserved[6]; };", "__u8 reserved[2]; __aligned_u64 speed; };", 1),
+			bad: []string{"type Port differs"}},
+		{name: "define-dropped", ok: true,
+			src:      strings.Replace(compatV1, "#define VERSION 6\n", "", 1),
+			extended: []string{"VERSION = 6: no longer defined"}},
 		{name: "removed", ok: false,
 			src: `
 #define VERSION 6
@@ -508,6 +534,11 @@ struct req { __u32 handle; __u32 flags; __aligned_u64 addr; };
 			}
 			if !tt.ok && len(tt.added) == 0 && len(r.Added) != 0 {
 				t.Errorf("unexpected additions %q", r.Added)
+			}
+			for _, e := range tt.extended {
+				if !slices.ContainsFunc(r.Extended, func(s string) bool { return strings.Contains(s, e) }) {
+					t.Errorf("compatible changes %q lack %q", r.Extended, e)
+				}
 			}
 			bad := append(slices.Clone(r.Changed), r.Removed...)
 			for _, b := range tt.bad {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -32,6 +33,12 @@ type CompatReport struct {
 	Added     []string // only in the regeneration: "const NAME = V", "type NAME", ...
 	Changed   []string // in both, different: a description of each
 	Removed   []string // only in the committed files
+	// Compatible changes, as the uapi makes them: a struct that grew at
+	// its end or whose reserved bytes became fields (with its Sizeof
+	// constant), a constant spelled differently with the same value, and
+	// a #define the headers dropped (the kernel keeps the value: abi/
+	// keeps the constant). Reported, not failures.
+	Extended []string
 }
 
 // OK reports whether everything committed is still generated identically.
@@ -124,16 +131,36 @@ func CheckCompat(dir string, gen map[string][]byte) (*CompatReport, error) {
 			byKey[d.key] = d
 		}
 		seen := map[string]bool{}
+		// The types that grew compatibly, whose Sizeof may change.
+		grown := map[string]bool{}
 		for _, d := range od {
+			if n, ok := byKey[d.key]; ok && n.src != d.src && strings.HasPrefix(d.key, "type ") {
+				if how, ok := extends(d.src, n.src); ok {
+					grown["Sizeof"+strings.TrimPrefix(d.key, "type ")] = true
+					r.Extended = append(r.Extended, d.key+": "+how)
+					seen[d.key] = true
+				}
+			}
+		}
+		for _, d := range od {
+			if seen[d.key] {
+				continue
+			}
 			seen[d.key] = true
 			n, ok := byKey[d.key]
 			switch {
+			case !ok && strings.HasPrefix(d.key, "const ") && headerConst(strings.TrimPrefix(d.key, "const ")):
+				r.Extended = append(r.Extended, d.short+": no longer defined by the headers (the kernel keeps the value)")
 			case !ok:
 				r.Removed = append(r.Removed, d.short)
-			case n.src != d.src:
-				r.Changed = append(r.Changed, describeChange(d, n))
-			default:
+			case n.src == d.src:
 				r.Unchanged++
+			case sameValue(d, n):
+				r.Unchanged++
+			case grown[strings.TrimPrefix(d.key, "const ")] && grows(d, n):
+				r.Extended = append(r.Extended, describeChange(d, n))
+			default:
+				r.Changed = append(r.Changed, describeChange(d, n))
 			}
 		}
 		for _, d := range nd {
@@ -143,6 +170,138 @@ func CheckCompat(dir string, gen map[string][]byte) (*CompatReport, error) {
 		}
 	}
 	return r, nil
+}
+
+// headerConst reports whether a constant is a header's own #define or
+// enumerator (UPPER_CASE) rather than one the generator derives from a
+// type (SizeofX, XYOffset), which goes only with its type.
+func headerConst(name string) bool {
+	return name == strings.ToUpper(name)
+}
+
+// sameValue reports whether two constants' values are the same integer
+// spelled differently (0x1000 and 4096).
+func sameValue(old, new decl) bool {
+	if !strings.HasPrefix(old.key, "const ") {
+		return false
+	}
+	o, err1 := strconv.ParseInt(strings.TrimPrefix(old.src, old.key+" = "), 0, 64)
+	n, err2 := strconv.ParseInt(strings.TrimPrefix(new.src, new.key+" = "), 0, 64)
+	return err1 == nil && err2 == nil && o == n
+}
+
+// grows reports whether a constant's new value is larger (a Sizeof).
+func grows(old, new decl) bool {
+	o, err1 := strconv.ParseInt(strings.TrimPrefix(old.src, old.key+" = "), 0, 64)
+	n, err2 := strconv.ParseInt(strings.TrimPrefix(new.src, new.key+" = "), 0, 64)
+	return err1 == nil && err2 == nil && n > o
+}
+
+// field is one field of a generated struct type.
+type field struct{ name, typ string }
+
+// structFields returns the fields of a "type T struct{...}" declaration.
+func structFields(src string) ([]field, bool) {
+	f, err := parser.ParseFile(token.NewFileSet(), "", "package p\n"+src, parser.SkipObjectResolution)
+	if err != nil || len(f.Decls) != 1 {
+		return nil, false
+	}
+	g, ok := f.Decls[0].(*ast.GenDecl)
+	if !ok || len(g.Specs) != 1 {
+		return nil, false
+	}
+	st, ok := g.Specs[0].(*ast.TypeSpec).Type.(*ast.StructType)
+	if !ok {
+		return nil, false
+	}
+	var out []field
+	for _, fl := range st.Fields.List {
+		var b bytes.Buffer
+		if err := format.Node(&b, token.NewFileSet(), fl.Type); err != nil {
+			return nil, false
+		}
+		for _, n := range fl.Names {
+			out = append(out, field{n.Name, b.String()})
+		}
+	}
+	return out, true
+}
+
+// scalarSize is the size of a fixed-size integer type or an array of one.
+func scalarSize(typ string) (int, bool) {
+	if rest, ok := strings.CutPrefix(typ, "["); ok {
+		n, elem, ok := strings.Cut(rest, "]")
+		k, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			return 0, false
+		}
+		e, ok := scalarSize(elem)
+		return k * e, ok
+	}
+	switch typ {
+	case "uint8", "int8", "byte":
+		return 1, true
+	case "uint16", "int16":
+		return 2, true
+	case "uint32", "int32":
+		return 4, true
+	case "uint64", "int64":
+		return 8, true
+	}
+	return 0, false
+}
+
+// extends reports whether the struct new is old grown the way the uapi
+// grows its structs, and how: every field of old in order, except that
+// a reserved field (Reserved, Reserved1, ...) may be replaced by fields
+// of integer types filling exactly its bytes (a shorter reserved array
+// among them), and new fields may follow the last. The layout itself is
+// compared with the C compiler by abi's TestLayoutAgainstC.
+func extends(oldSrc, newSrc string) (string, bool) {
+	o, ok1 := structFields(oldSrc)
+	n, ok2 := structFields(newSrc)
+	if !ok1 || !ok2 {
+		return "", false
+	}
+	var how []string
+	j := 0
+	for _, f := range o {
+		if j < len(n) && n[j] == f {
+			j++
+			continue
+		}
+		size, ok := scalarSize(f.typ)
+		if !ok || !strings.HasPrefix(f.name, "Reserved") {
+			return "", false
+		}
+		var into []string
+		for sum := 0; sum < size; j++ {
+			if j == len(n) {
+				return "", false
+			}
+			k, ok := scalarSize(n[j].typ)
+			if !ok {
+				return "", false
+			}
+			sum += k
+			if sum > size {
+				return "", false
+			}
+			into = append(into, n[j].name+" "+n[j].typ)
+		}
+		how = append(how, fmt.Sprintf("%s %s became %s", f.name, f.typ, strings.Join(into, ", ")))
+	}
+	if j < len(n) {
+		var tail []string
+		for _, f := range n[j:] {
+			tail = append(tail, f.name+" "+f.typ)
+		}
+		how = append(how, "grew at its end by "+strings.Join(tail, ", "))
+	}
+	if len(how) == 0 {
+		return "", false
+	}
+	return strings.Join(how, "; "), true
 }
 
 func describeChange(old, new decl) string {
@@ -186,6 +345,12 @@ func (r *CompatReport) String() string {
 		fmt.Fprintf(&b, "\nINCOMPATIBLE: %d declarations of abi/ differ in the installed headers:\n", len(r.Changed))
 		for _, c := range r.Changed {
 			fmt.Fprintf(&b, "\t%s\n", c)
+		}
+	}
+	if len(r.Extended) > 0 {
+		fmt.Fprintf(&b, "\ncompatible changes in the installed headers (the uapi's own ways of growing; reported, not failures): %d\n", len(r.Extended))
+		for _, e := range r.Extended {
+			fmt.Fprintf(&b, "\t%s\n", strings.ReplaceAll(e, "\n", "\n\t"))
 		}
 	}
 	if len(r.Removed) > 0 {
