@@ -22,8 +22,11 @@ import (
 // request moves to a new one, by Migrate, when GetRequest returns it), so
 // that one connection's wait never reads another's event. Given no PD,
 // CreateEP makes one; it makes a CQ with a completion channel for each
-// direction the QP has work requests for, unless attr names CQs; the
-// QP's completions are then waited for parked on the runtime poller.
+// direction the QP has work requests for (Cap.MaxSendWR, Cap.MaxRecvWR),
+// unless attr names CQs; the QP's completions are then waited for parked
+// on the runtime poller. A QP with an SRQ gets a receive CQ too when
+// Cap.MaxRecvWR is set, as with librdmacm: the SRQ's receives complete
+// there (PostRecv posts to the QP, not the SRQ: post those to the SRQ).
 //
 // The post helpers allocate nothing and may be called from several
 // goroutines; GetSendComp and GetRecvComp are each for one waiter at a
@@ -243,7 +246,10 @@ func (ep *Endpoint) createQP(pd *uverbs.PD, attr *uverbs.QPInitAttr) error {
 	ep.pd = pd
 	a := *attr
 	ep.sendCQ, ep.recvCQ = a.SendCQ, a.RecvCQ
-	if a.RecvCQ == nil && a.Cap.MaxRecvWR > 0 && a.SRQ == nil {
+	// With an SRQ too: its receives complete on the receive CQ of the QP
+	// that took them (librdmacm's rdma_create_qp_ex makes one whenever
+	// max_recv_wr is set).
+	if a.RecvCQ == nil && a.Cap.MaxRecvWR > 0 {
 		if ep.recvCC, err = dev.CreateCompChannel(); err != nil {
 			return opErr(op, err)
 		}
