@@ -45,6 +45,7 @@ package rdmacm
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/pureverbs/pureverbs/abi"
 	"github.com/pureverbs/pureverbs/internal/sys"
@@ -66,8 +67,17 @@ type OpError struct {
 	Err error
 }
 
-// Error returns "rdmacm: <op>: <error>".
-func (e *OpError) Error() string { return fmt.Sprintf("rdmacm: %s: %v", e.Op, e.Err) }
+// Error returns "rdmacm: <op>: <error>", the error's own "rdmacm: " or
+// "uverbs: " left out ("rdmacm: get_event: use of closed object").
+func (e *OpError) Error() string {
+	msg := fmt.Sprint(e.Err)
+	if m, ok := strings.CutPrefix(msg, "rdmacm: "); ok {
+		msg = m
+	} else {
+		msg = strings.TrimPrefix(msg, "uverbs: ")
+	}
+	return "rdmacm: " + e.Op + ": " + msg
+}
 
 // Unwrap returns Err, so that errors.Is matches the errno.
 func (e *OpError) Unwrap() error { return e.Err }

@@ -610,3 +610,21 @@ func TestUnregisterKeepsNewerHandle(t *testing.T) {
 		t.Fatalf("handle 9 after the older ID was forgotten: %p, want the newer %p", got, b)
 	}
 }
+
+// TestOpErrorText: an rdmacm OpError names the library once: the
+// wrapped error's own "rdmacm: " or "uverbs: " is left out.
+func TestOpErrorText(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&OpError{Op: "get_event", Err: ErrClosed}, "rdmacm: get_event: use of closed object"},
+		{&OpError{Op: "create_qp", Err: &uverbs.OpError{Object: "qp", Method: "create", Err: sys.ENOMEM}}, "rdmacm: create_qp: qp create: cannot allocate memory"},
+		{&OpError{Op: "connect", Err: &OpError{Op: "resolve_route", Err: sys.ETIMEDOUT}}, "rdmacm: connect: resolve_route: connection timed out"},
+		{&OpError{Op: "listen", Err: sys.EBUSY}, "rdmacm: listen: device or resource busy"},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("Error() = %q, want %q", got, c.want)
+		}
+	}
+}

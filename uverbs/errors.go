@@ -3,6 +3,7 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Every error returned by this package either is one of
@@ -36,9 +37,10 @@ type OpError struct {
 	Err    error
 }
 
-// Error returns "uverbs: <object> <method>: <error>".
+// Error returns "uverbs: <object> <method>: <error>", the error's own
+// "uverbs: " left out ("uverbs: cq destroy: use of closed object").
 func (e *OpError) Error() string {
-	return fmt.Sprintf("uverbs: %s %s: %v", e.Object, e.Method, e.Err)
+	return "uverbs: " + e.Object + " " + e.Method + ": " + strings.TrimPrefix(fmt.Sprint(e.Err), "uverbs: ")
 }
 
 // Unwrap returns Err, so that errors.Is matches the errno.

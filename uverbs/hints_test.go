@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -55,6 +56,28 @@ func TestHints(t *testing.T) {
 			if !strings.Contains(msg, w) {
 				t.Errorf("memlockErr (limit %d): %q lacks %q", limit, msg, w)
 			}
+		}
+	}
+}
+
+// TestOpErrorText: an OpError names the package once, whatever the error
+// it wraps says of itself; errors.Is still sees the sentinel or errno.
+func TestOpErrorText(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+		is   error
+	}{
+		{&OpError{Object: "cq", Method: "destroy", Err: ErrClosed}, "uverbs: cq destroy: use of closed object", ErrClosed},
+		{&OpError{Object: "cq", Method: "wait", Err: fmt.Errorf("%w: nil context.Context", ErrInvalid)}, "uverbs: cq wait: invalid argument: nil context.Context", ErrInvalid},
+		{&OpError{Object: "qp", Method: "modify", Err: sys.EINVAL}, "uverbs: qp modify: invalid argument", sys.EINVAL},
+		{&OpError{Object: "device", Method: "open", Err: errors.New("open /dev/x: no such file")}, "uverbs: device open: open /dev/x: no such file", nil},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("Error() = %q, want %q", got, c.want)
+		}
+		if c.is != nil && !errors.Is(c.err, c.is) {
+			t.Errorf("%q does not match %v", c.err, c.is)
 		}
 	}
 }
