@@ -109,7 +109,9 @@ type Event struct {
 
 // String formats the event for people: port events as ibv_asyncwatch
 // prints them ("IBV_EVENT_PORT_ACTIVE (9), port 1"), affiliated events with
-// the object kind and user handle, device events with the type alone.
+// the object kind and user handle (a QP's with its number too:
+// "IBV_EVENT_QP_FATAL (1), QP 0x11 (qp handle 19)"), device events with the
+// type alone.
 // (cmd/asyncwatch reproduces the C tool's exact output, including its
 // "unexpected" names.)
 func (e Event) String() string {
@@ -117,6 +119,9 @@ func (e Event) String() string {
 	case uverbs.ElementPort:
 		return fmt.Sprintf("%s (%d), port %d", e.Type, uint32(e.Type), e.Port)
 	case uverbs.ElementCQ, uverbs.ElementQP, uverbs.ElementSRQ, uverbs.ElementWQ:
+		if qp, ok := e.Element.(*uverbs.QP); ok && qp != nil {
+			return fmt.Sprintf("%s (%d), QP %#x (qp handle %d)", e.Type, uint32(e.Type), qp.QPN(), e.Raw)
+		}
 		return fmt.Sprintf("%s (%d), %s handle %d", e.Type, uint32(e.Type), e.Type.Element(), e.Raw)
 	}
 	return fmt.Sprintf("%s (%d)", e.Type, uint32(e.Type))

@@ -3,7 +3,9 @@ package uverbs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -438,6 +440,9 @@ func TestVMDestroyRacesAsyncRead(t *testing.T) {
 	}
 	if ev.Element != uverbs.Affiliated(qp) {
 		t.Fatalf("event read before the destroy has element %v, want the QP", ev.Element)
+	}
+	if want := fmt.Sprintf("QP %#x (qp handle ", qp.QPN()); !strings.Contains(ev.String(), want) {
+		t.Errorf("event %q does not name the QP as %q", ev.String(), want)
 	}
 	select {
 	case err := <-destroyed:
