@@ -565,6 +565,61 @@ func (ch *EventChannel) context(guid uint64, idx uint32) (*uverbs.Context, *uver
 	return d.ctx, d.attr, nil
 }
 
+// Devices returns the verbs Context of every RDMA device, in the order
+// uverbs.Devices lists them (rdma_get_devices(3)): the Contexts the IDs
+// bound to those devices use (ID.Context), shared by every channel of the
+// process, so that a PD, MR, CQ or SRQ made on one before any ID is bound
+// serves the connections of a listener on that device. The channel holds
+// them until its Close (rdma_free_devices: nothing to free here); a
+// device that cannot be opened is left out, as librdmacm leaves it out.
+// ErrNoDevice when there is none.
+func (ch *EventChannel) Devices() ([]*uverbs.Context, error) {
+	if err := ch.valid("get_devices"); err != nil {
+		return nil, err
+	}
+	list, err := uverbs.Devices()
+	if err != nil {
+		return nil, opErr("get_devices", err)
+	}
+	var out []*uverbs.Context
+	for _, dev := range list {
+		ch.mu.Lock()
+		closed := ch.closed
+		held := ch.devs[dev.Name]
+		ch.mu.Unlock()
+		if closed {
+			return nil, opErr("get_devices", ErrClosed)
+		}
+		if held != nil {
+			out = append(out, held.ctx)
+			continue
+		}
+		d, err := acquireDev(dev)
+		if err != nil {
+			continue
+		}
+		ch.mu.Lock()
+		if ch.closed {
+			ch.mu.Unlock()
+			d.release()
+			return nil, opErr("get_devices", ErrClosed)
+		}
+		if held := ch.devs[dev.Name]; held != nil {
+			ch.mu.Unlock()
+			d.release() // another call got there first
+			out = append(out, held.ctx)
+			continue
+		}
+		ch.devs[dev.Name] = d
+		ch.mu.Unlock()
+		out = append(out, d.ctx)
+	}
+	if len(out) == 0 {
+		return nil, opErr("get_devices", ErrNoDevice)
+	}
+	return out, nil
+}
+
 // hold makes the channel hold the shared Context ctx (an ID moving onto
 // it uses that device), if it does not already.
 func (ch *EventChannel) hold(ctx *uverbs.Context) error {

@@ -117,6 +117,11 @@ func TestNilAndZeroValues(t *testing.T) {
 			wantInvalid(t, name+" EventChannel GetEvent", err)
 			_, err = ch.TryGetEvent()
 			wantInvalid(t, name+" EventChannel TryGetEvent", err)
+			var ev Event
+			wantInvalid(t, name+" EventChannel GetEventInto", ch.GetEventInto(ctx, &ev))
+			wantInvalid(t, name+" EventChannel TryGetEventInto", ch.TryGetEventInto(&ev))
+			_, err = ch.Devices()
+			wantInvalid(t, name+" EventChannel Devices", err)
 			wantInvalid(t, name+" EventChannel Close", ch.Close())
 		})
 	}
