@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -51,7 +50,8 @@ func selectKernels(s string) ([]kernelSpec, error) {
 	return out, nil
 }
 
-// guestPackages are the Debian 12 packages unpacked into every guest.
+// guestPackages are the Debian 12 packages unpacked into every guest
+// (from bookworm through the guest's apt, guestapt.go, on any host).
 var guestPackages = []string{
 	"ibverbs-utils", "libibverbs1", "ibverbs-providers", "librdmacm1", "rdmacm-utils",
 	"perftest", "libnl-3-200", "libnl-route-3-200", "libpci3", "libibumad3", "pci.ids",
@@ -130,34 +130,11 @@ var hostTools = []struct{ bin, pkg string }{
 	{"gzip", "gzip"},
 }
 
-// aptGet and aptCache are the apt commands rxevm runs (host tests put
-// fakes here: they must never run the real ones, which rxevm, as root,
-// lets change the host).
+// aptGet and aptCache are the apt commands rxevm runs, for host packages
+// with the host's configuration and for guest packages with its own
+// (guestapt.go). Host tests put fakes here: they must never run the real
+// ones, which rxevm, as root, lets change the host.
 var aptGet, aptCache = "apt-get", "apt-cache"
-
-// aptUpdated records the runner's apt-get update: it runs once, and its
-// error goes to every caller, not only the first. A run cut short by its
-// caller's context (that kernel's time limit) is not recorded: the next
-// caller runs it again.
-var aptUpdated struct {
-	sync.Mutex
-	done bool
-	err  error
-}
-
-func aptUpdate(ctx context.Context) error {
-	aptUpdated.Lock()
-	defer aptUpdated.Unlock()
-	if aptUpdated.done {
-		return aptUpdated.err
-	}
-	fmt.Println("rxevm: apt-get update")
-	err := runCmd(ctx, "", nil, aptGet, "update", "-q")
-	if err == nil || ctx.Err() == nil {
-		aptUpdated.done, aptUpdated.err = true, err
-	}
-	return err
-}
 
 // sbinDirs are where hostTool looks after PATH: Debian's PATH for users,
 // and root's after su without '-', lacks them (depmod, ldconfig, chroot).
@@ -202,6 +179,10 @@ func ensureHostTools(ctx context.Context) error {
 			}
 			f.Close()
 		}
+	}
+	// It verifies the guest's Debian 12 packages (guestapt.go).
+	if debianKeyring() == "" {
+		missing = append(missing, "debian-archive-keyring")
 	}
 	if len(missing) == 0 {
 		return nil
@@ -344,7 +325,10 @@ func debComplete(path string) error {
 }
 
 // fetchDebs makes sure a .deb of each package is in cache/debs and returns
-// their paths (package name -> file). apt-get download writes into a
+// their paths (package name -> file). The packages are Debian 12's, from
+// the guest's apt (guestapt.go), whatever the host runs; when a download
+// fails, that apt's lists are updated (by any user: they are in the
+// cache) and the rest downloaded again. apt-get download writes into a
 // directory of its own inside cache/debs, and only whole .debs
 // (debComplete) are moved into cache/debs, so an interrupted download
 // leaves nothing behind that a later run would take for a package; a
@@ -398,7 +382,7 @@ func fetchDebs(ctx context.Context, cache string, pkgs []string) (map[string]str
 		if err := os.Chmod(tmp, 0o755); err != nil {
 			return err
 		}
-		err = runCmd(ctx, tmp, nil, aptGet, append([]string{"download", "-q"}, need...)...)
+		err = runCmd(ctx, tmp, nil, aptGet, guestAptArgs(cache, append([]string{"download", "-q"}, need...)...)...)
 		// Keep what arrived whole, even if the rest failed: a later run
 		// downloads only what is missing.
 		got, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
@@ -416,10 +400,13 @@ func fetchDebs(ctx context.Context, cache string, pkgs []string) (map[string]str
 		return err
 	}
 	if len(need) > 0 {
+		if err := setupGuestApt(cache); err != nil {
+			return nil, err
+		}
 		fmt.Printf("rxevm: downloading %s\n", strings.Join(need, " "))
 		err := download()
-		if err != nil && os.Geteuid() == 0 && ctx.Err() == nil {
-			if uerr := aptUpdate(ctx); uerr != nil {
+		if err != nil && ctx.Err() == nil {
+			if uerr := guestAptUpdate(ctx, cache); uerr != nil {
 				return nil, uerr
 			}
 			need = slices.DeleteFunc(need, func(p string) bool { return find(p) != "" })
@@ -443,22 +430,21 @@ func fetchDebs(ctx context.Context, cache string, pkgs []string) (map[string]str
 	return out, nil
 }
 
-// securityLine is the sources.list line of Debian 12's security archive,
-// where both pinned kernels are: debootstrap's sources have bookworm main
-// only, which has no 6.12 and an older 6.1.
-const securityLine = "deb http://security.debian.org/debian-security bookworm-security main"
-
-// downloadable reports whether apt can download pkg: apt-get download
-// --print-uris names a .deb of it. (apt-cache show also succeeds for a
-// package only installed, or only in stale lists.)
-func downloadable(ctx context.Context, pkg string) bool {
-	out, err := cmdOutput(ctx, "", nil, aptGet, "download", "--print-uris", "-q", pkg)
+// downloadable reports whether the guest's apt can download pkg: apt-get
+// download --print-uris names a .deb of it. (apt-cache show also succeeds
+// for a package only in stale lists.)
+func downloadable(ctx context.Context, cache, pkg string) bool {
+	if setupGuestApt(cache) != nil {
+		return false
+	}
+	out, err := cmdOutput(ctx, "", nil, aptGet, guestAptArgs(cache, "download", "--print-uris", "-q", pkg)...)
 	return err == nil && strings.Contains(out, " "+pkg+"_")
 }
 
 // resolveKernel returns the kernel package to use: the pinned name if a
-// whole .deb of it is cached or apt can download it, else the newest
-// downloadable match of the pattern (fallbackKernel).
+// whole .deb of it is cached or the guest's apt can download it (after
+// updating its lists if need be), else the newest downloadable match of
+// the pattern (fallbackKernel).
 func resolveKernel(ctx context.Context, cache string, k kernelSpec) (string, error) {
 	m, _ := filepath.Glob(filepath.Join(cache, "debs", k.pkg+"_*.deb"))
 	for _, f := range m {
@@ -466,26 +452,28 @@ func resolveKernel(ctx context.Context, cache string, k kernelSpec) (string, err
 			return k.pkg, nil
 		}
 	}
-	if downloadable(ctx, k.pkg) {
+	if downloadable(ctx, cache, k.pkg) {
 		return k.pkg, nil
 	}
-	if os.Geteuid() == 0 {
-		if err := aptUpdate(ctx); err != nil {
-			return "", err
-		}
-		if downloadable(ctx, k.pkg) {
-			return k.pkg, nil
-		}
+	if err := guestAptUpdate(ctx, cache); err != nil {
+		return "", err
 	}
-	return fallbackKernel(ctx, k)
+	if downloadable(ctx, cache, k.pkg) {
+		return k.pkg, nil
+	}
+	return fallbackKernel(ctx, cache, k)
 }
 
 // fallbackKernel returns the newest package other than the pinned one
-// that matches k's pattern and that apt can download, and says so: the
-// suite is not tested on that kernel. The error, when there is none, says
-// how to add the archive the pinned kernels are in.
-func fallbackKernel(ctx context.Context, k kernelSpec) (string, error) {
-	out, err := cmdOutput(ctx, "", nil, aptCache, "search", "--names-only", k.pattern)
+// that matches k's pattern and that the guest's apt can download, and
+// says so: the suite is not tested on that kernel (the pinned one is gone
+// from Debian 12's archive, superseded by a newer ABI). The error, when
+// there is none, names the sources it looked in.
+func fallbackKernel(ctx context.Context, cache string, k kernelSpec) (string, error) {
+	if err := setupGuestApt(cache); err != nil {
+		return "", err
+	}
+	out, err := cmdOutput(ctx, "", nil, aptCache, guestAptArgs(cache, "search", "--names-only", k.pattern)...)
 	if err != nil {
 		return "", err
 	}
@@ -499,14 +487,14 @@ func fallbackKernel(ctx context.Context, k kernelSpec) (string, error) {
 	}
 	slices.SortFunc(names, compareVersionish)
 	for i := len(names) - 1; i >= 0; i-- {
-		if downloadable(ctx, names[i]) {
-			fmt.Printf("rxevm: NOTICE: kernel %s: the pinned package %s, the kernel the suite is tested on, cannot be downloaded; using %s instead, which it is not tested on (for the pinned one, add Debian 12's security archive to /etc/apt/sources.list: %s)\n",
-				k.short, k.pkg, names[i], securityLine)
+		if downloadable(ctx, cache, names[i]) {
+			fmt.Printf("rxevm: NOTICE: kernel %s: the pinned package %s, the kernel the suite is tested on, is no longer in Debian 12's archive; using %s instead, which it is not tested on (update the pin in kernels, internal/testkit/cmd/rxevm/assets.go)\n",
+				k.short, k.pkg, names[i])
 			return names[i], nil
 		}
 	}
-	return "", fmt.Errorf("kernel %s: apt can download neither the pinned package %s nor another matching %s; the pinned kernels are in Debian 12's security archive: add this line to /etc/apt/sources.list and run apt-get update (as root):\n  %s",
-		k.short, k.pkg, k.pattern, securityLine)
+	return "", fmt.Errorf("kernel %s: Debian 12's archive (the sources in %s) offers neither the pinned package %s nor another matching %s: check the network, the mirror (PUREVERBS_DEBIAN_MIRROR, PUREVERBS_DEBIAN_SECURITY) and the pin (kernels, internal/testkit/cmd/rxevm/assets.go)",
+		k.short, filepath.Join(guestAptDir(cache), "sources.list"), k.pkg, k.pattern)
 }
 
 // compareVersionish orders strings by their runs of digits numerically.
@@ -562,10 +550,10 @@ func prepareKernel(ctx context.Context, o *options, k kernelSpec) (a *kernelAsse
 	// The pinned package failed to download, and apt (its lists updated
 	// by fetchDebs) no longer offers it: another kernel, if one matches.
 	var de *downloadError
-	if err == nil || pkg != k.pkg || !errors.As(err, &de) || ctx.Err() != nil || downloadable(ctx, k.pkg) {
+	if err == nil || pkg != k.pkg || !errors.As(err, &de) || ctx.Err() != nil || downloadable(ctx, o.cacheDir, k.pkg) {
 		return a, err
 	}
-	alt, ferr := fallbackKernel(ctx, k)
+	alt, ferr := fallbackKernel(ctx, o.cacheDir, k)
 	if ferr != nil {
 		return nil, fmt.Errorf("%w\n%v", err, ferr)
 	}

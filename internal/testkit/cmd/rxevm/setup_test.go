@@ -57,7 +57,10 @@ func writeDeb(t *testing.T, path string) []byte {
 //	updated/NAME  moves to debs/NAME on `apt-get update`
 //	update-fails  makes `apt-get update` fail
 //	search        is apt-cache search's output
-//	log           gets a line per command run
+//	log           gets a line per command run, its -o options left out
+//	              and " (guest apt)" added when they point apt at the
+//	              guest's configuration (Dir::Etc::SourceList)
+//	opts          gets the -o options of each command, a line each
 //
 // apt-cache show succeeds for every name (an installed package, or one in
 // stale lists).
@@ -69,9 +72,17 @@ func fakeApt(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
+	// Both take apt's -o options first (guestAptArgs), as rxevm gives them.
+	opts := `guest=
+while [ "$1" = -o ]; do
+	echo "$2" >>$d/opts
+	case $2 in Dir::Etc::SourceList=*) guest=" (guest apt)" ;; esac
+	shift 2
+done
+`
 	get := `#!/bin/sh
 d=` + d + `
-echo "apt-get $*" >>$d/log
+` + opts + `echo "apt-get $*$guest" >>$d/log
 case $1 in
 update)
 	[ -e $d/update-fails ] && { echo "E: update failed"; exit 100; }
@@ -107,7 +118,7 @@ echo "fake apt-get: $*"; exit 100
 `
 	cache := `#!/bin/sh
 d=` + d + `
-echo "apt-cache $*" >>$d/log
+` + opts + `echo "apt-cache $*$guest" >>$d/log
 case $1 in
 show) exit 0 ;;
 search) cat $d/search 2>/dev/null; exit 0 ;;
@@ -119,17 +130,21 @@ exit 100
 			t.Fatal(err)
 		}
 	}
-	oldGet, oldCache := aptGet, aptCache
-	aptGet, aptCache = filepath.Join(d, "apt-get"), filepath.Join(d, "apt-cache")
+	// The guest apt's keyring, so that the tests need no Debian host.
+	keyring := filepath.Join(d, "debian-archive-keyring.gpg")
+	if err := os.WriteFile(keyring, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	oldGet, oldCache, oldKeyrings := aptGet, aptCache, debianKeyrings
+	aptGet, aptCache, debianKeyrings = filepath.Join(d, "apt-get"), filepath.Join(d, "apt-cache"), []string{keyring}
 	resetAptUpdate()
-	t.Cleanup(func() { aptGet, aptCache = oldGet, oldCache; resetAptUpdate() })
+	t.Cleanup(func() { aptGet, aptCache, debianKeyrings = oldGet, oldCache, oldKeyrings; resetAptUpdate() })
 	return d
 }
 
 func resetAptUpdate() {
-	aptUpdated.Lock()
-	defer aptUpdated.Unlock()
-	aptUpdated.done, aptUpdated.err = false, nil
+	hostAptUpdated.reset()
+	guestAptUpdated.reset()
 }
 
 func aptLog(t *testing.T, d string) string {
@@ -191,6 +206,59 @@ func TestFetchDebsCutShort(t *testing.T) {
 	}
 }
 
+// TestGuestAptPrivate: the guest's packages come through rxevm's own apt
+// configuration in the cache (Debian 12's sources, lists, an empty dpkg
+// status), not the host's, whatever the host runs; when a package cannot
+// be downloaded, those lists are updated, by any user (the old runner
+// updated the host's lists, as root only), and the download tried again.
+func TestGuestAptPrivate(t *testing.T) {
+	d := fakeApt(t)
+	cache := t.TempDir()
+	writeDeb(t, filepath.Join(d, "debs", "a"))
+	writeDeb(t, filepath.Join(d, "updated", "b")) // in the lists after an update only
+	if _, err := fetchDebs(context.Background(), cache, []string{"a", "b"}); err != nil {
+		t.Fatalf("fetchDebs: %v\napt: %s", err, aptLog(t, d))
+	}
+	log := aptLog(t, d)
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		if !strings.HasSuffix(line, "(guest apt)") {
+			t.Errorf("apt ran with the host's configuration: %q", line)
+		}
+	}
+	if !strings.Contains(log, "apt-get update -q (guest apt)") {
+		t.Errorf("the guest apt's lists were not updated after a failed download:\n%s", log)
+	}
+	opts, err := os.ReadFile(filepath.Join(d, "opts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	apt := filepath.Join(cache, "apt")
+	for _, want := range []string{
+		"Dir::Etc::SourceList=" + filepath.Join(apt, "sources.list"),
+		"Dir::Etc::SourceParts=" + filepath.Join(apt, "sources.list.d"),
+		"Dir::State::Lists=" + filepath.Join(apt, "lists"),
+		"Dir::State::status=" + filepath.Join(apt, "status"),
+		"Dir::Cache=" + filepath.Join(apt, "cache"),
+		"APT::Default-Release=",
+	} {
+		if !slices.Contains(strings.Split(string(opts), "\n"), want) {
+			t.Errorf("apt's options lack %q:\n%s", want, opts)
+		}
+	}
+	src, err := os.ReadFile(filepath.Join(apt, "sources.list"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, suite := range []string{" bookworm main", " bookworm-updates main", " bookworm-security main"} {
+		if !strings.Contains(string(src), "[signed-by="+debianKeyrings[0]+"] ") || !strings.Contains(string(src), suite) {
+			t.Errorf("sources.list lacks%s signed by %s:\n%s", suite, debianKeyrings[0], src)
+		}
+	}
+	if st, err := os.ReadFile(filepath.Join(apt, "status")); err != nil || len(st) != 0 {
+		t.Errorf("the guest apt's dpkg status is not an empty file: %q, %v", st, err)
+	}
+}
+
 // TestFetchDebsInterrupted: a download killed half way leaves no .deb cut
 // short in the cache (a later run would take it for the package), but
 // keeps the whole ones.
@@ -240,10 +308,10 @@ func stdout(t *testing.T, f func()) string {
 
 var testKernel = kernelSpec{"6.12", "linux-image-6.12.107+deb12-amd64-unsigned", `^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$`}
 
-// TestResolveKernel: the pinned kernel package counts only if apt can
-// download it (apt-cache show also knows a package only installed);
-// another kernel is taken with a notice naming both, and with none the
-// error says which archive to add.
+// TestResolveKernel: the pinned kernel package counts only if the guest's
+// apt can download it (apt-cache show also knows a package only
+// installed); another kernel is taken with a notice naming both, and with
+// none the error names the pinned package and the guest's sources.
 func TestResolveKernel(t *testing.T) {
 	const alt, older = "linux-image-6.12.110+deb12-amd64-unsigned", "linux-image-6.12.9+deb12-amd64-unsigned"
 	search := testKernel.pkg + " - Linux 6.12\n" + alt + " - Linux 6.12\n" + older + " - Linux 6.12\n"
@@ -268,17 +336,19 @@ func TestResolveKernel(t *testing.T) {
 			}
 			var got string
 			var err error
-			out := stdout(t, func() { got, err = resolveKernel(context.Background(), t.TempDir(), testKernel) })
+			cache := t.TempDir()
+			sources := filepath.Join(cache, "apt", "sources.list")
+			out := stdout(t, func() { got, err = resolveKernel(context.Background(), cache, testKernel) })
 			if c.want == "" {
-				if err == nil || !strings.Contains(err.Error(), securityLine) || !strings.Contains(err.Error(), testKernel.pkg) {
-					t.Errorf("resolveKernel = %q, %v; want an error naming %s and the line %q", got, err, testKernel.pkg, securityLine)
+				if err == nil || !strings.Contains(err.Error(), sources) || !strings.Contains(err.Error(), testKernel.pkg) {
+					t.Errorf("resolveKernel = %q, %v; want an error naming %s and %s", got, err, testKernel.pkg, sources)
 				}
 				return
 			}
 			if err != nil || got != c.want {
 				t.Errorf("resolveKernel = %q, %v; want %s (apt: %s)", got, err, c.want, aptLog(t, d))
 			}
-			notice := strings.Contains(out, "NOTICE") && strings.Contains(out, testKernel.pkg) && strings.Contains(out, c.want) && strings.Contains(out, securityLine)
+			notice := strings.Contains(out, "NOTICE") && strings.Contains(out, testKernel.pkg) && strings.Contains(out, c.want)
 			if notice != c.wantNotice {
 				t.Errorf("notice %v, want %v: %q", notice, c.wantNotice, out)
 			}
@@ -292,9 +362,6 @@ func TestResolveKernel(t *testing.T) {
 // for the pinned name again). The fake .debs are not real packages, so
 // the build stops at unpacking the other kernel's.
 func TestPrepareKernelFallsBack(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the runner updates apt's lists only as root")
-	}
 	requireHostTools(t, "dpkg-deb")
 	const alt = "linux-image-6.12.110+deb12-amd64-unsigned"
 	d := fakeApt(t)
