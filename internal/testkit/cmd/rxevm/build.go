@@ -219,7 +219,7 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 		}
 	}
 	// C programs for VM tests (ctools.go).
-	if err := buildCTools(ctx, modDir, filepath.Join(p.overlay, "usr/bin"), o.verbose); err != nil {
+	if err := buildCTools(ctx, o.cacheDir, modDir, filepath.Join(p.overlay, "usr/bin"), o.verbose); err != nil {
 		return nil, err
 	}
 	if o.demo {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -19,22 +22,81 @@ import (
 const cToolsDir = "internal/testkit/testdata/ctools"
 
 // cToolLibs are the only shared libraries a C tool may need: the guest's
-// base image has them (rdma-core 44 and glibc from Debian 12, like the
-// host's libibverbs-dev that the tools are compiled against).
+// base image has them (rdma-core 44 and glibc 2.36 from Debian 12, the
+// versions of the sysroot the tools are compiled against).
 var cToolLibs = map[string]bool{"libibverbs.so.1": true, "libc.so.6": true}
 
-// cToolPkgs are the host packages buildCTools needs.
-var cToolPkgs = []struct{ file, pkg string }{
-	{"gcc", "gcc"},
-	{"/usr/include/infiniband/verbs.h", "libibverbs-dev"},
+// cToolSysrootPackages are the Debian 12 packages unpacked into the
+// sysroot the C tools are compiled against (gcc --sysroot): glibc's and
+// rdma-core's headers and libraries, the uapi headers, and the libraries
+// libibverbs.so needs for linking. They come, like the guest's, through
+// the guest's apt (guestapt.go), whatever the host runs: a tool compiled
+// against a newer host's glibc (Debian 13's 2.41) may need symbols the
+// guest's 2.36 lacks (strtol as __isoc23_strtol, GLIBC_2.38).
+var cToolSysrootPackages = []string{
+	"libc6", "libc6-dev", "linux-libc-dev",
+	"libibverbs1", "libibverbs-dev", "libnl-3-200", "libnl-route-3-200",
 }
 
-// buildCTools compiles every C program of cToolsDir with gcc -O2 against
-// libibverbs into dstDir (the overlay's usr/bin). The guest has no
-// compiler, and no binaries are committed. Missing host packages are
-// installed when running as root, as ensureHostTools does; otherwise the
-// run fails naming them.
-func buildCTools(ctx context.Context, modDir, dstDir string, verbose bool) error {
+// cToolPkgs are the host packages buildCTools needs: gcc only (the
+// headers and libraries are the sysroot's).
+var cToolPkgs = []struct{ file, pkg string }{
+	{"gcc", "gcc"},
+}
+
+// sysrootLayout is bumped whenever cToolSysroot's layout changes.
+const sysrootLayout = "1"
+
+// cToolSysroot returns the sysroot of cToolSysrootPackages in cache
+// (ctools-sysroot-<hash of the .debs' names>), downloading and unpacking
+// them if it is not there. It holds the cache lock meanwhile.
+func cToolSysroot(ctx context.Context, cache string) (string, error) {
+	unlock, err := lockCache(ctx, cache)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	debs, err := fetchDebs(ctx, cache, cToolSysrootPackages)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	fmt.Fprintln(h, sysrootLayout)
+	for _, p := range cToolSysrootPackages {
+		fmt.Fprintln(h, filepath.Base(debs[p]))
+	}
+	dir := filepath.Join(cache, "ctools-sysroot-"+hex.EncodeToString(h.Sum(nil))[:12])
+	if fileExists(dir) {
+		return dir, nil
+	}
+	// Drop sysroots of older packages, and one left half unpacked.
+	if old, _ := filepath.Glob(filepath.Join(cache, "ctools-sysroot-*")); len(old) > 0 {
+		for _, d := range old {
+			os.RemoveAll(d)
+		}
+	}
+	tmp := dir + ".tmp"
+	for _, p := range cToolSysrootPackages {
+		if err := unpackDeb(ctx, debs[p], tmp); err != nil {
+			os.RemoveAll(tmp)
+			return "", err
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	return dir, nil
+}
+
+// buildCTools compiles every C program of cToolsDir with the host's gcc
+// -O2 against libibverbs, in a sysroot of Debian 12's packages
+// (cToolSysroot), into dstDir (the overlay's usr/bin): the binaries need
+// only what the guest has, whatever the host runs. The guest has no
+// compiler, and no binaries are committed. A missing gcc is installed
+// when running as root, as ensureHostTools does; otherwise the run fails
+// naming it.
+func buildCTools(ctx context.Context, cache, modDir, dstDir string, verbose bool) error {
 	srcs, err := filepath.Glob(filepath.Join(modDir, cToolsDir, "*.c"))
 	if err != nil || len(srcs) == 0 {
 		return err
@@ -64,6 +126,18 @@ func buildCTools(ctx context.Context, modDir, dstDir string, verbose bool) error
 			return err
 		}
 	}
+	sysroot, err := cToolSysroot(ctx, cache)
+	if err != nil {
+		return fmt.Errorf("the sysroot of the C tools: %w", err)
+	}
+	// A native gcc given --sysroot still looks in its own prefix's
+	// library directory (/usr/lib/x86_64-linux-gnu, the host's) before
+	// the sysroot's, for the start files (-B) and libraries (-L) alike:
+	// the sysroot's come first. libibverbs.so.1's own libraries (libnl)
+	// are found for the link there too (-rpath-link).
+	libDirs := []string{filepath.Join(sysroot, "usr/lib/x86_64-linux-gnu"), filepath.Join(sysroot, "lib/x86_64-linux-gnu")}
+	gccArgs := []string{"--sysroot=" + sysroot, "-B" + libDirs[0] + "/", "-L" + libDirs[0], "-L" + libDirs[1],
+		"-O2", "-Wall", "-Werror"}
 	// One gcc per CPU at a time: every run of the runner compiles them.
 	errs := make([]error, len(srcs))
 	sem := make(chan struct{}, runtime.NumCPU())
@@ -74,11 +148,12 @@ func buildCTools(ctx context.Context, modDir, dstDir string, verbose bool) error
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			dst := filepath.Join(dstDir, strings.TrimSuffix(filepath.Base(src), ".c"))
-			if err := runCmd(ctx, "", nil, "gcc", "-O2", "-Wall", "-Werror", "-o", dst, src, "-libverbs"); err != nil {
+			args := append(slices.Clone(gccArgs), "-o", dst, src, "-libverbs", "-Wl,-rpath-link="+strings.Join(libDirs, ":"))
+			if err := runCmd(ctx, "", nil, "gcc", args...); err != nil {
 				errs[i] = fmt.Errorf("compiling %s: %w", src, err)
 				return
 			}
-			errs[i] = checkCToolLibs(dst)
+			errs[i] = checkCToolLibs(dst, libDirs)
 		}()
 	}
 	wg.Wait()
@@ -94,8 +169,10 @@ func buildCTools(ctx context.Context, modDir, dstDir string, verbose bool) error
 }
 
 // checkCToolLibs fails when a compiled C tool needs a library the guest
-// lacks (it would not even start there).
-func checkCToolLibs(bin string) error {
+// lacks, or a symbol version (GLIBC_2.38) its copy of the library, in
+// libDirs (the sysroot's, of the guest's versions), does not define: the
+// tool would not even start there.
+func checkCToolLibs(bin string, libDirs []string) error {
 	f, err := elf.Open(bin)
 	if err != nil {
 		return err
@@ -110,5 +187,42 @@ func checkCToolLibs(bin string) error {
 			return fmt.Errorf("%s needs %s, which the guest does not have", filepath.Base(bin), l)
 		}
 	}
+	needs, err := f.DynamicVersionNeeds()
+	if err != nil {
+		return fmt.Errorf("%s: %w", bin, err)
+	}
+	for _, n := range needs {
+		have, err := libVersions(n.Name, libDirs)
+		if err != nil {
+			return fmt.Errorf("%s needs %s: %w", filepath.Base(bin), n.Name, err)
+		}
+		for _, v := range n.Needs {
+			if !have[v.Dep] {
+				return fmt.Errorf("%s needs %s from %s, which the guest's %s does not define", filepath.Base(bin), v.Dep, n.Name, n.Name)
+			}
+		}
+	}
 	return nil
+}
+
+// libVersions returns the symbol versions the library lib in the first of
+// dirs that has it defines.
+func libVersions(lib string, dirs []string) (map[string]bool, error) {
+	for _, d := range dirs {
+		f, err := elf.Open(filepath.Join(d, lib))
+		if err != nil {
+			continue
+		}
+		defer f.Close()
+		defs, err := f.DynamicVersions()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(d, lib), err)
+		}
+		have := map[string]bool{}
+		for _, v := range defs {
+			have[v.Name] = true
+		}
+		return have, nil
+	}
+	return nil, fmt.Errorf("not in %s", strings.Join(dirs, ", "))
 }
