@@ -18,7 +18,7 @@
 # Usage (as root, on a Debian or Ubuntu host with network access to the
 # Debian mirror and the Go module proxy):
 #
-#   scripts/fresh-debian12.sh [-d DIR] [-r REV] [-k] [-C] [-m MIRROR] [TARGET...]
+#   scripts/fresh-debian12.sh [-d DIR] [-r REV] [-k] [-C] [-m MIRROR] [-s SUITE] [TARGET...]
 #
 #   -d DIR     where to build the root (default: a new /var/tmp/pureverbs-fresh.XXXX)
 #   -r REV     the commit to clone (default: HEAD of this repository);
@@ -30,6 +30,9 @@
 #              /usr/local/share/ca-certificates in the root, as an admin
 #              would add them on such a network
 #   -m MIRROR  Debian mirror (default http://deb.debian.org/debian)
+#   -s SUITE   the Debian suite of the root (default bookworm; trixie
+#              proves the same on a fresh Debian 13 machine, whose guests
+#              are still Debian 12's: rxevm downloads them itself)
 #   TARGET     make targets, run in order (default: demo test)
 #
 # Exit status: 0 if every target passed, 1 if one failed (the others still
@@ -42,13 +45,15 @@ rev=HEAD
 keep=0
 hostca=0
 mirror=http://deb.debian.org/debian
-while getopts "d:r:kCm:h" opt; do
+suite=bookworm
+while getopts "d:r:kCm:s:h" opt; do
 	case $opt in
 	d) dir=$OPTARG ;;
 	r) rev=$OPTARG ;;
 	k) keep=1 ;;
 	C) hostca=1 ;;
 	m) mirror=$OPTARG ;;
+	s) suite=$OPTARG ;;
 	h) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) exit 2 ;;
 	esac
@@ -89,23 +94,26 @@ if ! command -v debootstrap >/dev/null; then
 fi
 
 t0=$(date +%s)
-log "debootstrap --variant=minbase bookworm $dir (log: $logs/debootstrap.log)"
-debootstrap --variant=minbase --include=git,make,ca-certificates bookworm "$dir" "$mirror" \
+log "debootstrap --variant=minbase $suite $dir (log: $logs/debootstrap.log)"
+debootstrap --variant=minbase --include=git,make,ca-certificates "$suite" "$dir" "$mirror" \
 	>"$logs/debootstrap.log" 2>&1 || { tail -20 "$logs/debootstrap.log" >&2; die "debootstrap failed"; }
-# The apt sources of a standard Debian 12 installation.
+# The apt sources of a standard installation of the suite (Debian 13's
+# keyring is the .pgp one; the .gpg may be gone from it).
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+[ -e "$dir$keyring" ] || keyring=/usr/share/keyrings/debian-archive-keyring.pgp
 rm -f "$dir/etc/apt/sources.list"
 cat >"$dir/etc/apt/sources.list.d/debian.sources" <<EOF
 Types: deb
 URIs: $mirror
-Suites: bookworm bookworm-updates
+Suites: $suite $suite-updates
 Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+Signed-By: $keyring
 
 Types: deb
 URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
+Suites: $suite-security
 Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+Signed-By: $keyring
 EOF
 cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
 echo fresh-debian12 >"$dir/etc/hostname"
@@ -120,7 +128,7 @@ if [ "$hostca" = 1 ]; then
 	chroot "$dir" update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in the root"
 	log "added $(cat "$logs/host-ca.count") CA certificates the host trusts (-C)"
 fi
-log "root built in $(($(date +%s) - t0)) s; packages: $(chroot "$dir" dpkg-query -W -f='.\n' | wc -l)"
+log "root ($suite, $(cat "$dir/etc/debian_version")) built in $(($(date +%s) - t0)) s; packages: $(chroot "$dir" dpkg-query -W -f='.\n' | wc -l)"
 
 # The clone, as a new user would make it (from this repository's commit).
 commit=$(git -C "$repo" rev-parse --verify "${rev/#worktree/HEAD}^{commit}")
