@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,7 +46,7 @@ var cToolPkgs = []struct{ file, pkg string }{
 }
 
 // sysrootLayout is bumped whenever cToolSysroot's layout changes.
-const sysrootLayout = "1"
+const sysrootLayout = "2"
 
 // cToolSysroot returns the sysroot of cToolSysrootPackages in cache
 // (ctools-sysroot-<hash of the .debs' names>), downloading and unpacking
@@ -82,11 +83,40 @@ func cToolSysroot(ctx context.Context, cache string) (string, error) {
 			return "", err
 		}
 	}
+	if err := relativeSymlinks(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		os.RemoveAll(tmp)
 		return "", err
 	}
 	return dir, nil
+}
+
+// relativeSymlinks turns each symlink in root to an absolute path into
+// one to the same path inside root. The linker follows them (libc6's
+// /lib64/ld-linux-x86-64.so.2 -> /lib/x86_64-linux-gnu/...), and an
+// absolute one leads to the host's file: Debian 13's ld.so, which lacks
+// the GLIBC_PRIVATE symbols Debian 12's libc.so.6 needs from it.
+func relativeSymlinks(root string) error {
+	return filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.Type()&fs.ModeSymlink == 0 {
+			return err
+		}
+		target, err := os.Readlink(p)
+		if err != nil || !filepath.IsAbs(target) {
+			return err
+		}
+		rel, err := filepath.Rel(filepath.Dir(p), filepath.Join(root, target))
+		if err != nil {
+			return err
+		}
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+		return os.Symlink(rel, p)
+	})
 }
 
 // buildCTools compiles every C program of cToolsDir with the host's gcc

@@ -44,3 +44,41 @@ func TestCToolLibVersions(t *testing.T) {
 		t.Errorf("checkCToolLibs without the library = %v; want an error naming libc.so.6", err)
 	}
 }
+
+// TestRelativeSymlinks: a symlink to an absolute path in the sysroot
+// leads to the same path inside it, not to the host's file; relative
+// ones are left alone.
+func TestRelativeSymlinks(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"lib/x86_64-linux-gnu", "lib64"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "lib/x86_64-linux-gnu/ld.so"), []byte("sysroot's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{
+		"lib64/ld.so":                 "/lib/x86_64-linux-gnu/ld.so",
+		"lib/x86_64-linux-gnu/ld.so2": "ld.so",
+	}
+	for l, target := range links {
+		if err := os.Symlink(target, filepath.Join(root, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := relativeSymlinks(root); err != nil {
+		t.Fatal(err)
+	}
+	for l := range links {
+		if b, err := os.ReadFile(filepath.Join(root, l)); err != nil || string(b) != "sysroot's" {
+			t.Errorf("%s reads %q, %v; want the sysroot's file", l, b, err)
+		}
+	}
+	if target, _ := os.Readlink(filepath.Join(root, "lib64/ld.so")); target != "../lib/x86_64-linux-gnu/ld.so" {
+		t.Errorf("lib64/ld.so -> %q, want ../lib/x86_64-linux-gnu/ld.so", target)
+	}
+	if target, _ := os.Readlink(filepath.Join(root, "lib/x86_64-linux-gnu/ld.so2")); target != "ld.so" {
+		t.Errorf("a relative symlink changed: -> %q", target)
+	}
+}
