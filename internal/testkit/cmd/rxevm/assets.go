@@ -181,7 +181,7 @@ func ensureHostTools(ctx context.Context) error {
 		}
 	}
 	// It verifies the guest's Debian 12 packages (guestapt.go).
-	if debianKeyring() == "" {
+	if privateApt() && debianKeyring() == "" {
 		missing = append(missing, "debian-archive-keyring")
 	}
 	if len(missing) == 0 {
@@ -430,6 +430,11 @@ func fetchDebs(ctx context.Context, cache string, pkgs []string) (map[string]str
 	return out, nil
 }
 
+// securityLine is the sources.list line of Debian 12's security archive,
+// where both pinned kernels are: debootstrap's sources have bookworm main
+// only, which has no 6.12 and an older 6.1 (a Debian 12 host's apt).
+const securityLine = "deb http://security.debian.org/debian-security bookworm-security main"
+
 // downloadable reports whether the guest's apt can download pkg: apt-get
 // download --print-uris names a .deb of it. (apt-cache show also succeeds
 // for a package only in stale lists.)
@@ -488,10 +493,19 @@ func fallbackKernel(ctx context.Context, cache string, k kernelSpec) (string, er
 	slices.SortFunc(names, compareVersionish)
 	for i := len(names) - 1; i >= 0; i-- {
 		if downloadable(ctx, cache, names[i]) {
+			if !privateApt() {
+				fmt.Printf("rxevm: NOTICE: kernel %s: the pinned package %s, the kernel the suite is tested on, cannot be downloaded; using %s instead, which it is not tested on (for the pinned one, add Debian 12's security archive to /etc/apt/sources.list: %s)\n",
+					k.short, k.pkg, names[i], securityLine)
+				return names[i], nil
+			}
 			fmt.Printf("rxevm: NOTICE: kernel %s: the pinned package %s, the kernel the suite is tested on, is no longer in Debian 12's archive; using %s instead, which it is not tested on (update the pin in kernels, internal/testkit/cmd/rxevm/assets.go)\n",
 				k.short, k.pkg, names[i])
 			return names[i], nil
 		}
+	}
+	if !privateApt() {
+		return "", fmt.Errorf("kernel %s: apt can download neither the pinned package %s nor another matching %s; the pinned kernels are in Debian 12's security archive: add this line to /etc/apt/sources.list and run apt-get update (as root):\n  %s",
+			k.short, k.pkg, k.pattern, securityLine)
 	}
 	return "", fmt.Errorf("kernel %s: Debian 12's archive (the sources in %s) offers neither the pinned package %s nor another matching %s: check the network, the mirror (PUREVERBS_DEBIAN_MIRROR, PUREVERBS_DEBIAN_SECURITY) and the pin (kernels, internal/testkit/cmd/rxevm/assets.go)",
 		k.short, filepath.Join(guestAptDir(cache), "sources.list"), k.pkg, k.pattern)

@@ -5,16 +5,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
 // The guest is Debian 12 (bookworm) whatever the host runs: its kernel,
 // rdma-core and libraries, and the sysroot the C tools are compiled
-// against, come from bookworm through an apt configuration of rxevm's own
-// (guestAptArgs), with its sources, lists and caches in
-// $PUREVERBS_CACHE/apt. The host's apt installs only host programs
-// (hostTools, gcc). The host's apt.conf.d still applies (a proxy, for
-// one), but not its sources, preferences, dpkg status or default release.
+// against, come from bookworm. On a Debian 12 host that is the host's own
+// apt, with its sources (a mirror of its own, a proxy), as always. On any
+// other host it is an apt configuration of rxevm's own (guestAptArgs),
+// with its sources, lists and caches in $PUREVERBS_CACHE/apt; the host's
+// apt then installs only host programs (hostTools, gcc), and its
+// apt.conf.d still applies (a proxy, for one), but not its sources,
+// preferences, dpkg status or default release. PUREVERBS_GUEST_APT=private
+// (or host) chooses.
 const (
 	guestSuite          = "bookworm"
 	defaultDebianMirror = "http://deb.debian.org/debian"
@@ -58,12 +62,43 @@ func guestSources(keyring string) string {
 		opt, mirror, guestSuite, opt, mirror, guestSuite, opt, security, guestSuite)
 }
 
+// privateApt reports whether the guest's packages come through rxevm's
+// own apt configuration (a host other than Debian 12, or
+// PUREVERBS_GUEST_APT=private) rather than the host's (Debian 12, or
+// PUREVERBS_GUEST_APT=host). Host tests set it.
+var privateApt = sync.OnceValue(func() bool {
+	switch os.Getenv("PUREVERBS_GUEST_APT") {
+	case "private":
+		return true
+	case "host":
+		return false
+	}
+	return hostCodename("/etc/os-release") != guestSuite
+})
+
+// hostCodename returns VERSION_CODENAME from an os-release file, or "".
+func hostCodename(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VERSION_CODENAME="); ok {
+			return strings.Trim(strings.TrimSpace(v), `"'`)
+		}
+	}
+	return ""
+}
+
 // guestAptDir is the guest apt's directory in the cache.
 func guestAptDir(cache string) string { return filepath.Join(cache, "apt") }
 
 // guestAptArgs returns the options that point apt at the guest's
 // configuration in cache, followed by args.
 func guestAptArgs(cache string, args ...string) []string {
+	if !privateApt() {
+		return args
+	}
 	d := guestAptDir(cache)
 	opts := []string{
 		"Dir::Etc::SourceList=" + filepath.Join(d, "sources.list"),
@@ -91,6 +126,9 @@ func guestAptArgs(cache string, args ...string) []string {
 // setupGuestApt writes the guest apt's configuration into cache (again
 // when it changed: another mirror, keyring) and makes its directories.
 func setupGuestApt(cache string) error {
+	if !privateApt() {
+		return nil
+	}
 	keyring := debianKeyring()
 	if keyring == "" {
 		return fmt.Errorf("no Debian archive keyring (%s), which verifies the guest's Debian 12 packages: install the host package debian-archive-keyring", debianKeyrings[0])
@@ -154,8 +192,16 @@ func aptUpdate(ctx context.Context) error {
 	return hostAptUpdated.run(ctx, "rxevm: apt-get update", "update", "-q")
 }
 
-// guestAptUpdate updates the guest apt's lists (Debian 12's) in cache.
+// guestAptUpdate updates the guest apt's lists (Debian 12's) in cache,
+// or, on a Debian 12 host, the host's lists (as root only: another user
+// goes on with the lists as they are).
 func guestAptUpdate(ctx context.Context, cache string) error {
+	if !privateApt() {
+		if os.Geteuid() != 0 {
+			return nil
+		}
+		return aptUpdate(ctx)
+	}
 	if err := setupGuestApt(cache); err != nil {
 		return err
 	}

@@ -135,11 +135,70 @@ exit 100
 	if err := os.WriteFile(keyring, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	oldGet, oldCache, oldKeyrings := aptGet, aptCache, debianKeyrings
+	oldGet, oldCache, oldKeyrings, oldPrivate := aptGet, aptCache, debianKeyrings, privateApt
 	aptGet, aptCache, debianKeyrings = filepath.Join(d, "apt-get"), filepath.Join(d, "apt-cache"), []string{keyring}
+	// The guest's own apt, as on a host other than Debian 12
+	// (fakeHostApt: the host's, as on Debian 12).
+	privateApt = func() bool { return true }
 	resetAptUpdate()
-	t.Cleanup(func() { aptGet, aptCache, debianKeyrings = oldGet, oldCache, oldKeyrings; resetAptUpdate() })
+	t.Cleanup(func() {
+		aptGet, aptCache, debianKeyrings, privateApt = oldGet, oldCache, oldKeyrings, oldPrivate
+		resetAptUpdate()
+	})
 	return d
+}
+
+// fakeHostApt is fakeApt on a Debian 12 host, whose own apt serves the
+// guest's packages.
+func fakeHostApt(t *testing.T) string {
+	d := fakeApt(t)
+	privateApt = func() bool { return false }
+	return d
+}
+
+// TestGuestAptHost: on a Debian 12 host the guest's packages come through
+// the host's apt as they are (no -o options, nothing written in the cache
+// but the .debs), its lists updated as root only, and a kernel that
+// cannot be found names the security archive to add to the host's
+// sources.
+func TestGuestAptHost(t *testing.T) {
+	d := fakeHostApt(t)
+	cache := t.TempDir()
+	writeDeb(t, filepath.Join(d, "debs", "a"))
+	if _, err := fetchDebs(context.Background(), cache, []string{"a"}); err != nil {
+		t.Fatalf("fetchDebs: %v\napt: %s", err, aptLog(t, d))
+	}
+	if log := aptLog(t, d); strings.Contains(log, "(guest apt)") {
+		t.Errorf("the host's apt was given the guest's configuration:\n%s", log)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "apt")); !os.IsNotExist(err) {
+		t.Errorf("the guest apt's directory was made on a Debian 12 host: %v", err)
+	}
+	_, err := resolveKernel(context.Background(), cache, testKernel)
+	if err == nil || !strings.Contains(err.Error(), securityLine) {
+		t.Errorf("resolveKernel with nothing downloadable: %v; want the line %q", err, securityLine)
+	}
+}
+
+// TestHostCodename: the suite of the host, from os-release.
+func TestHostCodename(t *testing.T) {
+	dir := t.TempDir()
+	for body, want := range map[string]string{
+		"PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nVERSION_CODENAME=bookworm\nID=debian\n": "bookworm",
+		"VERSION_CODENAME=\"trixie\"\n": "trixie",
+		"ID=alpine\n":                   "",
+	} {
+		p := filepath.Join(dir, "os-release")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := hostCodename(p); got != want {
+			t.Errorf("hostCodename(%q) = %q, want %q", body, got, want)
+		}
+	}
+	if got := hostCodename(filepath.Join(dir, "missing")); got != "" {
+		t.Errorf("hostCodename of no file = %q", got)
+	}
 }
 
 func resetAptUpdate() {
