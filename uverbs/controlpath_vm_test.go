@@ -607,8 +607,12 @@ func TestVMControlPath(t *testing.T) {
 			fmt.Fprintf(&detail, "\n")
 			sw = append(sw, fmt.Sprintf("%.3f", medianOf(switches[i])))
 			// The library's calls are exact counts; the runtime's and the
-			// heap's (an arena mmap now and then) are noise around them.
-			if sd.goBin == self && l > cl+0.05 {
+			// heap's are noise around them: an arena mmap now and then,
+			// and the netpoller's eventfd write and read when a timer
+			// wakes it, which a loaded host makes more frequent (0.02
+			// each per operation were seen on 6.12 at load 5). A change
+			// of the library's own adds a call per operation or half one.
+			if sd.goBin == self && l > cl+0.1 {
 				t.Errorf("%s: Go makes %.2f system calls per operation outside the runtime's own, C %.2f (%s)", op, l, cl, fmtCalls(sc))
 			}
 		}
