@@ -52,7 +52,7 @@ type Family string
 const (
 	PingPong Family = "pingpong" // ibv_{rc,uc,ud,srq}_pingpong
 	Perftest Family = "perftest" // ib_{write,read,send,atomic}_{bw,lat}
-	CM       Family = "cm"       // ucmatose, udaddy, rping (and ibv_devinfo for clients)
+	CM       Family = "cm"       // ucmatose, udaddy, rping, mckey, rdma_client/rdma_server (and ibv_devinfo for clients)
 )
 
 // Families lists them in the order Cases draws them.
@@ -119,12 +119,39 @@ var perfTools = [][2]string{
 	{"ib_write_lat", "writelat"}, {"ib_read_lat", "readlat"}, {"ib_send_lat", "sendlat"}, {"ib_atomic_lat", "atomiclat"},
 }
 
-// The rdma_cm examples (librdmacm/examples) and ibv_devinfo.
+// The GID indexes and devices a ping-pong line is drawn with: rxe0's
+// table has 0 (fe80::, link-local) and 1 (::ffff:10.99.0.1), rxelo's 0,
+// 1 (::ffff:127.0.0.1) and 2 (::1) (docs/testing.md, "Devices at test
+// start"); past the end an entry reads as zero (its type file: EINVAL),
+// and the rest are what strtol makes of a bad index. -g 1 on rxe0, the
+// line's base before 2026-12-07, stays the most frequent.
+var (
+	ppGIDs = []string{"1", "1", "1", "0", "0", "2", "3", "-1", "256", "x", ""}
+	ppDevs = []string{"rxe0", "rxe0", "rxe0", "rxelo"}
+)
+
+// The rdma_cm examples (librdmacm/examples) and ibv_devinfo. rdma_client
+// stands for rdma_server in server lines.
 var cmTools = []ppTool{
 	{"ucmatose", "rdmacmatose", "s:b:f:P:c:C:S:t:p:a:m"},
 	{"udaddy", "rdmaudaddy", "s:b:c:C:S:t:p:P:f:"},
 	{"ibv_devinfo", "devinfo", "d:i:lv"},
 	{"rping", "rdmaping", "a:I:Pp:C:S:t:scvVdq"},
+	{"mckey", "rdmamckey", "m:M:sb:c:C:S:p:ol"},
+	{"rdma_client", "rdmaclient", "s:p:"},
+}
+
+// mckey's values where they are not the other examples': -m and -M name
+// the group (good ones, a unicast address, IPv6 and AF_IB groups, what
+// getaddrinfo and inet_pton refuse), -p is the port space (strtol with
+// base 0: UDP 0x111, the default; IPoIB 0x2; TCP 0x106), and -c the
+// number of IDs, without the tens of thousands the others draw (each
+// joins the group: slow, and nothing the smaller counts do not show).
+var mckeyValues = map[byte][]string{
+	'm': {"239.1.2.3", "239.1.2.3", "224.0.0.1", "ff0e::1:5", "10.99.0.1", "0.0.0.0", "", "x", "*", "nosuchhost.invalid"},
+	'M': {"ff0e::1:3", "x", "", "239.1.2.3"}, 'b': hosts,
+	'p': {"0x111", "0x111", "273", "0x2", "0x106", "0", "-1", "x", "", "0x10111"},
+	'c': {"0", "1", "2", "3", "-1", "x", "", "16", "2147483647", "4294967296", "-2147483649", " 5", "5abc", "0x10"},
 }
 
 var hosts = []string{"10.99.0.1", "127.0.0.1", "", "*", "nosuchhost.invalid", "1.2.3.256", "::1", "fe80::1%d0",
@@ -152,8 +179,11 @@ func getopts(s string) (opts []byte, valued map[byte]bool) {
 // Cases draws n command lines of family f from seed: client lines (each
 // ending with the operand Server, or a server to reach for the rdma_cm
 // examples) or, with server set, server lines (no operand; ibv_devinfo
-// is left out). Case i starts with port+i as its TCP or rdma_cm port (a
-// drawn -p may replace it), so that cases can run at the same time.
+// is left out; rdma_client becomes rdma_server). Case i starts with
+// port+i as its TCP or rdma_cm port (a drawn -p may replace it), so that
+// cases can run at the same time; mckey's lines have none (its -p is
+// the port space), and its client lines are senders (-s), its server
+// lines receivers.
 func Cases(f Family, seed uint64, n int, server bool, port int) []Case {
 	r := rand.New(rand.NewPCG(seed, uint64(len(f))))
 	pick := func(vs []string) string { return vs[r.IntN(len(vs))] }
@@ -164,7 +194,7 @@ func Cases(f Family, seed uint64, n int, server bool, port int) []Case {
 		switch f {
 		case PingPong:
 			t := ppTools[r.IntN(len(ppTools))]
-			c = Case{C: t.c, Go: t.g, Args: []string{"-d", "rxe0", "-g", "1", "-p", p}}
+			c = Case{C: t.c, Go: t.g, Args: []string{"-d", pick(ppDevs), "-g", pick(ppGIDs), "-p", p}}
 			opts, valued := getopts(t.opts)
 			for range 1 + r.IntN(4) {
 				o := opts[r.IntN(len(opts))]
@@ -204,11 +234,26 @@ func Cases(f Family, seed uint64, n int, server bool, port int) []Case {
 				continue
 			}
 			c = Case{C: t.c, Go: t.g}
+			values := cmValues
 			switch {
 			case t.c == "rping" && server: // -s is the role, -a the address
 				c.Args = []string{"-s", "-p", p}
 			case t.c == "rping":
 				c.Args = []string{"-c", "-a", pick(hosts[:2]), "-p", p}
+			case t.c == "mckey":
+				// -s is the role (a sender ends by itself, a receiver
+				// waits for its messages); no port: -p is the port
+				// space, drawn below.
+				values = mckeyValues
+				c.Args = []string{"-m", pick(mckeyValues['m'][:2])}
+				if r.IntN(2) == 0 {
+					c.Args = append(c.Args, "-b", "10.99.0.1")
+				}
+				if !server {
+					c.Args = append([]string{"-s"}, c.Args...)
+				}
+			case t.c == "rdma_client" && server:
+				c = Case{C: "rdma_server", Go: "rdmaserver", Args: []string{"-p", p}}
 			case t.c != "ibv_devinfo":
 				c.Args = []string{"-p", p}
 				if !server {
@@ -219,13 +264,14 @@ func Cases(f Family, seed uint64, n int, server bool, port int) []Case {
 			for range 1 + r.IntN(3) {
 				o := opts[r.IntN(len(opts))]
 				switch {
-				case t.c == "rping" && (o == 's' || o == 'c'):
+				case t.c == "rping" && (o == 's' || o == 'c'), t.c == "mckey" && o == 's':
 					// The role: a client line turned server would listen
-					// beside the other tool's, on the same port.
+					// beside the other tool's, on the same port; a mckey
+					// sender line turned receiver would wait until killed.
 				case !valued[o]:
 					c.Args = append(c.Args, "-"+string(o))
-				case cmValues[o] != nil:
-					c.Args = append(c.Args, "-"+string(o), pick(cmValues[o]))
+				case values[o] != nil:
+					c.Args = append(c.Args, "-"+string(o), pick(values[o]))
 				default:
 					c.Args = append(c.Args, "-"+string(o), pick(nums))
 				}

@@ -1,8 +1,10 @@
 package sweep
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -36,6 +38,13 @@ func TestCasesReproducible(t *testing.T) {
 						t.Errorf("%s: a server line runs ibv_devinfo: %v", f, c)
 					}
 					continue
+				case c.C == "mckey": // a sender (-s first) or a receiver (no -s); no port: -p is the port space
+					if slices.Contains(c.Args, "-s") == server || server == (c.Args[0] == "-s") {
+						t.Errorf("%s server=%v: line %d: %v", f, server, i, c)
+					}
+					continue
+				case c.C == "rdma_client" && server, c.C == "rdma_server" && !server:
+					t.Errorf("%s server=%v: line %d runs %s", f, server, i, c.C)
 				case c.C == "rping": // -s serves, -c is the client, and neither is drawn again
 					if role := c.Args[0]; role != map[bool]string{true: "-s", false: "-c"}[server] ||
 						slices.Contains(c.Args[1:], "-s") || slices.Contains(c.Args[1:], "-c") {
@@ -52,6 +61,51 @@ func TestCasesReproducible(t *testing.T) {
 					t.Errorf("%s: line %d does not start with port %d: %v", f, i, 21000+i, c)
 				}
 			}
+		}
+	}
+}
+
+// TestCasesCover: the tools and values the sweep was blind to until
+// 2026-12-07 are drawn: mckey senders and receivers, rdma_client and
+// rdma_server with their options, and ping-pong lines on GID indexes
+// other than 1 (0, the link-local one; 2, rxelo's ::1; past the table;
+// malformed) and on rxelo.
+func TestCasesCover(t *testing.T) {
+	seen := map[string]bool{}
+	for _, server := range []bool{false, true} {
+		for _, c := range Cases(CM, 7, 300, server, 21000) {
+			seen[fmt.Sprintf("%s %v", c.C, server)] = true
+			if c.C != "mckey" && c.C != "rdma_client" && c.C != "rdma_server" {
+				continue
+			}
+			// The base words, at most: mckey's -s, -m and -b, the
+			// clients' -s and -p, rdma_server's -p.
+			base := map[string]int{"mckey false": 5, "mckey true": 4, "rdma_client false": 4, "rdma_server true": 2}[fmt.Sprintf("%s %v", c.C, server)]
+			opts := map[string]string{"mckey": "m:M:sb:c:C:S:p:ol", "rdma_client": "s:p:", "rdma_server": "s:p:"}[c.C]
+			for i := 0; i < len(c.Args); i++ {
+				a := c.Args[i]
+				k := strings.IndexByte(opts, a[len(a)-1])
+				if len(a) != 2 || a[0] != '-' || k < 0 {
+					t.Fatalf("%s: word %d (%q) is not an option", c, i, a)
+				}
+				seen[fmt.Sprintf("%s %v %s %v", c.C, server, a, i >= base)] = true // an option, and whether drawn
+				if k+1 < len(opts) && opts[k+1] == ':' {
+					i++
+				}
+			}
+		}
+		for _, c := range Cases(PingPong, 7, 300, server, 21000) {
+			g := slices.Index(c.Args, "-g")
+			seen[fmt.Sprint(c.Args[g-1], " -g ", c.Args[g+1])] = true
+		}
+	}
+	for _, want := range []string{"mckey false", "mckey true", "rdma_client false", "rdma_server true",
+		"mckey false -b true", "mckey false -c true", "mckey false -C true", "mckey false -S true", "mckey false -p true",
+		"mckey false -M true", "mckey false -o true", "mckey false -l true", "mckey false -m true", "mckey true -C true",
+		"rdma_client false -s true", "rdma_client false -p true", "rdma_server true -s true", "rdma_server true -p true",
+		"rxe0 -g 0", "rxe0 -g 1", "rxe0 -g 2", "rxe0 -g -1", "rxe0 -g x", "rxe0 -g ", "rxelo -g 0", "rxelo -g 1", "rxelo -g 2", "rxelo -g 3"} {
+		if !seen[want] {
+			t.Errorf("600 lines of seed 7 never draw %q", want)
 		}
 	}
 }
