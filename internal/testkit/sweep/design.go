@@ -31,12 +31,18 @@ func ByDesign(c Case, goOut, cOut, cErr string) string {
 		return "srqpingpong -r 2^31 and more: C dies of SIGSEGV"
 	case strings.Contains(cErr, "segmentation fault") && strings.Contains(goOut, "Mix of source with local|remote"):
 		return "raw Ethernet -J or -j with a --local_*/--remote_* option but not its --local_ip/--remote_ip: C passes NULL to inet_pton and dies of SIGSEGV, the Go tools refuse the mix as C would next"
+	case c.Go == "rdmamckey" && strings.Contains(cErr, "segmentation fault") && strings.Contains(goOut, "resolve addr failure") &&
+		optValue(c.Args, "-M", anyValue) && optValue(c.Args, "-b", anyValue):
+		return "mckey -M with a -b address of no RDMA device: C dies of SIGSEGV (ibv_query_port on a NULL context), the Go tool reports the failure"
 	case c.Go == "rdmaping" && strings.Contains(cErr, "exit status 255") &&
 		sameLinesWithout(hexRE.ReplaceAllString(goOut, "0x#"), hexRE.ReplaceAllString(cOut, "0x#"), rpingRaceLines...):
 		return "rping's threads race one another at the end (the cm thread's exit, the main thread's failed wait and teardown, the channel's destruction): the Go tool prints one of the outcomes C has run alone"
 	}
 	return ""
 }
+
+// anyValue is any option's value.
+func anyValue(string) bool { return true }
 
 // belowOne reports whether perftest's CHECK_VALUE reads v as a number
 // below 1 (strtol, cast to int).

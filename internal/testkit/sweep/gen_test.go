@@ -144,6 +144,14 @@ func TestByDesign(t *testing.T) {
 		{"raw Ethernet mix", Case{Go: "sendlat", Args: []string{"-B", "00:11:22:33:44:55", "--local_mac", "00:11:22:33:44:55"}},
 			" Invalid Command line.\nMix of source with local|remote and dest with local|remote is not supported.", "", "exit status 1", false},
 		{"raw Ethernet accepted", Case{Go: "writebw", Args: []string{"-Z"}}, "Couldn't connect", "", "exit status 1", false},
+		// seed 201 on 6.1: -b ::1 binds to no device, and C's join
+		// queries a port of a NULL context.
+		{"mckey -M", Case{Go: "rdmamckey", Args: []string{"-s", "-m", "239.1.2.3", "-b", "::1", "-M", "239.1.2.3", "-c", "3"}},
+			"mckey: joining\nmckey: resolve addr failure: Success\nreturn status 22", "mckey: joining\n", "signal: segmentation fault", true},
+		{"mckey -M, no -b", Case{Go: "rdmamckey", Args: []string{"-M", "239.1.2.3"}},
+			"mckey: joining\nmckey: resolve addr failure: Success\nreturn status 22", "mckey: joining\n", "signal: segmentation fault", false},
+		{"mckey -M, C exits", Case{Go: "rdmamckey", Args: []string{"-b", "::1", "-M", "239.1.2.3"}},
+			"mckey: joining\nmckey: resolve addr failure: Success\nreturn status 22", "mckey: joining\n", "exit status 1", false},
 		{"ordinary", Case{Go: "writebw"}, "Couldn't connect", "Unable to init", "", false},
 		{"rping's race", Case{Go: "rdmaping"}, "cma event RDMA_CM_EVENT_REJECTED, error 8\nwait for CONNECTED state 4\nconnect error -1\n",
 			"cma event RDMA_CM_EVENT_REJECTED, error 8\n", "exit status 255", true},
