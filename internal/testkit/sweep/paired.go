@@ -24,6 +24,10 @@ type Paired struct {
 	ServerWords, ClientWords []string
 	Port                     int  // where the server listens
 	CM                       bool // the server listens through the rdma_cm, not on a TCP socket
+	// Ready, when set, is the server's line that says the client may
+	// start, waited for instead of a listener (mckey's receiver, which
+	// joins a group and listens on no port).
+	Ready string
 }
 
 func (p Paired) String() string {
@@ -97,6 +101,24 @@ var cmPaired = map[string]map[byte][]string{
 	"rping":    {'C': {"1", "3", "10"}, 'S': {"1", "23", "100", "4096", "65535", "65536"}, 'v': nil, 'V': nil, 'q': nil},
 }
 
+// The GID indexes and devices of a connected ping-pong line (both sides
+// alike): rxe0's link-local GID 0 and its IPv4 GID 1, rxelo's IPv4 1 and
+// its ::1, 2. (rxelo's link-local 0 is left out: ping-pong fails on it,
+// docs/rxe.md, and the client lines draw it.)
+var ppPairedGIDs = [][2]string{{"rxe0", "1"}, {"rxe0", "1"}, {"rxe0", "0"}, {"rxelo", "1"}, {"rxelo", "2"}}
+
+// mckey's options in a connected line: the same on both sides, but for
+// the mismatched one (mckeyMismatch) the receiver may get, and the
+// sender's send-only join (-o), which the sender alone draws.
+var (
+	mckeyPaired = map[byte][]string{
+		'c': {"1", "2", "3"}, 'C': {"0", "1", "10", "50"}, 'S': {"1", "100", "1000", "2000"}, 'p': {"0x111"},
+	}
+	mckeyMismatch = map[byte][]string{
+		'c': {"1", "2"}, 'C': {"0", "1", "5", "20"}, 'S': {"1", "64"}, 'o': nil, 'l': nil,
+	}
+)
+
 // cmMismatch lists, per rdma_cm example, the options a connected line may
 // give the server alone: not the connection count, nor ucmatose's and
 // udaddy's message count and size, on which a mismatch leaves both
@@ -136,7 +158,8 @@ func PairedCases(f Family, seed uint64, n int, port int) []Paired {
 					}
 				}
 			}
-			common = []string{"-d", "rxe0", "-g", "1", "-p", ps, "-n", "20"}
+			g := ppPairedGIDs[r.IntN(len(ppPairedGIDs))]
+			common = []string{"-d", g[0], "-g", g[1], "-p", ps, "-n", "20"}
 			for range r.IntN(4) {
 				common = append(common, draw()...)
 			}
@@ -173,7 +196,8 @@ func PairedCases(f Family, seed uint64, n int, port int) []Paired {
 			p.Client = append(slices.Clone(common), "10.99.0.1") // the rdma_cm (-R) resolves it to rxe0
 		case CM:
 			p.CM = true
-			tools := [][2]string{{"ucmatose", "rdmacmatose"}, {"udaddy", "rdmaudaddy"}, {"rping", "rdmaping"}, {"rdma_server", "rdmaserver"}}
+			tools := [][2]string{{"ucmatose", "rdmacmatose"}, {"udaddy", "rdmaudaddy"}, {"rping", "rdmaping"}, {"rdma_server", "rdmaserver"},
+				{"mckey", "rdmamckey"}}
 			t := tools[r.IntN(len(tools))]
 			p.C, p.Go = t[0], t[1]
 			vals := cmPaired[t[0]]
@@ -195,8 +219,51 @@ func PairedCases(f Family, seed uint64, n int, port int) []Paired {
 			case "rping":
 				srv, cli = []string{"-s", "-a", "10.99.0.1", "-p", ps, "-C", "2"}, []string{"-c", "-a", "10.99.0.1", "-p", ps, "-C", "2"}
 			case "rdma_server":
+				// The server's address: rxe0's, the default any address
+				// spelled or not, or lo's (rxelo), which the client
+				// reaches at 127.0.0.1; in one line in five the client
+				// goes where the server does not listen.
 				p.CliC, p.CliGo = "rdma_client", "rdmaclient"
-				p.Server, p.Client = []string{"-p", ps}, []string{"-s", "10.99.0.1", "-p", ps}
+				addr := [][2]string{{"10.99.0.1", "10.99.0.1"}, {"0.0.0.0", "10.99.0.1"}, {"", "10.99.0.1"}, {"127.0.0.1", "127.0.0.1"}}[r.IntN(4)]
+				if addr[0] != "" {
+					p.Server = []string{"-s", addr[0]}
+				}
+				p.Server = append(p.Server, "-p", ps)
+				p.Client = []string{"-s", addr[1], "-p", ps}
+				switch r.IntN(10) {
+				case 0: // the next line's port, where nothing listens yet
+					p.Client = []string{"-s", addr[1], "-p", fmt.Sprint(p.Port + 1)}
+				case 1: // the other address (which a server on the any address serves too)
+					p.Client[1] = map[string]string{"10.99.0.1": "127.0.0.1", "127.0.0.1": "10.99.0.1"}[addr[1]]
+				}
+				cases = append(cases, p)
+				continue
+			case "mckey":
+				// A receiver (the server) and a sender (the client) of
+				// one group, the line's own; the sender starts once the
+				// receiver has begun to join (it waits 3 s after its
+				// own join before it sends, as the receiver does before
+				// it polls).
+				p.CM, p.Port = false, 0
+				p.Ready = "mckey: joining"
+				group := fmt.Sprintf("239.2.%d.%d", len(cases)/200%200, len(cases)%200+1)
+				base := []string{"-m", group, "-b", "10.99.0.1"}
+				for range r.IntN(4) {
+					o := byte("cCSp"[r.IntN(4)])
+					common = append(common, "-"+string(o), pick(mckeyPaired[o]))
+				}
+				if r.IntN(5) == 0 {
+					o := byte("cCSol"[r.IntN(5)])
+					extra = []string{"-" + string(o)}
+					if vs := mckeyMismatch[o]; vs != nil {
+						extra = append(extra, pick(vs))
+					}
+				}
+				p.Server = slices.Concat(base, common, extra)
+				p.Client = slices.Concat(base, []string{"-s"}, common)
+				if r.IntN(4) == 0 {
+					p.Client = append(p.Client, "-o")
+				}
 				cases = append(cases, p)
 				continue
 			}
@@ -285,4 +352,32 @@ func Mask(out string) string {
 		keep = append(keep, l)
 	}
 	return strings.Join(keep, "\n")
+}
+
+// outcome is one pairing's run of a connected line, normalized.
+type outcome struct{ server, client string }
+
+func (o outcome) String() string { return "server:\n" + o.server + "\nclient:\n" + o.client }
+
+// compared returns what of pairing i's outcome o is compared, and with
+// what. The pairings are those of pairedLine: C-C (0), Go-Go (1), Go
+// server with C client (2), C server with Go client (3); outs are their
+// first runs. Pairing i is held to C-C, but mckey's on 6.12 (late set):
+// there C's sender posts unsignalled sends and destroys its QP at once,
+// and 6.12's rxe sends from a work queue, after the QP is gone, so its
+// messages reach no receiver, where the Go sender waits for its last
+// send (cmd/rdmamckey, TestVMAgainstC). A Go sender's receiver is then
+// held to the C receiver of a Go sender: Go-Go to pairing 3, whose own
+// sender (the Go one) is held to C-C's sender.
+func compared(c Paired, i int, o outcome, outs [4]outcome, late bool) (got, want outcome) {
+	if c.C != "mckey" || !late {
+		return o, outs[0]
+	}
+	switch i {
+	case 1:
+		return o, outs[3]
+	case 3:
+		return outcome{client: o.client}, outcome{client: outs[0].client}
+	}
+	return o, outs[0]
 }

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ func TestPairedCasesReproducible(t *testing.T) {
 			t.Fatalf("%s: %d lines, want 60", f, len(a))
 		}
 		mismatched := 0
+		groups := map[string]int{}
 		for i, c := range a {
 			if c.C == "" || c.Go == "" || c.C == c.Go {
 				t.Errorf("%s: line %d names %q and %q", f, i, c.C, c.Go)
@@ -36,6 +38,18 @@ func TestPairedCasesReproducible(t *testing.T) {
 					t.Errorf("%s: udaddy's line %d: port %d, server %q", f, i, c.Port, c.Server)
 				}
 				continue
+			}
+			if c.C == "mckey" { // a receiver and a sender of the line's group, no port
+				group := c.Server[1]
+				if c.Port != 0 || c.CM || c.Ready == "" || c.Server[0] != "-m" || !slices.Equal(c.Client[:4], c.Server[:4]) ||
+					!strings.HasPrefix(group, "239.2.") || slices.Contains(c.Server, "-s") || !slices.Contains(c.Client, "-s") {
+					t.Errorf("%s: mckey's line %d: %v", f, i, c)
+				}
+				groups[group]++
+				continue
+			}
+			if c.Ready != "" {
+				t.Errorf("%s: line %d waits for %q: %v", f, i, c.Ready, c)
 			}
 			port := strconv.Itoa(21000 + i)
 			if c.Port != 21000+i || !slices.Contains(c.Server, port) || !slices.Contains(c.Client, port) {
@@ -59,6 +73,14 @@ func TestPairedCasesReproducible(t *testing.T) {
 			if f == Perftest && slices.Contains(c.Client, "-D") && slices.Contains(c.Client[:7], "-n") {
 				t.Errorf("%s: line %d gives the default -n beside -D: %q", f, i, c.Client)
 			}
+		}
+		for g, n := range groups {
+			if n > 1 {
+				t.Errorf("%s: %d mckey lines share group %s", f, n, g)
+			}
+		}
+		if (f == CM) != (len(groups) > 0) {
+			t.Errorf("%s: %d mckey lines", f, len(groups))
 		}
 		if f != CM && (mismatched == 0 || mismatched > 30) {
 			t.Errorf("%s: %d of 60 lines mismatch the server; want about one in five", f, mismatched)
@@ -135,6 +157,64 @@ func TestRunLimit(t *testing.T) {
 	} {
 		if got := c.p.RunLimit(); got != c.want {
 			t.Errorf("%v: %v, want %v", c.p, got, c.want)
+		}
+	}
+}
+
+// TestPairedCover: connected lines draw mckey receivers and senders,
+// rdma_server on each of its addresses and clients that miss it, and
+// ping-pong on every GID of ppPairedGIDs.
+func TestPairedCover(t *testing.T) {
+	seen := map[string]bool{}
+	for _, f := range []Family{PingPong, CM} {
+		for _, c := range PairedCases(f, 7, 300, 21000) {
+			switch c.C {
+			case "mckey":
+				seen["mckey"] = true
+				for _, a := range c.Server[4:] {
+					seen["mckey "+a] = true
+				}
+			case "rdma_server":
+				seen[fmt.Sprintf("rdma_server %q", c.Server[:len(c.Server)-2])] = true
+				if !slices.Contains(c.Client, strconv.Itoa(c.Port)) {
+					seen["rdma_client elsewhere"] = true
+				}
+			default:
+				if g := slices.Index(c.Server, "-g"); f == PingPong {
+					seen[c.Server[g-1]+" -g "+c.Server[g+1]] = true
+				}
+			}
+		}
+	}
+	for _, want := range []string{"mckey", "mckey -c", "mckey -C", "mckey -S", "mckey -p", "mckey -o", "mckey -l",
+		`rdma_server []`, `rdma_server ["-s" "10.99.0.1"]`, `rdma_server ["-s" "0.0.0.0"]`, `rdma_server ["-s" "127.0.0.1"]`,
+		"rdma_client elsewhere", "rxe0 -g 0", "rxe0 -g 1", "rxelo -g 1", "rxelo -g 2"} {
+		if !seen[want] {
+			t.Errorf("600 connected lines of seed 7 never draw %q", want)
+		}
+	}
+}
+
+// TestCompared: every pairing is held to C-C, but mckey's on 6.12, where
+// a Go sender's receiver is held to the C receiver of a Go sender.
+func TestCompared(t *testing.T) {
+	outs := [4]outcome{{"cc-s", "cc-c"}, {"gg-s", "gg-c"}, {"gc-s", "gc-c"}, {"cg-s", "cg-c"}}
+	for _, tc := range []struct {
+		tool      string
+		late      bool
+		i         int
+		got, want outcome
+	}{
+		{"ucmatose", true, 1, outs[1], outs[0]},
+		{"mckey", false, 1, outs[1], outs[0]},
+		{"mckey", false, 3, outs[3], outs[0]},
+		{"mckey", true, 1, outs[1], outs[3]},
+		{"mckey", true, 2, outs[2], outs[0]},
+		{"mckey", true, 3, outcome{client: "cg-c"}, outcome{client: "cc-c"}},
+	} {
+		got, want := compared(Paired{C: tc.tool}, tc.i, outs[tc.i], outs, tc.late)
+		if got != tc.got || want != tc.want {
+			t.Errorf("%s late=%v pairing %d: compares %v with %v, want %v with %v", tc.tool, tc.late, tc.i, got, want, tc.got, tc.want)
 		}
 	}
 }
