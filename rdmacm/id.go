@@ -282,7 +282,9 @@ func (id *ID) queryAddrOn(ch *EventChannel) error {
 // CreateQP creates the ID's QP in pd, which must be of the ID's Context,
 // and moves it to INIT with the connection manager's attributes
 // (rdma_create_qp(3)). attr.Type must be the ID's (CreateIDType) or
-// zero. An RC QP then goes to RTR and RTS in Connect or
+// zero; another is refused (ErrInvalid) once the QP is made, as
+// librdmacm's move to INIT fails then, so that the device's own refusals
+// come first. An RC QP then goes to RTR and RTS in Connect or
 // Accept, to ERR in Disconnect or on a reject; a UD QP goes to RTS at
 // once (with the port space's Q_Key). The caller destroys the QP after
 // the ID's connection ends with DestroyQP (Destroy does not); a QP
@@ -304,9 +306,7 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error
 	if attr.Type == 0 {
 		attr.Type = id.qpType
 	}
-	if attr.Type != id.qpType {
-		return nil, invalid(op, "QP type %v in port space %#x (want %v)", attr.Type, uint16(id.ps), id.qpType)
-	}
+	mismatch := attr.Type != id.qpType
 	id.mu.Lock()
 	busy := id.qpp != nil || id.qpMaking
 	if !busy {
@@ -324,6 +324,13 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error
 	qp, err := pd.CreateQP(attr)
 	if err != nil {
 		return nil, opErr(op, err)
+	}
+	if mismatch {
+		// librdmacm creates the QP before it moves it to INIT the port
+		// space's way, which then fails: the device's refusals of attr
+		// (a create flag rxe lacks: mckey -l -p 0x106) come first.
+		qp.Destroy(context.Background())
+		return nil, invalid(op, "QP type %v in port space %#x (want %v)", attr.Type, uint16(id.ps), id.qpType)
 	}
 	if err := id.modify(qp, uverbs.QPStateInit, 0xff, 0xff); err != nil {
 		qp.Destroy(context.Background())
