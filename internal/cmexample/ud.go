@@ -2,8 +2,10 @@ package cmexample
 
 import (
 	"context"
+	"errors"
 
 	"github.com/pureverbs/pureverbs/internal/cmsync"
+	"github.com/pureverbs/pureverbs/internal/sys"
 	"github.com/pureverbs/pureverbs/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -51,8 +53,8 @@ func (n *UDNode) Destroy() {
 // InitUD is verify_test_params, init_node and create_message: the
 // message must fit the port's active MTU; a PD, a CQ, the ID's UD QP
 // (with flags) and, when there are messages, the buffer with room for
-// the GRH. It returns the status the C example returns and, for a QP the
-// library refused (whose errno perror printed), the error.
+// the GRH. It returns the status the C example returns and, for a CQ or
+// a QP the library refused, the error (the errno C's next perror prints).
 func (e *Env) InitUD(n *UDNode, flags uverbs.QPCreateFlags) (int, error) {
 	c := n.ID.Context()
 	pa, err := c.QueryPort(n.ID.Port())
@@ -73,7 +75,13 @@ func (e *Env) InitUD(n *UDNode, flags uverbs.QPCreateFlags) (int, error) {
 	}
 	if n.CQ, err = c.CreateCQ(cqe, nil); err != nil {
 		e.Printf("%s: unable to create CQ\n", e.Name)
-		return -ENOMEM, nil
+		if errors.Is(err, uverbs.ErrInvalid) {
+			// A count out of range (-C past 2^30 or negative: C's
+			// int doubles and wraps), which librxe passes on and the
+			// kernel refuses: mckey -M's perror prints its EINVAL.
+			err = sys.EINVAL
+		}
+		return -ENOMEM, err
 	}
 	n.QP, err = n.ID.CreateQP(n.PD, uverbs.QPInitAttr{Type: uverbs.QPTypeUD, SendCQ: n.CQ, RecvCQ: n.CQ, CreateFlags: flags,
 		Cap: uverbs.QPCap{MaxSendWR: wrs, MaxRecvWR: wrs, MaxSendSGE: 1, MaxRecvSGE: 1}})
