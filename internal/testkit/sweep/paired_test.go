@@ -209,12 +209,37 @@ func TestCompared(t *testing.T) {
 		{"mckey", false, 1, outs[1], outs[0]},
 		{"mckey", false, 3, outs[3], outs[0]},
 		{"mckey", true, 1, outs[1], outs[3]},
-		{"mckey", true, 2, outs[2], outs[0]},
+		{"mckey", true, 2, outcome{withoutArrival("gc-s"), "gc-c"}, outcome{withoutArrival("cc-s"), "cc-c"}},
+		{"mckey", true, 0, outcome{withoutArrival("cc-s"), "cc-c"}, outcome{withoutArrival("cc-s"), "cc-c"}},
 		{"mckey", true, 3, outcome{client: "cg-c"}, outcome{client: "cc-c"}},
 	} {
 		got, want := compared(Paired{C: tc.tool}, tc.i, outs[tc.i], outs, tc.late)
 		if got != tc.got || want != tc.want {
 			t.Errorf("%s late=%v pairing %d: compares %v with %v, want %v with %v", tc.tool, tc.late, tc.i, got, want, tc.got, tc.want)
 		}
+	}
+}
+
+// TestWithoutArrival: on 6.12 a C sender's receiver that got the
+// messages and one that was killed waiting for them read alike; one that
+// failed otherwise does not.
+func TestWithoutArrival(t *testing.T) {
+	head := "TOOL: joined dgid: ::ffff:#.#.#.# mlid 0x# sl 0\nTOOL: joining\nTOOL: starting server\n"
+	got := head + "data transfers complete\nreceiving data transfers\nreturn status 0\ntest complete\n(exit 0)"
+	lost := head + "receiving data transfers\n(peer TOOL: signal: killed)"
+	failed := head + "TOOL: unable to create QP: Operation not supported\nreturn status -1\ntest complete\n(exit 255)"
+	c := Paired{C: "mckey"}
+	outs := [4]outcome{{got, "s"}, {got, "s"}, {lost, "s"}, {got, "s"}}
+	if a, b := compared(c, 2, outcome{lost, "s"}, outs, true); a != b {
+		t.Errorf("6.12: a lost transfer differs from an arrived one: %v, %v", a, b)
+	}
+	if a, b := compared(c, 2, outcome{lost, "s"}, outs, false); a == b {
+		t.Errorf("6.1: a lost transfer reads as an arrived one")
+	}
+	if a, b := compared(c, 2, outcome{failed, "s"}, outs, true); a == b {
+		t.Errorf("6.12: a failed receiver reads as an arrived one: %v", a)
+	}
+	if a, b := compared(c, 2, outcome{lost, "other sender"}, outs, true); a == b {
+		t.Errorf("6.12: the sender's difference is not compared")
 	}
 }
