@@ -179,22 +179,28 @@ func headerConst(name string) bool {
 	return name == strings.ToUpper(name)
 }
 
+// constValue is a constant declaration's value as an integer.
+func constValue(d decl) (int64, bool) {
+	v, err := strconv.ParseInt(strings.TrimPrefix(d.src, d.key+" = "), 0, 64)
+	return v, err == nil
+}
+
 // sameValue reports whether two constants' values are the same integer
 // spelled differently (0x1000 and 4096).
 func sameValue(old, new decl) bool {
 	if !strings.HasPrefix(old.key, "const ") {
 		return false
 	}
-	o, err1 := strconv.ParseInt(strings.TrimPrefix(old.src, old.key+" = "), 0, 64)
-	n, err2 := strconv.ParseInt(strings.TrimPrefix(new.src, new.key+" = "), 0, 64)
-	return err1 == nil && err2 == nil && o == n
+	o, ok1 := constValue(old)
+	n, ok2 := constValue(new)
+	return ok1 && ok2 && o == n
 }
 
 // grows reports whether a constant's new value is larger (a Sizeof).
 func grows(old, new decl) bool {
-	o, err1 := strconv.ParseInt(strings.TrimPrefix(old.src, old.key+" = "), 0, 64)
-	n, err2 := strconv.ParseInt(strings.TrimPrefix(new.src, new.key+" = "), 0, 64)
-	return err1 == nil && err2 == nil && n > o
+	o, ok1 := constValue(old)
+	n, ok2 := constValue(new)
+	return ok1 && ok2 && n > o
 }
 
 // field is one field of a generated struct type.
