@@ -26,7 +26,9 @@ import (
 // unless attr names CQs; the QP's completions are then waited for parked
 // on the runtime poller. A QP with an SRQ gets a receive CQ too when
 // Cap.MaxRecvWR is set, as with librdmacm: the SRQ's receives complete
-// there (PostRecv posts to the QP, not the SRQ: post those to the SRQ).
+// there. PostRecv posts to the endpoint's own SRQ (CreateSRQ,
+// rdma_create_srq(3)) when it has one; a QP given an SRQ in its
+// attributes has no receive queue to post to (post to that SRQ).
 //
 // The post helpers allocate nothing and may be called from several
 // goroutines; GetSendComp and GetRecvComp are each for one waiter at a
@@ -42,6 +44,7 @@ type Endpoint struct {
 	recvCQ *uverbs.CQ
 	ownCQ  [2]bool // send, receive
 	qp     *uverbs.QP
+	srq    *uverbs.SRQ        // CreateSRQ's
 	attr   *uverbs.QPInitAttr // a listener's, for its requests' QPs
 	last   Event              // the event of the last synchronous call
 
@@ -226,58 +229,258 @@ func eventErr(op string, ev *Event) error {
 	return opErr(op, fmt.Errorf("%v: %w", ev, sys.Errno(ev.Status)))
 }
 
-// createQP is rdma_create_qp's part of rdma_create_ep: pd or a PD of the
-// endpoint's own, a CQ and completion channel for each direction attr
-// names no CQ for (sized by the direction's depth), the QP; attr gets the
-// QP's capabilities.
-func (ep *Endpoint) createQP(pd *uverbs.PD, attr *uverbs.QPInitAttr) error {
+// createQP is rdma_create_qp's part of rdma_create_ep: pd, else the
+// endpoint's PD, else a PD of the endpoint's own; a CQ and completion
+// channel for each direction attr names no CQ for (sized by the
+// direction's depth); the endpoint's SRQ when attr names none; the QP.
+// attr gets the QP's capabilities. On failure what it made is released
+// and the endpoint is as it was.
+func (ep *Endpoint) createQP(pd *uverbs.PD, attr *uverbs.QPInitAttr) (err error) {
 	const op = "create_qp"
 	dev := ep.id.Context()
 	if dev == nil {
 		return invalid(op, "the ID has no device")
 	}
-	var err error
+	if ep.qp != nil {
+		return invalid(op, "the endpoint already has a QP")
+	}
+	if pd == nil {
+		pd = ep.pd
+	}
+	ownPD := false
 	if pd == nil {
 		if pd, err = dev.AllocPD(); err != nil {
 			return opErr(op, err)
 		}
-		ep.ownPD = true
+		ownPD = true
 	}
-	ep.pd = pd
 	a := *attr
-	ep.sendCQ, ep.recvCQ = a.SendCQ, a.RecvCQ
+	if a.SRQ == nil {
+		a.SRQ = ep.srq // rdma_create_qp_ex: id->srq when attr names none
+	}
+	var (
+		ccs     [2]*uverbs.CompChannel // send, receive
+		cqs     = [2]*uverbs.CQ{a.SendCQ, a.RecvCQ}
+		own     [2]bool
+		depth   = [2]int{a.Cap.MaxSendWR, a.Cap.MaxRecvWR}
+		cleanup = func() {
+			for i := range cqs {
+				if own[i] {
+					cqs[i].Destroy(context.Background())
+				}
+				if ccs[i] != nil {
+					ccs[i].Close()
+				}
+			}
+			if ownPD {
+				pd.Dealloc()
+			}
+		}
+	)
 	// With an SRQ too: its receives complete on the receive CQ of the QP
 	// that took them (librdmacm's rdma_create_qp_ex makes one whenever
 	// max_recv_wr is set).
-	if a.RecvCQ == nil && a.Cap.MaxRecvWR > 0 {
-		if ep.recvCC, err = dev.CreateCompChannel(); err != nil {
+	for _, i := range [2]int{1, 0} { // librdmacm's order: receive first
+		if cqs[i] != nil || depth[i] <= 0 {
+			continue
+		}
+		if ccs[i], err = dev.CreateCompChannel(); err == nil {
+			cqs[i], err = dev.CreateCQ(depth[i], &uverbs.CQOptions{Channel: ccs[i]})
+		}
+		if err != nil {
+			cqs[i] = nil
+			cleanup()
 			return opErr(op, err)
 		}
-		if ep.recvCQ, err = dev.CreateCQ(a.Cap.MaxRecvWR, &uverbs.CQOptions{Channel: ep.recvCC}); err != nil {
-			return opErr(op, err)
-		}
-		ep.ownCQ[1] = true
+		own[i] = true
 	}
-	if a.SendCQ == nil && a.Cap.MaxSendWR > 0 {
-		if ep.sendCC, err = dev.CreateCompChannel(); err != nil {
-			return opErr(op, err)
-		}
-		if ep.sendCQ, err = dev.CreateCQ(a.Cap.MaxSendWR, &uverbs.CQOptions{Channel: ep.sendCC}); err != nil {
-			return opErr(op, err)
-		}
-		ep.ownCQ[0] = true
+	if cqs[1] == nil {
+		cqs[1] = cqs[0] // a QP needs both; one without receives shares its send CQ
 	}
-	if ep.recvCQ == nil {
-		ep.recvCQ = ep.sendCQ // a QP needs both; one without receives shares its send CQ
+	if cqs[0] == nil {
+		cqs[0] = cqs[1]
 	}
-	if ep.sendCQ == nil {
-		ep.sendCQ = ep.recvCQ
-	}
-	a.SendCQ, a.RecvCQ = ep.sendCQ, ep.recvCQ
-	if ep.qp, err = ep.id.CreateQP(pd, a); err != nil {
+	a.SendCQ, a.RecvCQ = cqs[0], cqs[1]
+	qp, err := ep.id.CreateQP(pd, a)
+	if err != nil {
+		cleanup()
 		return err
 	}
-	attr.Cap = ep.qp.Cap()
+	ep.qp, ep.pd = qp, pd
+	ep.ownPD = ep.ownPD || ownPD
+	ep.sendCQ, ep.recvCQ = cqs[0], cqs[1]
+	ep.sendCC, ep.recvCC = ccs[0], ccs[1]
+	ep.ownCQ = own
+	attr.Cap = qp.Cap()
+	return nil
+}
+
+// CreateQP is rdma_create_qp(3) on an endpoint that has no QP (CreateEP
+// or GetRequest given no attributes, or after DestroyQP): the QP is made
+// in pd, or in the endpoint's PD when pd is nil (CreateSRQ's, or a PD of
+// the endpoint's own), with a CQ and completion channel for each
+// direction attr names no CQ for, as CreateEP makes them, and takes its
+// receives from the endpoint's SRQ (CreateSRQ) when attr names none. Its
+// type is the ID's; attr.Cap gets the QP's capabilities. On failure
+// nothing is left made. A connection that has ended takes no new QP:
+// the kernel's connection manager then refuses its attributes (EINVAL),
+// as it does librdmacm's.
+//
+// CreateQP, DestroyQP, CreateSRQ and DestroySRQ change what the
+// endpoint's helpers post to and wait on: as with librdmacm, call them
+// while no other call on the endpoint runs.
+func (ep *Endpoint) CreateQP(pd *uverbs.PD, attr *uverbs.QPInitAttr) error {
+	const op = "create_qp"
+	if ep == nil || ep.id == nil {
+		return invalid(op, "nil Endpoint (use CreateEP)")
+	}
+	if attr == nil {
+		return invalid(op, "nil QPInitAttr")
+	}
+	if ep.destroyed.Load() {
+		return opErr(op, ErrClosed)
+	}
+	if attr.Type == 0 {
+		attr.Type = ep.id.qpType
+	}
+	return ep.createQP(pd, attr)
+}
+
+// DestroyQP is rdma_destroy_qp(3): the endpoint's QP, and the CQs and
+// completion channels the endpoint made for it (librdmacm's
+// ucma_destroy_cqs). ctx bounds the wait for the acknowledgement of
+// events of theirs that were read (see Destroy). The PD and the SRQ
+// stay.
+func (ep *Endpoint) DestroyQP(ctx context.Context) error {
+	const op = "destroy_qp"
+	if ep == nil || ep.id == nil {
+		return invalid(op, "nil Endpoint (use CreateEP)")
+	}
+	if ctx == nil {
+		return invalid(op, "nil context.Context")
+	}
+	if ep.destroyed.Load() {
+		return opErr(op, ErrClosed)
+	}
+	if ep.qp == nil {
+		return invalid(op, "the endpoint has no QP")
+	}
+	errs := []error{ep.id.DestroyQP(ctx)}
+	errs = append(errs, ep.destroyCQs(ctx)...)
+	ep.qp = nil
+	ep.sendCQ, ep.recvCQ, ep.sendCC, ep.recvCC = nil, nil, nil, nil
+	ep.ownCQ = [2]bool{}
+	return firstErr(errs)
+}
+
+// destroyCQs destroys the CQs and completion channels the endpoint made.
+// The fields stay (Destroy's callers may be in a call).
+func (ep *Endpoint) destroyCQs(ctx context.Context) []error {
+	var errs []error
+	if ep.ownCQ[0] {
+		errs = append(errs, ep.sendCQ.Destroy(ctx))
+	}
+	if ep.ownCQ[1] {
+		errs = append(errs, ep.recvCQ.Destroy(ctx))
+	}
+	for _, cc := range []*uverbs.CompChannel{ep.sendCC, ep.recvCC} {
+		if cc != nil {
+			errs = append(errs, cc.Close())
+		}
+	}
+	return errs
+}
+
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateSRQ is rdma_create_srq(3): a shared receive queue for the
+// endpoint, made in pd, or in the endpoint's PD when pd is nil (a PD of
+// the endpoint's own if it has none yet). A QP the endpoint makes after
+// it (CreateQP) takes its receives from it unless its attributes name
+// another SRQ, and PostRecv posts to it. The endpoint must be bound to a
+// device (CreateEP does that) and have no SRQ yet. Its receives complete
+// on the receive CQ of the QP that took them (RecvCQ, GetRecvComp). The
+// endpoint destroys it (DestroySRQ, Destroy).
+func (ep *Endpoint) CreateSRQ(pd *uverbs.PD, attr uverbs.SRQAttr) (*uverbs.SRQ, error) {
+	const op = "create_srq"
+	if ep == nil || ep.id == nil {
+		return nil, invalid(op, "nil Endpoint (use CreateEP)")
+	}
+	if ep.destroyed.Load() {
+		return nil, opErr(op, ErrClosed)
+	}
+	if ep.srq != nil {
+		return nil, invalid(op, "the endpoint already has an SRQ")
+	}
+	dev := ep.id.Context()
+	if dev == nil {
+		return nil, invalid(op, "the ID has no device")
+	}
+	if pd == nil {
+		pd = ep.pd
+	}
+	ownPD := false
+	if pd == nil {
+		var err error
+		if pd, err = dev.AllocPD(); err != nil {
+			return nil, opErr(op, err)
+		}
+		ownPD = true
+	} else if pd.Context() != dev {
+		return nil, invalid(op, "the PD is not of the ID's Context")
+	}
+	srq, err := pd.CreateSRQ(attr)
+	if err != nil {
+		if ownPD {
+			pd.Dealloc()
+		}
+		return nil, opErr(op, err)
+	}
+	if ep.pd == nil {
+		ep.pd = pd // librdmacm: id->pd = attr->pd when the ID has none
+	}
+	ep.ownPD = ep.ownPD || ownPD
+	ep.srq = srq
+	return srq, nil
+}
+
+// SRQ returns the endpoint's SRQ (CreateSRQ), nil when it has none.
+func (ep *Endpoint) SRQ() *uverbs.SRQ {
+	if ep == nil {
+		return nil
+	}
+	return ep.srq
+}
+
+// DestroySRQ is rdma_destroy_srq(3): the endpoint's SRQ, after its QP
+// (a QP taking receives from it keeps the kernel from destroying it:
+// DestroyQP first, or the error wraps EBUSY). ctx bounds the wait for
+// the acknowledgement of its events that were read.
+func (ep *Endpoint) DestroySRQ(ctx context.Context) error {
+	const op = "destroy_srq"
+	if ep == nil || ep.id == nil {
+		return invalid(op, "nil Endpoint (use CreateEP)")
+	}
+	if ctx == nil {
+		return invalid(op, "nil context.Context")
+	}
+	if ep.destroyed.Load() {
+		return opErr(op, ErrClosed)
+	}
+	if ep.srq == nil {
+		return invalid(op, "the endpoint has no SRQ")
+	}
+	if err := ep.srq.Destroy(ctx); err != nil {
+		return opErr(op, err)
+	}
+	ep.srq = nil
 	return nil
 }
 
@@ -431,11 +634,12 @@ func sgeOf(op string, buf []byte, mr *uverbs.MR) (uverbs.SGE, error) {
 }
 
 // PostRecv is rdma_post_recv(3): one receive into buf, which must lie in
-// mr's memory, with work request id wrID.
+// mr's memory, with work request id wrID, posted to the endpoint's SRQ
+// if it has one (CreateSRQ), else to its QP.
 func (ep *Endpoint) PostRecv(wrID uint64, buf []byte, mr *uverbs.MR) error {
 	const op = "post_recv"
-	if ep == nil || ep.qp == nil {
-		return invalid(op, "the endpoint has no QP")
+	if ep == nil || (ep.qp == nil && ep.srq == nil) {
+		return invalid(op, "the endpoint has no QP or SRQ")
 	}
 	sge, err := sgeOf(op, buf, mr)
 	if err != nil {
@@ -445,6 +649,9 @@ func (ep *Endpoint) PostRecv(wrID uint64, buf []byte, mr *uverbs.MR) error {
 	defer ep.rmu.Unlock()
 	ep.rsge[0] = sge
 	ep.rwr[0] = uverbs.RecvWR{ID: wrID, SGL: ep.rsge[:]}
+	if ep.srq != nil {
+		return opErr(op, ep.srq.PostRecv(ep.rwr[:]))
+	}
 	return opErr(op, ep.qp.PostRecv(ep.rwr[:]))
 }
 
@@ -582,8 +789,8 @@ func getComp(ctx context.Context, op string, cq *uverbs.CQ, cc *uverbs.CompChann
 	}
 }
 
-// Destroy is rdma_destroy_ep(3): the QP, the CQs, completion channels
-// and PD the endpoint made, the ID, and its event channel. A call waiting
+// Destroy is rdma_destroy_ep(3): the QP, the SRQ, the CQs, completion
+// channels and PD the endpoint made, the ID, and its event channel. A call waiting
 // in another goroutine (GetRequest, a completion wait, Connect) returns
 // an error wrapping ErrClosed. It returns the first error; everything is
 // released whatever happens. Destroying twice is ErrClosed.
@@ -609,17 +816,10 @@ func (ep *Endpoint) Destroy() error {
 	if ep.qp != nil {
 		errs = append(errs, ep.qp.Destroy(ctx))
 	}
-	if ep.ownCQ[0] {
-		errs = append(errs, ep.sendCQ.Destroy(ctx))
+	if ep.srq != nil {
+		errs = append(errs, ep.srq.Destroy(ctx))
 	}
-	if ep.ownCQ[1] {
-		errs = append(errs, ep.recvCQ.Destroy(ctx))
-	}
-	for _, cc := range []*uverbs.CompChannel{ep.sendCC, ep.recvCC} {
-		if cc != nil {
-			errs = append(errs, cc.Close())
-		}
-	}
+	errs = append(errs, ep.destroyCQs(ctx)...)
 	if ep.ownPD {
 		errs = append(errs, ep.pd.Dealloc())
 	}
@@ -629,10 +829,5 @@ func (ep *Endpoint) Destroy() error {
 	if ep.ch != nil {
 		errs = append(errs, ep.ch.Close())
 	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return firstErr(errs)
 }

@@ -368,14 +368,21 @@ func (id *ID) DestroyQP(ctx context.Context) error {
 	if qp == nil {
 		return invalid(op, "the ID has no QP")
 	}
-	if err := qp.Destroy(ctx); err != nil && !errors.Is(err, uverbs.ErrClosed) {
+	err := qp.Destroy(ctx)
+	var unacked *uverbs.UnackedError
+	if err != nil && !errors.Is(err, uverbs.ErrClosed) && !errors.As(err, &unacked) {
 		return opErr(op, err)
 	}
+	// Destroyed, or destroyed with events left unacknowledged (the QP
+	// is gone all the same): the ID has no QP any more.
 	id.mu.Lock()
 	if id.qpp == qp {
 		id.qpp = nil
 	}
 	id.mu.Unlock()
+	if unacked != nil {
+		return opErr(op, err)
+	}
 	return nil
 }
 
