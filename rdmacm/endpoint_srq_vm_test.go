@@ -129,10 +129,10 @@ func TestVMEndpointSRQ(t *testing.T) {
 	}
 	var wc uverbs.WC
 	if _, err := ep.GetSendComp(ctx, &wc); err != nil || wc.Status != uverbs.WCSuccess {
-		t.Fatalf("client's send: %v %v", err, wc.Status)
+		t.Fatalf("client's send: %v %v (%s; server: %v)", err, wc.Status, qpState(ep.QP()), <-serverDone)
 	}
 	if _, err := ep.GetRecvComp(ctx, &wc); err != nil || wc.Status != uverbs.WCSuccess || string(buf[:wc.ByteLen]) != "reply" {
-		t.Fatalf("client's receive: %v %v %q", err, wc.Status, buf[:wc.ByteLen])
+		t.Fatalf("client's receive: %v %v %q (%s; server: %v)", err, wc.Status, buf[:wc.ByteLen], qpState(ep.QP()), <-serverDone)
 	}
 	if err := ep.Disconnect(ctx); err != nil {
 		t.Errorf("client's Disconnect: %v", err)
@@ -297,7 +297,7 @@ func TestVMEndpointCreateSRQ(t *testing.T) {
 	}
 	var wc uverbs.WC
 	if _, err := ep.GetSendComp(ctx, &wc); err != nil || wc.Status != uverbs.WCSuccess {
-		t.Fatalf("client's send: %v %v", err, wc.Status)
+		t.Fatalf("client's send: %v %v (%s; server: %v)", err, wc.Status, qpState(ep.QP()), <-serverDone)
 	}
 	if err := ep.Disconnect(ctx); err != nil {
 		t.Errorf("client's Disconnect: %v", err)
@@ -314,4 +314,13 @@ func TestVMEndpointCreateSRQ(t *testing.T) {
 	if _, err := ep.CreateSRQ(nil, uverbs.SRQAttr{MaxWR: 1, MaxSGE: 1}); !errors.Is(err, rdmacm.ErrClosed) {
 		t.Errorf("CreateSRQ after Destroy: %v, want ErrClosed", err)
 	}
+}
+
+// qpState is the QP's state as the kernel has it, for a failure's message.
+func qpState(qp *uverbs.QP) string {
+	attr, _, err := qp.Query(uverbs.QPAttrState)
+	if err != nil {
+		return fmt.Sprintf("QP query: %v", err)
+	}
+	return fmt.Sprintf("QP %#x in %v", qp.QPN(), attr.State)
 }

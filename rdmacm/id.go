@@ -290,6 +290,13 @@ func (id *ID) queryAddrOn(ch *EventChannel) error {
 // the ID's connection ends with DestroyQP (Destroy does not); a QP
 // destroyed through QP().Destroy stays the ID's, and a second CreateQP is
 // refused.
+//
+// Given no PD (nil), the QP is made in the device's default PD, as
+// rdma_create_qp(3) does: one PD per device, shared by every ID of the
+// process on that device (librdmacm's), allocated on first use and
+// released with the device's Context when the last channel closes. Its
+// QPs' PD() is that PD, for registering their memory; it is not the
+// caller's to deallocate.
 func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error) {
 	const op = "create_qp"
 	if err := id.hold(op); err != nil {
@@ -300,7 +307,12 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error
 	if ctx == nil {
 		return nil, invalid(op, "the ID is not bound to a device yet (bind or resolve an address first)")
 	}
-	if pd == nil || pd.Context() != ctx {
+	if pd == nil {
+		var err error
+		if pd, err = defaultPD(ctx); err != nil {
+			return nil, opErr(op, err)
+		}
+	} else if pd.Context() != ctx {
 		return nil, invalid(op, "the PD is not of the ID's Context")
 	}
 	if attr.Type == 0 {

@@ -89,6 +89,7 @@ type sharedDev struct {
 	ctx  *uverbs.Context
 	attr *uverbs.DeviceAttr
 	refs int
+	pd   *uverbs.PD // the default PD (defaultPD), nil until first asked for
 }
 
 // devs is the shared Contexts by device name.
@@ -134,4 +135,31 @@ func (d *sharedDev) release() error {
 		return d.ctx.Close()
 	}
 	return nil
+}
+
+// defaultPD returns the default PD of the device whose shared Context is
+// ctx, allocating it on first use: librdmacm's cma_dev->pd, which
+// rdma_create_qp(3) uses when given no PD. It is released with the
+// Context, when the last channel holding it closes.
+func defaultPD(ctx *uverbs.Context) (*uverbs.PD, error) {
+	devs.mu.Lock()
+	defer devs.mu.Unlock()
+	var d *sharedDev
+	for _, x := range devs.m {
+		if x.ctx == ctx {
+			d = x
+			break
+		}
+	}
+	if d == nil {
+		return nil, ErrClosed // the Context's last channel has closed
+	}
+	if d.pd == nil {
+		pd, err := ctx.AllocPD()
+		if err != nil {
+			return nil, err
+		}
+		d.pd = pd
+	}
+	return d.pd, nil
 }
