@@ -43,6 +43,7 @@ type ID struct {
 	local     netip.AddrPort
 	remote    netip.AddrPort
 	qpp       *uverbs.QP
+	qpCQs     cqSet // the CQs CreateQP made for qpp
 	qpMaking  bool  // a CreateQP is under way
 	respRes   uint8 // responder resources: the request's, then the accept's
 	initDepth uint8 // initiator depth, likewise
@@ -297,6 +298,13 @@ func (id *ID) queryAddrOn(ch *EventChannel) error {
 // released with the device's Context when the last channel closes. Its
 // QPs' PD() is that PD, for registering their memory; it is not the
 // caller's to deallocate.
+//
+// Given no send or receive CQ, CreateQP makes one with a completion
+// channel of its own (QP().SendCQ().Channel()) for each direction that
+// has work requests (Cap.MaxSendWR, Cap.MaxRecvWR), as rdma_create_qp(3)
+// does; a direction with neither CQ nor depth shares the other's CQ.
+// DestroyQP destroys them with the QP; Destroy leaves them, as it leaves
+// the QP.
 func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error) {
 	const op = "create_qp"
 	if err := id.hold(op); err != nil {
@@ -333,20 +341,28 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error
 		id.qpMaking = false
 		id.mu.Unlock()
 	}()
-	qp, err := pd.CreateQP(attr)
+	cqs, err := makeCQs(ctx, &attr)
 	if err != nil {
 		return nil, opErr(op, err)
+	}
+	qp, err := pd.CreateQP(attr)
+	if err != nil {
+		cqs.release(context.Background())
+		return nil, opErr(op, err)
+	}
+	fail := func(err error) (*uverbs.QP, error) {
+		qp.Destroy(context.Background())
+		cqs.release(context.Background())
+		return nil, err
 	}
 	if mismatch {
 		// librdmacm creates the QP before it moves it to INIT the port
 		// space's way, which then fails: the device's refusals of attr
 		// (a create flag rxe lacks: mckey -l -p 0x106) come first.
-		qp.Destroy(context.Background())
-		return nil, invalid(op, "QP type %v in port space %#x (want %v)", attr.Type, uint16(id.ps), id.qpType)
+		return fail(invalid(op, "QP type %v in port space %#x (want %v)", attr.Type, uint16(id.ps), id.qpType))
 	}
 	if err := id.modify(qp, uverbs.QPStateInit, 0xff, 0xff); err != nil {
-		qp.Destroy(context.Background())
-		return nil, opErr(op, err)
+		return fail(opErr(op, err))
 	}
 	if attr.Type == uverbs.QPTypeUD {
 		// A UD QP needs no peer: ready at once, as librdmacm's
@@ -356,21 +372,85 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*uverbs.QP, error
 			err = qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState|uverbs.QPAttrSQPSN)
 		}
 		if err != nil {
-			qp.Destroy(context.Background())
-			return nil, opErr(op, err)
+			return fail(opErr(op, err))
 		}
 	}
 	id.mu.Lock()
-	id.qpp = qp
+	id.qpp, id.qpCQs = qp, cqs
 	id.mu.Unlock()
 	return qp, nil
+}
+
+// cqSet is the CQs and completion channels CreateQP made for a QP whose
+// attributes named none (librdmacm's ucma_create_cqs): by direction,
+// send then receive.
+type cqSet struct {
+	cq [2]*uverbs.CQ
+	cc [2]*uverbs.CompChannel
+}
+
+// makeCQs makes a CQ with a completion channel of its own for each
+// direction attr names no CQ for and has work requests for (receive
+// first, as ucma_create_cqs), sized by the direction's depth, and puts
+// them in attr; a direction with neither shares the other's CQ, as the
+// kernel's QP create does with a missing receive CQ.
+func makeCQs(ctx *uverbs.Context, attr *uverbs.QPInitAttr) (cqSet, error) {
+	var s cqSet
+	have := [2]*uverbs.CQ{attr.SendCQ, attr.RecvCQ}
+	depth := [2]int{attr.Cap.MaxSendWR, attr.Cap.MaxRecvWR}
+	for _, i := range [2]int{1, 0} {
+		if have[i] != nil || depth[i] <= 0 {
+			continue
+		}
+		cc, err := ctx.CreateCompChannel()
+		if err != nil {
+			s.release(context.Background())
+			return cqSet{}, err
+		}
+		s.cc[i] = cc
+		cq, err := ctx.CreateCQ(depth[i], &uverbs.CQOptions{Channel: cc})
+		if err != nil {
+			s.release(context.Background())
+			return cqSet{}, err
+		}
+		s.cq[i], have[i] = cq, cq
+	}
+	if have[1] == nil {
+		have[1] = have[0]
+	}
+	if have[0] == nil {
+		have[0] = have[1]
+	}
+	attr.SendCQ, attr.RecvCQ = have[0], have[1]
+	return s, nil
+}
+
+// release destroys the set's CQs and closes their channels (ctx bounds
+// the wait for their events' acknowledgement), returning the first error.
+func (s *cqSet) release(ctx context.Context) error {
+	var first error
+	for i := range s.cq {
+		if s.cq[i] != nil {
+			if err := s.cq[i].Destroy(ctx); err != nil && first == nil {
+				first = err
+			}
+		}
+		if s.cc[i] != nil {
+			if err := s.cc[i].Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	*s = cqSet{}
+	return first
 }
 
 // DestroyQP destroys the ID's QP and forgets it (rdma_destroy_qp(3)), so
 // that CreateQP may make another; ctx bounds the destroy's wait for the
 // QP's unacknowledged async events (uverbs.QP.Destroy). An ID without a
 // QP gives an error wrapping ErrInvalid. A destroy that failed leaves the
-// QP the ID's.
+// QP the ID's. The CQs and completion channels CreateQP made go with the
+// QP.
 func (id *ID) DestroyQP(ctx context.Context) error {
 	const op = "destroy_qp"
 	if id == nil || id.channel() == nil {
@@ -383,16 +463,21 @@ func (id *ID) DestroyQP(ctx context.Context) error {
 	err := qp.Destroy(ctx)
 	var unacked *uverbs.UnackedError
 	if err != nil && !errors.Is(err, uverbs.ErrClosed) && !errors.As(err, &unacked) {
-		return opErr(op, err)
+		return opErr(op, err) // the QP lives: so do its CQs
 	}
 	// Destroyed, or destroyed with events left unacknowledged (the QP
-	// is gone all the same): the ID has no QP any more.
+	// is gone all the same): the ID has no QP any more, nor the CQs
+	// CreateQP made for it (rdma_destroy_qp's ucma_destroy_cqs).
 	id.mu.Lock()
+	var cqs cqSet
 	if id.qpp == qp {
-		id.qpp = nil
+		id.qpp, cqs, id.qpCQs = nil, id.qpCQs, cqSet{}
 	}
 	id.mu.Unlock()
-	if unacked != nil {
+	if cerr := cqs.release(ctx); cerr != nil && err == nil {
+		err = cerr
+	}
+	if err != nil && !errors.Is(err, uverbs.ErrClosed) {
 		return opErr(op, err)
 	}
 	return nil
