@@ -37,7 +37,7 @@ type Endpoint struct {
 	ch     *EventChannel
 	id     *ID
 	pd     *uverbs.PD
-	ownPD  bool
+	myPD   *uverbs.PD // the PD the endpoint allocated (none given), deallocated by Destroy
 	sendCC *uverbs.CompChannel // nil when the send CQ is the caller's
 	recvCC *uverbs.CompChannel
 	sendCQ *uverbs.CQ
@@ -307,7 +307,9 @@ func (ep *Endpoint) createQP(pd *uverbs.PD, attr *uverbs.QPInitAttr) (err error)
 		return err
 	}
 	ep.qp, ep.pd = qp, pd
-	ep.ownPD = ep.ownPD || ownPD
+	if ownPD {
+		ep.myPD = pd
+	}
 	ep.sendCQ, ep.recvCQ = cqs[0], cqs[1]
 	ep.sendCC, ep.recvCC = ccs[0], ccs[1]
 	ep.ownCQ = own
@@ -446,7 +448,9 @@ func (ep *Endpoint) CreateSRQ(pd *uverbs.PD, attr uverbs.SRQAttr) (*uverbs.SRQ, 
 	if ep.pd == nil {
 		ep.pd = pd // librdmacm: id->pd = attr->pd when the ID has none
 	}
-	ep.ownPD = ep.ownPD || ownPD
+	if ownPD {
+		ep.myPD = pd
+	}
 	ep.srq = srq
 	return srq, nil
 }
@@ -820,8 +824,8 @@ func (ep *Endpoint) Destroy() error {
 		errs = append(errs, ep.srq.Destroy(ctx))
 	}
 	errs = append(errs, ep.destroyCQs(ctx)...)
-	if ep.ownPD {
-		errs = append(errs, ep.pd.Dealloc())
+	if ep.myPD != nil {
+		errs = append(errs, ep.myPD.Dealloc())
 	}
 	if ep.id != nil {
 		errs = append(errs, ep.id.Destroy())

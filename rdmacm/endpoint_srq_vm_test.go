@@ -324,3 +324,60 @@ func qpState(qp *uverbs.QP) string {
 	}
 	return fmt.Sprintf("QP %#x in %v", qp.QPN(), attr.State)
 }
+
+// TestVMEndpointPDs: the PD an endpoint allocates for itself (CreateSRQ
+// given none) is the one its Destroy deallocates, not a caller's PD its
+// later QP was made in: the caller's stays usable after the endpoint is
+// gone, and the endpoint's own is released (the leak checks).
+func TestVMEndpointPDs(t *testing.T) {
+	testkit.RequireVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Another channel holds the devices' Contexts, so that the caller's
+	// PD outlives the endpoint's channel.
+	if _, err := openChannel(t).Devices(); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, false, 17429), nil, nil)
+	if err != nil {
+		t.Fatalf("CreateEP: %v", err)
+	}
+	defer ep.Destroy()
+	if _, err := ep.CreateSRQ(nil, uverbs.SRQAttr{MaxWR: 2, MaxSGE: 1}); err != nil {
+		t.Fatal(err)
+	}
+	own := ep.PD()
+	if own == nil {
+		t.Fatal("CreateSRQ with no PD left the endpoint without one")
+	}
+	if err := ep.DestroySRQ(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := ep.ID().Context().AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &uverbs.QPInitAttr{Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	if err := ep.CreateQP(mine, a); err != nil {
+		t.Fatal(err)
+	}
+	if ep.PD() != mine || ep.QP().PD() != mine {
+		t.Fatalf("the endpoint's PD %p, its QP's %p; want the caller's %p", ep.PD(), ep.QP().PD(), mine)
+	}
+	if err := ep.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	mr, err := mine.RegMR(make([]byte, 64), uverbs.AccessLocalWrite)
+	if err != nil {
+		t.Fatalf("the caller's PD after the endpoint's Destroy: %v", err)
+	}
+	if err := mr.Dereg(); err != nil {
+		t.Error(err)
+	}
+	if err := mine.Dealloc(); err != nil {
+		t.Errorf("the caller's PD: %v", err)
+	}
+	if err := own.Dealloc(); !errors.Is(err, rdmacm.ErrClosed) {
+		t.Errorf("the endpoint's own PD after Destroy: Dealloc gave %v, want ErrClosed (already deallocated)", err)
+	}
+}
