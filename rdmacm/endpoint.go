@@ -37,7 +37,7 @@ type Endpoint struct {
 	ch     *EventChannel
 	id     *ID
 	pd     *uverbs.PD
-	myPD   *uverbs.PD // the PD the endpoint allocated (none given), deallocated by Destroy
+	myPD   *uverbs.PD          // the PD the endpoint allocated (none given), deallocated by Destroy
 	sendCC *uverbs.CompChannel // nil when the send CQ is the caller's
 	recvCC *uverbs.CompChannel
 	sendCQ *uverbs.CQ
