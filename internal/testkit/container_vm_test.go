@@ -55,6 +55,7 @@ var containerChecks = map[string]func(t *testing.T, c *scratch){
 	"rdmaudaddy":  udaddyInScratch,
 	"rdmacmatose": cmatoseInScratch,
 	"rdmamckey":   mckeyInScratch,
+	"rdmacmtime":  cmtimeInScratch,
 }
 
 // cmdTools lists the module's cmd/ tools but abigen: on the host from the
@@ -510,6 +511,24 @@ func udaddyInScratch(t *testing.T, c *scratch) {
 	}
 	if want := "udaddy: starting server\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"; srvErr != nil || srvOut.String() != want {
 		t.Errorf("rdmaudaddy server in the empty root: %v\n%s", srvErr, srvOut.String())
+	}
+}
+
+// cmtimeInScratch: the port of librdmacm's cmtime as the client in the
+// empty root (five connections: the device's default PD and CQs made by
+// rdma_create_qp), the guest's C cmtime as the server: exit 0, every step
+// of cmtime's table, every connection connected.
+func cmtimeInScratch(t *testing.T, c *scratch) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const port = "18627"
+	startCMServer(ctx, t, "C cmtime server", exec.CommandContext(ctx, "cmtime", "-p", port), 18627)
+	out, err := c.command(ctx, "rdmacmtime", "-s", testkit.RxeAddr, "-p", port, "-c", "5").CombinedOutput()
+	const steps = "creating id\nresolving address\nresolving route\ncreating qp\nconnecting\ndisconnecting\ndestroying id\n" +
+		"step              total ms     max ms     min us  us / conn\n"
+	if err != nil || !strings.HasPrefix(string(out), steps) || !strings.Contains(string(out), "\nconnect      :") ||
+		strings.Contains(string(out), "1000000000.00") {
+		t.Errorf("rdmacmtime client in the empty root: %v\n%s", err, out)
 	}
 }
 
