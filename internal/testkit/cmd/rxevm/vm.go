@@ -278,13 +278,24 @@ func qemuArgs(o *options, a *kernelAssets, initrd, extraBoot string, extra ...st
 }
 
 // defaultCPU is the guests' CPU: every feature TCG emulates but ERMS
-// (enhanced REP MOVSB). With it 6.1 copies memory with REP MOVSB (its
-// memcpy and copy to and from user space), which TCG executes one byte
-// per round of its loop, against eight with the REP MOVSQ it uses
-// otherwise: the same tests ran 15 % longer on 6.1 (the whole 6.1 suite
-// took 17 % less in CI75, the halved tables a part of it). 6.12 copies with REP MOVSB only when FSRM is there, which
-// TCG does not offer, and measured the same either way. docs/testing.md.
-const defaultCPU = "max,erms=off"
+// (enhanced REP MOVSB) and FSRM (fast short REP MOVSB). With ERMS 6.1
+// copies memory with REP MOVSB (its memcpy and copy to and from user
+// space), which TCG executes one byte per round of its loop, against
+// eight with the REP MOVSQ it uses otherwise: the same tests ran 15 %
+// longer on 6.1 (the whole 6.1 suite took 17 % less in CI75, the halved
+// tables a part of it). 6.12 copies with REP MOVSB only when FSRM is
+// there, and measured the same either way on QEMU 7.2 (Debian 12), whose
+// TCG does not offer FSRM (it warns and drops fsrm=on).
+//
+// QEMU 10 (Debian 13) does offer it, and max turns it on. FSRM without
+// ERMS hangs 6.1 early in boot (after "LSM: Security Framework
+// initializing", the same with -cpu qemu64,+fsrm; qemu64,+fsrm,+erms
+// boots): its __memmove drops the short-copy check when FSRM is there
+// but takes the REP MOVSB path only with ERMS, so a copy of under 32
+// bytes runs away (Linux fixed it in 6.4, "x86/lib/memmove: Decouple
+// ERMS from FSRM"). fsrm=off keeps both kernels' copies as they are on
+// QEMU 7.2, which accepts it silently. docs/testing.md.
+const defaultCPU = "max,erms=off,fsrm=off"
 
 // cpuModel is -cpu's argument: defaultCPU unless an experiment asks
 // otherwise.
