@@ -87,6 +87,10 @@ var vmSkipAllowlist = []allowedSkip{
 		why: "host-only: compiles a C program with gcc, which the guest lacks (make unit)",
 	},
 	{
+		pkg: mod + "internal/testkit/cmd/rxevm", test: "TestRaceEnvSysroot", reason: "host tools missing",
+		why: "host-only: race-builds a Go program with gcc, which the guest lacks (make unit)",
+	},
+	{
 		pkg: mod + "internal/testkit/cmd/rxevm/testdata/skippkg", test: "TestAllowlistedSkip", reason: "allowlisted skip for the runner's self-test",
 		why: "the runner's self-test: an allowlisted skip must not fail the run",
 	},

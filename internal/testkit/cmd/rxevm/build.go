@@ -82,10 +82,19 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 	}
 	env := []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"}
 	// Test binaries: static, or with -race linked against glibc (the
-	// race runtime needs cgo), which the guest root has.
+	// race runtime needs cgo), which the guest root has: the guest's
+	// own, Debian 12's, from the C tools' sysroot (raceEnv).
 	testEnv, testBuild := env, []string{"test", "-c"}
+	var raceLibDirs []string
 	if o.race {
-		testEnv = []string{"CGO_ENABLED=1", "GOOS=linux", "GOARCH=amd64"}
+		if err := ensureCToolPkgs(ctx); err != nil {
+			return nil, err
+		}
+		sysroot, err := cToolSysroot(ctx, o.cacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("the sysroot of the -race binaries: %w", err)
+		}
+		testEnv, raceLibDirs = raceEnv(sysroot), sysrootLibDirs(sysroot)
 		testBuild = append(testBuild, "-race")
 	}
 	filter := parseTestFilter(o.testFlags)
@@ -130,6 +139,13 @@ func buildPayload(ctx context.Context, o *options, work string) (*payload, error
 				fmt.Printf("rxevm: FAIL %s [build failed]: %v\n", f[0], err)
 				p.broken = append(p.broken, f[0])
 				continue
+			}
+			if o.race {
+				// A binary the guest's glibc cannot start would fail
+				// every test of the package with a loader message.
+				if err := checkLibVersions(tb.file, raceLibDirs); err != nil {
+					return nil, fmt.Errorf("-race: %w", err)
+				}
 			}
 			if o.verbose {
 				fmt.Printf("rxevm: built %s (%s)\n", f[0], time.Since(t0).Round(time.Millisecond))

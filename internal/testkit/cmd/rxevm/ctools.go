@@ -131,43 +131,15 @@ func buildCTools(ctx context.Context, cache, modDir, dstDir string, verbose bool
 	if err != nil || len(srcs) == 0 {
 		return err
 	}
-	var missing []string
-	for _, p := range cToolPkgs {
-		if strings.HasPrefix(p.file, "/") {
-			if _, err := os.Stat(p.file); err == nil {
-				continue
-			}
-		} else if _, err := exec.LookPath(p.file); err == nil {
-			continue
-		}
-		missing = append(missing, p.pkg)
-	}
-	if len(missing) > 0 {
-		if os.Geteuid() != 0 {
-			return fmt.Errorf("the C tools of %s need host packages; install them with: sudo apt-get install %s",
-				cToolsDir, strings.Join(missing, " "))
-		}
-		fmt.Printf("rxevm: installing host packages for the C tools: %s\n", strings.Join(missing, " "))
-		if err := aptUpdate(ctx); err != nil {
-			return err
-		}
-		env := []string{"DEBIAN_FRONTEND=noninteractive"}
-		if err := runCmd(ctx, "", env, aptGet, append([]string{"install", "-y", "-q"}, missing...)...); err != nil {
-			return err
-		}
+	if err := ensureCToolPkgs(ctx); err != nil {
+		return err
 	}
 	sysroot, err := cToolSysroot(ctx, cache)
 	if err != nil {
 		return fmt.Errorf("the sysroot of the C tools: %w", err)
 	}
-	// A native gcc given --sysroot still looks in its own prefix's
-	// library directory (/usr/lib/x86_64-linux-gnu, the host's) before
-	// the sysroot's, for the start files (-B) and libraries (-L) alike:
-	// the sysroot's come first. libibverbs.so.1's own libraries (libnl)
-	// are found for the link there too (-rpath-link).
-	libDirs := []string{filepath.Join(sysroot, "usr/lib/x86_64-linux-gnu"), filepath.Join(sysroot, "lib/x86_64-linux-gnu")}
-	gccArgs := []string{"--sysroot=" + sysroot, "-B" + libDirs[0] + "/", "-L" + libDirs[0], "-L" + libDirs[1],
-		"-O2", "-Wall", "-Werror"}
+	libDirs := sysrootLibDirs(sysroot)
+	gccArgs := append(sysrootFlags(sysroot), "-O2", "-Wall", "-Werror")
 	// One gcc per CPU at a time: every run of the runner compiles them.
 	errs := make([]error, len(srcs))
 	sem := make(chan struct{}, runtime.NumCPU())
@@ -178,7 +150,7 @@ func buildCTools(ctx context.Context, cache, modDir, dstDir string, verbose bool
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			dst := filepath.Join(dstDir, strings.TrimSuffix(filepath.Base(src), ".c"))
-			args := append(slices.Clone(gccArgs), "-o", dst, src, "-libverbs", "-Wl,-rpath-link="+strings.Join(libDirs, ":"))
+			args := append(slices.Clone(gccArgs), "-o", dst, src, "-libverbs")
 			if err := runCmd(ctx, "", nil, "gcc", args...); err != nil {
 				errs[i] = fmt.Errorf("compiling %s: %w", src, err)
 				return
@@ -198,6 +170,85 @@ func buildCTools(ctx context.Context, cache, modDir, dstDir string, verbose bool
 	return nil
 }
 
+// ensureCToolPkgs installs cToolPkgs (gcc) when missing and running as
+// root, as ensureHostTools does; otherwise it fails naming them.
+func ensureCToolPkgs(ctx context.Context) error {
+	var missing []string
+	for _, p := range cToolPkgs {
+		if strings.HasPrefix(p.file, "/") {
+			if _, err := os.Stat(p.file); err == nil {
+				continue
+			}
+		} else if _, err := exec.LookPath(p.file); err == nil {
+			continue
+		}
+		missing = append(missing, p.pkg)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the C tools of %s and -race need host packages; install them with: sudo apt-get install %s",
+			cToolsDir, strings.Join(missing, " "))
+	}
+	fmt.Printf("rxevm: installing host packages for the C tools: %s\n", strings.Join(missing, " "))
+	if err := aptUpdate(ctx); err != nil {
+		return err
+	}
+	env := []string{"DEBIAN_FRONTEND=noninteractive"}
+	return runCmd(ctx, "", env, aptGet, append([]string{"install", "-y", "-q"}, missing...)...)
+}
+
+// sysrootLibDirs are the library directories of sysroot (the guest's
+// glibc and libibverbs).
+func sysrootLibDirs(sysroot string) []string {
+	return []string{filepath.Join(sysroot, "usr/lib/x86_64-linux-gnu"), filepath.Join(sysroot, "lib/x86_64-linux-gnu")}
+}
+
+// sysrootFlags are the host gcc's flags for compiling and linking
+// against sysroot. A native gcc given --sysroot still looks in its own
+// prefix's library directory (/usr/lib/x86_64-linux-gnu, the host's)
+// before the sysroot's, for the start files (-B) and libraries (-L)
+// alike: the sysroot's come first. Shared libraries' own dependencies
+// (libibverbs.so.1's libnl) are found for the link there too
+// (-rpath-link).
+func sysrootFlags(sysroot string) []string {
+	libDirs := sysrootLibDirs(sysroot)
+	return []string{"--sysroot=" + sysroot, "-B" + libDirs[0] + "/", "-L" + libDirs[0], "-L" + libDirs[1],
+		"-Wl,-rpath-link=" + strings.Join(libDirs, ":")}
+}
+
+// raceEnv is the go command's environment for -race builds: cgo (the
+// race runtime needs it) with the host gcc compiling and linking against
+// sysroot, the C tools' (cToolSysroot), so that the binaries need only
+// the guest's Debian 12 glibc whatever the host runs. Linked against the
+// host's, on Debian 13 (glibc 2.41), they could need symbol versions the
+// guest's 2.36 lacks. It is used on every host, Debian 12's too, where
+// the result is the same glibc: one way of building, the one CI runs.
+func raceEnv(sysroot string) []string {
+	flags := quoteFields(append(sysrootFlags(sysroot), "-O2", "-g"))
+	return []string{"CGO_ENABLED=1", "GOOS=linux", "GOARCH=amd64", "CC=gcc",
+		"CGO_CFLAGS=" + flags, "CGO_CXXFLAGS=" + flags, "CGO_LDFLAGS=" + flags}
+}
+
+// quoteFields joins fields for the go command's CGO_*FLAGS, which it
+// splits at spaces outside quotes: a field with a space or quote is
+// quoted.
+func quoteFields(fields []string) string {
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		switch {
+		case !strings.ContainsAny(f, " \t\n'\""):
+			out[i] = f
+		case !strings.Contains(f, "'"):
+			out[i] = "'" + f + "'"
+		default:
+			out[i] = `"` + f + `"`
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 // checkCToolLibs fails when a compiled C tool needs a library the guest
 // lacks, or a symbol version (GLIBC_2.38) its copy of the library, in
 // libDirs (the sysroot's, of the guest's versions), does not define: the
@@ -215,6 +266,28 @@ func checkCToolLibs(bin string, libDirs []string) error {
 	for _, l := range libs {
 		if !cToolLibs[l] {
 			return fmt.Errorf("%s needs %s, which the guest does not have", filepath.Base(bin), l)
+		}
+	}
+	return checkLibVersions(bin, libDirs)
+}
+
+// checkLibVersions fails when bin needs a symbol version (GLIBC_2.38) that
+// its library in libDirs (the sysroot's, of the guest's versions) does
+// not define, or a library libDirs lack: it would not start in the
+// guest.
+func checkLibVersions(bin string, libDirs []string) error {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return err
+	}
+	for _, l := range libs {
+		if _, err := libVersions(l, libDirs); err != nil {
+			return fmt.Errorf("%s needs %s: %w", filepath.Base(bin), l, err)
 		}
 	}
 	needs, err := f.DynamicVersionNeeds()

@@ -82,3 +82,69 @@ func TestRelativeSymlinks(t *testing.T) {
 		t.Errorf("a relative symlink changed: -> %q", target)
 	}
 }
+
+// TestRaceEnvSysroot: -race binaries are compiled and linked against
+// the sysroot raceEnv names, not the host's glibc (the real one is Debian
+// 12's, cToolSysroot, which a Debian 13 host's glibc 2.41 would not
+// match). A stand-in sysroot that links to the host's /usr and /lib,
+// under a path with a space: a race-built program links with
+// --sysroot=<it> on the external linker's command line, needs only
+// symbol versions its libraries define, and runs. With an empty sysroot
+// the build fails (no headers there): the flags reach the C compiler.
+func TestRaceEnvSysroot(t *testing.T) {
+	requireHostTools(t, "gcc", "go")
+	d := t.TempDir()
+	for name, text := range map[string]string{
+		"go.mod":  "module racesysroot\n\ngo 1.21\n",
+		"main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"race ok\") }\n",
+	} {
+		if err := os.WriteFile(filepath.Join(d, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sysroot := filepath.Join(d, "sys root")
+	if err := os.Mkdir(sysroot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"usr", "lib", "lib64"} {
+		if err := os.Symlink("/"+dir, filepath.Join(sysroot, dir)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := func(sysroot, out string) ([]byte, error) {
+		cmd := exec.Command("go", "build", "-race", "-ldflags=-v", "-o", out, ".")
+		cmd.Dir = d
+		cmd.Env = append(os.Environ(), raceEnv(sysroot)...)
+		return cmd.CombinedOutput()
+	}
+	prog := filepath.Join(d, "prog")
+	out, err := build(sysroot, prog)
+	if err != nil {
+		t.Fatalf("go build -race against the stand-in sysroot: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "host link:") || !strings.Contains(string(out), "--sysroot="+sysroot) {
+		t.Errorf("the external link does not name --sysroot=%s:\n%s", sysroot, out)
+	}
+	if err := checkLibVersions(prog, sysrootLibDirs(sysroot)); err != nil {
+		t.Error(err)
+	}
+	if out, err := exec.Command(prog).CombinedOutput(); err != nil || string(out) != "race ok\n" {
+		t.Errorf("the race-built program: %v, %q", err, out)
+	}
+	empty := filepath.Join(d, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := build(empty, filepath.Join(d, "prog2")); err == nil {
+		t.Errorf("go build -race with an empty sysroot succeeded; the flags do not reach gcc\n%s", out)
+	}
+}
+
+// TestQuoteFields: CGO_*FLAGS fields with spaces or quotes stay one
+// field each.
+func TestQuoteFields(t *testing.T) {
+	got := quoteFields([]string{"-O2", "--sysroot=/a b", "-Dx='y'"})
+	if want := `-O2 '--sysroot=/a b' "-Dx='y'"`; got != want {
+		t.Errorf("quoteFields = %s, want %s", got, want)
+	}
+}
