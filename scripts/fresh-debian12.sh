@@ -13,7 +13,7 @@
 # Not part of `make test`: it downloads Go, the kernel and rdma-core
 # packages and runs the whole VM suite in TCG. On a 2-core host it took
 # 51 minutes (2026-12-06, d3a75ae: root 36 s, make demo 2m58s, make test 47m21s;
-# README.md, "Two commands"). With -s trixie (2026-12-07, 255ef92): root 39 s,
+# README.md, "Two commands"). With -s trixie (2026-12-07, 0c05fc0 on a0ae128): root 39 s,
 # make demo 2m46s, make test about 47 min (docs/testing.md, "Debian 13 hosts").
 #
 # Usage (as root, on a Debian or Ubuntu host with network access to the
