@@ -317,6 +317,22 @@ func (ep *Endpoint) createQP(pd *uverbs.PD, attr *uverbs.QPInitAttr) (err error)
 	return nil
 }
 
+// checkSetup is the check of the calls that make and destroy the
+// endpoint's QP and SRQ: an endpoint of CreateEP or GetRequest, not
+// destroyed, and a context.
+func (ep *Endpoint) checkSetup(op string, ctx context.Context) error {
+	if ep == nil || ep.id == nil {
+		return invalid(op, "nil Endpoint (use CreateEP)")
+	}
+	if ctx == nil {
+		return invalid(op, "nil context.Context")
+	}
+	if ep.destroyed.Load() {
+		return opErr(op, ErrClosed)
+	}
+	return nil
+}
+
 // CreateQP is rdma_create_qp(3) on an endpoint that has no QP (CreateEP
 // or GetRequest given no attributes, or after DestroyQP): the QP is made
 // in pd, or in the endpoint's PD when pd is nil (CreateSRQ's, or a PD of
@@ -333,14 +349,11 @@ func (ep *Endpoint) createQP(pd *uverbs.PD, attr *uverbs.QPInitAttr) (err error)
 // while no other call on the endpoint runs.
 func (ep *Endpoint) CreateQP(pd *uverbs.PD, attr *uverbs.QPInitAttr) error {
 	const op = "create_qp"
-	if ep == nil || ep.id == nil {
-		return invalid(op, "nil Endpoint (use CreateEP)")
+	if err := ep.checkSetup(op, context.Background()); err != nil {
+		return err
 	}
 	if attr == nil {
 		return invalid(op, "nil QPInitAttr")
-	}
-	if ep.destroyed.Load() {
-		return opErr(op, ErrClosed)
 	}
 	if attr.Type == 0 {
 		attr.Type = ep.id.qpType
@@ -355,14 +368,8 @@ func (ep *Endpoint) CreateQP(pd *uverbs.PD, attr *uverbs.QPInitAttr) error {
 // stay.
 func (ep *Endpoint) DestroyQP(ctx context.Context) error {
 	const op = "destroy_qp"
-	if ep == nil || ep.id == nil {
-		return invalid(op, "nil Endpoint (use CreateEP)")
-	}
-	if ctx == nil {
-		return invalid(op, "nil context.Context")
-	}
-	if ep.destroyed.Load() {
-		return opErr(op, ErrClosed)
+	if err := ep.checkSetup(op, ctx); err != nil {
+		return err
 	}
 	if ep.qp == nil {
 		return invalid(op, "the endpoint has no QP")
@@ -412,11 +419,8 @@ func firstErr(errs []error) error {
 // endpoint destroys it (DestroySRQ, Destroy).
 func (ep *Endpoint) CreateSRQ(pd *uverbs.PD, attr uverbs.SRQAttr) (*uverbs.SRQ, error) {
 	const op = "create_srq"
-	if ep == nil || ep.id == nil {
-		return nil, invalid(op, "nil Endpoint (use CreateEP)")
-	}
-	if ep.destroyed.Load() {
-		return nil, opErr(op, ErrClosed)
+	if err := ep.checkSetup(op, context.Background()); err != nil {
+		return nil, err
 	}
 	if ep.srq != nil {
 		return nil, invalid(op, "the endpoint already has an SRQ")
@@ -469,14 +473,8 @@ func (ep *Endpoint) SRQ() *uverbs.SRQ {
 // the acknowledgement of its events that were read.
 func (ep *Endpoint) DestroySRQ(ctx context.Context) error {
 	const op = "destroy_srq"
-	if ep == nil || ep.id == nil {
-		return invalid(op, "nil Endpoint (use CreateEP)")
-	}
-	if ctx == nil {
-		return invalid(op, "nil context.Context")
-	}
-	if ep.destroyed.Load() {
-		return opErr(op, ErrClosed)
+	if err := ep.checkSetup(op, ctx); err != nil {
+		return err
 	}
 	if ep.srq == nil {
 		return invalid(op, "the endpoint has no SRQ")

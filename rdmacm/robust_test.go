@@ -165,7 +165,7 @@ func TestNilAndZeroValues(t *testing.T) {
 	for name, ep := range map[string]*Endpoint{"nil": nil, "zero": {}} {
 		mustNotPanic(t, name+" Endpoint", func() {
 			if ep.ID() != nil || ep.QP() != nil || ep.PD() != nil || ep.SendCQ() != nil || ep.RecvCQ() != nil ||
-				ep.Event().Type != 0 {
+				ep.SRQ() != nil || ep.Event().Type != 0 {
 				t.Errorf("%s Endpoint: a getter returned something", name)
 			}
 			wantInvalid(t, name+" Endpoint Listen", ep.Listen(1))
@@ -190,6 +190,11 @@ func TestNilAndZeroValues(t *testing.T) {
 			wantInvalid(t, name+" Endpoint GetSendComp", err)
 			_, err = ep.GetRecvComp(ctx, &wc)
 			wantInvalid(t, name+" Endpoint GetRecvComp", err)
+			wantInvalid(t, name+" Endpoint CreateQP", ep.CreateQP(nil, &uverbs.QPInitAttr{}))
+			wantInvalid(t, name+" Endpoint DestroyQP", ep.DestroyQP(ctx))
+			_, err = ep.CreateSRQ(nil, uverbs.SRQAttr{MaxWR: 1, MaxSGE: 1})
+			wantInvalid(t, name+" Endpoint CreateSRQ", err)
+			wantInvalid(t, name+" Endpoint DestroySRQ", ep.DestroySRQ(ctx))
 		})
 	}
 	mustNotPanic(t, "nil Endpoint Destroy", func() { wantInvalid(t, "nil Endpoint Destroy", (*Endpoint)(nil).Destroy()) })
