@@ -254,6 +254,20 @@ func quoteFields(fields []string) string {
 // libDirs (the sysroot's, of the guest's versions), does not define: the
 // tool would not even start there.
 func checkCToolLibs(bin string, libDirs []string) error {
+	return checkLibs(bin, libDirs, cToolLibs)
+}
+
+// checkLibVersions fails when bin needs a symbol version (GLIBC_2.38) that
+// its library in libDirs (the sysroot's, of the guest's versions) does
+// not define, or a library libDirs lack: it would not start in the
+// guest.
+func checkLibVersions(bin string, libDirs []string) error {
+	return checkLibs(bin, libDirs, nil)
+}
+
+// checkLibs is checkLibVersions, and, given allowed, fails too when bin
+// needs a library allowed does not name.
+func checkLibs(bin string, libDirs []string, allowed map[string]bool) error {
 	f, err := elf.Open(bin)
 	if err != nil {
 		return err
@@ -264,26 +278,9 @@ func checkCToolLibs(bin string, libDirs []string) error {
 		return err
 	}
 	for _, l := range libs {
-		if !cToolLibs[l] {
+		if allowed != nil && !allowed[l] {
 			return fmt.Errorf("%s needs %s, which the guest does not have", filepath.Base(bin), l)
 		}
-	}
-	return checkLibVersions(bin, libDirs)
-}
-
-// checkLibVersions fails when bin needs a symbol version (GLIBC_2.38) that
-// its library in libDirs (the sysroot's, of the guest's versions) does
-// not define, or a library libDirs lack: it would not start in the
-// guest.
-func checkLibVersions(bin string, libDirs []string) error {
-	f, err := elf.Open(bin)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	libs, err := f.ImportedLibraries()
-	if err != nil {
-		return err
 	}
 	for _, l := range libs {
 		if _, err := libVersions(l, libDirs); err != nil {
