@@ -42,7 +42,7 @@ type Endpoint struct {
 	recvCC *uverbs.CompChannel
 	sendCQ *uverbs.CQ
 	recvCQ *uverbs.CQ
-	ownCQ  [2]bool // send, receive
+	made   cqSet // the CQs and completion channels the endpoint made (makeCQs)
 	qp     *uverbs.QP
 	srq    *uverbs.SRQ        // CreateSRQ's
 	attr   *uverbs.QPInitAttr // a listener's, for its requests' QPs
@@ -258,61 +258,31 @@ func (ep *Endpoint) createQP(pd *uverbs.PD, attr *uverbs.QPInitAttr) (err error)
 	if a.SRQ == nil {
 		a.SRQ = ep.srq // rdma_create_qp_ex: id->srq when attr names none
 	}
-	var (
-		ccs     [2]*uverbs.CompChannel // send, receive
-		cqs     = [2]*uverbs.CQ{a.SendCQ, a.RecvCQ}
-		own     [2]bool
-		depth   = [2]int{a.Cap.MaxSendWR, a.Cap.MaxRecvWR}
-		cleanup = func() {
-			for i := range cqs {
-				if own[i] {
-					cqs[i].Destroy(context.Background())
-				}
-				if ccs[i] != nil {
-					ccs[i].Close()
-				}
-			}
-			if ownPD {
-				pd.Dealloc()
-			}
-		}
-	)
 	// With an SRQ too: its receives complete on the receive CQ of the QP
 	// that took them (librdmacm's rdma_create_qp_ex makes one whenever
 	// max_recv_wr is set).
-	for _, i := range [2]int{1, 0} { // librdmacm's order: receive first
-		if cqs[i] != nil || depth[i] <= 0 {
-			continue
+	fail := func(err error) error {
+		if ownPD {
+			pd.Dealloc()
 		}
-		if ccs[i], err = dev.CreateCompChannel(); err == nil {
-			cqs[i], err = dev.CreateCQ(depth[i], &uverbs.CQOptions{Channel: ccs[i]})
-		}
-		if err != nil {
-			cqs[i] = nil
-			cleanup()
-			return opErr(op, err)
-		}
-		own[i] = true
+		return err
 	}
-	if cqs[1] == nil {
-		cqs[1] = cqs[0] // a QP needs both; one without receives shares its send CQ
+	made, err := makeCQs(dev, &a)
+	if err != nil {
+		return fail(opErr(op, err))
 	}
-	if cqs[0] == nil {
-		cqs[0] = cqs[1]
-	}
-	a.SendCQ, a.RecvCQ = cqs[0], cqs[1]
 	qp, err := ep.id.CreateQP(pd, a)
 	if err != nil {
-		cleanup()
-		return err
+		made.release(context.Background())
+		return fail(err)
 	}
 	ep.qp, ep.pd = qp, pd
 	if ownPD {
 		ep.myPD = pd
 	}
-	ep.sendCQ, ep.recvCQ = cqs[0], cqs[1]
-	ep.sendCC, ep.recvCC = ccs[0], ccs[1]
-	ep.ownCQ = own
+	ep.sendCQ, ep.recvCQ = a.SendCQ, a.RecvCQ
+	ep.sendCC, ep.recvCC = made.cc[0], made.cc[1]
+	ep.made = made
 	attr.Cap = qp.Cap()
 	return nil
 }
@@ -378,26 +348,15 @@ func (ep *Endpoint) DestroyQP(ctx context.Context) error {
 	errs = append(errs, ep.destroyCQs(ctx)...)
 	ep.qp = nil
 	ep.sendCQ, ep.recvCQ, ep.sendCC, ep.recvCC = nil, nil, nil, nil
-	ep.ownCQ = [2]bool{}
+	ep.made = cqSet{}
 	return firstErr(errs)
 }
 
 // destroyCQs destroys the CQs and completion channels the endpoint made.
 // The fields stay (Destroy's callers may be in a call).
 func (ep *Endpoint) destroyCQs(ctx context.Context) []error {
-	var errs []error
-	if ep.ownCQ[0] {
-		errs = append(errs, ep.sendCQ.Destroy(ctx))
-	}
-	if ep.ownCQ[1] {
-		errs = append(errs, ep.recvCQ.Destroy(ctx))
-	}
-	for _, cc := range []*uverbs.CompChannel{ep.sendCC, ep.recvCC} {
-		if cc != nil {
-			errs = append(errs, cc.Close())
-		}
-	}
-	return errs
+	made := ep.made // a copy: release forgets its own
+	return []error{made.release(ctx)}
 }
 
 func firstErr(errs []error) error {
