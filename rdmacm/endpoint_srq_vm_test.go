@@ -69,42 +69,34 @@ func TestVMEndpointSRQ(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	serverDone := make(chan error, 1)
-	go func() {
-		serverDone <- func() error {
-			req, err := listen.GetRequest(ctx)
-			if err != nil {
-				return err
-			}
-			defer req.Destroy()
-			if req.QP().SRQ() != srq {
-				return fmt.Errorf("the request's QP does not use the SRQ")
-			}
-			if req.RecvCQ() == nil || req.RecvCQ() == req.SendCQ() {
-				return fmt.Errorf("the request's receive CQ %p is its send CQ %p", req.RecvCQ(), req.SendCQ())
-			}
-			if err := req.Accept(ctx, nil); err != nil {
-				return err
-			}
-			var wc uverbs.WC
-			if _, err := req.GetRecvComp(ctx, &wc); err != nil {
-				return fmt.Errorf("GetRecvComp: %w", err)
-			}
-			if wc.Status != uverbs.WCSuccess || wc.ID != 7 || wc.Opcode != uverbs.WCRecv || string(rbuf[:wc.ByteLen]) != "to the SRQ" {
-				return fmt.Errorf("server's receive: id %d %v %v %q", wc.ID, wc.Opcode, wc.Status, rbuf[:wc.ByteLen])
-			}
-			if err := req.PostSend(8, []byte("reply"), nil, uverbs.SendInline|uverbs.SendSignaled); err != nil {
-				return err
-			}
-			if _, err := req.GetSendComp(ctx, &wc); err != nil {
-				return fmt.Errorf("GetSendComp: %w", err)
-			}
-			if wc.Status != uverbs.WCSuccess || wc.ID != 8 || wc.Opcode != uverbs.WCSend {
-				return fmt.Errorf("server's send: id %d %v %v", wc.ID, wc.Opcode, wc.Status)
-			}
-			return req.Disconnect(ctx)
-		}()
-	}()
+	serverDone := serveRequest(ctx, listen, func(req *rdmacm.Endpoint) error {
+		if req.QP().SRQ() != srq {
+			return fmt.Errorf("the request's QP does not use the SRQ")
+		}
+		if req.RecvCQ() == nil || req.RecvCQ() == req.SendCQ() {
+			return fmt.Errorf("the request's receive CQ %p is its send CQ %p", req.RecvCQ(), req.SendCQ())
+		}
+		if err := req.Accept(ctx, nil); err != nil {
+			return err
+		}
+		var wc uverbs.WC
+		if _, err := req.GetRecvComp(ctx, &wc); err != nil {
+			return fmt.Errorf("GetRecvComp: %w", err)
+		}
+		if wc.Status != uverbs.WCSuccess || wc.ID != 7 || wc.Opcode != uverbs.WCRecv || string(rbuf[:wc.ByteLen]) != "to the SRQ" {
+			return fmt.Errorf("server's receive: id %d %v %v %q", wc.ID, wc.Opcode, wc.Status, rbuf[:wc.ByteLen])
+		}
+		if err := req.PostSend(8, []byte("reply"), nil, uverbs.SendInline|uverbs.SendSignaled); err != nil {
+			return err
+		}
+		if _, err := req.GetSendComp(ctx, &wc); err != nil {
+			return fmt.Errorf("GetSendComp: %w", err)
+		}
+		if wc.Status != uverbs.WCSuccess || wc.ID != 8 || wc.Opcode != uverbs.WCSend {
+			return fmt.Errorf("server's send: id %d %v %v", wc.ID, wc.Opcode, wc.Status)
+		}
+		return req.Disconnect(ctx)
+	})
 
 	cattr := epAttr()
 	ep, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, false, port), nil, &cattr)
@@ -162,100 +154,92 @@ func TestVMEndpointCreateSRQ(t *testing.T) {
 		return &uverbs.QPInitAttr{Cap: uverbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}
 	}
 
-	serverDone := make(chan error, 1)
-	go func() {
-		serverDone <- func() error {
-			req, err := listen.GetRequest(ctx)
-			if err != nil {
-				return err
-			}
-			defer req.Destroy()
-			if req.QP() != nil || req.SRQ() != nil {
-				return fmt.Errorf("a request of a listener without attributes has QP %v, SRQ %v", req.QP(), req.SRQ())
-			}
-			if err := req.PostRecv(1, make([]byte, 1), nil); !errors.Is(err, rdmacm.ErrInvalid) {
-				return fmt.Errorf("PostRecv with no QP or SRQ: %v, want ErrInvalid", err)
-			}
-			if err := req.DestroySRQ(ctx); !errors.Is(err, rdmacm.ErrInvalid) {
-				return fmt.Errorf("DestroySRQ with no SRQ: %v, want ErrInvalid", err)
-			}
-			srq, err := req.CreateSRQ(nil, uverbs.SRQAttr{MaxWR: 8, MaxSGE: 1})
-			if err != nil {
-				return fmt.Errorf("CreateSRQ: %w", err)
-			}
-			if req.SRQ() != srq || req.PD() == nil || srq.PD() != req.PD() {
-				return fmt.Errorf("SRQ %p (endpoint's %p) in PD %p, endpoint's PD %p", srq, req.SRQ(), srq.PD(), req.PD())
-			}
-			if _, err := req.CreateSRQ(nil, uverbs.SRQAttr{MaxWR: 8, MaxSGE: 1}); !errors.Is(err, rdmacm.ErrInvalid) {
-				return fmt.Errorf("a second CreateSRQ: %v, want ErrInvalid", err)
-			}
-			a := qattr()
-			if err := req.CreateQP(nil, a); err != nil {
-				return fmt.Errorf("CreateQP: %w", err)
-			}
-			if req.QP().SRQ() != srq || req.QP().PD() != req.PD() {
-				return fmt.Errorf("the QP's SRQ %p, want the endpoint's %p; its PD %p, want %p", req.QP().SRQ(), srq, req.QP().PD(), req.PD())
-			}
-			if req.RecvCQ() == nil || req.RecvCQ() == req.SendCQ() {
-				return fmt.Errorf("the request's receive CQ %p is its send CQ %p", req.RecvCQ(), req.SendCQ())
-			}
-			if a.Cap.MaxSendWR < 2 {
-				return fmt.Errorf("CreateQP gave back Cap %+v", a.Cap)
-			}
-			if err := req.CreateQP(nil, qattr()); !errors.Is(err, rdmacm.ErrInvalid) {
-				return fmt.Errorf("a second CreateQP: %v, want ErrInvalid", err)
-			}
-			// The SRQ while its QP lives: the kernel's EBUSY, and
-			// both stay; then the QP is destroyed and made again on
-			// the same SRQ, before the connection (after a
-			// disconnect the kernel's CM gives a new QP no
-			// attributes, EINVAL, to librdmacm too).
-			if err := req.DestroySRQ(ctx); !errors.Is(err, sys.EBUSY) || req.SRQ() != srq {
-				return fmt.Errorf("DestroySRQ under a live QP: %v (SRQ %p), want EBUSY", err, req.SRQ())
-			}
-			if err := req.DestroyQP(ctx); err != nil {
-				return fmt.Errorf("DestroyQP: %w", err)
-			}
-			if req.QP() != nil || req.SendCQ() != nil || req.RecvCQ() != nil || req.ID().QP() != nil {
-				return fmt.Errorf("after DestroyQP: QP %v, CQs %v %v, ID's QP %v", req.QP(), req.SendCQ(), req.RecvCQ(), req.ID().QP())
-			}
-			if err := req.DestroyQP(ctx); !errors.Is(err, rdmacm.ErrInvalid) {
-				return fmt.Errorf("a second DestroyQP: %v, want ErrInvalid", err)
-			}
-			if err := req.CreateQP(nil, qattr()); err != nil || req.QP().SRQ() != srq {
-				return fmt.Errorf("CreateQP after DestroyQP: %v", err)
-			}
-			rbuf := make([]byte, 32)
-			rmr, err := req.RegMsgs(rbuf)
-			if err != nil {
-				return err
-			}
-			defer rmr.Dereg()
-			if err := req.PostRecv(7, rbuf, rmr); err != nil {
-				return fmt.Errorf("PostRecv to the SRQ: %w", err)
-			}
-			if err := req.Accept(ctx, nil); err != nil {
-				return err
-			}
-			var wc uverbs.WC
-			if _, err := req.GetRecvComp(ctx, &wc); err != nil {
-				return fmt.Errorf("GetRecvComp: %w", err)
-			}
-			if wc.Status != uverbs.WCSuccess || wc.ID != 7 || wc.Opcode != uverbs.WCRecv || wc.QPNum != req.QP().QPN() || string(rbuf[:wc.ByteLen]) != "through the SRQ" {
-				return fmt.Errorf("server's receive: id %d %v %v qpn %#x (QP %#x) %q", wc.ID, wc.Opcode, wc.Status, wc.QPNum, req.QP().QPN(), rbuf[:wc.ByteLen])
-			}
-			if err := req.Disconnect(ctx); err != nil {
-				return err
-			}
-			if err := req.DestroyQP(ctx); err != nil {
-				return err
-			}
-			if err := req.DestroySRQ(ctx); err != nil || req.SRQ() != nil {
-				return fmt.Errorf("DestroySRQ: %v (SRQ %p)", err, req.SRQ())
-			}
-			return nil
-		}()
-	}()
+	serverDone := serveRequest(ctx, listen, func(req *rdmacm.Endpoint) error {
+		if req.QP() != nil || req.SRQ() != nil {
+			return fmt.Errorf("a request of a listener without attributes has QP %v, SRQ %v", req.QP(), req.SRQ())
+		}
+		if err := req.PostRecv(1, make([]byte, 1), nil); !errors.Is(err, rdmacm.ErrInvalid) {
+			return fmt.Errorf("PostRecv with no QP or SRQ: %v, want ErrInvalid", err)
+		}
+		if err := req.DestroySRQ(ctx); !errors.Is(err, rdmacm.ErrInvalid) {
+			return fmt.Errorf("DestroySRQ with no SRQ: %v, want ErrInvalid", err)
+		}
+		srq, err := req.CreateSRQ(nil, uverbs.SRQAttr{MaxWR: 8, MaxSGE: 1})
+		if err != nil {
+			return fmt.Errorf("CreateSRQ: %w", err)
+		}
+		if req.SRQ() != srq || req.PD() == nil || srq.PD() != req.PD() {
+			return fmt.Errorf("SRQ %p (endpoint's %p) in PD %p, endpoint's PD %p", srq, req.SRQ(), srq.PD(), req.PD())
+		}
+		if _, err := req.CreateSRQ(nil, uverbs.SRQAttr{MaxWR: 8, MaxSGE: 1}); !errors.Is(err, rdmacm.ErrInvalid) {
+			return fmt.Errorf("a second CreateSRQ: %v, want ErrInvalid", err)
+		}
+		a := qattr()
+		if err := req.CreateQP(nil, a); err != nil {
+			return fmt.Errorf("CreateQP: %w", err)
+		}
+		if req.QP().SRQ() != srq || req.QP().PD() != req.PD() {
+			return fmt.Errorf("the QP's SRQ %p, want the endpoint's %p; its PD %p, want %p", req.QP().SRQ(), srq, req.QP().PD(), req.PD())
+		}
+		if req.RecvCQ() == nil || req.RecvCQ() == req.SendCQ() {
+			return fmt.Errorf("the request's receive CQ %p is its send CQ %p", req.RecvCQ(), req.SendCQ())
+		}
+		if a.Cap.MaxSendWR < 2 {
+			return fmt.Errorf("CreateQP gave back Cap %+v", a.Cap)
+		}
+		if err := req.CreateQP(nil, qattr()); !errors.Is(err, rdmacm.ErrInvalid) {
+			return fmt.Errorf("a second CreateQP: %v, want ErrInvalid", err)
+		}
+		// The SRQ while its QP lives: the kernel's EBUSY, and
+		// both stay; then the QP is destroyed and made again on
+		// the same SRQ, before the connection (after a
+		// disconnect the kernel's CM gives a new QP no
+		// attributes, EINVAL, to librdmacm too).
+		if err := req.DestroySRQ(ctx); !errors.Is(err, sys.EBUSY) || req.SRQ() != srq {
+			return fmt.Errorf("DestroySRQ under a live QP: %v (SRQ %p), want EBUSY", err, req.SRQ())
+		}
+		if err := req.DestroyQP(ctx); err != nil {
+			return fmt.Errorf("DestroyQP: %w", err)
+		}
+		if req.QP() != nil || req.SendCQ() != nil || req.RecvCQ() != nil || req.ID().QP() != nil {
+			return fmt.Errorf("after DestroyQP: QP %v, CQs %v %v, ID's QP %v", req.QP(), req.SendCQ(), req.RecvCQ(), req.ID().QP())
+		}
+		if err := req.DestroyQP(ctx); !errors.Is(err, rdmacm.ErrInvalid) {
+			return fmt.Errorf("a second DestroyQP: %v, want ErrInvalid", err)
+		}
+		if err := req.CreateQP(nil, qattr()); err != nil || req.QP().SRQ() != srq {
+			return fmt.Errorf("CreateQP after DestroyQP: %v", err)
+		}
+		rbuf := make([]byte, 32)
+		rmr, err := req.RegMsgs(rbuf)
+		if err != nil {
+			return err
+		}
+		defer rmr.Dereg()
+		if err := req.PostRecv(7, rbuf, rmr); err != nil {
+			return fmt.Errorf("PostRecv to the SRQ: %w", err)
+		}
+		if err := req.Accept(ctx, nil); err != nil {
+			return err
+		}
+		var wc uverbs.WC
+		if _, err := req.GetRecvComp(ctx, &wc); err != nil {
+			return fmt.Errorf("GetRecvComp: %w", err)
+		}
+		if wc.Status != uverbs.WCSuccess || wc.ID != 7 || wc.Opcode != uverbs.WCRecv || wc.QPNum != req.QP().QPN() || string(rbuf[:wc.ByteLen]) != "through the SRQ" {
+			return fmt.Errorf("server's receive: id %d %v %v qpn %#x (QP %#x) %q", wc.ID, wc.Opcode, wc.Status, wc.QPNum, req.QP().QPN(), rbuf[:wc.ByteLen])
+		}
+		if err := req.Disconnect(ctx); err != nil {
+			return err
+		}
+		if err := req.DestroyQP(ctx); err != nil {
+			return err
+		}
+		if err := req.DestroySRQ(ctx); err != nil || req.SRQ() != nil {
+			return fmt.Errorf("DestroySRQ: %v (SRQ %p)", err, req.SRQ())
+		}
+		return nil
+	})
 
 	ep, err := rdmacm.CreateEP(ctx, epAddr(t, ctx, false, port), nil, nil)
 	if err != nil {

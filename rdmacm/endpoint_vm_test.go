@@ -248,48 +248,40 @@ func TestVMEndpointRDMA(t *testing.T) {
 	}
 	areas := make(chan [2]area, 1)
 	wbuf, rbuf := make([]byte, 64), []byte("read me, client")
-	serverDone := make(chan error, 1)
-	go func() {
-		serverDone <- func() error {
-			id, err := listen.GetRequest(ctx)
-			if err != nil {
-				return err
-			}
-			defer id.Destroy()
-			wmr, err := id.RegWrite(wbuf)
-			if err != nil {
-				return err
-			}
-			defer wmr.Dereg()
-			rmr, err := id.RegRead(rbuf)
-			if err != nil {
-				return err
-			}
-			defer rmr.Dereg()
-			msg := make([]byte, 16)
-			mmr, err := id.RegMsgs(msg)
-			if err != nil {
-				return err
-			}
-			defer mmr.Dereg()
-			if err := id.PostRecv(1, msg, mmr); err != nil {
-				return err
-			}
-			if err := id.Accept(ctx, nil); err != nil {
-				return err
-			}
-			defer id.Disconnect(ctx)
-			areas <- [2]area{{wmr.Addr(), wmr.RKey()}, {rmr.Addr(), rmr.RKey()}}
-			var wc uverbs.WC
-			if _, err := id.GetRecvComp(ctx, &wc); err != nil {
-				return err
-			}
-			if wc.Status != uverbs.WCSuccess || string(msg[:4]) != "done" || string(wbuf[8:16]) != "written!" {
-				return fmt.Errorf("server: %v, message %q, written %q", wc.Status, msg[:4], wbuf[8:16])
-			}
-			return nil
-		}()
-	}()
+	serverDone := serveRequest(ctx, listen, func(id *rdmacm.Endpoint) error {
+		wmr, err := id.RegWrite(wbuf)
+		if err != nil {
+			return err
+		}
+		defer wmr.Dereg()
+		rmr, err := id.RegRead(rbuf)
+		if err != nil {
+			return err
+		}
+		defer rmr.Dereg()
+		msg := make([]byte, 16)
+		mmr, err := id.RegMsgs(msg)
+		if err != nil {
+			return err
+		}
+		defer mmr.Dereg()
+		if err := id.PostRecv(1, msg, mmr); err != nil {
+			return err
+		}
+		if err := id.Accept(ctx, nil); err != nil {
+			return err
+		}
+		defer id.Disconnect(ctx)
+		areas <- [2]area{{wmr.Addr(), wmr.RKey()}, {rmr.Addr(), rmr.RKey()}}
+		var wc uverbs.WC
+		if _, err := id.GetRecvComp(ctx, &wc); err != nil {
+			return err
+		}
+		if wc.Status != uverbs.WCSuccess || string(msg[:4]) != "done" || string(wbuf[8:16]) != "written!" {
+			return fmt.Errorf("server: %v, message %q, written %q", wc.Status, msg[:4], wbuf[8:16])
+		}
+		return nil
+	})
 
 	attr = epAttr()
 	attr.Cap.MaxSendWR = 4
@@ -376,48 +368,40 @@ func TestVMEndpointUD(t *testing.T) {
 		return &uverbs.QPInitAttr{SigAll: true, Cap: uverbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}}
 	}
 	listen := listenEP(ctx, t, udAddr(rdmacm.AIPassive), udAttr())
-	serverDone := make(chan error, 1)
-	go func() {
-		serverDone <- func() error {
-			req, err := listen.GetRequest(ctx)
-			if err != nil {
-				return err
-			}
-			defer req.Destroy()
-			if ev := req.Event(); ev.Type != rdmacm.EventConnectRequest || req.QP() == nil || req.QP().Type() != uverbs.QPTypeUD {
-				return fmt.Errorf("request: %v, QP %v", &ev, req.QP())
-			}
-			buf := make([]byte, 40+16)
-			mr, err := req.RegMsgs(buf)
-			if err != nil {
-				return err
-			}
-			defer mr.Dereg()
-			if err := req.PostRecv(1, buf, mr); err != nil {
-				return err
-			}
-			if err := req.Accept(ctx, nil); err != nil {
-				return err
-			}
-			var wc uverbs.WC
-			if _, err := req.GetRecvComp(ctx, &wc); err != nil {
-				return err
-			}
-			if wc.Status != uverbs.WCSuccess || wc.ByteLen != 40+13 || string(buf[40:53]) != "hello over UD" {
-				return fmt.Errorf("server received %v, %d bytes %q", wc.Status, wc.ByteLen, buf[40:53])
-			}
-			ah, err := req.PD().CreateAHFromWC(req.ID().Port(), &wc, buf[:40])
-			if err != nil {
-				return err
-			}
-			defer ah.Destroy()
-			if err := req.PostUDSend(2, []byte("reply"), nil, uverbs.SendInline, ah, wc.SrcQP); err != nil {
-				return err
-			}
-			_, err = req.GetSendComp(ctx, &wc)
+	serverDone := serveRequest(ctx, listen, func(req *rdmacm.Endpoint) error {
+		if ev := req.Event(); ev.Type != rdmacm.EventConnectRequest || req.QP() == nil || req.QP().Type() != uverbs.QPTypeUD {
+			return fmt.Errorf("request: %v, QP %v", &ev, req.QP())
+		}
+		buf := make([]byte, 40+16)
+		mr, err := req.RegMsgs(buf)
+		if err != nil {
 			return err
-		}()
-	}()
+		}
+		defer mr.Dereg()
+		if err := req.PostRecv(1, buf, mr); err != nil {
+			return err
+		}
+		if err := req.Accept(ctx, nil); err != nil {
+			return err
+		}
+		var wc uverbs.WC
+		if _, err := req.GetRecvComp(ctx, &wc); err != nil {
+			return err
+		}
+		if wc.Status != uverbs.WCSuccess || wc.ByteLen != 40+13 || string(buf[40:53]) != "hello over UD" {
+			return fmt.Errorf("server received %v, %d bytes %q", wc.Status, wc.ByteLen, buf[40:53])
+		}
+		ah, err := req.PD().CreateAHFromWC(req.ID().Port(), &wc, buf[:40])
+		if err != nil {
+			return err
+		}
+		defer ah.Destroy()
+		if err := req.PostUDSend(2, []byte("reply"), nil, uverbs.SendInline, ah, wc.SrcQP); err != nil {
+			return err
+		}
+		_, err = req.GetSendComp(ctx, &wc)
+		return err
+	})
 
 	ep, err := rdmacm.CreateEP(ctx, udAddr(0), nil, udAttr())
 	if err != nil {
@@ -512,4 +496,22 @@ func TestVMEndpointDestroyWhileWaiting(t *testing.T) {
 			t.Fatalf("%s still waits after Destroy", what)
 		}
 	}
+}
+
+// serveRequest runs a listener's side in a goroutine: the next request,
+// given to serve, then destroyed; the channel gets serve's error (or
+// GetRequest's).
+func serveRequest(ctx context.Context, listen *rdmacm.Endpoint, serve func(req *rdmacm.Endpoint) error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			req, err := listen.GetRequest(ctx)
+			if err != nil {
+				return err
+			}
+			defer req.Destroy()
+			return serve(req)
+		}()
+	}()
+	return done
 }
